@@ -1,0 +1,26 @@
+"""Argument checks shared by every edge (store verbs, submissions, later the API and CLI)."""
+
+from __future__ import annotations
+
+from fencepost.domain.errors import ValidationError
+
+_MAX_NAME = 200
+
+
+def require_int(value: object, field: str, *, low: int, high: int | None = None) -> int:
+    """An ``int`` (not a ``bool``) within ``[low, high]``, or a ValidationError on ``field``."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValidationError(field, f"must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"between {low} and {high}"
+        raise ValidationError(field, f"must be {bound}, got {value}")
+    return value
+
+
+def require_name(value: object, field: str, *, max_len: int = _MAX_NAME) -> str:
+    """A non-blank string of at most ``max_len`` characters."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(field, f"must be a non-empty string, got {value!r}")
+    if len(value) > max_len:
+        raise ValidationError(field, f"must be at most {max_len} characters, got {len(value)}")
+    return value

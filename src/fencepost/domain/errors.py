@@ -1,0 +1,99 @@
+"""The fencepost error hierarchy.
+
+Every error fencepost raises on purpose derives from :class:`FencepostError`::
+
+    FencepostError
+     ├── ValidationError          bad input; ``field`` names the offending argument
+     │    └── ResultInvalid       a handler's result is not JSON (the execution is FAILED)
+     ├── NotFound                 no execution with that id
+     ├── StaleLease               owner/epoch do not match, or the lease expired (HTTP 409)
+     ├── InvalidTransition        the state machine forbids the requested change
+     ├── IdempotencyConflict      same idempotency key, different request
+     └── StoreUnavailable         the backend cannot be reached (driver errors, translated)
+
+Driver exceptions never leak through the store boundary: backends translate them with
+``raise StoreUnavailable(...) from exc``.
+"""
+
+from __future__ import annotations
+
+
+class FencepostError(Exception):
+    """Root of every error fencepost raises on purpose."""
+
+
+class ValidationError(FencepostError, ValueError):
+    """An argument is malformed. ``field`` names it; nothing was written.
+
+    Also a :class:`ValueError`, so callers that validate generically keep working.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+class ResultInvalid(ValidationError):
+    """A completion carried a result that is not JSON (or is too large).
+
+    Unlike other validation errors this one is *recorded*: the execution has been
+    moved to FAILED with reason ``result_invalid`` before this is raised, because
+    retrying a handler that returns garbage would only return garbage again.
+    """
+
+    def __init__(self, execution_id: str, message: str) -> None:
+        self.execution_id = execution_id
+        super().__init__("result", message)
+
+
+class NotFound(FencepostError, LookupError):
+    """No execution with the given id exists (it may have been pruned)."""
+
+    def __init__(self, execution_id: str) -> None:
+        self.execution_id = execution_id
+        super().__init__(f"execution {execution_id} not found")
+
+
+class StaleLease(FencepostError):
+    """A fenced call carried an owner/epoch that no longer holds a live lease.
+
+    Raised by ``complete``, ``fail`` and ``heartbeat`` when the row's owner or
+    epoch differ from the caller's, or the lease has expired by the store's clock.
+    Nothing changed except an audit record of the refusal.
+    """
+
+    def __init__(self, execution_id: str, owner: str, epoch: int) -> None:
+        self.execution_id = execution_id
+        self.owner = owner
+        self.epoch = epoch
+        super().__init__(
+            f"execution {execution_id}: lease of owner {owner!r} at epoch {epoch} "
+            "is no longer valid"
+        )
+
+
+class InvalidTransition(FencepostError):
+    """The state machine has no edge for this event from the execution's state."""
+
+    def __init__(self, execution_id: str, state: str, event: str) -> None:
+        self.execution_id = execution_id
+        self.state = state
+        self.event = event
+        super().__init__(f"execution {execution_id}: cannot apply {event} in state {state}")
+
+
+class IdempotencyConflict(FencepostError):
+    """An idempotency key was reused for a request that differs from the first one."""
+
+    def __init__(self, key: str, existing_id: str) -> None:
+        self.key = key
+        self.existing_id = existing_id
+        super().__init__(
+            f"idempotency_key {key!r} already names execution {existing_id} "
+            "with a different request"
+        )
+
+
+class StoreUnavailable(FencepostError):
+    """The storage backend could not be reached or failed; safe to retry later."""

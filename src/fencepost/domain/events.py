@@ -1,0 +1,90 @@
+"""What can happen to an execution, as past-tense frozen values.
+
+Each event names its :class:`~fencepost.domain.states.Event` kind; the state
+machine (:mod:`fencepost.domain.machine`) decides what it does to an execution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import ClassVar
+
+from fencepost.domain.models import JSON
+from fencepost.domain.states import Event
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionClaimed:
+    """A worker took the lease; epoch and attempt go up by one."""
+
+    kind: ClassVar[Event] = Event.CLAIMED
+    owner: str
+    lease_until: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionCompleted:
+    """The lease holder reported success with a (valid JSON) result."""
+
+    kind: ClassVar[Event] = Event.COMPLETED
+    owner: str
+    result: JSON
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionFailed:
+    """The lease holder reported a failure.
+
+    ``retry_at`` is when a retry becomes due if the failure is retryable and
+    attempts remain; otherwise the execution becomes a dead letter.
+    """
+
+    kind: ClassVar[Event] = Event.FAILED
+    owner: str
+    error: str
+    retryable: bool
+    retry_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LeaseExpired:
+    """The reaper found the lease expired: the attempt TIMED_OUT."""
+
+    kind: ClassVar[Event] = Event.LEASE_EXPIRED
+    retry_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionCancelled:
+    """A client cancelled an execution that had not started."""
+
+    kind: ClassVar[Event] = Event.CANCELLED
+    actor: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionSkipped:
+    """Policy decided not to run a materialized occurrence."""
+
+    kind: ClassVar[Event] = Event.SKIPPED
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionReplayed:
+    """An operator revived a dead letter; it gets a fresh attempt budget."""
+
+    kind: ClassVar[Event] = Event.REPLAYED
+    actor: str
+
+
+ExecutionEvent = (
+    ExecutionClaimed
+    | ExecutionCompleted
+    | ExecutionFailed
+    | LeaseExpired
+    | ExecutionCancelled
+    | ExecutionSkipped
+    | ExecutionReplayed
+)

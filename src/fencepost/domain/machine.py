@@ -1,0 +1,276 @@
+"""The execution state machine: the edges as data, and one pure function that applies them.
+
+Every backend changes state through these rules. The memory backend calls
+:func:`apply` directly; the SQL backends take their guards (``sources``) and their
+targets (``after_failure``) from here and pass them into their statements, so
+no backend decides a transition on its own. The contract suite checks that every
+audit transition a backend writes is an edge of :data:`EDGES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from fencepost.domain.errors import InvalidTransition
+from fencepost.domain.events import (
+    ExecutionCancelled,
+    ExecutionClaimed,
+    ExecutionCompleted,
+    ExecutionEvent,
+    ExecutionFailed,
+    ExecutionReplayed,
+    ExecutionSkipped,
+    LeaseExpired,
+)
+from fencepost.domain.models import Attempt, Execution, Transition
+from fencepost.domain.states import AttemptOutcome, Event, State
+
+#: For each event, the states it may leave and the states it may lead to.
+#: ``None`` as a source is "no row yet" (creation). ``STALE_REFUSED`` is an audit
+#: record of a refused call, not an edge: its from- and to-state are equal.
+EDGES: Mapping[Event, Mapping[State | None, frozenset[State]]] = {
+    Event.SUBMITTED: {None: frozenset({State.SCHEDULED})},
+    Event.CLAIMED: {
+        State.SCHEDULED: frozenset({State.RUNNING}),
+        State.RETRY_WAIT: frozenset({State.RUNNING}),
+        # Only when the previous lease expired and attempts remain (a takeover).
+        State.RUNNING: frozenset({State.RUNNING}),
+    },
+    Event.COMPLETED: {State.RUNNING: frozenset({State.SUCCEEDED})},
+    Event.FAILED: {State.RUNNING: frozenset({State.RETRY_WAIT, State.FAILED})},
+    Event.LEASE_EXPIRED: {State.RUNNING: frozenset({State.RETRY_WAIT, State.FAILED})},
+    Event.CANCELLED: {
+        State.SCHEDULED: frozenset({State.CANCELLED}),
+        State.RETRY_WAIT: frozenset({State.CANCELLED}),
+    },
+    Event.SKIPPED: {State.SCHEDULED: frozenset({State.SKIPPED})},
+    Event.REPLAYED: {State.FAILED: frozenset({State.SCHEDULED})},
+}
+
+
+def sources(event: Event) -> tuple[State, ...]:
+    """The states ``event`` may leave, in a stable order (for SQL ``IN`` lists)."""
+    return tuple(sorted(s for s in EDGES.get(event, {}) if s is not None))
+
+
+def is_edge(event: Event, from_state: State | None, to_state: State) -> bool:
+    """Whether an audit record ``from_state --event--> to_state`` is allowed."""
+    if event is Event.STALE_REFUSED:
+        return from_state is not None and from_state == to_state
+    return to_state in EDGES.get(event, {}).get(from_state, frozenset())
+
+
+def after_failure(*, attempt: int, max_attempts: int, retryable: bool) -> State:
+    """Where a failed or timed-out attempt leads: another try, or the dead letters."""
+    if retryable and attempt < max_attempts:
+        return State.RETRY_WAIT
+    return State.FAILED
+
+
+def lease_is_live(lease_until: datetime | None, now: datetime) -> bool:
+    """A lease is live strictly before ``lease_until``; at that instant it has expired."""
+    return lease_until is not None and now < lease_until
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Change:
+    """The outcome of :func:`apply`: the new execution and what to audit."""
+
+    execution: Execution
+    event: Event
+    from_state: State
+    from_epoch: int
+    actor: str | None
+    reason: str | None
+
+    def transition(self, seq: int, at: datetime) -> Transition:
+        """The audit record of this change, numbered ``seq`` by the store."""
+        return Transition(
+            execution_id=self.execution.id,
+            seq=seq,
+            event=self.event,
+            from_state=self.from_state,
+            to_state=self.execution.state,
+            epoch=self.execution.epoch,
+            actor=self.actor,
+            reason=self.reason,
+            at=at,
+        )
+
+
+def apply(execution: Execution, event: ExecutionEvent, now: datetime) -> Change:
+    """Apply ``event`` to ``execution`` at ``now``, or raise :class:`InvalidTransition`.
+
+    Fencing (owner, epoch, live lease) is checked by the store *before* calling
+    this, because a stale call is :class:`~fencepost.StaleLease`, not an invalid
+    transition. What this checks is the state machine: the source state, due
+    times for claims, expiry and remaining attempts for takeovers.
+    """
+    state = execution.state
+    if state not in EDGES.get(event.kind, {}):
+        raise InvalidTransition(execution.id, state, event.kind)
+    moved = _apply(execution, event, now)
+    actor, reason = _actor_and_reason(execution, event)
+    return Change(
+        execution=moved,
+        event=event.kind,
+        from_state=state,
+        from_epoch=execution.epoch,
+        actor=actor,
+        reason=reason,
+    )
+
+
+def _apply(e: Execution, event: ExecutionEvent, now: datetime) -> Execution:
+    match event:
+        case ExecutionClaimed(owner=owner, lease_until=lease_until):
+            if e.state is State.RUNNING:
+                if lease_is_live(e.lease_until, now) or e.attempt >= e.max_attempts:
+                    raise InvalidTransition(e.id, e.state, event.kind)
+            elif e.due_at > now:
+                raise InvalidTransition(e.id, e.state, event.kind)
+            return replace(
+                e,
+                state=State.RUNNING,
+                epoch=e.epoch + 1,
+                attempt=e.attempt + 1,
+                lease_owner=owner,
+                lease_until=lease_until,
+                updated_at=now,
+            )
+        case ExecutionCompleted(result=result):
+            return _leave_running(e, now, state=State.SUCCEEDED, result=result)
+        case ExecutionFailed(error=error, retryable=retryable, retry_at=retry_at):
+            target = after_failure(
+                attempt=e.attempt, max_attempts=e.max_attempts, retryable=retryable
+            )
+            due = retry_at if target is State.RETRY_WAIT else e.due_at
+            return _leave_running(e, now, state=target, error=error, due_at=due)
+        case LeaseExpired(retry_at=retry_at):
+            if lease_is_live(e.lease_until, now):
+                raise InvalidTransition(e.id, e.state, event.kind)
+            target = after_failure(attempt=e.attempt, max_attempts=e.max_attempts, retryable=True)
+            due = retry_at if target is State.RETRY_WAIT else e.due_at
+            return _leave_running(e, now, state=target, error=LEASE_EXPIRED_ERROR, due_at=due)
+        case ExecutionCancelled():
+            return replace(e, state=State.CANCELLED, updated_at=now)
+        case ExecutionSkipped():
+            return replace(e, state=State.SKIPPED, updated_at=now)
+        case ExecutionReplayed():
+            return replace(e, state=State.SCHEDULED, attempt=0, due_at=now, updated_at=now)
+    raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
+
+
+#: The error recorded on an execution whose attempt timed out.
+LEASE_EXPIRED_ERROR = "lease expired"
+
+
+def _leave_running(e: Execution, now: datetime, **changes: object) -> Execution:
+    return replace(e, lease_owner=None, lease_until=None, updated_at=now, **changes)  # type: ignore[arg-type]
+
+
+def _actor_and_reason(e: Execution, event: ExecutionEvent) -> tuple[str | None, str | None]:
+    match event:
+        case ExecutionClaimed(owner=owner):
+            if e.state is State.RUNNING:
+                return owner, takeover_reason(e.lease_owner, e.epoch)
+            return owner, None
+        case ExecutionCompleted(owner=owner):
+            return owner, None
+        case ExecutionFailed(owner=owner, error=error):
+            return owner, error
+        case LeaseExpired():
+            return "reaper", f"lease of {e.lease_owner} (epoch {e.epoch}) expired"
+        case ExecutionCancelled(actor=actor) | ExecutionReplayed(actor=actor):
+            return actor, None
+        case ExecutionSkipped(reason=reason):
+            return None, reason
+    raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
+
+
+_OUTCOMES: Mapping[Event, AttemptOutcome] = {
+    Event.COMPLETED: AttemptOutcome.SUCCEEDED,
+    Event.FAILED: AttemptOutcome.FAILED,
+    Event.LEASE_EXPIRED: AttemptOutcome.TIMED_OUT,
+    Event.RELEASED: AttemptOutcome.ABANDONED,
+    Event.CANCELLED: AttemptOutcome.CANCELLED,
+}
+
+
+def attempts_from_transitions(transitions: Iterable[Transition]) -> list[Attempt]:
+    """Derive the attempts of one execution from its audit trail (ordered by ``seq``).
+
+    An attempt opens with a CLAIMED transition (its epoch identifies it) and ends
+    with the first later transition of the same epoch that leaves RUNNING. A
+    takeover (CLAIMED from RUNNING) ends the previous attempt as TIMED_OUT at the
+    moment of the takeover. Attempt numbers restart at 1 after a replay.
+    """
+    attempts: list[Attempt] = []
+    open_attempt: Attempt | None = None
+    number = 0
+    for t in transitions:
+        if t.event in (Event.SUBMITTED, Event.REPLAYED):
+            number = 0
+        elif t.event is Event.CLAIMED:
+            if open_attempt is not None:
+                attempts.append(
+                    replace(
+                        open_attempt,
+                        ended_at=t.at,
+                        outcome=AttemptOutcome.TIMED_OUT,
+                        error=LEASE_EXPIRED_ERROR,
+                    )
+                )
+            number += 1
+            open_attempt = Attempt(
+                execution_id=t.execution_id,
+                attempt=number,
+                epoch=t.epoch,
+                owner=t.actor or "",
+                started_at=t.at,
+                ended_at=None,
+                outcome=None,
+                error=None,
+            )
+        elif (
+            open_attempt is not None
+            and t.epoch == open_attempt.epoch
+            and t.from_state is State.RUNNING
+            and t.event in _OUTCOMES
+        ):
+            error = t.reason if t.event in (Event.FAILED, Event.LEASE_EXPIRED) else None
+            if t.event is Event.LEASE_EXPIRED:
+                error = LEASE_EXPIRED_ERROR
+            attempts.append(
+                replace(open_attempt, ended_at=t.at, outcome=_OUTCOMES[t.event], error=error)
+            )
+            open_attempt = None
+    if open_attempt is not None:
+        attempts.append(open_attempt)
+    return attempts
+
+
+def holds(execution: Execution, owner: str, epoch: int, now: datetime) -> bool:
+    """The fence: ``owner`` at ``epoch`` holds a live lease on ``execution`` at ``now``.
+
+    ``state == RUNNING`` alone is never enough: a re-claimed execution is
+    RUNNING too, under a higher epoch.
+    """
+    return (
+        execution.state is State.RUNNING
+        and execution.lease_owner == owner
+        and execution.epoch == epoch
+        and lease_is_live(execution.lease_until, now)
+    )
+
+
+def stale_reason(verb: str) -> str:
+    """The audit reason recorded when a fenced ``verb`` is refused."""
+    return f"stale {verb} refused"
+
+
+def takeover_reason(previous_owner: str | None, previous_epoch: int) -> str:
+    """The audit reason of a claim that took over an expired lease."""
+    return f"took over from {previous_owner} (epoch {previous_epoch}): lease expired"

@@ -1,0 +1,108 @@
+"""The frozen domain model: what the store keeps and hands out.
+
+All datetimes are timezone-aware UTC. JSON payloads (``inputs``, ``result``,
+``progress``) are plain Python values that round-trip through :mod:`json`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from fencepost.domain.states import AttemptOutcome, Event, State
+
+#: A JSON value as Python holds it (dict, list, str, int, float, bool or None).
+JSON = Any
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Execution:
+    """One run a client asked for, or that a schedule materialized."""
+
+    id: str  #: time-ordered UUIDv7 text; stable across retries and replays
+    job: str
+    job_version: int | None
+    inputs: JSON  #: frozen at submit
+    state: State
+    due_at: datetime  #: claimable once this has passed (also the retry time in RETRY_WAIT)
+    priority: int  #: higher is claimed first
+    attempt: int  #: attempts started since submit (or since the last replay)
+    max_attempts: int
+    epoch: int  #: fencing token; +1 on every claim, never decreases
+    lease_owner: str | None
+    lease_until: datetime | None
+    timeout: timedelta | None  #: how long one attempt may run (enforced by workers)
+    idempotency_key: str | None
+    schedule_id: str | None
+    slot: str | None  #: the occurrence's nominal UTC instant, for materialized executions
+    bucket: int
+    bucket_key: str | None
+    result: JSON  #: set when SUCCEEDED
+    error: str | None  #: the latest failure, if any
+    progress: JSON  #: the latest checkpoint a worker reported
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Lease:
+    """Proof that ``owner`` holds ``execution_id`` at ``epoch`` until ``lease_until``.
+
+    Pass it back to ``complete``, ``fail`` and ``heartbeat``; they succeed only
+    while the row still carries this owner and epoch and the lease is live.
+    """
+
+    execution_id: str
+    owner: str
+    epoch: int
+    lease_until: datetime
+    attempt: int
+    max_attempts: int
+    job: str
+    job_version: int | None
+    inputs: JSON
+    timeout: timedelta | None
+    schedule_id: str | None
+    slot: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Transition:
+    """One line of the append-only audit trail.
+
+    ``epoch`` is the execution's epoch after the change; for ``STALE_REFUSED``
+    it is the epoch the refused caller presented, and ``actor`` is that caller.
+    """
+
+    execution_id: str
+    seq: int  #: order of transitions within the store
+    event: Event
+    from_state: State | None  #: None for the SUBMITTED transition that created the row
+    to_state: State
+    epoch: int
+    actor: str | None
+    reason: str | None
+    at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Attempt:
+    """One try by one worker: the span of one lease (one epoch)."""
+
+    execution_id: str
+    attempt: int
+    epoch: int
+    owner: str
+    started_at: datetime
+    ended_at: datetime | None  #: None while it is still running
+    outcome: AttemptOutcome | None
+    error: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Page:
+    """One page of a keyset-paginated query; pass ``next_cursor`` as ``after``."""
+
+    items: list[Execution]
+    next_cursor: str | None

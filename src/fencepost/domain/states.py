@@ -1,0 +1,77 @@
+"""States, events and attempt outcomes: each named once, here."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class State(StrEnum):
+    """Lifecycle state of an execution. Values equal names (they are stored as text)."""
+
+    #: Waiting for ``due_at``; claimable once it has passed.
+    SCHEDULED = "SCHEDULED"
+    #: Held by a worker under a lease (``lease_owner``, ``epoch``, ``lease_until``).
+    RUNNING = "RUNNING"
+    #: Failed retryably; claimable again once the backoff (``due_at``) has passed.
+    RETRY_WAIT = "RETRY_WAIT"
+    #: Terminal: one completion was accepted and its result stored.
+    SUCCEEDED = "SUCCEEDED"
+    #: Terminal dead letter: permanent failure or attempts exhausted. ``replay`` revives it.
+    FAILED = "FAILED"
+    #: Terminal: cancelled before it ran, or a cancel command was honoured.
+    CANCELLED = "CANCELLED"
+    #: Terminal: a materialized occurrence that policy chose not to run (reason recorded).
+    SKIPPED = "SKIPPED"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True for states no event leaves except an operator's ``replay``."""
+        return self in TERMINAL_STATES
+
+
+TERMINAL_STATES = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED, State.SKIPPED})
+
+#: States whose executions a claim may take once ``due_at`` has passed.
+WAITING_STATES = (State.SCHEDULED, State.RETRY_WAIT)
+
+
+class Event(StrEnum):
+    """What happened to an execution; recorded on every audit transition."""
+
+    #: The execution was created by a submit (from-state is empty).
+    SUBMITTED = "SUBMITTED"
+    #: A worker took a lease; the epoch went up by one.
+    CLAIMED = "CLAIMED"
+    #: The holder renewed its lease (recorded only in counters, not as a transition).
+    HEARTBEAT = "HEARTBEAT"
+    #: The previous lease ran out; its attempt ended TIMED_OUT.
+    LEASE_EXPIRED = "LEASE_EXPIRED"
+    #: The holder reported success and the result was stored.
+    COMPLETED = "COMPLETED"
+    #: The holder reported a failure (retryable or not).
+    FAILED = "FAILED"
+    #: The holder gave the lease back unfinished (e.g. graceful shutdown).
+    RELEASED = "RELEASED"
+    #: A client or an honoured cancel command stopped the execution.
+    CANCELLED = "CANCELLED"
+    #: Policy (misfire, overlap) decided not to run a materialized occurrence.
+    SKIPPED = "SKIPPED"
+    #: An operator revived a dead letter.
+    REPLAYED = "REPLAYED"
+    #: A complete/fail/heartbeat with a stale owner or epoch was refused; nothing changed.
+    STALE_REFUSED = "STALE_REFUSED"
+
+
+class AttemptOutcome(StrEnum):
+    """How one attempt (one lease) ended."""
+
+    #: Its completion was accepted.
+    SUCCEEDED = "SUCCEEDED"
+    #: The handler failed (retryably or not), or returned an invalid result.
+    FAILED = "FAILED"
+    #: The lease expired before the holder reported anything.
+    TIMED_OUT = "TIMED_OUT"
+    #: The holder released the lease unfinished.
+    ABANDONED = "ABANDONED"
+    #: A cancel command was honoured while it ran.
+    CANCELLED = "CANCELLED"

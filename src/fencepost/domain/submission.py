@@ -1,0 +1,170 @@
+"""Turning a submit request into a validated new execution (pure; no I/O)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from fencepost.domain import payloads
+from fencepost.domain.buckets import bucket_for
+from fencepost.domain.checks import require_int, require_name
+from fencepost.domain.errors import ValidationError
+from fencepost.domain.models import JSON, Execution
+from fencepost.domain.states import State
+from fencepost.timing.durations import as_aware_utc, as_duration
+
+#: How many attempts an execution gets unless the submitter says otherwise.
+DEFAULT_MAX_ATTEMPTS = 3
+
+#: The arguments ``submit`` accepts (and ``submit_many`` accepts in each item).
+SUBMIT_ARGUMENTS = frozenset(
+    {
+        "job",
+        "job_version",
+        "inputs",
+        "execute_at",
+        "delay",
+        "idempotency_key",
+        "max_attempts",
+        "timeout",
+        "bucket_key",
+        "priority",
+    }
+)
+
+_MAX_KEY = 255
+_PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewExecution:
+    """A validated submission, ready for a backend to insert."""
+
+    id: str
+    job: str
+    job_version: int | None
+    inputs: JSON
+    inputs_json: str
+    due_at: datetime
+    priority: int
+    max_attempts: int
+    timeout: timedelta | None
+    idempotency_key: str | None
+    request_hash: str | None  #: fingerprint of the request, set when a key is given
+    bucket: int
+    bucket_key: str | None
+    created_at: datetime
+
+    def to_execution(self) -> Execution:
+        """The execution as it stands right after insertion."""
+        return Execution(
+            id=self.id,
+            job=self.job,
+            job_version=self.job_version,
+            inputs=self.inputs,
+            state=State.SCHEDULED,
+            due_at=self.due_at,
+            priority=self.priority,
+            attempt=0,
+            max_attempts=self.max_attempts,
+            epoch=0,
+            lease_owner=None,
+            lease_until=None,
+            timeout=self.timeout,
+            idempotency_key=self.idempotency_key,
+            schedule_id=None,
+            slot=None,
+            bucket=self.bucket,
+            bucket_key=self.bucket_key,
+            result=None,
+            error=None,
+            progress=None,
+            created_at=self.created_at,
+            updated_at=self.created_at,
+        )
+
+
+def prepare(
+    job: object,
+    *,
+    new_id: str,
+    now: datetime,
+    max_payload_bytes: int,
+    num_buckets: int,
+    job_version: object = None,
+    inputs: object = None,
+    execute_at: object = None,
+    delay: object = None,
+    idempotency_key: object = None,
+    max_attempts: object = DEFAULT_MAX_ATTEMPTS,
+    timeout: object = None,
+    bucket_key: object = None,
+    priority: object = 0,
+) -> NewExecution:
+    """Validate one submit request; every error names its field. ``now`` is the store's."""
+    job = require_name(job, "job")
+    version = None if job_version is None else require_int(job_version, "job_version", low=1)
+    if inputs is None:
+        inputs = {}
+    inputs_json = payloads.encode(inputs, field="inputs", limit=max_payload_bytes)
+    if execute_at is not None and delay is not None:
+        raise ValidationError("execute_at", "give execute_at or delay, not both")
+    if execute_at is not None:
+        due_at = as_aware_utc(execute_at, field="execute_at")
+    elif delay is not None:
+        due_at = now + as_duration(delay, field="delay", allow_zero=True)
+    else:
+        due_at = now
+    key = (
+        None
+        if idempotency_key is None
+        else require_name(idempotency_key, "idempotency_key", max_len=_MAX_KEY)
+    )
+    attempts = require_int(max_attempts, "max_attempts", low=1)
+    limit = None if timeout is None else as_duration(timeout, field="timeout")
+    bkey = None if bucket_key is None else require_name(bucket_key, "bucket_key", max_len=_MAX_KEY)
+    prio = require_int(priority, "priority", low=_PRIORITY_RANGE[0], high=_PRIORITY_RANGE[1])
+    request_hash = None
+    if key is not None:
+        request_hash = payloads.fingerprint(
+            {
+                "job": job,
+                "job_version": version,
+                "inputs": inputs,
+                "execute_at": None if execute_at is None else due_at.isoformat(),
+                "delay": None if delay is None else (due_at - now).total_seconds(),
+                "max_attempts": attempts,
+                "timeout": None if limit is None else limit.total_seconds(),
+                "bucket_key": bkey,
+                "priority": prio,
+            }
+        )
+    return NewExecution(
+        id=new_id,
+        job=job,
+        job_version=version,
+        inputs=inputs,
+        inputs_json=inputs_json,
+        due_at=due_at,
+        priority=prio,
+        max_attempts=attempts,
+        timeout=limit,
+        idempotency_key=key,
+        request_hash=request_hash,
+        bucket=bucket_for(bkey if bkey is not None else new_id, num_buckets),
+        bucket_key=bkey,
+        created_at=now,
+    )
+
+
+def check_arguments(item: Mapping[str, Any], *, index: int) -> None:
+    """Refuse unknown or missing arguments in one ``submit_many`` item."""
+    if not isinstance(item, Mapping):
+        raise ValidationError(f"[{index}]", f"must be a mapping of submit arguments, got {item!r}")
+    unknown = sorted(set(item) - SUBMIT_ARGUMENTS)
+    if unknown:
+        raise ValidationError(f"[{index}].{unknown[0]}", "is not an argument of submit")
+    if "job" not in item:
+        raise ValidationError(f"[{index}].job", "is required")

@@ -1,0 +1,78 @@
+"""Stores: the contract (:class:`Store`) and :func:`connect`, which picks a backend by URL."""
+
+from __future__ import annotations
+
+import random
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS
+from fencepost.domain.errors import ValidationError
+from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
+from fencepost.domain.retry import RetryPolicy
+from fencepost.store.base import Store, StoreConfig
+from fencepost.timing.clock import Clock, SystemClock
+
+__all__ = ["Store", "StoreConfig", "connect"]
+
+
+def connect(
+    url: str,
+    *,
+    clock: Clock | None = None,
+    retry: RetryPolicy | None = None,
+    rng: random.Random | None = None,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    num_buckets: int = DEFAULT_NUM_BUCKETS,
+) -> Store:
+    """Open the store that ``url`` names.
+
+    * ``memory://`` — in this process only;
+    * ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` — one file,
+      created and migrated if needed; ``?busy_timeout=SECONDS`` tunes lock waits.
+
+    ``clock`` is where the store reads time (a ``ManualClock`` in tests);
+    ``retry`` and ``rng`` set the backoff used by ``fail`` and ``reap_expired``.
+    """
+    config = StoreConfig(
+        clock=clock or SystemClock(),
+        retry=retry or RetryPolicy(),
+        rng=rng or random.Random(),
+        max_payload_bytes=max_payload_bytes,
+        num_buckets=num_buckets,
+    )
+    if not isinstance(url, str):
+        raise ValidationError("url", f"must be a string, got {url!r}")
+    parts = urlsplit(url)
+    options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    if parts.scheme == "memory":
+        from fencepost.store.memory import MemoryStore
+
+        return MemoryStore(config)
+    if parts.scheme == "sqlite":
+        from fencepost.store.sqlite import SqliteStore
+
+        path = unquote(parts.path)
+        if parts.netloc or not path.startswith("/") or path in ("/", "/:memory:"):
+            raise ValidationError(
+                "url",
+                "sqlite URLs look like sqlite:///relative.db or sqlite:////absolute.db "
+                f"(use memory:// for an in-process store), got {url!r}",
+            )
+        busy = _float_option(options, "busy_timeout")
+        kwargs = {} if busy is None else {"busy_timeout": busy}
+        return SqliteStore(path[1:], config, **kwargs)
+    raise ValidationError(
+        "url", f"unsupported store URL {url!r}: expected memory:// or sqlite:///path"
+    )
+
+
+def _float_option(options: dict[str, str], name: str) -> float | None:
+    if name not in options:
+        return None
+    try:
+        value = float(options[name])
+    except ValueError:
+        raise ValidationError(f"url.{name}", f"must be a number, got {options[name]!r}") from None
+    if value < 0:
+        raise ValidationError(f"url.{name}", f"must be >= 0, got {value}")
+    return value

@@ -1,0 +1,463 @@
+"""The store contract: the domain verbs every backend implements.
+
+Each public method's docstring is its behavioural specification; the contract
+suite in :mod:`fencepost.testing.contract` checks it against every backend.
+Public verbs validate their arguments here, once, and hand typed values to the
+backend's protected hooks (``_insert``, ``_claim``, ...), so backends never
+re-implement validation and every backend rejects bad input the same way.
+
+Conventions that hold for every verb:
+
+* **Now is the store's now.** Backends read time only from their clock; no
+  verb takes a "now" argument.
+* A lease is **live** while ``now < lease_until``. At ``now == lease_until`` it
+  has expired: fenced calls are refused and the execution may be claimed again.
+* Every state change writes one audit :class:`Transition` in the same
+  transaction. Refused fenced calls write a ``STALE_REFUSED`` record and change
+  nothing else.
+* Bad arguments raise :class:`ValidationError` naming the field, before anything
+  is written.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, Self
+
+from fencepost.domain import payloads
+from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS
+from fencepost.domain.checks import require_int
+from fencepost.domain.errors import ResultInvalid, StaleLease, ValidationError
+from fencepost.domain.ids import IdGenerator
+from fencepost.domain.machine import attempts_from_transitions
+from fencepost.domain.models import JSON, Attempt, Execution, Lease, Page, Transition
+from fencepost.domain.retry import RetryPolicy
+from fencepost.domain.states import State
+from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS, NewExecution, check_arguments, prepare
+from fencepost.timing.clock import Clock, SystemClock
+from fencepost.timing.durations import as_aware_utc, as_duration
+
+#: Default lease duration in seconds.
+DEFAULT_TTL = 30.0
+#: The error text recorded when a completion's result is not acceptable JSON.
+RESULT_INVALID = "result_invalid"
+_MAX_LIMIT = 10_000
+_MAX_ERROR_CHARS = 8_192
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreConfig:
+    """Settings shared by every backend."""
+
+    clock: Clock = field(default_factory=SystemClock)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    #: Source of retry jitter; inject a seeded ``random.Random`` for reproducible tests.
+    rng: random.Random = field(default_factory=random.Random)
+    max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES
+    num_buckets: int = DEFAULT_NUM_BUCKETS
+
+    def __post_init__(self) -> None:
+        if self.max_payload_bytes < 1:
+            raise ValidationError(
+                "max_payload_bytes", f"must be >= 1, got {self.max_payload_bytes}"
+            )
+        if self.num_buckets < 1:
+            raise ValidationError("num_buckets", f"must be >= 1, got {self.num_buckets}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionFilter:
+    """Validated filters of :meth:`Store.query`."""
+
+    states: tuple[State, ...] | None
+    job: str | None
+    schedule: str | None
+    bucket: int | None
+    due_after: datetime | None
+    due_before: datetime | None
+    limit: int
+    after: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Outcome:
+    """A completion prepared for a backend: the encoded result, or why it is invalid."""
+
+    lease: Lease
+    result: JSON
+    result_json: str | None  #: None when the result was refused
+    invalid: str | None  #: the ``result_invalid: ...`` error when refused
+
+
+class Store(ABC):
+    """A durable home for executions, handing each due one to one worker at a time."""
+
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self.clock = config.clock
+        self._ids = IdGenerator()
+
+    # -- submitting ------------------------------------------------------------------
+
+    def submit(
+        self,
+        job: str,
+        *,
+        inputs: JSON = None,
+        execute_at: datetime | None = None,
+        delay: float | timedelta | None = None,
+        idempotency_key: str | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        timeout: float | timedelta | None = None,
+        bucket_key: str | None = None,
+        priority: int = 0,
+        job_version: int | None = None,
+    ) -> Execution:
+        """Store a new execution of ``job`` and return it (state SCHEDULED, epoch 0).
+
+        ``execute_at`` (timezone-aware; naive is refused) or ``delay`` (seconds or
+        timedelta from the store's now) set ``due_at``; neither means now.
+        ``inputs`` must be JSON within ``max_payload_bytes`` (``None`` means ``{}``).
+
+        With an ``idempotency_key``: if an execution with that key exists and was
+        submitted with the same arguments, it is returned unchanged (whatever its
+        state); with different arguments, :class:`IdempotencyConflict` is raised.
+        """
+        new = self._prepare(
+            job,
+            inputs=inputs,
+            execute_at=execute_at,
+            delay=delay,
+            idempotency_key=idempotency_key,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            bucket_key=bucket_key,
+            priority=priority,
+            job_version=job_version,
+        )
+        return self._insert([new])[0]
+
+    def submit_many(self, requests: Iterable[Mapping[str, Any]]) -> list[Execution]:
+        """Submit a batch in one transaction; each mapping holds ``submit``'s arguments.
+
+        Either every request is stored (or matched to an existing idempotent
+        twin) or none is: a bad item raises :class:`ValidationError` with a field
+        such as ``[3].inputs`` and nothing is written. Returns executions in
+        request order.
+        """
+        batch: list[NewExecution] = []
+        for index, request in enumerate(requests):
+            check_arguments(request, index=index)
+            try:
+                batch.append(self._prepare(**request))
+            except ValidationError as exc:
+                raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
+        return self._insert(batch) if batch else []
+
+    def _prepare(self, job: object, **arguments: Any) -> NewExecution:
+        now = self.clock.now()
+        return prepare(
+            job,
+            new_id=self._ids.new(int(now.timestamp() * 1000)),
+            now=now,
+            max_payload_bytes=self.config.max_payload_bytes,
+            num_buckets=self.config.num_buckets,
+            **arguments,
+        )
+
+    @abstractmethod
+    def _insert(self, batch: Sequence[NewExecution]) -> list[Execution]:
+        """Insert validated executions in one transaction, each with a SUBMITTED transition.
+
+        Idempotency: a new execution whose key already exists (in the store or
+        earlier in ``batch``) is replaced by the existing one if ``request_hash``
+        matches, else :class:`IdempotencyConflict` is raised and nothing of the
+        batch is written.
+        """
+
+    # -- reading ---------------------------------------------------------------------
+
+    @abstractmethod
+    def get(self, execution_id: str) -> Execution:
+        """The execution with this id, or :class:`NotFound`."""
+
+    def query(
+        self,
+        *,
+        state: State | str | Iterable[State | str] | None = None,
+        job: str | None = None,
+        schedule: str | None = None,
+        bucket: int | None = None,
+        due_after: datetime | None = None,
+        due_before: datetime | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> Page:
+        """Executions matching every given filter, ordered by id (creation order).
+
+        ``state`` is one state or several; ``due_after <= due_at < due_before``;
+        ``after`` is the ``next_cursor`` of the previous page (keyset pagination:
+        ids strictly greater). ``next_cursor`` is None on the last page.
+        """
+        return self._query(
+            ExecutionFilter(
+                states=_states(state),
+                job=job,
+                schedule=schedule,
+                bucket=None if bucket is None else require_int(bucket, "bucket", low=0),
+                due_after=None if due_after is None else as_aware_utc(due_after, field="due_after"),
+                due_before=None
+                if due_before is None
+                else as_aware_utc(due_before, field="due_before"),
+                limit=require_int(limit, "limit", low=1, high=_MAX_LIMIT),
+                after=after,
+            )
+        )
+
+    @abstractmethod
+    def _query(self, filters: ExecutionFilter) -> Page:
+        """Run a validated query: at most ``limit`` items, ``next_cursor`` if more exist."""
+
+    @abstractmethod
+    def transitions(self, execution_id: str) -> list[Transition]:
+        """The audit trail of one execution, oldest first; :class:`NotFound` if unknown."""
+
+    def attempts(self, execution_id: str) -> list[Attempt]:
+        """The attempts of one execution, oldest first (derived from its audit trail)."""
+        return attempts_from_transitions(self.transitions(execution_id))
+
+    # -- leasing ---------------------------------------------------------------------
+
+    def claim(
+        self,
+        owner: str,
+        *,
+        limit: int = 1,
+        ttl: float | timedelta = DEFAULT_TTL,
+        jobs: Iterable[str] | None = None,
+        buckets: Iterable[int] | None = None,
+    ) -> list[Lease]:
+        """Atomically lease up to ``limit`` claimable executions to ``owner`` for ``ttl``.
+
+        Claimable, by the store's clock ``now``:
+
+        * SCHEDULED or RETRY_WAIT with ``due_at <= now``;
+        * RUNNING with ``lease_until <= now`` (expired) and ``attempt < max_attempts``
+          (a takeover; the old attempt ends TIMED_OUT). Expired ones without
+          attempts left are for :meth:`reap_expired` to fail.
+
+        Restricted to ``jobs`` and ``buckets`` when given. Highest ``priority``
+        first, then oldest ``due_at``, then id. Each claimed execution gets
+        ``epoch + 1``, ``attempt + 1``, ``lease_owner = owner`` and
+        ``lease_until = now + ttl``, and a CLAIMED transition. Executions locked
+        by a concurrent claim are skipped, never waited for or taken twice.
+        """
+        if not isinstance(owner, str) or not owner:
+            raise ValidationError("owner", f"must be a non-empty string, got {owner!r}")
+        return self._claim(
+            owner,
+            limit=require_int(limit, "limit", low=1, high=_MAX_LIMIT),
+            ttl=as_duration(ttl, field="ttl"),
+            jobs=None if jobs is None else _names(jobs, "jobs"),
+            buckets=None if buckets is None else self._buckets(buckets),
+        )
+
+    @abstractmethod
+    def _claim(
+        self,
+        owner: str,
+        *,
+        limit: int,
+        ttl: timedelta,
+        jobs: tuple[str, ...] | None,
+        buckets: tuple[int, ...] | None,
+    ) -> list[Lease]:
+        """Claim with validated arguments (see :meth:`claim`)."""
+
+    def heartbeat(
+        self, lease: Lease, *, ttl: float | timedelta = DEFAULT_TTL, progress: JSON = None
+    ) -> Lease:
+        """Extend a live lease to ``now + ttl`` and return the renewed lease.
+
+        Fenced: only if the row is RUNNING with this owner and epoch and
+        ``now < lease_until``; otherwise :class:`StaleLease` (audited, nothing
+        else changes). ``progress`` (JSON), when given, replaces the stored progress.
+        """
+        outcome = self.heartbeat_many([(lease, progress)], ttl=ttl)[0]
+        if isinstance(outcome, StaleLease):
+            raise outcome
+        return outcome
+
+    def heartbeat_many(
+        self,
+        beats: Sequence[tuple[Lease, JSON]],
+        *,
+        ttl: float | timedelta = DEFAULT_TTL,
+    ) -> list[Lease | StaleLease]:
+        """Renew many leases in one transaction; ``beats`` pairs a lease with its progress.
+
+        Returns, in order, the renewed lease or the :class:`StaleLease` that
+        refused it (each refusal audited). One stale lease does not stop the others.
+        """
+        duration = as_duration(ttl, field="ttl")
+        encoded = [
+            (lease, None if p is None else self._encode(p, "progress")) for lease, p in beats
+        ]
+        return self._heartbeat(encoded, ttl=duration)
+
+    @abstractmethod
+    def _heartbeat(
+        self, beats: Sequence[tuple[Lease, str | None]], *, ttl: timedelta
+    ) -> list[Lease | StaleLease]:
+        """Renew validated leases (progress already encoded) in one transaction."""
+
+    def complete(self, lease: Lease, result: JSON = None) -> Execution:
+        """Record success: RUNNING -> SUCCEEDED with ``result``, if the lease is live.
+
+        Fenced like :meth:`heartbeat`: a stale lease raises :class:`StaleLease` and
+        changes nothing. A result that is not JSON (or exceeds the payload limit)
+        fails the execution permanently with error ``result_invalid: ...`` and
+        raises :class:`ResultInvalid`. Returns the finished execution.
+        """
+        outcome = self._outcome(lease, result)
+        refused = self._complete([outcome])[0]
+        if refused is not None:
+            raise refused
+        if outcome.invalid is not None:
+            raise ResultInvalid(lease.execution_id, outcome.invalid)
+        return self.get(lease.execution_id)
+
+    def complete_many(self, results: Sequence[tuple[Lease, JSON]]) -> list[StaleLease | None]:
+        """Complete many leases in one transaction; see :meth:`complete`.
+
+        Returns, in order, ``None`` where the completion was accepted (the
+        execution is SUCCEEDED, or FAILED with ``result_invalid``) or the
+        :class:`StaleLease` that refused it. One stale lease does not stop the others.
+        """
+        return self._complete([self._outcome(lease, result) for lease, result in results])
+
+    def _outcome(self, lease: Lease, result: JSON) -> Outcome:
+        try:
+            text = payloads.encode(result, field="result", limit=self.config.max_payload_bytes)
+        except ValidationError as exc:
+            return Outcome(
+                lease=lease, result=None, result_json=None, invalid=f"{RESULT_INVALID}: {exc}"
+            )
+        return Outcome(lease=lease, result=result, result_json=text, invalid=None)
+
+    @abstractmethod
+    def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
+        """Apply prepared completions in one transaction (see :meth:`complete_many`)."""
+
+    def fail(
+        self,
+        lease: Lease,
+        error: str,
+        *,
+        retryable: bool = True,
+        retry_in: float | timedelta | None = None,
+    ) -> Execution:
+        """Record a failed attempt, if the lease is live (else :class:`StaleLease`).
+
+        Retryable with attempts left: RUNNING -> RETRY_WAIT, due after
+        ``retry_in`` or the store's backoff (full jitter). Otherwise RUNNING ->
+        FAILED, a dead letter. ``error`` is kept (truncated to 8,192 characters).
+        """
+        if not isinstance(error, str):
+            raise ValidationError("error", f"must be a string, got {error!r}")
+        delay = (
+            self.retry_delay(lease.attempt)
+            if retry_in is None
+            else as_duration(retry_in, field="retry_in", allow_zero=True)
+        )
+        return self._fail(lease, error[:_MAX_ERROR_CHARS], retryable=bool(retryable), delay=delay)
+
+    @abstractmethod
+    def _fail(self, lease: Lease, error: str, *, retryable: bool, delay: timedelta) -> Execution:
+        """Apply a validated failure (see :meth:`fail`)."""
+
+    def retry_delay(self, attempt: int) -> timedelta:
+        """The backoff before retrying after failed attempt ``attempt`` (jittered)."""
+        return self.config.retry.delay(attempt, self.config.rng)
+
+    @abstractmethod
+    def reap_expired(self, *, limit: int = 1000) -> int:
+        """Time out up to ``limit`` RUNNING executions whose lease expired (``lease_until <= now``).
+
+        Each one's attempt ends TIMED_OUT (a LEASE_EXPIRED transition); it moves
+        to RETRY_WAIT with backoff if attempts remain, else to FAILED. Returns
+        how many were reaped; call again while it returns ``limit``.
+        """
+
+    # -- operator verbs --------------------------------------------------------------
+
+    @abstractmethod
+    def cancel(self, execution_id: str, *, actor: str = "client") -> Execution:
+        """Cancel an execution that has not started: SCHEDULED/RETRY_WAIT -> CANCELLED.
+
+        Raises :class:`NotFound`, or :class:`InvalidTransition` in any other state.
+        """
+
+    @abstractmethod
+    def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
+        """Revive a dead letter: FAILED -> SCHEDULED, due now, with a fresh attempt budget.
+
+        Same execution id; the epoch keeps increasing. The audit records ``actor``.
+        Raises :class:`NotFound`, or :class:`InvalidTransition` if not FAILED.
+        """
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections. The store is unusable afterwards."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- helpers shared by backends ------------------------------------------------------
+
+    def _encode(self, value: JSON, field: str) -> str:
+        return payloads.encode(value, field=field, limit=self.config.max_payload_bytes)
+
+    def _buckets(self, buckets: Iterable[int]) -> tuple[int, ...]:
+        values = tuple(buckets)
+        n = self.config.num_buckets
+        for b in values:
+            require_int(b, "buckets", low=0, high=n - 1)
+        return values
+
+
+def _states(value: State | str | Iterable[State | str] | None) -> tuple[State, ...] | None:
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else list(value)
+    states = []
+    for item in items:
+        try:
+            states.append(State(item))
+        except ValueError:
+            known = ", ".join(s.value for s in State)
+            raise ValidationError("state", f"unknown state {item!r} (one of {known})") from None
+    return tuple(states)
+
+
+def _names(values: Iterable[str], field: str) -> tuple[str, ...]:
+    if isinstance(values, str):
+        raise ValidationError(field, f"must be a collection of names, not the string {values!r}")
+    names = tuple(values)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise ValidationError(field, f"must hold non-empty strings, got {name!r}")
+    return names

@@ -1,0 +1,302 @@
+"""The in-memory backend: a real store that passes the same contract, kept in dicts.
+
+Every change goes through :func:`fencepost.domain.machine.apply`. Payloads are
+round-tripped through JSON on the way in, so what a caller reads back is what a
+serializing backend would give (tuples become lists, and so on). Nothing
+survives the process; use it for tests and for trying things out.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from fencepost.domain import payloads
+from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
+from fencepost.domain.events import (
+    ExecutionCancelled,
+    ExecutionClaimed,
+    ExecutionCompleted,
+    ExecutionEvent,
+    ExecutionFailed,
+    ExecutionReplayed,
+    LeaseExpired,
+)
+from fencepost.domain.machine import Change, apply, holds, lease_is_live, stale_reason
+from fencepost.domain.models import Execution, Lease, Page, Transition
+from fencepost.domain.states import WAITING_STATES, Event, State
+from fencepost.domain.submission import NewExecution
+from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig
+
+
+class MemoryStore(Store):
+    """Executions in process memory, guarded by one lock."""
+
+    def __init__(self, config: StoreConfig | None = None) -> None:
+        super().__init__(config or StoreConfig())
+        self._lock = threading.RLock()
+        self._rows: dict[str, Execution] = {}
+        self._request_hashes: dict[str, str | None] = {}
+        self._by_key: dict[str, str] = {}
+        self._audit: dict[str, list[Transition]] = {}
+        self._seq = 0
+
+    # -- writing helpers -----------------------------------------------------------------
+
+    def _record(self, transition: Transition) -> None:
+        self._audit.setdefault(transition.execution_id, []).append(transition)
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _commit(self, change: Change, now: datetime) -> Execution:
+        self._rows[change.execution.id] = change.execution
+        self._record(change.transition(self._next_seq(), now))
+        return change.execution
+
+    def _apply(self, execution_id: str, event: ExecutionEvent, now: datetime) -> Execution:
+        return self._commit(apply(self._row(execution_id), event, now), now)
+
+    def _row(self, execution_id: str) -> Execution:
+        try:
+            return self._rows[execution_id]
+        except KeyError:
+            raise NotFound(execution_id) from None
+
+    def _refuse(self, lease: Lease, verb: str, now: datetime) -> StaleLease:
+        current = self._rows.get(lease.execution_id)
+        if current is not None:
+            self._record(
+                Transition(
+                    execution_id=lease.execution_id,
+                    seq=self._next_seq(),
+                    event=Event.STALE_REFUSED,
+                    from_state=current.state,
+                    to_state=current.state,
+                    epoch=lease.epoch,
+                    actor=lease.owner,
+                    reason=stale_reason(verb),
+                    at=now,
+                )
+            )
+        return StaleLease(lease.execution_id, lease.owner, lease.epoch)
+
+    def _fenced(self, lease: Lease, verb: str, now: datetime) -> Execution | StaleLease:
+        current = self._rows.get(lease.execution_id)
+        if current is None or not holds(current, lease.owner, lease.epoch, now):
+            return self._refuse(lease, verb, now)
+        return current
+
+    # -- the contract ----------------------------------------------------------------------
+
+    def _insert(self, batch: Sequence[NewExecution]) -> list[Execution]:
+        with self._lock:
+            # Resolve idempotency for the whole batch before writing anything.
+            pending: dict[str, NewExecution] = {}
+            chosen: list[NewExecution | str] = []
+            for new in batch:
+                key = new.idempotency_key
+                if key is None:
+                    chosen.append(new)
+                    continue
+                existing_id = self._by_key.get(key)
+                if existing_id is not None:
+                    if self._request_hashes[existing_id] != new.request_hash:
+                        raise IdempotencyConflict(key, existing_id)
+                    chosen.append(existing_id)
+                elif key in pending:
+                    if pending[key].request_hash != new.request_hash:
+                        raise IdempotencyConflict(key, pending[key].id)
+                    chosen.append(pending[key].id)
+                else:
+                    pending[key] = new
+                    chosen.append(new)
+            out: list[Execution] = []
+            for item in chosen:
+                if isinstance(item, str):
+                    out.append(self._rows[item])
+                    continue
+                execution = replace(item.to_execution(), inputs=payloads.decode(item.inputs_json))
+                self._rows[item.id] = execution
+                self._request_hashes[item.id] = item.request_hash
+                if item.idempotency_key is not None:
+                    self._by_key[item.idempotency_key] = item.id
+                self._record(
+                    Transition(
+                        execution_id=item.id,
+                        seq=self._next_seq(),
+                        event=Event.SUBMITTED,
+                        from_state=None,
+                        to_state=State.SCHEDULED,
+                        epoch=0,
+                        actor=None,
+                        reason=None,
+                        at=item.created_at,
+                    )
+                )
+                out.append(replace(execution, inputs=item.inputs))
+            return out
+
+    def get(self, execution_id: str) -> Execution:
+        with self._lock:
+            return self._row(execution_id)
+
+    def _query(self, filters: ExecutionFilter) -> Page:
+        with self._lock:
+            rows = sorted(
+                (e for e in self._rows.values() if _matches(e, filters)), key=lambda e: e.id
+            )
+        items = rows[: filters.limit]
+        more = len(rows) > filters.limit
+        return Page(items=items, next_cursor=items[-1].id if more else None)
+
+    def transitions(self, execution_id: str) -> list[Transition]:
+        with self._lock:
+            self._row(execution_id)
+            return list(self._audit.get(execution_id, []))
+
+    def _claim(
+        self,
+        owner: str,
+        *,
+        limit: int,
+        ttl: timedelta,
+        jobs: tuple[str, ...] | None,
+        buckets: tuple[int, ...] | None,
+    ) -> list[Lease]:
+        with self._lock:
+            now = self.clock.now()
+            candidates = sorted(
+                (
+                    e
+                    for e in self._rows.values()
+                    if _claimable(e, now)
+                    and (jobs is None or e.job in jobs)
+                    and (buckets is None or e.bucket in buckets)
+                ),
+                key=lambda e: (-e.priority, e.due_at, e.id),
+            )[:limit]
+            event = ExecutionClaimed(owner=owner, lease_until=now + ttl)
+            return [_lease(self._apply(e.id, event, now)) for e in candidates]
+
+    def _heartbeat(
+        self, beats: Sequence[tuple[Lease, str | None]], *, ttl: timedelta
+    ) -> list[Lease | StaleLease]:
+        with self._lock:
+            now = self.clock.now()
+            out: list[Lease | StaleLease] = []
+            for lease, progress in beats:
+                current = self._fenced(lease, "heartbeat", now)
+                if isinstance(current, StaleLease):
+                    out.append(current)
+                    continue
+                until = now + ttl
+                renewed = replace(current, lease_until=until, updated_at=now)
+                if progress is not None:
+                    renewed = replace(renewed, progress=payloads.decode(progress))
+                self._rows[lease.execution_id] = renewed
+                out.append(replace(lease, lease_until=until))
+            return out
+
+    def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
+        with self._lock:
+            now = self.clock.now()
+            out: list[StaleLease | None] = []
+            for o in outcomes:
+                current = self._fenced(o.lease, "complete", now)
+                if isinstance(current, StaleLease):
+                    out.append(current)
+                    continue
+                event: ExecutionEvent
+                if o.invalid is not None:
+                    event = ExecutionFailed(
+                        owner=o.lease.owner, error=o.invalid, retryable=False, retry_at=now
+                    )
+                else:
+                    event = ExecutionCompleted(
+                        owner=o.lease.owner, result=payloads.decode(o.result_json)
+                    )
+                self._apply(current.id, event, now)
+                out.append(None)
+            return out
+
+    def _fail(self, lease: Lease, error: str, *, retryable: bool, delay: timedelta) -> Execution:
+        with self._lock:
+            now = self.clock.now()
+            current = self._fenced(lease, "fail", now)
+            if isinstance(current, StaleLease):
+                raise current
+            event = ExecutionFailed(
+                owner=lease.owner, error=error, retryable=retryable, retry_at=now + delay
+            )
+            return self._apply(current.id, event, now)
+
+    def reap_expired(self, *, limit: int = 1000) -> int:
+        with self._lock:
+            now = self.clock.now()
+            expired = sorted(
+                (
+                    e
+                    for e in self._rows.values()
+                    if e.state is State.RUNNING and not lease_is_live(e.lease_until, now)
+                ),
+                key=lambda e: (e.lease_until, e.id),
+            )[:limit]
+            for e in expired:
+                self._apply(e.id, LeaseExpired(retry_at=now + self.retry_delay(e.attempt)), now)
+            return len(expired)
+
+    def cancel(self, execution_id: str, *, actor: str = "client") -> Execution:
+        with self._lock:
+            return self._apply(execution_id, ExecutionCancelled(actor=actor), self.clock.now())
+
+    def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
+        with self._lock:
+            return self._apply(execution_id, ExecutionReplayed(actor=actor), self.clock.now())
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _claimable(e: Execution, now: datetime) -> bool:
+    if e.state in WAITING_STATES:
+        return e.due_at <= now
+    return (
+        e.state is State.RUNNING
+        and not lease_is_live(e.lease_until, now)
+        and e.attempt < e.max_attempts
+    )
+
+
+def _matches(e: Execution, f: ExecutionFilter) -> bool:
+    return (
+        (f.after is None or e.id > f.after)
+        and (f.states is None or e.state in f.states)
+        and (f.job is None or e.job == f.job)
+        and (f.schedule is None or e.schedule_id == f.schedule)
+        and (f.bucket is None or e.bucket == f.bucket)
+        and (f.due_after is None or e.due_at >= f.due_after)
+        and (f.due_before is None or e.due_at < f.due_before)
+    )
+
+
+def _lease(e: Execution) -> Lease:
+    assert e.lease_owner is not None
+    assert e.lease_until is not None
+    return Lease(
+        execution_id=e.id,
+        owner=e.lease_owner,
+        epoch=e.epoch,
+        lease_until=e.lease_until,
+        attempt=e.attempt,
+        max_attempts=e.max_attempts,
+        job=e.job,
+        job_version=e.job_version,
+        inputs=e.inputs,
+        timeout=e.timeout,
+        schedule_id=e.schedule_id,
+        slot=e.slot,
+    )

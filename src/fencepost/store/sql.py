@@ -1,0 +1,46 @@
+"""Named SQL blocks, loaded from ``.sql`` files shipped with a backend.
+
+A file holds blocks headed by ``-- name: <block>``; runtime code refers to
+blocks by name and holds no SQL text of its own.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+_HEADER = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+
+
+def load_queries(package: str, filename: str) -> dict[str, str]:
+    """Parse ``filename`` in ``package`` into ``{block name: SQL text}``."""
+    text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
+    return parse_blocks(text, source=f"{package}/{filename}")
+
+
+def parse_blocks(text: str, *, source: str) -> dict[str, str]:
+    """Split SQL text into named blocks; duplicate or empty blocks are errors."""
+    parts = _HEADER.split(text)
+    blocks: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        sql = body.strip()
+        if name in blocks:
+            raise ValueError(f"{source}: block {name!r} is defined twice")
+        if not sql:
+            raise ValueError(f"{source}: block {name!r} is empty")
+        blocks[name] = sql
+    return blocks
+
+
+def migration_files(package: str) -> list[tuple[int, str, str]]:
+    """The numbered migrations in ``package``: ``(version, filename, sql)``, in order."""
+    found = []
+    for entry in resources.files(package).iterdir():
+        match = re.fullmatch(r"(\d{4})_(\w+)\.sql", entry.name)
+        if match:
+            found.append((int(match[1]), entry.name, entry.read_text(encoding="utf-8")))
+    found.sort()
+    versions = [v for v, _, _ in found]
+    if versions != list(range(1, len(found) + 1)):
+        raise ValueError(f"{package}: migrations must be numbered 0001.. without gaps: {versions}")
+    return found

@@ -1,0 +1,148 @@
+"""Opening SQLite connections the way fencepost needs them, and migrating the file.
+
+One connection per thread (sqlite3 connections must not be shared across
+threads mid-transaction). WAL lets readers run beside the one writer; every
+write is a ``BEGIN IMMEDIATE`` transaction, which takes the write lock up front
+so that a read-then-write inside it cannot be overtaken by another process.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from fencepost.domain.errors import StoreUnavailable
+from fencepost.store.sql import load_queries, migration_files
+
+QUERIES = load_queries("fencepost.store.sqlite", "queries.sql")
+MIGRATIONS_PACKAGE = "fencepost.store.sqlite.migrations"
+
+#: How long a writer waits for another process's write lock before giving up.
+DEFAULT_BUSY_TIMEOUT = 30.0
+
+
+class Connections:
+    """Per-thread connections to one database file."""
+
+    def __init__(self, path: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def get(self) -> sqlite3.Connection:
+        """This thread's connection, opened on first use."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise StoreUnavailable(f"sqlite store {self.path!r} is closed")
+            conn = open_connection(self.path, busy_timeout=self.busy_timeout)
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on error."""
+        conn = self.get()
+        with translate_errors(self.path):
+            conn.execute(QUERIES["begin_immediate"])
+        try:
+            yield conn
+        except BaseException:
+            conn.execute(QUERIES["rollback"])
+            raise
+        with translate_errors(self.path):
+            conn.execute(QUERIES["commit"])
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection for autocommit reads, with driver errors translated."""
+        conn = self.get()
+        with translate_errors(self.path):
+            yield conn
+
+    def close(self) -> None:
+        """Close every connection this object opened, in any thread."""
+        with self._lock:
+            self._closed = True
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
+
+
+def open_connection(path: str, *, busy_timeout: float) -> sqlite3.Connection:
+    """Open ``path`` in autocommit mode (transactions are explicit) with fencepost's pragmas."""
+    with translate_errors(path):
+        conn = sqlite3.connect(
+            path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        conn.executescript(QUERIES["pragmas"])
+    return conn
+
+
+@contextmanager
+def translate_errors(path: str) -> Iterator[None]:
+    """Driver errors become :class:`StoreUnavailable`; ours pass through."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"sqlite store {path!r}: {exc}") from exc
+
+
+def migrate(conn: sqlite3.Connection) -> list[int]:
+    """Apply pending migrations in one immediate transaction; return the versions applied.
+
+    Safe when several processes open a new file at once: the write lock
+    serializes them and the later ones find nothing left to do.
+    """
+    conn.execute(QUERIES["begin_immediate"])
+    try:
+        conn.execute(QUERIES["create_migrations_table"])
+        done = {row[0] for row in conn.execute(QUERIES["applied_migrations"])}
+        applied = []
+        for version, name, sql in migration_files(MIGRATIONS_PACKAGE):
+            if version in done:
+                continue
+            # executescript would COMMIT our transaction; run statements one by one.
+            for statement in split_statements(sql):
+                conn.execute(statement)
+            conn.execute(
+                QUERIES["record_migration"],
+                {"version": version, "name": name, "at": int(time.time() * 1_000_000)},
+            )
+            applied.append(version)
+        if done - {v for v, _, _ in migration_files(MIGRATIONS_PACKAGE)}:
+            raise StoreUnavailable(
+                "the database was migrated by a newer fencepost "
+                f"(versions {sorted(done)}); upgrade fencepost to open it"
+            )
+    except BaseException:
+        conn.execute(QUERIES["rollback"])
+        raise
+    conn.execute(QUERIES["commit"])
+    return applied
+
+
+def split_statements(script: str) -> Iterator[str]:
+    """Split a migration into complete statements (``sqlite3.complete_statement``)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statement = buffer.strip()
+            if statement.strip(";").strip() and not _only_comments(statement):
+                yield statement
+            buffer = ""
+    if buffer.strip() and not _only_comments(buffer):
+        raise ValueError(f"incomplete statement at the end of a migration: {buffer!r}")
+
+
+def _only_comments(text: str) -> bool:
+    return all(not line.strip() or line.strip().startswith("--") for line in text.splitlines())

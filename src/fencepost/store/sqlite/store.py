@@ -1,0 +1,463 @@
+"""The SQLite backend: one file, many threads and processes on one machine.
+
+The hot path (claim, heartbeat, complete) runs a handful of set-based
+statements per batch inside one ``BEGIN IMMEDIATE`` transaction. Everything
+else reads the row, lets :func:`fencepost.domain.machine.apply` decide, and
+writes the change back guarded by the state and epoch it was decided from.
+Time is the process clock (one machine, one clock), read through the store's
+:class:`~fencepost.timing.clock.Clock`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from fencepost.domain import payloads
+from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
+from fencepost.domain.events import (
+    ExecutionCancelled,
+    ExecutionEvent,
+    ExecutionFailed,
+    ExecutionReplayed,
+    LeaseExpired,
+)
+from fencepost.domain.machine import Change, apply, holds, stale_reason, takeover_reason
+from fencepost.domain.models import Execution, Lease, Page, Transition
+from fencepost.domain.states import Event, State
+from fencepost.domain.submission import NewExecution
+from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig
+from fencepost.store.sqlite import rows
+from fencepost.store.sqlite.connection import (
+    DEFAULT_BUSY_TIMEOUT,
+    QUERIES,
+    Connections,
+    migrate,
+)
+
+Q = QUERIES
+_MICROSECOND = timedelta(microseconds=1)
+
+
+class SqliteStore(Store):
+    """Executions in one SQLite file (WAL mode), shared safely by processes on one machine."""
+
+    def __init__(
+        self,
+        path: str,
+        config: StoreConfig | None = None,
+        *,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    ) -> None:
+        super().__init__(config or StoreConfig())
+        self.path = path
+        self._db = Connections(path, busy_timeout=busy_timeout)
+        with self._db.read() as conn:
+            migrate(conn)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- submitting ----------------------------------------------------------------------
+
+    def _insert(self, batch: Sequence[NewExecution]) -> list[Execution]:
+        with self._db.write() as conn:
+            existing = self._existing_keys(conn, batch)
+            chosen: list[NewExecution | str] = []
+            fresh: list[NewExecution] = []
+            for new in batch:
+                key = new.idempotency_key
+                if key is not None and key in existing:
+                    twin_id, twin_hash = existing[key]
+                    if twin_hash != new.request_hash:
+                        raise IdempotencyConflict(key, twin_id)
+                    chosen.append(twin_id)
+                    continue
+                if key is not None:
+                    existing[key] = (new.id, new.request_hash)
+                fresh.append(new)
+                chosen.append(new)
+            conn.executemany(Q["insert_execution"], [_insert_params(n) for n in fresh])
+            conn.executemany(
+                Q["insert_execution_data"], [{"id": n.id, "inputs": n.inputs_json} for n in fresh]
+            )
+            conn.executemany(
+                Q["insert_transition"],
+                [
+                    _transition_params(
+                        n.id, Event.SUBMITTED, None, State.SCHEDULED, 0, None, None, n.created_at
+                    )
+                    for n in fresh
+                ],
+            )
+            fresh_by_id = {n.id: n for n in fresh}
+            return [
+                item.to_execution()
+                if isinstance(item, NewExecution)
+                else fresh_by_id[item].to_execution()
+                if item in fresh_by_id
+                else self._get(conn, item)
+                for item in chosen
+            ]
+
+    @staticmethod
+    def _existing_keys(
+        conn: sqlite3.Connection, batch: Sequence[NewExecution]
+    ) -> dict[str, tuple[str, str | None]]:
+        keys = [n.idempotency_key for n in batch if n.idempotency_key is not None]
+        if not keys:
+            return {}
+        found = conn.execute(Q["find_idempotency_keys"], {"keys": json.dumps(keys)})
+        return {key: (id_, request_hash) for key, id_, request_hash in found}
+
+    # -- reading -------------------------------------------------------------------------
+
+    def get(self, execution_id: str) -> Execution:
+        with self._db.read() as conn:
+            return self._get(conn, execution_id)
+
+    @staticmethod
+    def _get(conn: sqlite3.Connection, execution_id: str) -> Execution:
+        row = conn.execute(Q["get_execution"], {"id": execution_id}).fetchone()
+        if row is None:
+            raise NotFound(execution_id)
+        return rows.execution(row)
+
+    def _query(self, filters: ExecutionFilter) -> Page:
+        params = {
+            "after": filters.after,
+            "states": None if filters.states is None else json.dumps(filters.states),
+            "job": filters.job,
+            "schedule": filters.schedule,
+            "bucket": filters.bucket,
+            "due_after": rows.opt_us(filters.due_after),
+            "due_before": rows.opt_us(filters.due_before),
+            "limit": filters.limit + 1,
+        }
+        with self._db.read() as conn:
+            items = [rows.execution(r) for r in conn.execute(Q["query_executions"], params)]
+        more = len(items) > filters.limit
+        items = items[: filters.limit]
+        return Page(items=items, next_cursor=items[-1].id if more else None)
+
+    def transitions(self, execution_id: str) -> list[Transition]:
+        with self._db.read() as conn:
+            found = conn.execute(Q["select_transitions"], {"id": execution_id}).fetchall()
+            if not found and conn.execute(Q["execution_exists"], {"id": execution_id}).fetchone():
+                return []
+        if not found:
+            raise NotFound(execution_id)
+        return [rows.transition(r) for r in found]
+
+    # -- leasing ---------------------------------------------------------------------------
+
+    def _claim(
+        self,
+        owner: str,
+        *,
+        limit: int,
+        ttl: timedelta,
+        jobs: tuple[str, ...] | None,
+        buckets: tuple[int, ...] | None,
+    ) -> list[Lease]:
+        with self._db.write() as conn:
+            now = self.clock.now()
+            now_us = rows.to_us(now)
+            until = now + ttl
+            candidates = conn.execute(
+                Q["claim_candidates"],
+                {
+                    "now": now_us,
+                    "limit": limit,
+                    "jobs": None if jobs is None else json.dumps(jobs),
+                    "buckets": None if buckets is None else json.dumps(buckets),
+                },
+            ).fetchall()
+            if not candidates:
+                return []
+            conn.execute(
+                Q["claim_update"],
+                {
+                    "ids": json.dumps([c[0] for c in candidates]),
+                    "owner": owner,
+                    "until": rows.to_us(until),
+                    "now": now_us,
+                },
+            )
+            conn.executemany(
+                Q["insert_transition"],
+                [
+                    _transition_params(
+                        id_,
+                        Event.CLAIMED,
+                        state,
+                        State.RUNNING,
+                        epoch + 1,
+                        owner,
+                        takeover_reason(old_owner, epoch) if state == State.RUNNING else None,
+                        now,
+                    )
+                    for id_, state, epoch, _, _, old_owner, *_ in candidates
+                ],
+            )
+        return [
+            Lease(
+                execution_id=id_,
+                owner=owner,
+                epoch=epoch + 1,
+                lease_until=until,
+                attempt=attempt + 1,
+                max_attempts=max_attempts,
+                job=job,
+                job_version=job_version,
+                inputs=payloads.decode(inputs),
+                timeout=rows.opt_duration(timeout_us),
+                schedule_id=schedule_id,
+                slot=slot,
+            )
+            for (
+                id_,
+                _,
+                epoch,
+                attempt,
+                max_attempts,
+                _,
+                job,
+                job_version,
+                timeout_us,
+                schedule_id,
+                slot,
+                inputs,
+            ) in candidates
+        ]
+
+    def _heartbeat(
+        self, beats: Sequence[tuple[Lease, str | None]], *, ttl: timedelta
+    ) -> list[Lease | StaleLease]:
+        with self._db.write() as conn:
+            now = self.clock.now()
+            until = now + ttl
+            renewed = {
+                r[0]
+                for r in conn.execute(
+                    Q["heartbeat_fenced"],
+                    {
+                        "leases": _lease_keys(lease for lease, _ in beats),
+                        "now": rows.to_us(now),
+                        "until": rows.to_us(until),
+                    },
+                )
+            }
+            conn.executemany(
+                Q["set_progress"],
+                [
+                    {"id": lease.execution_id, "progress": progress}
+                    for lease, progress in beats
+                    if progress is not None and lease.execution_id in renewed
+                ],
+            )
+            return [
+                replace(lease, lease_until=until)
+                if lease.execution_id in renewed
+                else _refuse(conn, lease, "heartbeat", now)
+                for lease, _ in beats
+            ]
+
+    def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
+        with self._db.write() as conn:
+            now = self.clock.now()
+            now_us = rows.to_us(now)
+            valid = [o for o in outcomes if o.invalid is None]
+            accepted: set[str] = set()
+            if valid:
+                accepted = {
+                    r[0]
+                    for r in conn.execute(
+                        Q["complete_fenced"],
+                        {"leases": _lease_keys(o.lease for o in valid), "now": now_us},
+                    )
+                }
+                done = [o for o in valid if o.lease.execution_id in accepted]
+                conn.executemany(
+                    Q["set_result"],
+                    [{"id": o.lease.execution_id, "result": o.result_json} for o in done],
+                )
+                conn.executemany(
+                    Q["insert_transition"],
+                    [
+                        _transition_params(
+                            o.lease.execution_id,
+                            Event.COMPLETED,
+                            State.RUNNING,
+                            State.SUCCEEDED,
+                            o.lease.epoch,
+                            o.lease.owner,
+                            None,
+                            now,
+                        )
+                        for o in done
+                    ],
+                )
+            out: list[StaleLease | None] = []
+            for o in outcomes:
+                if o.invalid is None:
+                    accepted_here = o.lease.execution_id in accepted
+                    out.append(None if accepted_here else _refuse(conn, o.lease, "complete", now))
+                    continue
+                # A result that is not JSON fails permanently, through the state machine.
+                event = ExecutionFailed(
+                    owner=o.lease.owner, error=o.invalid, retryable=False, retry_at=now
+                )
+                outcome = self._fenced_apply(conn, o.lease, "complete", event, now)
+                out.append(outcome if isinstance(outcome, StaleLease) else None)
+            return out
+
+    def _fail(self, lease: Lease, error: str, *, retryable: bool, delay: timedelta) -> Execution:
+        with self._db.write() as conn:
+            now = self.clock.now()
+            event = ExecutionFailed(
+                owner=lease.owner, error=error, retryable=retryable, retry_at=now + delay
+            )
+            outcome = self._fenced_apply(conn, lease, "fail", event, now)
+        if isinstance(outcome, StaleLease):
+            raise outcome
+        return outcome
+
+    def reap_expired(self, *, limit: int = 1000) -> int:
+        with self._db.write() as conn:
+            now = self.clock.now()
+            expired = conn.execute(
+                Q["expired_leases"], {"now": rows.to_us(now), "limit": limit}
+            ).fetchall()
+            for row in expired:
+                current = rows.execution(row)
+                event = LeaseExpired(retry_at=now + self.retry_delay(current.attempt))
+                _write(conn, apply(current, event, now), now)
+            return len(expired)
+
+    # -- operator verbs --------------------------------------------------------------------
+
+    def cancel(self, execution_id: str, *, actor: str = "client") -> Execution:
+        return self._apply(execution_id, ExecutionCancelled(actor=actor))
+
+    def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
+        return self._apply(execution_id, ExecutionReplayed(actor=actor))
+
+    def _apply(self, execution_id: str, event: ExecutionEvent) -> Execution:
+        with self._db.write() as conn:
+            now = self.clock.now()
+            change = apply(self._get(conn, execution_id), event, now)
+            _write(conn, change, now)
+            return change.execution
+
+    def _fenced_apply(
+        self,
+        conn: sqlite3.Connection,
+        lease: Lease,
+        verb: str,
+        event: ExecutionEvent,
+        now: datetime,
+    ) -> Execution | StaleLease:
+        """Read the row, check the fence, apply ``event``; all inside the caller's transaction."""
+        try:
+            current = self._get(conn, lease.execution_id)
+        except NotFound:
+            return StaleLease(lease.execution_id, lease.owner, lease.epoch)
+        if not holds(current, lease.owner, lease.epoch, now):
+            return _refuse(conn, lease, verb, now)
+        change = apply(current, event, now)
+        _write(conn, change, now)
+        return change.execution
+
+
+def _write(conn: sqlite3.Connection, change: Change, now: datetime) -> None:
+    """Persist a change decided by the state machine, with its audit transition."""
+    new = change.execution
+    cursor = conn.execute(
+        Q["write_change"],
+        {
+            "id": new.id,
+            "state": new.state,
+            "due_at": rows.to_us(new.due_at),
+            "attempt": new.attempt,
+            "epoch": new.epoch,
+            "lease_owner": new.lease_owner,
+            "lease_until": rows.opt_us(new.lease_until),
+            "updated_at": rows.to_us(new.updated_at),
+            "from_state": change.from_state,
+            "from_epoch": change.from_epoch,
+        },
+    )
+    # The row was read in this same immediate transaction; a miss is a bug, not a race.
+    assert cursor.rowcount == 1, f"lost update on {new.id}"
+    if change.event in (Event.FAILED, Event.LEASE_EXPIRED):
+        conn.execute(Q["set_error"], {"id": new.id, "error": new.error})
+    t = change.transition(0, now)
+    conn.execute(
+        Q["insert_transition"],
+        _transition_params(
+            t.execution_id, t.event, t.from_state, t.to_state, t.epoch, t.actor, t.reason, now
+        ),
+    )
+
+
+def _refuse(conn: sqlite3.Connection, lease: Lease, verb: str, now: datetime) -> StaleLease:
+    """Audit a refused fenced call (nothing else changes) and return its error."""
+    conn.execute(
+        Q["insert_stale_refusal"],
+        {
+            "execution_id": lease.execution_id,
+            "epoch": lease.epoch,
+            "actor": lease.owner,
+            "reason": stale_reason(verb),
+            "at": rows.to_us(now),
+        },
+    )
+    return StaleLease(lease.execution_id, lease.owner, lease.epoch)
+
+
+def _lease_keys(leases: Iterable[Lease]) -> str:
+    return json.dumps([[lease.execution_id, lease.owner, lease.epoch] for lease in leases])
+
+
+def _insert_params(n: NewExecution) -> dict[str, Any]:
+    return {
+        "id": n.id,
+        "job": n.job,
+        "job_version": n.job_version,
+        "due_at": rows.to_us(n.due_at),
+        "priority": n.priority,
+        "max_attempts": n.max_attempts,
+        "timeout_us": None if n.timeout is None else n.timeout // _MICROSECOND,
+        "idempotency_key": n.idempotency_key,
+        "request_hash": n.request_hash,
+        "bucket": n.bucket,
+        "bucket_key": n.bucket_key,
+        "now": rows.to_us(n.created_at),
+    }
+
+
+def _transition_params(
+    execution_id: str,
+    event: Event,
+    from_state: State | None,
+    to_state: State,
+    epoch: int,
+    actor: str | None,
+    reason: str | None,
+    at: datetime,
+) -> dict[str, Any]:
+    return {
+        "execution_id": execution_id,
+        "event": event,
+        "from_state": from_state,
+        "to_state": to_state,
+        "epoch": epoch,
+        "actor": actor,
+        "reason": reason,
+        "at": rows.to_us(at),
+    }

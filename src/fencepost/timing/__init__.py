@@ -1,0 +1,1 @@
+"""Pure time handling: the Clock, and checks for instants and durations."""
