@@ -284,6 +284,9 @@ class Store(ABC):
     ) -> Lease:
         """Extend a live lease to ``now + ttl`` and return the renewed lease.
 
+        A heartbeat never shortens a lease: ``lease_until`` becomes the later of
+        its current value and ``now + ttl``.
+
         Fenced: only if the row is RUNNING with this owner and epoch and
         ``now < lease_until``; otherwise :class:`StaleLease` (audited, nothing
         else changes). ``progress`` (JSON), when given, replaces the stored progress.

@@ -193,7 +193,8 @@ class MemoryStore(Store):
                 if isinstance(current, StaleLease):
                     out.append(current)
                     continue
-                until = now + ttl
+                # A heartbeat only ever extends a lease; it never ends earlier than promised.
+                until = max(now + ttl, current.lease_until or now)
                 renewed = replace(current, lease_until=until, updated_at=now)
                 if progress is not None:
                     renewed = replace(renewed, progress=payloads.decode(progress))

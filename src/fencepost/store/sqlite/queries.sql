@@ -123,7 +123,8 @@ WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: complete_fenced
 -- The fence is the WHERE clause: same owner, same epoch, lease still live.
--- :leases is a JSON array of [id, owner, epoch]; RETURNING names the accepted.
+-- :leases is a JSON array of [id, owner, epoch] with distinct ids (the store
+-- splits a batch into rounds), so RETURNING id names exactly the accepted.
 UPDATE executions
 SET state = 'SUCCEEDED', lease_owner = NULL, lease_until = NULL, updated_at = :now
 FROM (
@@ -137,11 +138,12 @@ WHERE executions.id = l.id
   AND executions.lease_owner = l.owner
   AND executions.epoch = l.epoch
   AND executions.lease_until > :now
-RETURNING executions.id, executions.epoch
+RETURNING executions.id
 
 -- name: heartbeat_fenced
+-- A heartbeat only ever extends: a lease handed out must not end earlier than promised.
 UPDATE executions
-SET lease_until = :until, updated_at = :now
+SET lease_until = max(lease_until, :until), updated_at = :now
 FROM (
     SELECT json_extract(value, '$[0]') AS id,
            json_extract(value, '$[1]') AS owner,
@@ -153,7 +155,7 @@ WHERE executions.id = l.id
   AND executions.lease_owner = l.owner
   AND executions.epoch = l.epoch
   AND executions.lease_until > :now
-RETURNING executions.id
+RETURNING executions.id, executions.lease_until
 
 -- name: set_result
 UPDATE execution_data SET result = :result WHERE execution_id = :id

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -241,72 +241,69 @@ class SqliteStore(Store):
         with self._db.write() as conn:
             now = self.clock.now()
             until = now + ttl
-            renewed = {
-                r[0]
-                for r in conn.execute(
+            params = {"now": rows.to_us(now), "until": rows.to_us(until)}
+            renewed: dict[int, datetime] = {}
+            for round_ in _rounds([lease for lease, _ in beats]):
+                found = conn.execute(
                     Q["heartbeat_fenced"],
-                    {
-                        "leases": _lease_keys(lease for lease, _ in beats),
-                        "now": rows.to_us(now),
-                        "until": rows.to_us(until),
-                    },
+                    params | {"leases": _lease_keys(beats[i][0] for i in round_.values())},
                 )
-            }
+                renewed.update((round_[id_], rows.from_us(until_us)) for id_, until_us in found)
             conn.executemany(
                 Q["set_progress"],
                 [
                     {"id": lease.execution_id, "progress": progress}
-                    for lease, progress in beats
-                    if progress is not None and lease.execution_id in renewed
+                    for i, (lease, progress) in enumerate(beats)
+                    if progress is not None and i in renewed
                 ],
             )
             return [
-                replace(lease, lease_until=until)
-                if lease.execution_id in renewed
+                replace(lease, lease_until=renewed[i])
+                if i in renewed
                 else _refuse(conn, lease, "heartbeat", now)
-                for lease, _ in beats
+                for i, (lease, _) in enumerate(beats)
             ]
 
     def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
         with self._db.write() as conn:
             now = self.clock.now()
-            now_us = rows.to_us(now)
-            valid = [o for o in outcomes if o.invalid is None]
-            accepted: set[str] = set()
-            if valid:
-                accepted = {
-                    r[0]
-                    for r in conn.execute(
-                        Q["complete_fenced"],
-                        {"leases": _lease_keys(o.lease for o in valid), "now": now_us},
-                    )
-                }
-                done = [o for o in valid if o.lease.execution_id in accepted]
-                conn.executemany(
-                    Q["set_result"],
-                    [{"id": o.lease.execution_id, "result": o.result_json} for o in done],
-                )
-                conn.executemany(
-                    Q["insert_transition"],
-                    [
-                        _transition_params(
-                            o.lease.execution_id,
-                            Event.COMPLETED,
-                            State.RUNNING,
-                            State.SUCCEEDED,
-                            o.lease.epoch,
-                            o.lease.owner,
-                            None,
-                            now,
-                        )
-                        for o in done
-                    ],
-                )
+            params = {"now": rows.to_us(now)}
             out: list[StaleLease | None] = []
+            valid = [o for o in outcomes if o.invalid is None]
+            accepted: set[int] = set()
+            for round_ in _rounds([o.lease for o in valid]):
+                found = conn.execute(
+                    Q["complete_fenced"],
+                    params | {"leases": _lease_keys(valid[i].lease for i in round_.values())},
+                )
+                accepted.update(round_[id_] for (id_,) in found)
+            done = [o for i, o in enumerate(valid) if i in accepted]
+            conn.executemany(
+                Q["set_result"],
+                [{"id": o.lease.execution_id, "result": o.result_json} for o in done],
+            )
+            conn.executemany(
+                Q["insert_transition"],
+                [
+                    _transition_params(
+                        o.lease.execution_id,
+                        Event.COMPLETED,
+                        State.RUNNING,
+                        State.SUCCEEDED,
+                        o.lease.epoch,
+                        o.lease.owner,
+                        None,
+                        now,
+                    )
+                    for o in done
+                ],
+            )
+            position = 0
             for o in outcomes:
                 if o.invalid is None:
-                    accepted_here = o.lease.execution_id in accepted
-                    out.append(None if accepted_here else _refuse(conn, o.lease, "complete", now))
+                    ok = position in accepted
+                    position += 1
+                    out.append(None if ok else _refuse(conn, o.lease, "complete", now))
                     continue
                 # A result that is not JSON fails permanently, through the state machine.
                 event = ExecutionFailed(
@@ -418,6 +415,27 @@ def _refuse(conn: sqlite3.Connection, lease: Lease, verb: str, now: datetime) ->
         },
     )
     return StaleLease(lease.execution_id, lease.owner, lease.epoch)
+
+
+def _rounds(leases: Sequence[Lease]) -> Iterator[dict[str, int]]:
+    """Split a batch so that no execution appears twice in one set-based statement.
+
+    Each round maps execution id -> position in ``leases``. Rounds run in order,
+    which gives a batch the meaning of applying its items one after another
+    (a second completion of the same lease in one batch is stale, as it would be
+    in two calls). Batches without repeats are one round.
+    """
+    pending = list(enumerate(leases))
+    while pending:
+        round_: dict[str, int] = {}
+        later = []
+        for position, lease in pending:
+            if lease.execution_id in round_:
+                later.append((position, lease))
+            else:
+                round_[lease.execution_id] = position
+        yield round_
+        pending = later
 
 
 def _lease_keys(leases: Iterable[Lease]) -> str:

@@ -1,0 +1,862 @@
+"""The store contract suite: the behaviour every backend must show.
+
+Use it from a test module by providing a ``store_factory`` fixture — a callable
+``(clock, **connect_options) -> Store`` that opens a fresh, empty store reading
+time from ``clock`` — and subclassing :class:`StoreContract`::
+
+    @pytest.fixture
+    def store_factory(tmp_path):
+        return lambda clock, **options: MyStore(tmp_path / "db", clock=clock, **options)
+
+    class TestMyStore(StoreContract):
+        pass
+
+fencepost's own suite parametrizes that one fixture over every backend it ships.
+All times are driven by a :class:`~fencepost.testing.ManualClock`, so every
+boundary (``now == lease_until``, ``now == due_at``) is tested exactly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from fencepost.domain.buckets import bucket_for
+from fencepost.domain.errors import (
+    IdempotencyConflict,
+    InvalidTransition,
+    NotFound,
+    ResultInvalid,
+    StaleLease,
+    ValidationError,
+)
+from fencepost.domain.machine import is_edge
+from fencepost.domain.models import Execution, Lease
+from fencepost.domain.retry import RetryPolicy
+from fencepost.domain.states import AttemptOutcome, Event, State
+from fencepost.store.base import Store
+from fencepost.testing.clock import MANUAL_EPOCH, ManualClock
+from fencepost.testing.factory import ExecutionFactory
+
+StoreFactory = Callable[..., Store]
+
+_US = timedelta(microseconds=1)
+
+
+def at(seconds: float) -> datetime:
+    """The instant "t = seconds" on a ManualClock timeline."""
+    return MANUAL_EPOCH + timedelta(seconds=seconds)
+
+
+def assert_audit_valid(store: Store, execution_id: str) -> None:
+    """Every audit record is an edge of the state machine, in order, with epochs never falling."""
+    trail = store.transitions(execution_id)
+    assert trail, "every execution has at least its SUBMITTED transition"
+    assert trail[0].event is Event.SUBMITTED
+    assert [t.seq for t in trail] == sorted(t.seq for t in trail)
+    state: State | None = None
+    epoch = 0
+    for t in trail:
+        assert is_edge(t.event, t.from_state, t.to_state), t
+        if t.event is Event.STALE_REFUSED:
+            assert t.from_state == state, t
+            continue
+        assert t.from_state == state, f"audit gap before {t}"
+        assert t.epoch >= epoch, t
+        state, epoch = t.to_state, t.epoch
+    assert store.get(execution_id).state == state
+
+
+class StoreContract:
+    """The behavioural specification of :class:`~fencepost.store.base.Store`."""
+
+    @pytest.fixture
+    def clock(self) -> ManualClock:
+        return ManualClock(0)
+
+    @pytest.fixture
+    def store(self, store_factory: StoreFactory, clock: ManualClock) -> Iterator[Store]:
+        store = store_factory(clock, rng=random.Random(1234))
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def make(self, store: Store) -> ExecutionFactory:
+        return ExecutionFactory(store)
+
+    # -- the lease timeline ------------------------------------------------------------
+
+    def test_lease_timeline(self, store: Store, clock: ManualClock) -> None:
+        """The canonical story: a stalled worker comes back and cannot overwrite the result."""
+        job10 = store.submit("job", execute_at=at(10), idempotency_key="job:10")
+        job20 = store.submit("job", execute_at=at(20), idempotency_key="job:20")
+
+        clock.set(9)
+        assert store.claim("worker-a", ttl=5) == []
+
+        clock.set(10)
+        (lease_a,) = store.claim("worker-a", ttl=5)
+        assert (lease_a.execution_id, lease_a.epoch, lease_a.lease_until) == (job10.id, 1, at(15))
+
+        clock.set(14)
+        assert store.claim("worker-b", ttl=5) == []
+
+        clock.set(15)
+        (lease_b,) = store.claim("worker-b", ttl=5)
+        assert (lease_b.execution_id, lease_b.epoch, lease_b.lease_until) == (job10.id, 2, at(20))
+
+        clock.set(16)
+        before = store.get(job10.id)
+        with pytest.raises(StaleLease):
+            store.complete(lease_a, "stale output")
+        assert store.get(job10.id) == before
+
+        done = store.complete(lease_b, "output")
+        assert (done.state, done.result, done.epoch) == (State.SUCCEEDED, "output", 2)
+        with pytest.raises(StaleLease):
+            store.complete(lease_b, "output again")
+        assert store.get(job10.id).result == "output"
+        assert store.get(job20.id).result is None
+
+        clock.set(19)
+        assert store.claim("worker-c", ttl=5) == []
+        clock.set(20)
+        (lease_c,) = store.claim("worker-c", ttl=5)
+        assert lease_c.execution_id == job20.id
+
+        refused = [t for t in store.transitions(job10.id) if t.event is Event.STALE_REFUSED]
+        assert [(t.actor, t.epoch, t.at) for t in refused] == [
+            ("worker-a", 1, at(16)),
+            ("worker-b", 2, at(16)),
+        ]
+        attempts = store.attempts(job10.id)
+        assert [(a.owner, a.epoch, a.outcome) for a in attempts] == [
+            ("worker-a", 1, AttemptOutcome.TIMED_OUT),
+            ("worker-b", 2, AttemptOutcome.SUCCEEDED),
+        ]
+        assert_audit_valid(store, job10.id)
+
+    # -- submit ------------------------------------------------------------------------
+
+    def test_submit_defaults(self, store: Store, clock: ManualClock) -> None:
+        clock.set(5)
+        e = store.submit("report")
+        assert e.state is State.SCHEDULED
+        assert (e.epoch, e.attempt, e.max_attempts, e.priority) == (0, 0, 3, 0)
+        assert e.due_at == at(5) == e.created_at
+        assert e.inputs == {}
+        assert e.lease_owner is None
+        assert e.lease_until is None
+        assert 0 <= e.bucket < 64
+        assert store.get(e.id) == e
+        (t,) = store.transitions(e.id)
+        assert (t.event, t.from_state, t.to_state, t.at) == (
+            Event.SUBMITTED,
+            None,
+            State.SCHEDULED,
+            at(5),
+        )
+
+    def test_submit_round_trips_every_field(self, store: Store) -> None:
+        e = store.submit(
+            "report",
+            inputs={"day": "2026-01-01", "n": [1, 2.5, None, True], "ü": "ß"},
+            execute_at=datetime(2026, 1, 1, 3, 0, tzinfo=timezone_plus(2)),
+            idempotency_key="k1",
+            max_attempts=7,
+            timeout=90,
+            bucket_key="tenant-42",
+            priority=5,
+            job_version=3,
+        )
+        got = store.get(e.id)
+        assert got == e
+        assert got.due_at == datetime(2026, 1, 1, 1, 0, tzinfo=UTC)
+        assert got.inputs == {"day": "2026-01-01", "n": [1, 2.5, None, True], "ü": "ß"}
+        assert got.timeout == timedelta(seconds=90)
+        assert got.bucket == bucket_for("tenant-42", 64)
+        assert (got.job_version, got.priority, got.max_attempts) == (3, 5, 7)
+
+    def test_inputs_follow_json_semantics(self, store: Store) -> None:
+        e = store.submit("job", inputs={"pair": (1, 2)})
+        assert store.get(e.id).inputs == {"pair": [1, 2]}
+
+    def test_delay_is_relative_to_the_store_clock(self, store: Store, clock: ManualClock) -> None:
+        clock.set(100)
+        assert store.submit("job", delay=30).due_at == at(130)
+        assert store.submit("job", delay=timedelta(minutes=1)).due_at == at(160)
+
+    def test_ids_are_time_ordered(self, store: Store, clock: ManualClock) -> None:
+        ids: list[str] = []
+        for second in range(5):
+            clock.set(second)
+            ids.extend(e.id for e in store.submit_many([{"job": "j"}, {"job": "j"}]))
+        assert ids == sorted(ids)
+        assert len(set(ids)) == 10
+
+    @pytest.mark.parametrize(
+        ("arguments", "field"),
+        [
+            pytest.param({"execute_at": datetime(2026, 1, 1)}, "execute_at", id="naive"),
+            pytest.param({"execute_at": "2026-01-01T00:00:00Z"}, "execute_at", id="string-time"),
+            pytest.param({"execute_at": at(1), "delay": 1}, "execute_at", id="both-times"),
+            pytest.param({"delay": -1}, "delay", id="negative-delay"),
+            pytest.param({"inputs": {"s": {1, 2}}}, "inputs", id="set-inputs"),
+            pytest.param({"inputs": {"x": float("nan")}}, "inputs", id="nan-inputs"),
+            pytest.param({"inputs": object()}, "inputs", id="object-inputs"),
+            pytest.param({"max_attempts": 0}, "max_attempts", id="zero-attempts"),
+            pytest.param({"max_attempts": True}, "max_attempts", id="bool-attempts"),
+            pytest.param({"timeout": 0}, "timeout", id="zero-timeout"),
+            pytest.param({"priority": 2**40}, "priority", id="huge-priority"),
+            pytest.param({"idempotency_key": ""}, "idempotency_key", id="empty-key"),
+            pytest.param({"bucket_key": 7}, "bucket_key", id="int-bucket-key"),
+            pytest.param({"job_version": 0}, "job_version", id="zero-version"),
+        ],
+    )
+    def test_bad_submit_names_the_field_and_writes_nothing(
+        self, store: Store, arguments: dict[str, Any], field: str
+    ) -> None:
+        with pytest.raises(ValidationError) as caught:
+            store.submit("job", **arguments)
+        assert caught.value.field == field
+        assert field in str(caught.value)
+        assert store.query().items == []
+
+    def test_bad_job_name(self, store: Store) -> None:
+        for job in ("", "   ", None, "x" * 201):
+            with pytest.raises(ValidationError) as caught:
+                store.submit(job)  # type: ignore[arg-type]
+            assert caught.value.field == "job"
+
+    def test_oversized_inputs_are_refused(self, store_factory: StoreFactory) -> None:
+        default = store_factory(ManualClock(0))
+        with pytest.raises(ValidationError) as caught:
+            default.submit("job", inputs={"blob": "x" * (256 * 1024)})
+        assert caught.value.field == "inputs"
+        assert "262144" in str(caught.value)
+        default.submit("job", inputs={"blob": "x" * (250 * 1024)})
+        default.close()
+
+        small = store_factory(ManualClock(0), max_payload_bytes=100)
+        with pytest.raises(ValidationError, match="limit is 100"):
+            small.submit("job", inputs={"blob": "é" * 60})  # 120 bytes in UTF-8
+        small.submit("job", inputs={"blob": "x" * 80})
+        small.close()
+
+    def test_idempotent_resubmit_returns_the_same_execution(self, store: Store) -> None:
+        first = store.submit("job", inputs={"a": 1}, idempotency_key="order-7", delay=10)
+        again = store.submit("job", inputs={"a": 1}, idempotency_key="order-7", delay=10)
+        assert again == first
+        assert len(store.query().items) == 1
+        assert len(store.transitions(first.id)) == 1
+
+    def test_idempotent_resubmit_after_it_ran(self, store: Store, make: ExecutionFactory) -> None:
+        done = make.succeeded("job", idempotency_key="k")
+        assert store.submit("job", idempotency_key="k") == store.get(done.id)
+
+    @pytest.mark.parametrize(
+        "change",
+        [
+            {"inputs": {"a": 2}},
+            {"job": "other"},
+            {"priority": 1},
+            {"max_attempts": 9},
+            {"delay": 11},
+            {"bucket_key": "b"},
+        ],
+    )
+    def test_idempotency_conflict(self, store: Store, change: dict[str, Any]) -> None:
+        request: dict[str, Any] = {"job": "job", "inputs": {"a": 1}, "delay": 10}
+        first = store.submit(idempotency_key="order-7", **request)
+        with pytest.raises(IdempotencyConflict) as caught:
+            store.submit(idempotency_key="order-7", **(request | change))
+        assert caught.value.existing_id == first.id
+        assert [e.id for e in store.query().items] == [first.id]
+
+    def test_submit_many_is_one_transaction(self, store: Store) -> None:
+        made = store.submit_many([{"job": "a", "inputs": {"i": i}} for i in range(50)])
+        assert [e.inputs["i"] for e in made] == list(range(50))
+        assert len(store.query(limit=100).items) == 50
+
+        with pytest.raises(ValidationError) as caught:
+            store.submit_many([{"job": "b"}, {"job": "b", "inputs": {1, 2}}, {"job": "b"}])
+        assert caught.value.field == "[1].inputs"
+        with pytest.raises(ValidationError) as caught:
+            store.submit_many([{"job": "b"}, {"job": "b", "when": 1}])
+        assert caught.value.field == "[1].when"
+        with pytest.raises(ValidationError) as caught:
+            store.submit_many([{"inputs": {}}])
+        assert caught.value.field == "[0].job"
+        assert store.query(job="b").items == []
+
+    def test_submit_many_idempotency(self, store: Store) -> None:
+        existing = store.submit("job", idempotency_key="k0")
+        made = store.submit_many(
+            [
+                {"job": "job", "idempotency_key": "k0"},
+                {"job": "job", "idempotency_key": "k1"},
+                {"job": "job", "idempotency_key": "k1"},
+                {"job": "job"},
+            ]
+        )
+        assert made[0] == existing
+        assert made[1].id == made[2].id != existing.id
+        assert len(store.query().items) == 3
+
+        with pytest.raises(IdempotencyConflict):
+            store.submit_many(
+                [{"job": "new"}, {"job": "job", "idempotency_key": "k0", "priority": 3}]
+            )
+        with pytest.raises(IdempotencyConflict):
+            store.submit_many(
+                [
+                    {"job": "new", "idempotency_key": "k9"},
+                    {"job": "new", "idempotency_key": "k9", "priority": 3},
+                ]
+            )
+        assert store.query(job="new").items == []
+
+    # -- claim -------------------------------------------------------------------------
+
+    def test_claim_order_priority_then_due_then_id(self, store: Store, clock: ManualClock) -> None:
+        low_old = store.submit("job", execute_at=at(1))
+        high_new = store.submit("job", execute_at=at(5), priority=10)
+        low_new_a = store.submit("job", execute_at=at(3))
+        low_new_b = store.submit("job", execute_at=at(3))
+        negative = store.submit("job", execute_at=at(0), priority=-1)
+        store.submit("job", execute_at=at(11), priority=100)  # not due yet
+        clock.set(10)
+        leases = store.claim("w", limit=10)
+        assert [lease.execution_id for lease in leases] == [
+            high_new.id,
+            low_old.id,
+            low_new_a.id,
+            low_new_b.id,
+            negative.id,
+        ]
+        assert {lease.epoch for lease in leases} == {1}
+        assert {lease.attempt for lease in leases} == {1}
+
+    def test_claim_respects_limit_and_never_hands_out_twice(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        store.submit_many([{"job": "job"} for _ in range(10)])
+        first = store.claim("a", limit=4)
+        second = store.claim("b", limit=4)
+        third = store.claim("c", limit=4)
+        assert (len(first), len(second), len(third)) == (4, 4, 2)
+        ids = [lease.execution_id for lease in first + second + third]
+        assert len(set(ids)) == 10
+        assert store.claim("d", limit=4) == []
+
+    def test_claim_is_due_inclusive(self, store: Store, clock: ManualClock) -> None:
+        e = store.submit("job", execute_at=at(10))
+        clock.set(at(10) - _US)
+        assert store.claim("w") == []
+        clock.set(10)
+        assert [lease.execution_id for lease in store.claim("w")] == [e.id]
+
+    def test_claim_lease_fields(self, store: Store, clock: ManualClock) -> None:
+        e = store.submit(
+            "job", inputs={"x": 1}, job_version=2, timeout=60, max_attempts=4, execute_at=at(1)
+        )
+        clock.set(2)
+        (lease,) = store.claim("w", ttl=timedelta(seconds=7))
+        assert lease == Lease(
+            execution_id=e.id,
+            owner="w",
+            epoch=1,
+            lease_until=at(9),
+            attempt=1,
+            max_attempts=4,
+            job="job",
+            job_version=2,
+            inputs={"x": 1},
+            timeout=timedelta(seconds=60),
+            schedule_id=None,
+            slot=None,
+        )
+        got = store.get(e.id)
+        assert (got.state, got.lease_owner, got.lease_until, got.epoch) == (
+            State.RUNNING,
+            "w",
+            at(9),
+            1,
+        )
+
+    def test_claim_filters_by_job_and_bucket(self, store: Store) -> None:
+        a = store.submit("a", bucket_key="k-a")
+        b = store.submit("b", bucket_key="k-b")
+        assert store.claim("w", jobs=["zzz"]) == []
+        assert [lease.execution_id for lease in store.claim("w", jobs=["b"])] == [b.id]
+        other = [n for n in range(64) if n != a.bucket]
+        assert store.claim("w", buckets=other) == []
+        assert [lease.execution_id for lease in store.claim("w", buckets=[a.bucket])] == [a.id]
+
+    @pytest.mark.parametrize(
+        ("arguments", "field"),
+        [
+            pytest.param({"ttl": -1}, "ttl", id="negative-ttl"),
+            pytest.param({"ttl": 0}, "ttl", id="zero-ttl"),
+            pytest.param({"ttl": "30"}, "ttl", id="string-ttl"),
+            pytest.param({"ttl": float("inf")}, "ttl", id="infinite-ttl"),
+            pytest.param({"limit": 0}, "limit", id="zero-limit"),
+            pytest.param({"limit": 10_001}, "limit", id="huge-limit"),
+            pytest.param({"buckets": [64]}, "buckets", id="bucket-out-of-range"),
+            pytest.param({"buckets": [-1]}, "buckets", id="negative-bucket"),
+            pytest.param({"jobs": "job"}, "jobs", id="jobs-as-string"),
+        ],
+    )
+    def test_bad_claim_names_the_field(
+        self, store: Store, arguments: dict[str, Any], field: str
+    ) -> None:
+        e = store.submit("job")
+        with pytest.raises(ValidationError) as caught:
+            store.claim("w", **arguments)
+        assert caught.value.field == field
+        assert store.get(e.id).state is State.SCHEDULED
+
+    def test_claim_needs_an_owner(self, store: Store) -> None:
+        with pytest.raises(ValidationError) as caught:
+            store.claim("")
+        assert caught.value.field == "owner"
+
+    def test_takeover_happens_exactly_at_expiry(self, store: Store, clock: ManualClock) -> None:
+        e = store.submit("job")
+        (first,) = store.claim("a", ttl=5)
+        clock.set(at(5) - _US)
+        assert store.claim("b", ttl=5) == []
+        clock.set(5)
+        (second,) = store.claim("b", ttl=5)
+        assert (second.execution_id, second.epoch, second.attempt) == (e.id, 2, 2)
+        assert first.epoch == 1
+
+    def test_no_takeover_without_attempts_left(self, store: Store, clock: ManualClock) -> None:
+        e = store.submit("job", max_attempts=1)
+        store.claim("a", ttl=5)
+        clock.set(100)
+        assert store.claim("b") == []
+        assert store.reap_expired() == 1
+        dead = store.get(e.id)
+        assert dead.state is State.FAILED
+        assert dead.error == "lease expired"
+        assert [a.outcome for a in store.attempts(e.id)] == [AttemptOutcome.TIMED_OUT]
+        assert_audit_valid(store, e.id)
+
+    # -- heartbeat ---------------------------------------------------------------------
+
+    def test_heartbeat_extends_a_live_lease(self, store: Store, clock: ManualClock) -> None:
+        e = store.submit("job")
+        (lease,) = store.claim("w", ttl=5)
+        clock.set(4)
+        renewed = store.heartbeat(lease, ttl=5, progress={"done": 40})
+        assert renewed.lease_until == at(9)
+        assert renewed.epoch == lease.epoch
+        got = store.get(e.id)
+        assert (got.lease_until, got.progress) == (at(9), {"done": 40})
+        clock.set(8)
+        assert store.claim("other", ttl=5) == []
+        assert store.heartbeat(renewed, ttl=0.5).lease_until == at(9), "never shortened"
+        store.heartbeat(renewed, ttl=5)
+        assert store.get(e.id).progress == {"done": 40}, "progress=None keeps the last progress"
+        # The old lease object carries the same owner and epoch; what counts is the row.
+        assert store.complete(lease, "ok").state is State.SUCCEEDED
+
+    def test_heartbeat_at_expiry_is_stale(self, store: Store, clock: ManualClock) -> None:
+        e = store.submit("job")
+        (lease,) = store.claim("w", ttl=5)
+        clock.set(5)
+        before = store.get(e.id)
+        with pytest.raises(StaleLease):
+            store.heartbeat(lease)
+        assert store.get(e.id) == before
+        (t,) = [t for t in store.transitions(e.id) if t.event is Event.STALE_REFUSED]
+        assert (t.actor, t.epoch, t.reason) == ("w", 1, "stale heartbeat refused")
+
+    def test_heartbeat_with_wrong_owner_or_epoch_is_stale(self, store: Store) -> None:
+        e = store.submit("job")
+        (lease,) = store.claim("w", ttl=5)
+        before = store.get(e.id)
+        for forged in (
+            Lease(**{**_fields(lease), "owner": "intruder"}),
+            Lease(**{**_fields(lease), "epoch": lease.epoch + 1}),
+            Lease(**{**_fields(lease), "epoch": lease.epoch - 1}),
+        ):
+            with pytest.raises(StaleLease):
+                store.heartbeat(forged, progress={"evil": True})
+        assert store.get(e.id) == before
+
+    def test_heartbeat_many_mixes_live_and_stale(self, store: Store, clock: ManualClock) -> None:
+        e = store.submit("job")
+        (old,) = store.claim("a", ttl=5)
+        clock.set(5)
+        (new,) = store.claim("b", ttl=5)
+        outcomes = store.heartbeat_many([(new, {"p": 1}), (old, {"p": 2})], ttl=5)
+        assert isinstance(outcomes[0], Lease)
+        assert outcomes[0].lease_until == at(10)
+        assert isinstance(outcomes[1], StaleLease)
+        assert store.get(e.id).progress == {"p": 1}
+
+    # -- complete ------------------------------------------------------------------------
+
+    def test_complete(self, store: Store, clock: ManualClock) -> None:
+        e = store.submit("job")
+        (lease,) = store.claim("w", ttl=5)
+        clock.set(3)
+        done = store.complete(lease, {"rows": 12})
+        assert (done.state, done.result, done.lease_owner, done.lease_until) == (
+            State.SUCCEEDED,
+            {"rows": 12},
+            None,
+            None,
+        )
+        assert store.get(e.id) == done
+        (attempt,) = store.attempts(e.id)
+        assert (attempt.outcome, attempt.started_at, attempt.ended_at) == (
+            AttemptOutcome.SUCCEEDED,
+            at(0),
+            at(3),
+        )
+        assert store.claim("w") == []
+        assert_audit_valid(store, e.id)
+
+    def test_complete_at_expiry_is_stale(self, store: Store, clock: ManualClock) -> None:
+        e = store.submit("job")
+        (lease,) = store.claim("w", ttl=5)
+        clock.set(at(5) - _US)
+        clock.set(5)
+        with pytest.raises(StaleLease):
+            store.complete(lease, "late")
+        assert store.get(e.id).state is State.RUNNING
+        assert store.get(e.id).result is None
+
+    def test_complete_just_before_expiry_counts(self, store: Store, clock: ManualClock) -> None:
+        store.submit("job")
+        (lease,) = store.claim("w", ttl=5)
+        clock.set(at(5) - _US)
+        assert store.complete(lease, "in time").result == "in time"
+
+    def test_stale_complete_after_takeover_changes_nothing(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        e = store.submit("job")
+        (old,) = store.claim("a", ttl=5)
+        clock.set(6)
+        (new,) = store.claim("b", ttl=5)
+        before = store.get(e.id)
+        with pytest.raises(StaleLease):
+            store.complete(old, "stale")
+        with pytest.raises(StaleLease):
+            store.fail(old, "stale failure", retryable=False)
+        with pytest.raises(StaleLease):
+            store.heartbeat(old)
+        assert store.get(e.id) == before
+        assert store.complete(new, "fresh").result == "fresh"
+        assert_audit_valid(store, e.id)
+
+    def test_same_owner_with_an_older_epoch_is_stale(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        """The owner name alone proves nothing: a worker that re-claimed holds only the new epoch."""
+        e = store.submit("job", max_attempts=5)
+        (first,) = store.claim("w", ttl=5)
+        clock.set(5)
+        (second,) = store.claim("w", ttl=5)
+        assert (first.owner, second.owner, second.epoch) == ("w", "w", 2)
+        before = store.get(e.id)
+        for call in (
+            lambda: store.heartbeat(first),
+            lambda: store.complete(first, "from epoch 1"),
+            lambda: store.fail(first, "from epoch 1", retryable=False),
+        ):
+            with pytest.raises(StaleLease):
+                call()
+            assert store.get(e.id) == before
+        assert store.complete(second, "from epoch 2").result == "from epoch 2"
+
+    @pytest.mark.parametrize(
+        "result",
+        [
+            pytest.param({1, 2}, id="set"),
+            pytest.param(float("inf"), id="infinity"),
+            pytest.param(object(), id="object"),
+            pytest.param({"blob": "x" * (256 * 1024)}, id="oversized"),
+        ],
+    )
+    def test_invalid_result_fails_permanently(self, store: Store, result: Any) -> None:
+        e = store.submit("job", max_attempts=5)
+        (lease,) = store.claim("w")
+        with pytest.raises(ResultInvalid) as caught:
+            store.complete(lease, result)
+        assert caught.value.field == "result"
+        failed = store.get(e.id)
+        assert failed.state is State.FAILED, "an invalid result is not retried"
+        assert failed.error is not None
+        assert failed.error.startswith("result_invalid")
+        assert failed.result is None
+        assert [a.outcome for a in store.attempts(e.id)] == [AttemptOutcome.FAILED]
+        assert_audit_valid(store, e.id)
+
+    def test_complete_many(self, store: Store, clock: ManualClock) -> None:
+        ids = [e.id for e in store.submit_many([{"job": "job"} for _ in range(4)])]
+        leases = store.claim("w", limit=4, ttl=5)
+        stale = Lease(**{**_fields(leases[1]), "epoch": 99})
+        outcomes = store.complete_many(
+            [(leases[0], 0), (stale, "forged"), (leases[2], {1}), (leases[3], [3])]
+        )
+        assert outcomes[0] is None
+        assert isinstance(outcomes[1], StaleLease)
+        assert outcomes[2] is None
+        assert outcomes[3] is None
+        got = {i: store.get(i) for i in ids}
+        by_lease = [got[lease.execution_id] for lease in leases]
+        assert [e.state for e in by_lease] == [
+            State.SUCCEEDED,
+            State.RUNNING,
+            State.FAILED,
+            State.SUCCEEDED,
+        ]
+        assert [by_lease[0].result, by_lease[3].result] == [0, [3]]
+        assert store.complete_many([]) == []
+
+    # -- fail and retry ------------------------------------------------------------------
+
+    def test_retryable_failure_waits_with_jittered_backoff(
+        self, store_factory: StoreFactory, clock: ManualClock
+    ) -> None:
+        store = store_factory(clock, retry=RetryPolicy(base_delay=2, max_delay=5))
+        e = store.submit("job", max_attempts=10)
+        waits = []
+        for attempt in range(1, 6):
+            (lease,) = store.claim("w")
+            assert lease.attempt == attempt
+            failed = store.fail(lease, f"boom {attempt}")
+            assert failed.state is State.RETRY_WAIT
+            assert failed.error == f"boom {attempt}"
+            wait = failed.due_at - clock.now()
+            cap = min(5.0, 2.0 * 2 ** (attempt - 1))
+            assert timedelta(0) <= wait <= timedelta(seconds=cap), (attempt, wait)
+            waits.append(wait)
+            if wait > timedelta(0):
+                clock.set(failed.due_at - _US)
+                assert store.claim("w") == [], "not claimable before its retry is due"
+            clock.set(failed.due_at)
+        assert len(set(waits)) > 1, "full jitter draws different delays"
+        assert_audit_valid(store, e.id)
+        store.close()
+
+    def test_retry_in_overrides_the_policy(self, store: Store, clock: ManualClock) -> None:
+        store.submit("job")
+        (lease,) = store.claim("w")
+        assert store.fail(lease, "later", retry_in=120).due_at == at(120)
+
+    def test_exhausted_retries_end_failed(self, store: Store, clock: ManualClock) -> None:
+        e = store.submit("job", max_attempts=3)
+        for _ in range(3):
+            clock.advance(1000)
+            (lease,) = store.claim("w")
+            last = store.fail(lease, "still broken")
+        assert last.state is State.FAILED
+        clock.advance(1000)
+        assert store.claim("w") == []
+        attempts = store.attempts(e.id)
+        assert [(a.attempt, a.outcome, a.error) for a in attempts] == [
+            (n, AttemptOutcome.FAILED, "still broken") for n in (1, 2, 3)
+        ]
+        assert store.query(state="FAILED").items == [store.get(e.id)]
+
+    def test_permanent_failure_is_a_dead_letter(self, store: Store) -> None:
+        e = store.submit("job", max_attempts=5)
+        (lease,) = store.claim("w")
+        failed = store.fail(lease, "bad input", retryable=False)
+        assert (failed.state, failed.attempt, failed.error) == (State.FAILED, 1, "bad input")
+        assert store.claim("w") == []
+        assert_audit_valid(store, e.id)
+
+    def test_fail_rejects_non_string_errors(self, store: Store) -> None:
+        store.submit("job")
+        (lease,) = store.claim("w")
+        with pytest.raises(ValidationError) as caught:
+            store.fail(lease, 42)  # type: ignore[arg-type]
+        assert caught.value.field == "error"
+
+    # -- reaping -------------------------------------------------------------------------
+
+    def test_reap_times_out_expired_attempts(self, store: Store, clock: ManualClock) -> None:
+        e = store.submit("job", max_attempts=3)
+        (lease,) = store.claim("w", ttl=5)
+        clock.set(at(5) - _US)
+        assert store.reap_expired() == 0
+        clock.set(5)
+        assert store.reap_expired() == 1
+        reaped = store.get(e.id)
+        assert reaped.state is State.RETRY_WAIT
+        assert reaped.due_at >= at(5)
+        assert reaped.lease_owner is None
+        (attempt,) = store.attempts(e.id)
+        assert (attempt.outcome, attempt.ended_at, attempt.owner) == (
+            AttemptOutcome.TIMED_OUT,
+            at(5),
+            "w",
+        )
+        with pytest.raises(StaleLease):
+            store.complete(lease, "too late")
+        assert store.reap_expired() == 0
+        assert_audit_valid(store, e.id)
+
+    def test_reap_limit(self, store: Store, clock: ManualClock) -> None:
+        store.submit_many([{"job": "job"} for _ in range(5)])
+        store.claim("w", limit=5, ttl=1)
+        clock.set(2)
+        assert store.reap_expired(limit=3) == 3
+        assert store.reap_expired(limit=3) == 2
+        assert store.reap_expired(limit=3) == 0
+
+    # -- cancel and replay ---------------------------------------------------------------
+
+    def test_cancel_before_start(self, store: Store, make: ExecutionFactory) -> None:
+        waiting = make.scheduled(delay=60)
+        retrying = make.retry_waiting()
+        for e in (waiting, retrying):
+            cancelled = store.cancel(e.id, actor="alice")
+            assert cancelled.state is State.CANCELLED
+            assert store.transitions(e.id)[-1].actor == "alice"
+            assert_audit_valid(store, e.id)
+        assert store.claim("w") == []
+
+    def test_cancel_refuses_started_and_finished(
+        self, store: Store, make: ExecutionFactory
+    ) -> None:
+        running = make.running()
+        done = make.succeeded()
+        for execution_id in (running.execution_id, done.id):
+            before = store.get(execution_id)
+            with pytest.raises(InvalidTransition):
+                store.cancel(execution_id)
+            assert store.get(execution_id) == before
+        with pytest.raises(NotFound):
+            store.cancel("00000000-0000-7000-8000-000000000000")
+
+    def test_replay_revives_a_dead_letter(
+        self, store: Store, clock: ManualClock, make: ExecutionFactory
+    ) -> None:
+        dead = make.dead(max_attempts=2)
+        clock.set(50)
+        revived = store.replay(dead.id, actor="ops@example")
+        assert (revived.id, revived.state, revived.attempt, revived.due_at) == (
+            dead.id,
+            State.SCHEDULED,
+            0,
+            at(50),
+        )
+        (lease,) = store.claim("w")
+        assert (lease.execution_id, lease.epoch, lease.attempt) == (dead.id, 2, 1)
+        store.complete(lease, "second time lucky")
+        trail = store.transitions(dead.id)
+        assert [(t.event, t.actor) for t in trail if t.event is Event.REPLAYED] == [
+            (Event.REPLAYED, "ops@example")
+        ]
+        assert [(a.attempt, a.epoch, a.outcome) for a in store.attempts(dead.id)] == [
+            (1, 1, AttemptOutcome.FAILED),
+            (1, 2, AttemptOutcome.SUCCEEDED),
+        ]
+        assert_audit_valid(store, dead.id)
+
+    def test_replay_only_dead_letters(self, store: Store, make: ExecutionFactory) -> None:
+        for e in (make.scheduled(), make.succeeded()):
+            with pytest.raises(InvalidTransition):
+                store.replay(e.id)
+        with pytest.raises(NotFound):
+            store.replay("nope")
+
+    # -- reading -------------------------------------------------------------------------
+
+    def test_unknown_ids(self, store: Store) -> None:
+        for read in (store.get, store.transitions, store.attempts):
+            with pytest.raises(NotFound) as caught:
+                read("00000000-0000-7000-8000-000000000000")
+            assert "00000000-0000-7000-8000-000000000000" in str(caught.value)
+
+    def test_query_filters(self, store: Store, clock: ManualClock, make: ExecutionFactory) -> None:
+        a = make.scheduled("a", execute_at=at(100))
+        b = make.scheduled("b", execute_at=at(200), bucket_key="tenant")
+        running = make.running("c")
+        dead = make.dead("d")
+
+        def ids(**filters: Any) -> list[str]:
+            return [e.id for e in store.query(**filters).items]
+
+        assert ids(job="a") == [a.id]
+        assert ids(state="RUNNING") == [running.execution_id]
+        assert ids(state=[State.FAILED, "RUNNING"]) == [running.execution_id, dead.id]
+        assert ids(bucket=b.bucket, job="b") == [b.id]
+        assert ids(due_after=at(100), due_before=at(200)) == [a.id]
+        assert ids(due_after=at(101)) == [b.id]
+        assert ids(schedule="nope") == []
+
+    def test_query_pages_by_keyset(self, store: Store) -> None:
+        made = [e.id for e in store.submit_many([{"job": "j"} for _ in range(25)])]
+        seen: list[str] = []
+        cursor = None
+        pages = 0
+        while True:
+            page = store.query(limit=10, after=cursor)
+            seen.extend(e.id for e in page.items)
+            pages += 1
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        assert pages == 3
+        assert seen == sorted(made)
+        exact = store.query(limit=25)
+        assert (len(exact.items), exact.next_cursor) == (25, None)
+
+    @pytest.mark.parametrize(
+        ("arguments", "field"),
+        [
+            pytest.param({"state": "DONE"}, "state", id="unknown-state"),
+            pytest.param({"state": ["RUNNING", "nope"]}, "state", id="unknown-in-list"),
+            pytest.param({"limit": 0}, "limit", id="zero-limit"),
+            pytest.param({"bucket": -1}, "bucket", id="negative-bucket"),
+            pytest.param({"due_after": datetime(2026, 1, 1)}, "due_after", id="naive-after"),
+        ],
+    )
+    def test_bad_query_names_the_field(
+        self, store: Store, arguments: dict[str, Any], field: str
+    ) -> None:
+        with pytest.raises(ValidationError) as caught:
+            store.query(**arguments)
+        assert caught.value.field == field
+
+    # -- the stateful property -------------------------------------------------------------
+
+    def test_random_workers_never_break_fencing(self, store_factory: StoreFactory) -> None:
+        from fencepost.testing.stateful import run_fencing_machine
+
+        run_fencing_machine(store_factory)
+
+
+def timezone_plus(hours: int) -> Any:
+    from datetime import timezone
+
+    return timezone(timedelta(hours=hours))
+
+
+def _fields(lease: Lease) -> dict[str, Any]:
+    return {name: getattr(lease, name) for name in Lease.__dataclass_fields__}
+
+
+def executions(store: Store) -> list[Execution]:
+    """Every execution in the store, in id order."""
+    out: list[Execution] = []
+    cursor = None
+    while True:
+        page = store.query(limit=1000, after=cursor)
+        out.extend(page.items)
+        if page.next_cursor is None:
+            return out
+        cursor = page.next_cursor
