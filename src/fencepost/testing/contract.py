@@ -561,7 +561,7 @@ class StoreContract:
     def test_same_owner_with_an_older_epoch_is_stale(
         self, store: Store, clock: ManualClock
     ) -> None:
-        """The owner name alone proves nothing: a worker that re-claimed holds only the new epoch."""
+        """The owner name proves nothing: after re-claiming, a worker holds only the new epoch."""
         e = store.submit("job", max_attempts=5)
         (first,) = store.claim("w", ttl=5)
         clock.set(5)

@@ -54,8 +54,10 @@ class Connections:
         with translate_errors(self.path):
             conn.execute(QUERIES["begin_immediate"])
         try:
-            yield conn
+            with translate_errors(self.path):
+                yield conn
         except BaseException:
+            # Nothing half-written survives: any error, ours or the driver's, undoes it all.
             conn.execute(QUERIES["rollback"])
             raise
         with translate_errors(self.path):
@@ -146,3 +148,9 @@ def split_statements(script: str) -> Iterator[str]:
 
 def _only_comments(text: str) -> bool:
     return all(not line.strip() or line.strip().startswith("--") for line in text.splitlines())
+
+
+def dump_schema(conn: sqlite3.Connection) -> str:
+    """The schema of a migrated database as text: what ``schema.sql`` must equal."""
+    objects = conn.execute(QUERIES["schema_objects"]).fetchall()
+    return "\n\n".join(f"-- {kind}: {name}\n{sql};" for kind, name, sql in objects) + "\n"

@@ -179,3 +179,9 @@ SELECT * FROM execution_rows AS e
 WHERE e.state = 'RUNNING' AND e.lease_until <= :now
 ORDER BY e.lease_until, e.id
 LIMIT :limit
+
+-- name: schema_objects
+-- The schema as SQLite stores it, for comparing migrations with schema.sql.
+SELECT type, name, sql FROM sqlite_schema
+WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' AND name != 'fencepost_migrations'
+ORDER BY type, name

@@ -1,0 +1,81 @@
+-- index: executions_claimable
+CREATE INDEX executions_claimable
+    ON executions (priority DESC, due_at, id)
+    WHERE state IN ('RETRY_WAIT', 'SCHEDULED');
+
+-- index: executions_failed
+CREATE INDEX executions_failed
+    ON executions (id)
+    WHERE state = 'FAILED';
+
+-- index: executions_idempotency_key
+CREATE UNIQUE INDEX executions_idempotency_key
+    ON executions (idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+
+-- index: executions_leased
+CREATE INDEX executions_leased
+    ON executions (lease_until)
+    WHERE state = 'RUNNING';
+
+-- index: executions_schedule
+CREATE INDEX executions_schedule
+    ON executions (schedule_id, slot)
+    WHERE schedule_id IS NOT NULL;
+
+-- index: transitions_execution
+CREATE INDEX transitions_execution ON transitions (execution_id, seq);
+
+-- table: execution_data
+CREATE TABLE execution_data (
+    execution_id TEXT NOT NULL PRIMARY KEY,
+    inputs       TEXT NOT NULL,
+    result       TEXT,
+    error        TEXT,
+    progress     TEXT
+) WITHOUT ROWID;
+
+-- table: executions
+CREATE TABLE executions (
+    id              TEXT    NOT NULL PRIMARY KEY,  -- UUIDv7, time-ordered
+    job             TEXT    NOT NULL,
+    job_version     INTEGER,
+    state           TEXT    NOT NULL,
+    due_at          INTEGER NOT NULL,
+    priority        INTEGER NOT NULL DEFAULT 0,
+    attempt         INTEGER NOT NULL DEFAULT 0,
+    max_attempts    INTEGER NOT NULL,
+    epoch           INTEGER NOT NULL DEFAULT 0,    -- fencing token, +1 per claim
+    lease_owner     TEXT,
+    lease_until     INTEGER,
+    timeout_us      INTEGER,
+    idempotency_key TEXT,
+    request_hash    TEXT,
+    schedule_id     TEXT,
+    slot            TEXT,
+    bucket          INTEGER NOT NULL,
+    bucket_key      TEXT,
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- table: transitions
+CREATE TABLE transitions (
+    seq          INTEGER PRIMARY KEY,
+    execution_id TEXT    NOT NULL,
+    event        TEXT    NOT NULL,
+    from_state   TEXT,
+    to_state     TEXT    NOT NULL,
+    epoch        INTEGER NOT NULL,
+    actor        TEXT,
+    reason       TEXT,
+    at           INTEGER NOT NULL
+);
+
+-- view: execution_rows
+CREATE VIEW execution_rows AS
+SELECT e.id, e.job, e.job_version, e.state, e.due_at, e.priority, e.attempt, e.max_attempts,
+       e.epoch, e.lease_owner, e.lease_until, e.timeout_us, e.idempotency_key, e.schedule_id,
+       e.slot, e.bucket, e.bucket_key, e.created_at, e.updated_at,
+       d.inputs, d.result, d.error, d.progress
+FROM executions AS e JOIN execution_data AS d ON d.execution_id = e.id;

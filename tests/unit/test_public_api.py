@@ -1,0 +1,64 @@
+"""The public surface: what `import fencepost` offers, and `connect`'s URLs."""
+
+from __future__ import annotations
+
+import pytest
+
+import fencepost
+from fencepost import ValidationError, connect
+from fencepost.store.memory import MemoryStore
+from fencepost.store.sqlite import SqliteStore
+from fencepost.testing import ManualClock
+
+
+def test_all_is_sorted_and_importable() -> None:
+    assert fencepost.__all__ == sorted(fencepost.__all__)
+    for name in fencepost.__all__:
+        assert hasattr(fencepost, name), name
+
+
+def test_error_tree_has_one_root() -> None:
+    for name in (
+        "StaleLease",
+        "NotFound",
+        "InvalidTransition",
+        "IdempotencyConflict",
+        "ValidationError",
+        "ResultInvalid",
+        "StoreUnavailable",
+    ):
+        assert issubclass(getattr(fencepost, name), fencepost.FencepostError), name
+    assert issubclass(fencepost.ResultInvalid, fencepost.ValidationError)
+
+
+def test_connect_memory_and_sqlite(tmp_path: object) -> None:
+    with connect("memory://") as store:
+        assert isinstance(store, MemoryStore)
+    with connect(f"sqlite:///{tmp_path}/a.db?busy_timeout=2", clock=ManualClock(0)) as store:
+        assert isinstance(store, SqliteStore)
+        assert store.path.endswith("/a.db")
+
+
+@pytest.mark.parametrize(
+    ("url", "field"),
+    [
+        ("postgres-ish://x", "url"),
+        ("sqlite://relative.db", "url"),
+        ("sqlite:///:memory:", "url"),
+        ("sqlite:///x.db?busy_timeout=soon", "url.busy_timeout"),
+        ("", "url"),
+    ],
+)
+def test_bad_urls_name_the_problem(url: str, field: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        connect(url)
+    assert caught.value.field == field
+
+
+def test_store_settings_are_validated() -> None:
+    with pytest.raises(ValidationError) as caught:
+        connect("memory://", num_buckets=0)
+    assert caught.value.field == "num_buckets"
+    with pytest.raises(ValidationError) as caught:
+        connect("memory://", max_payload_bytes=0)
+    assert caught.value.field == "max_payload_bytes"
