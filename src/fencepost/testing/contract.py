@@ -558,6 +558,19 @@ class StoreContract:
         assert store.complete(new, "fresh").result == "fresh"
         assert_audit_valid(store, e.id)
 
+    def test_another_owner_at_the_current_epoch_is_stale(self, store: Store) -> None:
+        """The epoch alone proves nothing either: owner and epoch must both match."""
+        e = store.submit("job")
+        (lease,) = store.claim("w", ttl=5)
+        forged = Lease(**{**_fields(lease), "owner": "intruder"})
+        before = store.get(e.id)
+        assert isinstance(store.complete_many([(forged, "forged")])[0], StaleLease)
+        with pytest.raises(StaleLease):
+            store.fail(forged, "forged", retryable=False)
+        assert store.get(e.id) == before
+        refused = [t for t in store.transitions(e.id) if t.event is Event.STALE_REFUSED]
+        assert [(t.actor, t.epoch) for t in refused] == [("intruder", 1), ("intruder", 1)]
+
     def test_same_owner_with_an_older_epoch_is_stale(
         self, store: Store, clock: ManualClock
     ) -> None:
