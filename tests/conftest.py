@@ -11,8 +11,9 @@ import pytest
 
 import fencepost
 from fencepost.store.base import Store
+from tests import postgres
 
-BACKENDS = ["memory", "sqlite"]
+BACKENDS = ["memory", "sqlite", "postgres"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -23,14 +24,20 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def store_factory(backend: str, tmp_path: Path) -> Iterator[Callable[..., Store]]:
     """Open fresh, empty stores of one backend; all are closed after the test."""
+    if backend == "postgres":
+        postgres.require_postgres()
     opened: list[Store] = []
+    schemas: list[str] = []
     counter = itertools.count()
 
     def factory(clock: Any, **options: Any) -> Store:
         if backend == "memory":
             url = "memory://"
-        else:
+        elif backend == "sqlite":
             url = f"sqlite:///{tmp_path / f'store-{next(counter)}.db'}"
+        else:
+            schemas.append(postgres.new_schema())
+            url = postgres.store_url(schemas[-1]) + "&pool_min=1&pool_max=2"
         store = fencepost.connect(url, clock=clock, **options)
         opened.append(store)
         return store
@@ -38,3 +45,5 @@ def store_factory(backend: str, tmp_path: Path) -> Iterator[Callable[..., Store]
     yield factory
     for store in opened:
         store.close()
+    for schema in schemas:
+        postgres.drop_schema(schema)

@@ -68,3 +68,29 @@ def test_encode_limit_counts_utf8_bytes() -> None:
 def test_fingerprint_ignores_key_order() -> None:
     assert payloads.fingerprint({"a": 1, "b": [2]}) == payloads.fingerprint({"b": [2], "a": 1})
     assert payloads.fingerprint({"a": 1}) != payloads.fingerprint({"a": 2})
+
+
+def test_circular_values_are_refused() -> None:
+    loop: list[object] = []
+    loop.append(loop)
+    with pytest.raises(ValidationError) as caught:
+        payloads.encode({"loop": loop}, field="inputs", limit=1000)
+    assert caught.value.field == "inputs"
+    assert payloads.encode({"fine": [1]}, field="inputs", limit=1000) == '{"fine":[1]}'
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, 0, -1.5, 1e300, "", 'é\n"\u2028', [], {}, {"a": {"b": [True, False, None]}}],
+)
+def test_encode_matches_the_standard_library(value: object) -> None:
+    import json
+
+    expected = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    assert payloads.encode(value, field="inputs", limit=10_000) == expected
+
+
+def test_decode_all() -> None:
+    texts = ['{"a":1}', "[2]", "null", '"s"']
+    assert payloads.decode_all(texts) == [{"a": 1}, [2], None, "s"]
+    assert payloads.decode_all([]) == []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import uuid
 
 
 class IdGenerator:
@@ -35,4 +34,7 @@ class IdGenerator:
             ms, counter = self._last_ms, self._counter
         rand_b = int.from_bytes(os.urandom(8)) & 0x3FFF_FFFF_FFFF_FFFF
         value = (ms & 0xFFFF_FFFF_FFFF) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62 | rand_b
-        return str(uuid.UUID(int=value))
+        # The text str(uuid.UUID(int=value)) gives, at a third of its cost (ids are
+        # made once per submitted execution, on the hot path).
+        h = value.to_bytes(16).hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

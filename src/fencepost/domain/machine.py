@@ -271,6 +271,11 @@ def stale_reason(verb: str) -> str:
     return f"stale {verb} refused"
 
 
+#: The audit reason of a takeover, as a ``%s`` template (owner, epoch) that SQL's
+#: ``format()`` can fill in too, so every backend writes the same words.
+TAKEOVER_REASON_FORMAT = "took over from %s (epoch %s): lease expired"
+
+
 def takeover_reason(previous_owner: str | None, previous_epoch: int) -> str:
     """The audit reason of a claim that took over an expired lease."""
-    return f"took over from {previous_owner} (epoch {previous_epoch}): lease expired"
+    return TAKEOVER_REASON_FORMAT % (previous_owner, previous_epoch)

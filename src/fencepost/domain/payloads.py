@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from fencepost.domain.errors import ValidationError
@@ -22,11 +23,43 @@ _canonical = json.JSONEncoder(
 )
 
 
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _c_encoder() -> Callable[[Any], str] | None:
+    """CPython's C encoder with ``_encoder``'s settings, built once, or None.
+
+    ``JSONEncoder.encode`` builds a new C encoder on every call, which costs more
+    than encoding a small payload (and every submit and completion encodes one).
+    ``c_make_encoder`` is not public API, hence the fallback. It is built without
+    a circular-reference memo (that memo would outlive a failed call): a circular
+    value ends in RecursionError instead, which :func:`encode` refuses the same way.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    try:
+        chunks = make(
+            None, _refuse, json.encoder.encode_basestring, None, ":", ",", False, False, False
+        )
+    except TypeError:  # a CPython whose internal signature differs
+        return None
+
+    def dumps(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    return dumps if dumps({"a": [1, "é", None]}) == '{"a":[1,"é",null]}' else None
+
+
+_dumps = _c_encoder() or _encoder.encode
+
+
 def encode(value: Any, *, field: str, limit: int) -> str:
     """Encode ``value`` as compact JSON text, or raise :class:`ValidationError` on ``field``."""
     try:
-        text = _encoder.encode(value)
-    except (TypeError, ValueError) as exc:
+        text = _dumps(value)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ValidationError(field, f"is not JSON-serializable ({exc})") from None
     # Most payloads are ASCII, where characters are bytes; only measure bytes when needed.
     if len(text) > limit // 4 and len(text.encode()) > limit:
@@ -37,6 +70,15 @@ def encode(value: Any, *, field: str, limit: int) -> str:
 def decode(text: str | None) -> Any:
     """Decode stored JSON text (``None`` stays ``None``)."""
     return None if text is None else json.loads(text)
+
+
+def decode_all(texts: list[str]) -> list[Any]:
+    """Decode many stored JSON texts (none of them ``None``) with one parser call.
+
+    Each text is a complete JSON value, so their comma-joined list is a JSON array;
+    parsing that once is much cheaper than a ``json.loads`` per text.
+    """
+    return list(json.loads(f"[{','.join(texts)}]"))
 
 
 def fingerprint(request: dict[str, Any]) -> str:

@@ -47,7 +47,9 @@ class NewExecution:
     job_version: int | None
     inputs: JSON
     inputs_json: str
-    due_at: datetime
+    due_at: datetime  #: resolved on the submitting process's view of the store clock
+    execute_at: datetime | None  #: as requested, so a server-side clock can resolve due_at
+    delay: timedelta | None  #: as requested (see execute_at)
     priority: int
     max_attempts: int
     timeout: timedelta | None
@@ -111,12 +113,13 @@ def prepare(
     inputs_json = payloads.encode(inputs, field="inputs", limit=max_payload_bytes)
     if execute_at is not None and delay is not None:
         raise ValidationError("execute_at", "give execute_at or delay, not both")
+    at: datetime | None = None
+    wait: timedelta | None = None
     if execute_at is not None:
-        due_at = as_aware_utc(execute_at, field="execute_at")
-    elif delay is not None:
-        due_at = now + as_duration(delay, field="delay", allow_zero=True)
+        due_at = at = as_aware_utc(execute_at, field="execute_at")
     else:
-        due_at = now
+        wait = timedelta(0) if delay is None else as_duration(delay, field="delay", allow_zero=True)
+        due_at = now + wait
     key = (
         None
         if idempotency_key is None
@@ -134,7 +137,7 @@ def prepare(
                 "job_version": version,
                 "inputs": inputs,
                 "execute_at": None if execute_at is None else due_at.isoformat(),
-                "delay": None if delay is None else (due_at - now).total_seconds(),
+                "delay": None if delay is None or wait is None else wait.total_seconds(),
                 "max_attempts": attempts,
                 "timeout": None if limit is None else limit.total_seconds(),
                 "bucket_key": bkey,
@@ -148,6 +151,8 @@ def prepare(
         inputs=inputs,
         inputs_json=inputs_json,
         due_at=due_at,
+        execute_at=at,
+        delay=wait,
         priority=prio,
         max_attempts=attempts,
         timeout=limit,
@@ -163,8 +168,8 @@ def check_arguments(item: Mapping[str, Any], *, index: int) -> None:
     """Refuse unknown or missing arguments in one ``submit_many`` item."""
     if not isinstance(item, Mapping):
         raise ValidationError(f"[{index}]", f"must be a mapping of submit arguments, got {item!r}")
-    unknown = sorted(set(item) - SUBMIT_ARGUMENTS)
-    if unknown:
+    if not SUBMIT_ARGUMENTS.issuperset(item):
+        unknown = sorted(set(item) - SUBMIT_ARGUMENTS)
         raise ValidationError(f"[{index}].{unknown[0]}", "is not an argument of submit")
     if "job" not in item:
         raise ValidationError(f"[{index}].job", "is required")

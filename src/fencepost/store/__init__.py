@@ -28,7 +28,10 @@ def connect(
 
     * ``memory://`` — in this process only;
     * ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` — one file,
-      created and migrated if needed; ``?busy_timeout=SECONDS`` tunes lock waits.
+      created and migrated if needed; ``?busy_timeout=SECONDS`` tunes lock waits;
+    * ``postgresql://user@host:5432/db`` — a shared server (needs the ``postgres``
+      extra), migrated on connect under an advisory lock; ``?schema=NAME`` keeps
+      fencepost's tables in one schema, ``?pool_max=N`` sizes the connection pool.
 
     ``clock`` is where the store reads time (a ``ManualClock`` in tests);
     ``retry`` and ``rng`` set the backoff used by ``fail`` and ``reap_expired``.
@@ -61,8 +64,17 @@ def connect(
         busy = _float_option(options, "busy_timeout")
         kwargs = {} if busy is None else {"busy_timeout": busy}
         return SqliteStore(path[1:], config, **kwargs)
+    if parts.scheme in ("postgresql", "postgres"):
+        try:
+            from fencepost.store.postgres import PostgresStore
+        except ImportError as exc:  # the optional extra is missing
+            raise ValidationError(
+                "url", f"PostgreSQL needs psycopg: pip install 'fencepost[postgres]' ({exc})"
+            ) from None
+        return PostgresStore(url, config)
     raise ValidationError(
-        "url", f"unsupported store URL {url!r}: expected memory:// or sqlite:///path"
+        "url",
+        f"unsupported store URL {url!r}: expected memory://, sqlite:///path or postgresql://...",
     )
 
 

@@ -129,6 +129,7 @@ class Store(ABC):
         state); with different arguments, :class:`IdempotencyConflict` is raised.
         """
         new = self._prepare(
+            self.clock.now(),
             job,
             inputs=inputs,
             execute_at=execute_at,
@@ -148,19 +149,20 @@ class Store(ABC):
         Either every request is stored (or matched to an existing idempotent
         twin) or none is: a bad item raises :class:`ValidationError` with a field
         such as ``[3].inputs`` and nothing is written. Returns executions in
-        request order.
+        request order. The batch is stored at one instant of the store's clock:
+        it is every item's ``created_at`` and the origin of every ``delay``.
         """
+        now = self.clock.now()
         batch: list[NewExecution] = []
         for index, request in enumerate(requests):
             check_arguments(request, index=index)
             try:
-                batch.append(self._prepare(**request))
+                batch.append(self._prepare(now, **request))
             except ValidationError as exc:
                 raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
         return self._insert(batch) if batch else []
 
-    def _prepare(self, job: object, **arguments: Any) -> NewExecution:
-        now = self.clock.now()
+    def _prepare(self, now: datetime, job: object, **arguments: Any) -> NewExecution:
         return prepare(
             job,
             new_id=self._ids.new(int(now.timestamp() * 1000)),

@@ -636,6 +636,37 @@ class StoreContract:
         assert [by_lease[0].result, by_lease[3].result] == [0, [3]]
         assert store.complete_many([]) == []
 
+    def test_a_batch_means_its_items_one_after_another(self, store: Store) -> None:
+        """Repeats in one batch: the first completion counts, the repeat is stale."""
+        a, b = (e.id for e in store.submit_many([{"job": "job"}, {"job": "job"}]))
+        la, lb = store.claim("w", limit=2)
+        forged = Lease(**{**_fields(lb), "epoch": 7})
+        outcomes = store.complete_many([(la, 1), (forged, 2), (la, 3), (lb, 4), (lb, {5})])
+        assert outcomes[0] is None
+        assert isinstance(outcomes[1], StaleLease)
+        assert isinstance(outcomes[2], StaleLease)
+        assert outcomes[3] is None
+        assert isinstance(outcomes[4], StaleLease), "already completed: the invalid repeat is stale"
+        assert store.get(la.execution_id).result == 1
+        assert store.get(lb.execution_id).result == 4
+        for eid in (a, b):
+            completed = [t for t in store.transitions(eid) if t.event is Event.COMPLETED]
+            assert len(completed) == 1
+            assert_audit_valid(store, eid)
+
+    def test_takeovers_and_due_rows_share_one_claim_order(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        old = store.submit("job", execute_at=at(0), max_attempts=3)
+        store.claim("a", ttl=5)
+        late = store.submit("job", execute_at=at(3))
+        urgent = store.submit("job", execute_at=at(4), priority=9)
+        store.submit("job", execute_at=at(6))
+        clock.set(5)
+        leases = store.claim("b", limit=3)
+        assert [lease.execution_id for lease in leases] == [urgent.id, old.id, late.id]
+        assert [lease.epoch for lease in leases] == [1, 2, 1]
+
     # -- fail and retry ------------------------------------------------------------------
 
     def test_retryable_failure_waits_with_jittered_backoff(

@@ -1,7 +1,9 @@
 """The SQLite backend: one file, many threads and processes on one machine.
 
-The hot path (claim, heartbeat, complete) runs a handful of set-based
-statements per batch inside one ``BEGIN IMMEDIATE`` transaction. Everything
+The hot path (submit, claim, heartbeat, complete) runs a handful of statements
+per batch inside one ``BEGIN IMMEDIATE`` transaction: set-based ones, or one
+``executemany`` of a one-row statement where that measured faster (inserts and
+the fenced completion; see ``bench/store_throughput.py``). Everything
 else reads the row, lets :func:`fencepost.domain.machine.apply` decide, and
 writes the change back guarded by the state and epoch it was decided from.
 Time is the process clock (one machine, one clock), read through the store's
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,6 +33,7 @@ from fencepost.domain.models import Execution, Lease, Page, Transition
 from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig
+from fencepost.store.batching import rounds
 from fencepost.store.sqlite import rows
 from fencepost.store.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
@@ -81,19 +84,13 @@ class SqliteStore(Store):
                     existing[key] = (new.id, new.request_hash)
                 fresh.append(new)
                 chosen.append(new)
-            conn.executemany(Q["insert_execution"], [_insert_params(n) for n in fresh])
-            conn.executemany(
-                Q["insert_execution_data"], [{"id": n.id, "inputs": n.inputs_json} for n in fresh]
-            )
-            conn.executemany(
-                Q["insert_transition"],
-                [
-                    _transition_params(
-                        n.id, Event.SUBMITTED, None, State.SCHEDULED, 0, None, None, n.created_at
-                    )
-                    for n in fresh
-                ],
-            )
+            params = [_insert_params(n) for n in fresh]
+            conn.executemany(Q["insert_execution"], params)
+            conn.executemany(Q["insert_execution_data"], [(n.id, n.inputs_json) for n in fresh])
+            # params[i][-1] is the creation time in microseconds: the SUBMITTED instant.
+            conn.executemany(Q["insert_submitted"], [(p[0], p[-1]) for p in params])
+            if len(fresh) == len(chosen):  # no idempotent twins: the usual batch
+                return [n.to_execution() for n in fresh]
             fresh_by_id = {n.id: n for n in fresh}
             return [
                 item.to_execution()
@@ -168,15 +165,18 @@ class SqliteStore(Store):
             now = self.clock.now()
             now_us = rows.to_us(now)
             until = now + ttl
-            candidates = conn.execute(
-                Q["claim_candidates"],
-                {
-                    "now": now_us,
-                    "limit": limit,
-                    "jobs": None if jobs is None else json.dumps(jobs),
-                    "buckets": None if buckets is None else json.dumps(buckets),
-                },
-            ).fetchall()
+            candidates = _in_claim_order(
+                conn.execute(
+                    Q["claim_candidates"],
+                    {
+                        "now": now_us,
+                        "limit": limit,
+                        "jobs": None if jobs is None else json.dumps(jobs),
+                        "buckets": None if buckets is None else json.dumps(buckets),
+                    },
+                ).fetchall(),
+                limit,
+            )
             if not candidates:
                 return []
             conn.execute(
@@ -189,21 +189,20 @@ class SqliteStore(Store):
                 },
             )
             conn.executemany(
-                Q["insert_transition"],
+                Q["insert_claimed"],
                 [
-                    _transition_params(
+                    (
                         id_,
-                        Event.CLAIMED,
                         state,
-                        State.RUNNING,
                         epoch + 1,
                         owner,
                         takeover_reason(old_owner, epoch) if state == State.RUNNING else None,
-                        now,
+                        now_us,
                     )
                     for id_, state, epoch, _, _, old_owner, *_ in candidates
                 ],
             )
+        inputs = payloads.decode_all([c[11] for c in candidates])
         return [
             Lease(
                 execution_id=id_,
@@ -214,12 +213,12 @@ class SqliteStore(Store):
                 max_attempts=max_attempts,
                 job=job,
                 job_version=job_version,
-                inputs=payloads.decode(inputs),
+                inputs=inputs[i],
                 timeout=rows.opt_duration(timeout_us),
                 schedule_id=schedule_id,
                 slot=slot,
             )
-            for (
+            for i, (
                 id_,
                 _,
                 epoch,
@@ -231,8 +230,8 @@ class SqliteStore(Store):
                 timeout_us,
                 schedule_id,
                 slot,
-                inputs,
-            ) in candidates
+                *_,
+            ) in enumerate(candidates)
         ]
 
     def _heartbeat(
@@ -243,7 +242,7 @@ class SqliteStore(Store):
             until = now + ttl
             params = {"now": rows.to_us(now), "until": rows.to_us(until)}
             renewed: dict[int, datetime] = {}
-            for round_ in _rounds([lease for lease, _ in beats]):
+            for round_ in rounds([lease for lease, _ in beats]):
                 found = conn.execute(
                     Q["heartbeat_fenced"],
                     params | {"leases": _lease_keys(beats[i][0] for i in round_.values())},
@@ -267,42 +266,26 @@ class SqliteStore(Store):
     def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
         with self._db.write() as conn:
             now = self.clock.now()
-            params = {"now": rows.to_us(now)}
-            out: list[StaleLease | None] = []
+            now_us = rows.to_us(now)
             valid = [o for o in outcomes if o.invalid is None]
-            accepted: set[int] = set()
-            for round_ in _rounds([o.lease for o in valid]):
-                found = conn.execute(
-                    Q["complete_fenced"],
-                    params | {"leases": _lease_keys(valid[i].lease for i in round_.values())},
-                )
-                accepted.update(round_[id_] for (id_,) in found)
-            done = [o for i, o in enumerate(valid) if i in accepted]
-            conn.executemany(
-                Q["set_result"],
-                [{"id": o.lease.execution_id, "result": o.result_json} for o in done],
+            accepted = _fenced_rows(
+                conn,
+                Q["complete_fenced"],
+                [(now_us, o.lease.execution_id, o.lease.owner, o.lease.epoch) for o in valid],
             )
+            done = [o for o, ok in zip(valid, accepted, strict=True) if ok]
+            conn.executemany(Q["set_result"], [(o.result_json, o.lease.execution_id) for o in done])
             conn.executemany(
-                Q["insert_transition"],
-                [
-                    _transition_params(
-                        o.lease.execution_id,
-                        Event.COMPLETED,
-                        State.RUNNING,
-                        State.SUCCEEDED,
-                        o.lease.epoch,
-                        o.lease.owner,
-                        None,
-                        now,
-                    )
-                    for o in done
-                ],
+                Q["insert_completed"],
+                [(o.lease.execution_id, o.lease.epoch, o.lease.owner, now_us) for o in done],
             )
-            position = 0
+            if len(done) == len(outcomes):  # every completion accepted: the usual batch
+                return [None] * len(outcomes)
+            out: list[StaleLease | None] = []
+            verdicts = iter(accepted)
             for o in outcomes:
                 if o.invalid is None:
-                    ok = position in accepted
-                    position += 1
+                    ok = next(verdicts)
                     out.append(None if ok else _refuse(conn, o.lease, "complete", now))
                     continue
                 # A result that is not JSON fails permanently, through the state machine.
@@ -417,46 +400,61 @@ def _refuse(conn: sqlite3.Connection, lease: Lease, verb: str, now: datetime) ->
     return StaleLease(lease.execution_id, lease.owner, lease.epoch)
 
 
-def _rounds(leases: Sequence[Lease]) -> Iterator[dict[str, int]]:
-    """Split a batch so that no execution appears twice in one set-based statement.
+def _in_claim_order(found: list[Any], limit: int) -> list[Any]:
+    """The rows of ``claim_candidates`` to claim: at most ``limit``, in claim order.
 
-    Each round maps execution id -> position in ``leases``. Rounds run in order,
-    which gives a batch the meaning of applying its items one after another
-    (a second completion of the same lease in one batch is stale, as it would be
-    in two calls). Batches without repeats are one round.
+    The due branch comes first and is already in claim order; only when the
+    takeover branch found expired leases are both merged (priority DESC,
+    due_at, id) and cut to ``limit``.
     """
-    pending = list(enumerate(leases))
-    while pending:
-        round_: dict[str, int] = {}
-        later = []
-        for position, lease in pending:
-            if lease.execution_id in round_:
-                later.append((position, lease))
-            else:
-                round_[lease.execution_id] = position
-        yield round_
-        pending = later
+    if not any(row[1] == State.RUNNING for row in found):
+        return found
+    found.sort(key=lambda row: (-row[-2], row[-1], row[0]))
+    return found[:limit]
+
+
+def _fenced_rows(
+    conn: sqlite3.Connection, statement: str, params: Sequence[tuple[Any, ...]]
+) -> list[bool]:
+    """Run a fenced one-row UPDATE once per ``params``, in order; which ones changed a row.
+
+    The fence is in the statement's WHERE clause and the changed-row count is the
+    verdict. A batch is one ``executemany``; only when its total count says some
+    row was refused (rare: a lost lease) is it undone to a savepoint and rerun row
+    by row to learn which.
+    """
+    if len(params) <= 1:
+        return [conn.execute(statement, p).rowcount == 1 for p in params]
+    conn.execute(Q["savepoint"])
+    if conn.executemany(statement, params).rowcount == len(params):
+        conn.execute(Q["release_savepoint"])
+        return [True] * len(params)
+    conn.execute(Q["rollback_to_savepoint"])
+    verdicts = [conn.execute(statement, p).rowcount == 1 for p in params]
+    conn.execute(Q["release_savepoint"])
+    return verdicts
 
 
 def _lease_keys(leases: Iterable[Lease]) -> str:
     return json.dumps([[lease.execution_id, lease.owner, lease.epoch] for lease in leases])
 
 
-def _insert_params(n: NewExecution) -> dict[str, Any]:
-    return {
-        "id": n.id,
-        "job": n.job,
-        "job_version": n.job_version,
-        "due_at": rows.to_us(n.due_at),
-        "priority": n.priority,
-        "max_attempts": n.max_attempts,
-        "timeout_us": None if n.timeout is None else n.timeout // _MICROSECOND,
-        "idempotency_key": n.idempotency_key,
-        "request_hash": n.request_hash,
-        "bucket": n.bucket,
-        "bucket_key": n.bucket_key,
-        "now": rows.to_us(n.created_at),
-    }
+def _insert_params(n: NewExecution) -> tuple[Any, ...]:
+    """The parameters of ``insert_execution``, in its order."""
+    return (
+        n.id,
+        n.job,
+        n.job_version,
+        rows.to_us(n.due_at),
+        n.priority,
+        n.max_attempts,
+        None if n.timeout is None else n.timeout // _MICROSECOND,
+        n.idempotency_key,
+        n.request_hash,
+        n.bucket,
+        n.bucket_key,
+        rows.to_us(n.created_at),
+    )
 
 
 def _transition_params(

@@ -1,0 +1,30 @@
+"""How set-based backends apply a batch of fenced calls with one statement per round."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from fencepost.domain.models import Lease
+
+
+def rounds(leases: Sequence[Lease]) -> Iterator[dict[str, int]]:
+    """Split a batch so that no execution appears twice in one set-based statement.
+
+    Each round maps execution id -> position in ``leases``. A set-based UPDATE
+    that returns the ids it changed then names exactly the accepted items of
+    the round. Rounds run in order, which gives a batch the meaning of applying
+    its items one after another (a second completion of the same lease in one
+    batch is stale, as it would be in two calls). Batches without repeats are
+    one round.
+    """
+    pending = list(enumerate(leases))
+    while pending:
+        round_: dict[str, int] = {}
+        later = []
+        for position, lease in pending:
+            if lease.execution_id in round_:
+                later.append((position, lease))
+            else:
+                round_[lease.execution_id] = position
+        yield round_
+        pending = later

@@ -1,0 +1,132 @@
+"""Connections to PostgreSQL: a pool, fencepost's session settings, migrations.
+
+Every connection runs with ``TimeZone = UTC`` and loads ``uuid`` columns as
+text (ids are strings everywhere in fencepost). Broken connections — a
+restarted server, a backend killed with ``pg_terminate_backend`` — are checked
+and replaced by the pool when handed out, so the store heals by itself; a call
+that was in flight when the connection died raises :class:`StoreUnavailable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg.types.string import TextLoader
+from psycopg_pool import ConnectionPool
+
+from fencepost.domain.errors import StoreUnavailable, ValidationError
+from fencepost.store.sql import load_queries, migration_files
+
+QUERIES = load_queries("fencepost.store.postgres", "queries.sql")
+
+#: A pooled connection; rows are plain tuples.
+Connection = psycopg.Connection[tuple[Any, ...]]
+MIGRATIONS_PACKAGE = "fencepost.store.postgres.migrations"
+
+#: URL query parameters that fencepost reads itself (the rest go to libpq).
+OWN_OPTIONS = ("schema", "pool_min", "pool_max", "pool_timeout")
+
+
+def split_url(url: str) -> tuple[str, dict[str, str]]:
+    """Separate fencepost's own options from the libpq connection string."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    own = {k: v for k, v in query if k in OWN_OPTIONS}
+    rest = [(k, v) for k, v in query if k not in OWN_OPTIONS]
+    scheme = "postgresql"
+    return urlunsplit((scheme, parts.netloc, parts.path, urlencode(rest), "")), own
+
+
+def _int_option(own: dict[str, str], name: str, default: int) -> int:
+    try:
+        value = int(own.get(name, default))
+    except ValueError:
+        raise ValidationError(f"url.{name}", f"must be an integer, got {own[name]!r}") from None
+    if value < 0:
+        raise ValidationError(f"url.{name}", f"must be >= 0, got {value}")
+    return value
+
+
+class Database:
+    """A pool of configured connections to one PostgreSQL database (and schema)."""
+
+    def __init__(self, url: str) -> None:
+        conninfo, own = split_url(url)
+        self.schema = own.get("schema")
+        if self.schema is not None and not self.schema.replace("_", "").isalnum():
+            raise ValidationError("url.schema", f"must be a plain identifier, got {self.schema!r}")
+        pool_max = _int_option(own, "pool_max", 8)
+        pool_min = min(_int_option(own, "pool_min", 1), pool_max)
+        timeout = float(_int_option(own, "pool_timeout", 30))
+        self.pool = ConnectionPool(
+            conninfo,
+            min_size=pool_min,
+            max_size=max(pool_max, 1),
+            timeout=timeout,
+            configure=self._configure,
+            check=ConnectionPool.check_connection,
+            kwargs={"autocommit": True},
+            open=False,
+            name="fencepost",
+        )
+        with translate_errors():
+            self.pool.open(wait=True, timeout=timeout)
+
+    def _configure(self, conn: Connection) -> None:
+        conn.adapters.register_loader("uuid", TextLoader)
+        conn.execute(QUERIES["configure_session"], {"schema": self.schema})
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A pooled connection in autocommit mode, with driver errors translated."""
+        with translate_errors(), self.pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """A pooled connection inside one transaction: committed, or rolled back on error."""
+        with translate_errors(), self.pool.connection() as conn, conn.transaction():
+            yield conn
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self.pool.close()
+
+
+@contextmanager
+def translate_errors() -> Iterator[None]:
+    """Driver and pool errors become :class:`StoreUnavailable`; ours pass through."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise StoreUnavailable(f"postgresql store: {exc}") from exc
+    except Exception as exc:  # psycopg_pool.PoolTimeout and friends
+        if type(exc).__module__.startswith("psycopg_pool"):
+            raise StoreUnavailable(f"postgresql store: {exc}") from exc
+        raise
+
+
+def migrate(db: Database) -> list[int]:
+    """Apply pending migrations under an advisory lock; return the versions applied."""
+    known = migration_files(MIGRATIONS_PACKAGE)
+    with db.transaction() as conn:
+        conn.execute(QUERIES["lock_migrations"])
+        conn.execute(QUERIES["create_migrations_table"])
+        done: set[int] = {row[0] for row in conn.execute(QUERIES["applied_migrations"])}
+        newer = done - {version for version, _, _ in known}
+        if newer:
+            raise StoreUnavailable(
+                f"the database was migrated by a newer fencepost (versions {sorted(done)}); "
+                "upgrade fencepost to open it"
+            )
+        applied = []
+        for version, name, sql in known:
+            if version not in done:
+                conn.execute(sql)  # a script: several statements, no parameters
+                conn.execute(QUERIES["record_migration"], {"version": version, "name": name})
+                applied.append(version)
+    return applied

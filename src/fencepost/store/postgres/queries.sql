@@ -1,0 +1,256 @@
+-- Every statement the PostgreSQL backend runs. Parameters are psycopg's %(name)s.
+--
+-- Time: every statement that decides anything about a lease reads
+-- coalesce(%(now)s, clock_timestamp()) once, in a `clock` CTE. In production
+-- %(now)s is NULL and the server's clock arbitrates; tests pin it with a
+-- ManualClock. A worker's own clock never enters a lease decision.
+
+-- name: configure_session
+-- Every pooled connection: UTC timestamps, and the store's schema when one is named.
+SELECT set_config('TimeZone', 'UTC', false),
+       set_config('search_path', coalesce(%(schema)s, current_setting('search_path')), false)
+
+-- name: lock_migrations
+-- Concurrent starts queue here; the first applies, the others find nothing to do.
+SELECT pg_advisory_xact_lock(hashtext('fencepost.migrate:' || current_schema()))
+
+-- name: create_migrations_table
+CREATE TABLE IF NOT EXISTS fencepost_migrations (
+    version    INTEGER     NOT NULL PRIMARY KEY,
+    name       TEXT        NOT NULL,
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+)
+
+-- name: applied_migrations
+SELECT version FROM fencepost_migrations ORDER BY version
+
+-- name: record_migration
+INSERT INTO fencepost_migrations (version, name) VALUES (%(version)s, %(name)s)
+
+-- name: store_now
+SELECT coalesce(%(now)s::timestamptz, clock_timestamp())
+
+-- name: insert_executions
+-- One round trip for a whole batch. Rows whose idempotency key already exists
+-- are skipped by ON CONFLICT; the store then compares them with the request.
+-- due_at is resolved here, on the store's clock: an explicit instant, or now + delay.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+new AS (
+    SELECT n.*, coalesce(n.execute_at, clock.now + n.delay) AS due_at, clock.now AS created_at
+    FROM clock, unnest(
+        %(ids)s::uuid[], %(jobs)s::text[], %(job_versions)s::integer[],
+        %(execute_ats)s::timestamptz[], %(delays)s::interval[], %(priorities)s::integer[],
+        %(max_attempts)s::integer[], %(timeouts)s::interval[], %(keys)s::text[],
+        %(hashes)s::text[], %(buckets)s::integer[], %(bucket_keys)s::text[],
+        %(inputs)s::jsonb[]
+    ) AS n(id, job, job_version, execute_at, delay, priority, max_attempts, timeout,
+           idempotency_key, request_hash, bucket, bucket_key, inputs)
+),
+inserted AS (
+    INSERT INTO executions (
+        id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
+        timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at
+    )
+    SELECT id, job, job_version, 'SCHEDULED', due_at, priority, 0, max_attempts, 0,
+           timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, created_at
+    FROM new
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id, due_at, created_at
+),
+data AS (
+    INSERT INTO execution_data (execution_id, inputs)
+    SELECT new.id, new.inputs FROM new JOIN inserted USING (id)
+),
+audit AS (
+    INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, at)
+    SELECT id, 'SUBMITTED', NULL, 'SCHEDULED', 0, created_at FROM inserted
+)
+SELECT id, due_at, created_at FROM inserted
+
+-- name: find_idempotency_keys
+SELECT idempotency_key, id, request_hash
+FROM executions
+WHERE idempotency_key = ANY(%(keys)s::text[])
+
+-- name: get_execution
+SELECT * FROM execution_rows WHERE id = %(id)s::uuid
+
+-- name: lock_execution
+-- Read-decide-write verbs (fail, cancel, replay) hold the row until they commit.
+SELECT * FROM execution_rows WHERE id = %(id)s::uuid FOR UPDATE
+
+-- name: query_executions
+SELECT * FROM execution_rows
+WHERE (%(after)s::uuid IS NULL OR id > %(after)s::uuid)
+  AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
+  AND (%(job)s::text IS NULL OR job = %(job)s::text)
+  AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+  AND (%(bucket)s::integer IS NULL OR bucket = %(bucket)s::integer)
+  AND (%(due_after)s::timestamptz IS NULL OR due_at >= %(due_after)s::timestamptz)
+  AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
+ORDER BY id
+LIMIT %(limit)s
+
+-- name: select_transitions
+SELECT seq, execution_id, event, from_state, to_state, epoch, actor, reason, at
+FROM transitions WHERE execution_id = %(id)s::uuid ORDER BY seq
+
+-- name: execution_exists
+SELECT 1 FROM executions WHERE id = %(id)s::uuid
+
+-- name: claim
+-- One statement: pick due rows (skipping rows another claim has locked), lease
+-- them, write their CLAIMED transitions, and return them with their inputs.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+waiting AS (
+    SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at
+    FROM executions AS e, clock
+    WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= clock.now
+      AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
+      AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
+    ORDER BY e.priority DESC, e.due_at, e.id
+    LIMIT %(limit)s
+    FOR UPDATE OF e SKIP LOCKED
+),
+expired AS (
+    SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at
+    FROM executions AS e, clock
+    WHERE e.state = 'RUNNING' AND e.lease_until <= clock.now AND e.attempt < e.max_attempts
+      AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
+      AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
+    ORDER BY e.lease_until
+    LIMIT %(limit)s
+    FOR UPDATE OF e SKIP LOCKED
+),
+picked AS (
+    SELECT * FROM waiting
+    UNION ALL
+    SELECT * FROM expired
+    ORDER BY priority DESC, due_at, id
+    LIMIT %(limit)s
+),
+claimed AS (
+    UPDATE executions AS e
+    SET state = 'RUNNING', epoch = e.epoch + 1, attempt = e.attempt + 1,
+        lease_owner = %(owner)s, lease_until = clock.now + %(ttl)s::interval,
+        updated_at = clock.now
+    FROM picked AS p, clock
+    WHERE e.id = p.id
+    RETURNING e.id, p.state AS from_state, p.lease_owner AS from_owner, e.epoch, e.attempt,
+              e.max_attempts, e.job, e.job_version, e.timeout, e.schedule_id, e.slot,
+              e.lease_until, e.priority, e.due_at, clock.now AS at
+),
+audit AS (
+    INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
+    SELECT id, 'CLAIMED', from_state, 'RUNNING', epoch, %(owner)s,
+           CASE WHEN from_state = 'RUNNING'
+                THEN format(%(takeover_reason)s::text, from_owner, epoch - 1) END,
+           at
+    FROM claimed
+)
+SELECT c.id, c.epoch, c.attempt, c.max_attempts, c.job, c.job_version, c.timeout,
+       c.schedule_id, c.slot, c.lease_until, d.inputs
+FROM claimed AS c JOIN execution_data AS d ON d.execution_id = c.id
+ORDER BY c.priority DESC, c.due_at, c.id
+
+-- name: complete_fenced
+-- The fence is the WHERE clause: same owner, same epoch, lease still live. The
+-- leases have distinct ids (the store splits a batch into rounds), so the ids
+-- returned are exactly the accepted ones; the others get a STALE_REFUSED record.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+l AS (
+    SELECT * FROM unnest(
+        %(ids)s::uuid[], %(owners)s::text[], %(epochs)s::bigint[], %(results)s::jsonb[]
+    ) AS l(id, owner, epoch, result)
+),
+done AS (
+    UPDATE executions AS e
+    SET state = 'SUCCEEDED', lease_owner = NULL, lease_until = NULL, updated_at = clock.now
+    FROM l, clock
+    WHERE e.id = l.id
+      AND e.state = 'RUNNING'
+      AND e.lease_owner = l.owner
+      AND e.epoch = l.epoch
+      AND e.lease_until > clock.now
+    RETURNING e.id, l.owner, l.epoch, l.result, clock.now AS at
+),
+stored AS (
+    UPDATE execution_data AS d SET result = done.result
+    FROM done WHERE d.execution_id = done.id
+),
+audit AS (
+    INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, at)
+    SELECT id, 'COMPLETED', 'RUNNING', 'SUCCEEDED', epoch, owner, at FROM done
+),
+refused AS (
+    INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
+    SELECT l.id, 'STALE_REFUSED', e.state, e.state, l.epoch, l.owner, %(stale_reason)s, clock.now
+    FROM l JOIN executions AS e ON e.id = l.id, clock
+    WHERE l.id NOT IN (SELECT id FROM done)
+)
+SELECT id FROM done
+
+-- name: heartbeat_fenced
+-- A heartbeat only ever extends: a lease handed out must not end earlier than promised.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+l AS (
+    SELECT * FROM unnest(
+        %(ids)s::uuid[], %(owners)s::text[], %(epochs)s::bigint[], %(progress)s::jsonb[]
+    ) AS l(id, owner, epoch, progress)
+),
+renewed AS (
+    UPDATE executions AS e
+    SET lease_until = greatest(e.lease_until, clock.now + %(ttl)s::interval),
+        updated_at = clock.now
+    FROM l, clock
+    WHERE e.id = l.id
+      AND e.state = 'RUNNING'
+      AND e.lease_owner = l.owner
+      AND e.epoch = l.epoch
+      AND e.lease_until > clock.now
+    RETURNING e.id, e.lease_until, l.progress
+),
+progressed AS (
+    UPDATE execution_data AS d SET progress = renewed.progress
+    FROM renewed WHERE d.execution_id = renewed.id AND renewed.progress IS NOT NULL
+),
+refused AS (
+    INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
+    SELECT l.id, 'STALE_REFUSED', e.state, e.state, l.epoch, l.owner, %(stale_reason)s, clock.now
+    FROM l JOIN executions AS e ON e.id = l.id, clock
+    WHERE l.id NOT IN (SELECT id FROM renewed)
+)
+SELECT id, lease_until FROM renewed
+
+-- name: insert_stale_refusal
+INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
+SELECT id, 'STALE_REFUSED', state, state, %(epoch)s, %(actor)s, %(reason)s, %(at)s
+FROM executions WHERE id = %(execution_id)s::uuid
+
+-- name: write_change
+-- Persist a change decided by fencepost.domain.machine.apply, guarded by the
+-- state and epoch it was decided from.
+UPDATE executions
+SET state = %(state)s, due_at = %(due_at)s, attempt = %(attempt)s, epoch = %(epoch)s,
+    lease_owner = %(lease_owner)s, lease_until = %(lease_until)s, updated_at = %(updated_at)s
+WHERE id = %(id)s::uuid AND state = %(from_state)s AND epoch = %(from_epoch)s
+
+-- name: set_error
+UPDATE execution_data SET error = %(error)s WHERE execution_id = %(id)s::uuid
+
+-- name: insert_transition
+INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
+VALUES (%(execution_id)s::uuid, %(event)s, %(from_state)s, %(to_state)s, %(epoch)s,
+        %(actor)s, %(reason)s, %(at)s)
+
+-- name: expired_leases
+-- Rows another reaper holds are skipped, so reapers on many machines share the work.
+SELECT * FROM execution_rows
+WHERE id IN (
+    SELECT e.id FROM executions AS e
+    WHERE e.state = 'RUNNING' AND e.lease_until <= %(now)s
+    ORDER BY e.lease_until, e.id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+ORDER BY lease_until, id

@@ -1,0 +1,406 @@
+"""The PostgreSQL backend: one shared database for many schedulers and workers.
+
+Claim, heartbeat and complete are one statement per batch each (their audit
+records are written by the same statement). Lease decisions use the server's
+clock (``clock_timestamp()``) unless a test pins the store's clock. Verbs off
+the hot path lock the row, let :func:`fencepost.domain.machine.apply` decide,
+and write the change back guarded by the state and epoch it was decided from.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
+from fencepost.domain.events import (
+    ExecutionCancelled,
+    ExecutionEvent,
+    ExecutionFailed,
+    ExecutionReplayed,
+    LeaseExpired,
+)
+from fencepost.domain.machine import (
+    TAKEOVER_REASON_FORMAT,
+    Change,
+    apply,
+    holds,
+    stale_reason,
+)
+from fencepost.domain.models import Execution, Lease, Page, Transition
+from fencepost.domain.submission import NewExecution
+from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig
+from fencepost.store.batching import rounds
+from fencepost.store.postgres import rows
+from fencepost.store.postgres.connection import QUERIES, Connection, Database, migrate
+
+Q = QUERIES
+
+
+class PostgresStore(Store):
+    """Executions in a PostgreSQL database shared by any number of processes and machines."""
+
+    def __init__(self, url: str, config: StoreConfig | None = None) -> None:
+        super().__init__(config or StoreConfig())
+        self._db = Database(url)
+        try:
+            migrate(self._db)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _pinned_now(self) -> datetime | None:
+        return self.clock.now_or_none()
+
+    def _now(self, conn: Connection) -> datetime:
+        """The store's now: the pinned test clock, or the server's clock."""
+        row = conn.execute(Q["store_now"], {"now": self._pinned_now()}).fetchone()
+        assert row is not None
+        now: datetime = row[0]
+        return now
+
+    # -- submitting ----------------------------------------------------------------------
+
+    def _insert(self, batch: Sequence[NewExecution]) -> list[Execution]:
+        # Resolve repeats inside the batch first; the database resolves the rest.
+        first_by_key: dict[str, NewExecution] = {}
+        unique: list[NewExecution] = []
+        for new in batch:
+            key = new.idempotency_key
+            if key is not None and key in first_by_key:
+                if first_by_key[key].request_hash != new.request_hash:
+                    raise IdempotencyConflict(key, first_by_key[key].id)
+                continue
+            if key is not None:
+                first_by_key[key] = new
+            unique.append(new)
+        with self._db.transaction() as conn:
+            inserted = {
+                id_: (due_at, created_at)
+                for id_, due_at, created_at in conn.execute(
+                    Q["insert_executions"], self._insert_params(unique)
+                )
+            }
+            skipped = [n for n in unique if n.id not in inserted]
+            existing: dict[str, Execution] = {}
+            if skipped:
+                keys = [n.idempotency_key for n in skipped]
+                found = conn.execute(Q["find_idempotency_keys"], {"keys": keys}).fetchall()
+                twins = {key: (id_, request_hash) for key, id_, request_hash in found}
+                for n in skipped:
+                    assert n.idempotency_key is not None, "only keyed rows are skipped"
+                    twin_id, twin_hash = twins[n.idempotency_key]
+                    if twin_hash != n.request_hash:
+                        raise IdempotencyConflict(n.idempotency_key, twin_id)
+                    existing[n.idempotency_key] = self._get(conn, twin_id)
+        out = []
+        for new in batch:
+            key = new.idempotency_key
+            if key is not None and key in existing:
+                out.append(existing[key])
+                continue
+            made = first_by_key[key] if key is not None else new
+            due_at, created_at = inserted[made.id]
+            out.append(
+                replace(
+                    made.to_execution(), due_at=due_at, created_at=created_at, updated_at=created_at
+                )
+            )
+        return out
+
+    def _insert_params(self, batch: Sequence[NewExecution]) -> dict[str, Any]:
+        return {
+            "now": self._pinned_now(),
+            "ids": [n.id for n in batch],
+            "jobs": [n.job for n in batch],
+            "job_versions": [n.job_version for n in batch],
+            "execute_ats": [n.execute_at for n in batch],
+            "delays": [n.delay if n.execute_at is None else None for n in batch],
+            "priorities": [n.priority for n in batch],
+            "max_attempts": [n.max_attempts for n in batch],
+            "timeouts": [n.timeout for n in batch],
+            "keys": [n.idempotency_key for n in batch],
+            "hashes": [n.request_hash for n in batch],
+            "buckets": [n.bucket for n in batch],
+            "bucket_keys": [n.bucket_key for n in batch],
+            "inputs": [n.inputs_json for n in batch],
+        }
+
+    # -- reading -------------------------------------------------------------------------
+
+    def get(self, execution_id: str) -> Execution:
+        with self._db.connection() as conn:
+            return self._get(conn, execution_id)
+
+    @staticmethod
+    def _get(conn: Connection, execution_id: str, *, lock: bool = False) -> Execution:
+        if not _is_uuid(execution_id):
+            raise NotFound(execution_id)
+        query = Q["lock_execution"] if lock else Q["get_execution"]
+        row = conn.execute(query, {"id": execution_id}).fetchone()
+        if row is None:
+            raise NotFound(execution_id)
+        return rows.execution(row)
+
+    def _query(self, filters: ExecutionFilter) -> Page:
+        if filters.after is not None and not _is_uuid(filters.after):
+            return Page(items=[], next_cursor=None)
+        params = {
+            "after": filters.after,
+            "states": None if filters.states is None else [str(s) for s in filters.states],
+            "job": filters.job,
+            "schedule": filters.schedule,
+            "bucket": filters.bucket,
+            "due_after": filters.due_after,
+            "due_before": filters.due_before,
+            "limit": filters.limit + 1,
+        }
+        with self._db.connection() as conn:
+            items = [rows.execution(r) for r in conn.execute(Q["query_executions"], params)]
+        more = len(items) > filters.limit
+        items = items[: filters.limit]
+        return Page(items=items, next_cursor=items[-1].id if more else None)
+
+    def transitions(self, execution_id: str) -> list[Transition]:
+        if not _is_uuid(execution_id):
+            raise NotFound(execution_id)
+        with self._db.connection() as conn:
+            found = conn.execute(Q["select_transitions"], {"id": execution_id}).fetchall()
+            if not found and conn.execute(Q["execution_exists"], {"id": execution_id}).fetchone():
+                return []
+        if not found:
+            raise NotFound(execution_id)
+        return [rows.transition(r) for r in found]
+
+    # -- leasing ---------------------------------------------------------------------------
+
+    def _claim(
+        self,
+        owner: str,
+        *,
+        limit: int,
+        ttl: timedelta,
+        jobs: tuple[str, ...] | None,
+        buckets: tuple[int, ...] | None,
+    ) -> list[Lease]:
+        params = {
+            "now": self._pinned_now(),
+            "owner": owner,
+            "limit": limit,
+            "ttl": ttl,
+            "jobs": None if jobs is None else list(jobs),
+            "buckets": None if buckets is None else list(buckets),
+            "takeover_reason": TAKEOVER_REASON_FORMAT,
+        }
+        with self._db.connection() as conn:
+            claimed = conn.execute(Q["claim"], params).fetchall()
+        return [
+            Lease(
+                execution_id=id_,
+                owner=owner,
+                epoch=epoch,
+                lease_until=lease_until,
+                attempt=attempt,
+                max_attempts=max_attempts,
+                job=job,
+                job_version=job_version,
+                inputs=inputs,
+                timeout=timeout,
+                schedule_id=schedule_id,
+                slot=slot,
+            )
+            for (
+                id_,
+                epoch,
+                attempt,
+                max_attempts,
+                job,
+                job_version,
+                timeout,
+                schedule_id,
+                slot,
+                lease_until,
+                inputs,
+            ) in claimed
+        ]
+
+    def _heartbeat(
+        self, beats: Sequence[tuple[Lease, str | None]], *, ttl: timedelta
+    ) -> list[Lease | StaleLease]:
+        renewed: dict[int, datetime] = {}
+        with self._db.transaction() as conn:
+            for round_ in rounds([lease for lease, _ in beats]):
+                chosen = [beats[i] for i in round_.values()]
+                found = conn.execute(
+                    Q["heartbeat_fenced"],
+                    {
+                        "now": self._pinned_now(),
+                        "ttl": ttl,
+                        "ids": [lease.execution_id for lease, _ in chosen],
+                        "owners": [lease.owner for lease, _ in chosen],
+                        "epochs": [lease.epoch for lease, _ in chosen],
+                        "progress": [progress for _, progress in chosen],
+                        "stale_reason": stale_reason("heartbeat"),
+                    },
+                )
+                renewed.update((round_[id_], until) for id_, until in found)
+        return [
+            replace(lease, lease_until=renewed[i])
+            if i in renewed
+            else StaleLease(lease.execution_id, lease.owner, lease.epoch)
+            for i, (lease, _) in enumerate(beats)
+        ]
+
+    def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
+        valid = [(i, o) for i, o in enumerate(outcomes) if o.invalid is None]
+        accepted: set[int] = set()
+        out: list[StaleLease | None] = []
+        with self._db.transaction() as conn:
+            for round_ in rounds([o.lease for _, o in valid]):
+                chosen = [valid[i] for i in round_.values()]
+                found = conn.execute(
+                    Q["complete_fenced"],
+                    {
+                        "now": self._pinned_now(),
+                        "ids": [o.lease.execution_id for _, o in chosen],
+                        "owners": [o.lease.owner for _, o in chosen],
+                        "epochs": [o.lease.epoch for _, o in chosen],
+                        "results": [o.result_json for _, o in chosen],
+                        "stale_reason": stale_reason("complete"),
+                    },
+                )
+                accepted.update(valid[round_[id_]][0] for (id_,) in found)
+            for i, o in enumerate(outcomes):
+                if o.invalid is None:
+                    refused = StaleLease(o.lease.execution_id, o.lease.owner, o.lease.epoch)
+                    out.append(None if i in accepted else refused)
+                    continue
+                # A result that is not JSON fails permanently, through the state machine.
+                now = self._now(conn)
+                event = ExecutionFailed(
+                    owner=o.lease.owner, error=o.invalid, retryable=False, retry_at=now
+                )
+                outcome = self._fenced_apply(conn, o.lease, "complete", event, now)
+                out.append(outcome if isinstance(outcome, StaleLease) else None)
+        return out
+
+    def _fail(self, lease: Lease, error: str, *, retryable: bool, delay: timedelta) -> Execution:
+        with self._db.transaction() as conn:
+            now = self._now(conn)
+            event = ExecutionFailed(
+                owner=lease.owner, error=error, retryable=retryable, retry_at=now + delay
+            )
+            outcome = self._fenced_apply(conn, lease, "fail", event, now)
+        if isinstance(outcome, StaleLease):
+            raise outcome
+        return outcome
+
+    def reap_expired(self, *, limit: int = 1000) -> int:
+        with self._db.transaction() as conn:
+            now = self._now(conn)
+            expired = conn.execute(Q["expired_leases"], {"now": now, "limit": limit}).fetchall()
+            for row in expired:
+                current = rows.execution(row)
+                event = LeaseExpired(retry_at=now + self.retry_delay(current.attempt))
+                _write(conn, apply(current, event, now), now)
+        return len(expired)
+
+    # -- operator verbs --------------------------------------------------------------------
+
+    def cancel(self, execution_id: str, *, actor: str = "client") -> Execution:
+        return self._apply(execution_id, ExecutionCancelled(actor=actor))
+
+    def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
+        return self._apply(execution_id, ExecutionReplayed(actor=actor))
+
+    def _apply(self, execution_id: str, event: ExecutionEvent) -> Execution:
+        with self._db.transaction() as conn:
+            now = self._now(conn)
+            change = apply(self._get(conn, execution_id, lock=True), event, now)
+            _write(conn, change, now)
+            return change.execution
+
+    def _fenced_apply(
+        self,
+        conn: Connection,
+        lease: Lease,
+        verb: str,
+        event: ExecutionEvent,
+        now: datetime,
+    ) -> Execution | StaleLease:
+        """Lock the row, check the fence, apply ``event``; inside the caller's transaction."""
+        try:
+            current = self._get(conn, lease.execution_id, lock=True)
+        except NotFound:
+            return StaleLease(lease.execution_id, lease.owner, lease.epoch)
+        if not holds(current, lease.owner, lease.epoch, now):
+            conn.execute(
+                Q["insert_stale_refusal"],
+                {
+                    "execution_id": lease.execution_id,
+                    "epoch": lease.epoch,
+                    "actor": lease.owner,
+                    "reason": stale_reason(verb),
+                    "at": now,
+                },
+            )
+            return StaleLease(lease.execution_id, lease.owner, lease.epoch)
+        change = apply(current, event, now)
+        _write(conn, change, now)
+        return change.execution
+
+
+def _write(conn: Connection, change: Change, now: datetime) -> None:
+    """Persist a change decided by the state machine, with its audit transition."""
+    new = change.execution
+    cursor = conn.execute(
+        Q["write_change"],
+        {
+            "id": new.id,
+            "state": str(new.state),
+            "due_at": new.due_at,
+            "attempt": new.attempt,
+            "epoch": new.epoch,
+            "lease_owner": new.lease_owner,
+            "lease_until": new.lease_until,
+            "updated_at": new.updated_at,
+            "from_state": str(change.from_state),
+            "from_epoch": change.from_epoch,
+        },
+    )
+    # The row is locked by this transaction; a miss is a bug, not a race.
+    assert cursor.rowcount == 1, f"lost update on {new.id}"
+    if (new.error is not None and new.error != change.execution.error) or change.event in (
+        "FAILED",
+        "LEASE_EXPIRED",
+    ):
+        conn.execute(Q["set_error"], {"id": new.id, "error": new.error})
+    t = change.transition(0, now)
+    conn.execute(
+        Q["insert_transition"],
+        {
+            "execution_id": t.execution_id,
+            "event": str(t.event),
+            "from_state": None if t.from_state is None else str(t.from_state),
+            "to_state": str(t.to_state),
+            "epoch": t.epoch,
+            "actor": t.actor,
+            "reason": t.reason,
+            "at": now,
+        },
+    )
+
+
+def _is_uuid(value: str) -> bool:
+    """Ids are UUIDs in PostgreSQL; anything else cannot name an execution."""
+    try:
+        uuid.UUID(value)
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return True
