@@ -21,21 +21,24 @@ Conventions that hold for every verb:
 
 from __future__ import annotations
 
+import os
 import random
+import socket
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
 
 from fencepost.domain import payloads
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS
-from fencepost.domain.checks import require_int
+from fencepost.domain.checks import require_int, require_name
 from fencepost.domain.errors import ResultInvalid, StaleLease, ValidationError
 from fencepost.domain.ids import IdGenerator
 from fencepost.domain.machine import attempts_from_transitions
 from fencepost.domain.models import JSON, Attempt, Execution, Lease, Page, Transition
+from fencepost.domain.nodes import BucketReport, Node, ownership
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.states import State
 from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS, NewExecution, check_arguments, prepare
@@ -243,6 +246,7 @@ class Store(ABC):
         ttl: float | timedelta = DEFAULT_TTL,
         jobs: Iterable[str] | None = None,
         buckets: Iterable[int] | None = None,
+        max_per_bucket: int | None = None,
     ) -> list[Lease]:
         """Atomically lease up to ``limit`` claimable executions to ``owner`` for ``ttl``.
 
@@ -258,6 +262,12 @@ class Store(ABC):
         ``epoch + 1``, ``attempt + 1``, ``lease_owner = owner`` and
         ``lease_until = now + ttl``, and a CLAIMED transition. Executions locked
         by a concurrent claim are skipped, never waited for or taken twice.
+
+        ``max_per_bucket`` caps RUNNING executions per bucket across every claimer
+        that passes it (so one tenant's backlog cannot take every worker): a
+        waiting execution is claimed only while its bucket has fewer RUNNING
+        ones. Takeovers do not add to a bucket's count (the expired execution is
+        already RUNNING). Claimers that pass no cap are not held to it.
         """
         if not isinstance(owner, str) or not owner:
             raise ValidationError("owner", f"must be a non-empty string, got {owner!r}")
@@ -267,6 +277,9 @@ class Store(ABC):
             ttl=as_duration(ttl, field="ttl"),
             jobs=None if jobs is None else _names(jobs, "jobs"),
             buckets=None if buckets is None else self._buckets(buckets),
+            max_per_bucket=None
+            if max_per_bucket is None
+            else require_int(max_per_bucket, "max_per_bucket", low=1),
         )
 
     @abstractmethod
@@ -278,6 +291,7 @@ class Store(ABC):
         ttl: timedelta,
         jobs: tuple[str, ...] | None,
         buckets: tuple[int, ...] | None,
+        max_per_bucket: int | None,
     ) -> list[Lease]:
         """Claim with validated arguments (see :meth:`claim`)."""
 
@@ -399,6 +413,68 @@ class Store(ABC):
         how many were reaped; call again while it returns ``limit``.
         """
 
+    # -- nodes -----------------------------------------------------------------------------
+
+    def register_node(
+        self,
+        node_id: str | None = None,
+        *,
+        kind: str = "worker",
+        buckets: Iterable[int] | None = None,
+        ttl: float | timedelta = DEFAULT_TTL,
+    ) -> Node:
+        """Register (or renew) a live node; call again before ``ttl`` runs out to stay live.
+
+        ``node_id`` defaults to ``host:pid``. ``buckets`` are the buckets the node
+        claims from (None: any). A renewal keeps ``started_at`` and replaces the
+        declared buckets. The node is live while ``now < expires_at = now + ttl``.
+        """
+        return self._register_node(
+            require_name(node_id if node_id is not None else default_node_id(), "node_id"),
+            kind=require_name(kind, "kind"),
+            buckets=None if buckets is None else self._buckets(buckets),
+            ttl=as_duration(ttl, field="ttl"),
+        )
+
+    @abstractmethod
+    def _register_node(
+        self, node_id: str, *, kind: str, buckets: tuple[int, ...] | None, ttl: timedelta
+    ) -> Node:
+        """Upsert a validated registration (see :meth:`register_node`)."""
+
+    @abstractmethod
+    def deregister_node(self, node_id: str) -> None:
+        """Forget a node at once (a clean shutdown); unknown ids are ignored."""
+
+    @abstractmethod
+    def nodes(self, *, live_only: bool = True) -> list[Node]:
+        """Registered nodes by id: the live ones (by the store's clock) unless told otherwise."""
+
+    def bucket_report(
+        self, *, orphaned_after: float | timedelta = 300, limit: int = 1000
+    ) -> BucketReport:
+        """Buckets declared by two live nodes, buckets no live node covers, and orphans.
+
+        Orphans are unfinished executions (SCHEDULED, RUNNING, RETRY_WAIT) in an
+        unowned bucket whose row has not changed for ``orphaned_after``: work that
+        nobody will pick up. At most ``limit`` of them, oldest change first.
+        """
+        report = ownership(self.nodes(live_only=True), self.config.num_buckets)
+        if not report.unowned:
+            return report
+        orphans = self._orphans(
+            tuple(report.unowned),
+            older_than=as_duration(orphaned_after, field="orphaned_after", allow_zero=True),
+            limit=require_int(limit, "limit", low=1, high=_MAX_LIMIT),
+        )
+        return replace(report, orphans=orphans)
+
+    @abstractmethod
+    def _orphans(
+        self, buckets: tuple[int, ...], *, older_than: timedelta, limit: int
+    ) -> list[Execution]:
+        """Unfinished executions in ``buckets`` with ``updated_at <= now - older_than``."""
+
     # -- operator verbs --------------------------------------------------------------
 
     @abstractmethod
@@ -442,6 +518,11 @@ class Store(ABC):
         for b in values:
             require_int(b, "buckets", low=0, high=n - 1)
         return values
+
+
+def default_node_id() -> str:
+    """``host:pid``: unique per live process, recognisable in an operator's listing."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _states(value: State | str | Iterable[State | str] | None) -> tuple[State, ...] | None:

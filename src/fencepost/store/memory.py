@@ -9,6 +9,7 @@ survives the process; use it for tests and for trying things out.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -26,6 +27,7 @@ from fencepost.domain.events import (
 )
 from fencepost.domain.machine import Change, apply, holds, lease_is_live, stale_reason
 from fencepost.domain.models import Execution, Lease, Page, Transition
+from fencepost.domain.nodes import Node
 from fencepost.domain.states import WAITING_STATES, Event, State
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig
@@ -41,6 +43,7 @@ class MemoryStore(Store):
         self._request_hashes: dict[str, str | None] = {}
         self._by_key: dict[str, str] = {}
         self._audit: dict[str, list[Transition]] = {}
+        self._nodes: dict[str, Node] = {}
         self._seq = 0
 
     # -- writing helpers -----------------------------------------------------------------
@@ -166,10 +169,11 @@ class MemoryStore(Store):
         ttl: timedelta,
         jobs: tuple[str, ...] | None,
         buckets: tuple[int, ...] | None,
+        max_per_bucket: int | None,
     ) -> list[Lease]:
         with self._lock:
             now = self.clock.now()
-            candidates = sorted(
+            ordered = sorted(
                 (
                     e
                     for e in self._rows.values()
@@ -178,9 +182,25 @@ class MemoryStore(Store):
                     and (buckets is None or e.bucket in buckets)
                 ),
                 key=lambda e: (-e.priority, e.due_at, e.id),
-            )[:limit]
+            )
+            candidates = (
+                ordered[:limit]
+                if max_per_bucket is None
+                else self._within_cap(ordered, max_per_bucket)[:limit]
+            )
             event = ExecutionClaimed(owner=owner, lease_until=now + ttl)
             return [_lease(self._apply(e.id, event, now)) for e in candidates]
+
+    def _within_cap(self, ordered: list[Execution], cap: int) -> list[Execution]:
+        running = Counter(e.bucket for e in self._rows.values() if e.state is State.RUNNING)
+        chosen = []
+        for e in ordered:
+            if e.state is State.RUNNING:  # a takeover: already counted
+                chosen.append(e)
+            elif running[e.bucket] < cap:
+                running[e.bucket] += 1
+                chosen.append(e)
+        return chosen
 
     def _heartbeat(
         self, beats: Sequence[tuple[Lease, str | None]], *, ttl: timedelta
@@ -257,6 +277,47 @@ class MemoryStore(Store):
     def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
         with self._lock:
             return self._apply(execution_id, ExecutionReplayed(actor=actor), self.clock.now())
+
+    def _register_node(
+        self, node_id: str, *, kind: str, buckets: tuple[int, ...] | None, ttl: timedelta
+    ) -> Node:
+        with self._lock:
+            now = self.clock.now()
+            previous = self._nodes.get(node_id)
+            node = Node(
+                id=node_id,
+                kind=kind,
+                buckets=buckets,
+                started_at=previous.started_at if previous is not None else now,
+                heartbeat_at=now,
+                expires_at=now + ttl,
+            )
+            self._nodes[node_id] = node
+            return node
+
+    def deregister_node(self, node_id: str) -> None:
+        with self._lock:
+            self._nodes.pop(node_id, None)
+
+    def nodes(self, *, live_only: bool = True) -> list[Node]:
+        with self._lock:
+            now = self.clock.now()
+            return sorted(
+                (n for n in self._nodes.values() if not live_only or n.is_live(now)),
+                key=lambda n: n.id,
+            )
+
+    def _orphans(
+        self, buckets: tuple[int, ...], *, older_than: timedelta, limit: int
+    ) -> list[Execution]:
+        with self._lock:
+            cutoff = self.clock.now() - older_than
+            stuck = (
+                e
+                for e in self._rows.values()
+                if not e.state.is_terminal and e.bucket in buckets and e.updated_at <= cutoff
+            )
+            return sorted(stuck, key=lambda e: (e.updated_at, e.id))[:limit]
 
     def close(self) -> None:
         """Nothing to release."""

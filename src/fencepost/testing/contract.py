@@ -18,7 +18,9 @@ boundary (``now == lease_until``, ``now == due_at``) is tested exactly.
 
 from __future__ import annotations
 
+import os
 import random
+from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -875,6 +877,92 @@ class StoreContract:
         with pytest.raises(ValidationError) as caught:
             store.query(**arguments)
         assert caught.value.field == field
+
+    # -- buckets and nodes ---------------------------------------------------------------
+
+    def test_max_per_bucket_caps_running_executions(self, store: Store, clock: ManualClock) -> None:
+        store.submit_many([{"job": "job", "bucket_key": "tenant-a"} for _ in range(6)])
+        store.submit_many([{"job": "job", "bucket_key": "tenant-b"} for _ in range(2)])
+        bucket_a = store.query(limit=1).items[0].bucket
+        first = store.claim("w1", limit=10, max_per_bucket=2)
+        assert sorted(lease.execution_id for lease in first) == sorted(
+            e.id for e in store.query(state="RUNNING").items
+        )
+        per_bucket = Counter(store.get(lease.execution_id).bucket for lease in first)
+        assert max(per_bucket.values()) == 2
+        assert len(first) == 4, "two of tenant-a, both of tenant-b"
+        assert store.claim("w2", limit=10, max_per_bucket=2) == [], "every bucket is full"
+        assert len(store.claim("uncapped", limit=1)) == 1, "the cap binds only who passes it"
+        done = next(lease for lease in first if store.get(lease.execution_id).bucket == bucket_a)
+        store.complete(done, "ok")
+        assert store.claim("w2", limit=10, max_per_bucket=2) == [], "the uncapped one took it"
+        store.complete(next(lease for lease in first if lease != done), "ok")
+        assert len(store.claim("w2", limit=10, max_per_bucket=2)) == 1
+
+    def test_capped_takeovers_do_not_count_twice(self, store: Store, clock: ManualClock) -> None:
+        store.submit_many([{"job": "job", "bucket_key": "k"} for _ in range(3)])
+        store.claim("a", limit=3, max_per_bucket=1, ttl=5)  # one
+        clock.set(5)
+        taken = store.claim("b", limit=3, max_per_bucket=1, ttl=5)
+        assert [lease.epoch for lease in taken] == [2], "the expired one, nothing new"
+
+    def test_bad_max_per_bucket(self, store: Store) -> None:
+        with pytest.raises(ValidationError) as caught:
+            store.claim("w", max_per_bucket=0)
+        assert caught.value.field == "max_per_bucket"
+
+    def test_nodes_register_renew_and_lapse(self, store: Store, clock: ManualClock) -> None:
+        node = store.register_node("host:1", buckets=[3, 1], ttl=10)
+        assert (node.id, node.kind, node.buckets, node.started_at, node.expires_at) == (
+            "host:1",
+            "worker",
+            (3, 1),
+            at(0),
+            at(10),
+        )
+        clock.set(8)
+        renewed = store.register_node("host:1", buckets=[2], kind="scheduler", ttl=10)
+        assert (renewed.started_at, renewed.heartbeat_at, renewed.buckets) == (at(0), at(8), (2,))
+        assert [n.id for n in store.nodes()] == ["host:1"]
+        clock.set(18)
+        assert store.nodes() == [], "live strictly before expires_at"
+        assert [n.id for n in store.nodes(live_only=False)] == ["host:1"]
+        store.deregister_node("host:1")
+        store.deregister_node("never-registered")
+        assert store.nodes(live_only=False) == []
+        assert store.register_node(buckets=None).id.endswith(f":{os.getpid()}")
+
+    def test_bad_node_registration(self, store: Store) -> None:
+        for arguments, field in (
+            ({"buckets": [64]}, "buckets"),
+            ({"ttl": 0}, "ttl"),
+            ({"kind": ""}, "kind"),
+        ):
+            with pytest.raises(ValidationError) as caught:
+                store.register_node("n", **arguments)
+            assert caught.value.field == field
+        assert store.nodes(live_only=False) == []
+
+    def test_bucket_report(self, store: Store, clock: ManualClock) -> None:
+        stuck = store.submit("job", bucket_key="nobody-home")
+        lonely = stuck.bucket
+        covered = [b for b in range(64) if b != lonely]
+        store.register_node("a", buckets=covered[:40], ttl=60)
+        store.register_node("b", buckets=covered[35:], ttl=60)
+        store.register_node("gone", buckets=[lonely], ttl=1)
+        clock.set(100)
+        store.register_node("a", buckets=covered[:40], ttl=60)
+        store.register_node("b", buckets=covered[35:], ttl=60)
+        fresh = store.submit("job", bucket_key="nobody-home")
+        report = store.bucket_report(orphaned_after=60)
+        assert report.unowned == [lonely]
+        assert report.duplicated == {b: ["a", "b"] for b in covered[35:40]}
+        assert [e.id for e in report.orphans] == [stuck.id], "changed 100 s ago, not just now"
+        assert fresh.id not in {e.id for e in report.orphans}
+
+        store.register_node("floater", buckets=None, ttl=60)
+        floating = store.bucket_report(orphaned_after=60)
+        assert (floating.unowned, floating.orphans, floating.floating) == ([], [], ["floater"])
 
     # -- the stateful property -------------------------------------------------------------
 

@@ -153,6 +153,84 @@ SELECT c.id, c.epoch, c.attempt, c.max_attempts, c.job, c.job_version, c.timeout
 FROM claimed AS c JOIN execution_data AS d ON d.execution_id = c.id
 ORDER BY c.priority DESC, c.due_at, c.id
 
+-- name: claim_capped
+-- claim under max_per_bucket (%(cap)s): a bucket gives at most %(cap)s minus its
+-- RUNNING executions. Runs after lock_buckets in the same transaction, so two
+-- capped claimers never count the same bucket at once. Ranking within buckets
+-- reads every due row: capped claims cost more than plain ones.
+-- One statement: pick due rows (skipping rows another claim has locked), lease
+-- them, write their CLAIMED transitions, and return them with their inputs.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+running AS (
+    SELECT bucket, count(*) AS n FROM executions WHERE state = 'RUNNING' GROUP BY bucket
+),
+ranked AS (
+    SELECT e.id, e.bucket, e.priority, e.due_at,
+           row_number() OVER (PARTITION BY e.bucket ORDER BY e.priority DESC, e.due_at, e.id)
+               AS bucket_rank
+    FROM executions AS e, clock
+    WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= clock.now
+      AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
+      AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
+),
+eligible AS (
+    SELECT r.id FROM ranked AS r LEFT JOIN running AS n ON n.bucket = r.bucket
+    WHERE r.bucket_rank <= %(cap)s - coalesce(n.n, 0)
+    ORDER BY r.priority DESC, r.due_at, r.id
+    LIMIT %(limit)s
+),
+waiting AS (
+    SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at
+    FROM executions AS e
+    WHERE e.id IN (SELECT id FROM eligible) AND e.state IN ('RETRY_WAIT', 'SCHEDULED')
+    FOR UPDATE OF e SKIP LOCKED
+),
+expired AS (
+    SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at
+    FROM executions AS e, clock
+    WHERE e.state = 'RUNNING' AND e.lease_until <= clock.now AND e.attempt < e.max_attempts
+      AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
+      AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
+    ORDER BY e.lease_until
+    LIMIT %(limit)s
+    FOR UPDATE OF e SKIP LOCKED
+),
+picked AS (
+    SELECT * FROM waiting
+    UNION ALL
+    SELECT * FROM expired
+    ORDER BY priority DESC, due_at, id
+    LIMIT %(limit)s
+),
+claimed AS (
+    UPDATE executions AS e
+    SET state = 'RUNNING', epoch = e.epoch + 1, attempt = e.attempt + 1,
+        lease_owner = %(owner)s, lease_until = clock.now + %(ttl)s::interval,
+        updated_at = clock.now
+    FROM picked AS p, clock
+    WHERE e.id = p.id
+    RETURNING e.id, p.state AS from_state, p.lease_owner AS from_owner, e.epoch, e.attempt,
+              e.max_attempts, e.job, e.job_version, e.timeout, e.schedule_id, e.slot,
+              e.lease_until, e.priority, e.due_at, clock.now AS at
+),
+audit AS (
+    INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
+    SELECT id, 'CLAIMED', from_state, 'RUNNING', epoch, %(owner)s,
+           CASE WHEN from_state = 'RUNNING'
+                THEN format(%(takeover_reason)s::text, from_owner, epoch - 1) END,
+           at
+    FROM claimed
+)
+SELECT c.id, c.epoch, c.attempt, c.max_attempts, c.job, c.job_version, c.timeout,
+       c.schedule_id, c.slot, c.lease_until, d.inputs
+FROM claimed AS c JOIN execution_data AS d ON d.execution_id = c.id
+ORDER BY c.priority DESC, c.due_at, c.id
+
+-- name: lock_buckets
+-- Serialize capped claimers per bucket, in bucket order so that two never deadlock.
+SELECT pg_advisory_xact_lock(hashtext('fencepost.bucket:' || current_schema()), b)
+FROM (SELECT b FROM unnest(%(buckets)s::integer[]) AS b ORDER BY b) AS ordered
+
 -- name: complete_fenced
 -- The fence is the WHERE clause: same owner, same epoch, lease still live. The
 -- leases have distinct ids (the store splits a batch into rounds), so the ids
@@ -254,3 +332,32 @@ WHERE id IN (
     FOR UPDATE SKIP LOCKED
 )
 ORDER BY lease_until, id
+
+-- name: register_node
+-- A renewal keeps started_at; everything else is the latest declaration.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now)
+INSERT INTO nodes (id, kind, buckets, started_at, heartbeat_at, expires_at)
+SELECT %(id)s, %(kind)s, %(buckets)s::integer[], clock.now, clock.now,
+       clock.now + %(ttl)s::interval
+FROM clock
+ON CONFLICT (id) DO UPDATE SET
+    kind = excluded.kind, buckets = excluded.buckets,
+    heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at
+RETURNING id, kind, buckets, started_at, heartbeat_at, expires_at
+
+-- name: deregister_node
+DELETE FROM nodes WHERE id = %(id)s
+
+-- name: select_nodes
+SELECT id, kind, buckets, started_at, heartbeat_at, expires_at
+FROM nodes
+WHERE NOT %(live_only)s OR expires_at > coalesce(%(now)s::timestamptz, clock_timestamp())
+ORDER BY id
+
+-- name: orphans
+SELECT * FROM execution_rows
+WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
+  AND bucket = ANY(%(buckets)s::integer[])
+  AND updated_at <= coalesce(%(now)s::timestamptz, clock_timestamp()) - %(older_than)s::interval
+ORDER BY updated_at, id
+LIMIT %(limit)s

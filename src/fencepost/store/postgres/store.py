@@ -31,6 +31,7 @@ from fencepost.domain.machine import (
     stale_reason,
 )
 from fencepost.domain.models import Execution, Lease, Page, Transition
+from fencepost.domain.nodes import Node
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig
 from fencepost.store.batching import rounds
@@ -188,6 +189,7 @@ class PostgresStore(Store):
         ttl: timedelta,
         jobs: tuple[str, ...] | None,
         buckets: tuple[int, ...] | None,
+        max_per_bucket: int | None,
     ) -> list[Lease]:
         params = {
             "now": self._pinned_now(),
@@ -198,8 +200,16 @@ class PostgresStore(Store):
             "buckets": None if buckets is None else list(buckets),
             "takeover_reason": TAKEOVER_REASON_FORMAT,
         }
-        with self._db.connection() as conn:
-            claimed = conn.execute(Q["claim"], params).fetchall()
+        if max_per_bucket is None:
+            with self._db.connection() as conn:
+                claimed = conn.execute(Q["claim"], params).fetchall()
+        else:
+            locked = sorted(buckets if buckets is not None else range(self.config.num_buckets))
+            with self._db.transaction() as conn:
+                conn.execute(Q["lock_buckets"], {"buckets": locked})
+                claimed = conn.execute(
+                    Q["claim_capped"], params | {"cap": max_per_bucket}
+                ).fetchall()
         return [
             Lease(
                 execution_id=id_,
@@ -311,6 +321,43 @@ class PostgresStore(Store):
                 _write(conn, apply(current, event, now), now)
         return len(expired)
 
+    # -- nodes -----------------------------------------------------------------------------
+
+    def _register_node(
+        self, node_id: str, *, kind: str, buckets: tuple[int, ...] | None, ttl: timedelta
+    ) -> Node:
+        params = {
+            "now": self._pinned_now(),
+            "id": node_id,
+            "kind": kind,
+            "buckets": None if buckets is None else list(buckets),
+            "ttl": ttl,
+        }
+        with self._db.connection() as conn:
+            row = conn.execute(Q["register_node"], params).fetchone()
+        return _node(row)
+
+    def deregister_node(self, node_id: str) -> None:
+        with self._db.connection() as conn:
+            conn.execute(Q["deregister_node"], {"id": node_id})
+
+    def nodes(self, *, live_only: bool = True) -> list[Node]:
+        params = {"now": self._pinned_now(), "live_only": live_only}
+        with self._db.connection() as conn:
+            return [_node(r) for r in conn.execute(Q["select_nodes"], params)]
+
+    def _orphans(
+        self, buckets: tuple[int, ...], *, older_than: timedelta, limit: int
+    ) -> list[Execution]:
+        params = {
+            "now": self._pinned_now(),
+            "buckets": list(buckets),
+            "older_than": older_than,
+            "limit": limit,
+        }
+        with self._db.connection() as conn:
+            return [rows.execution(r) for r in conn.execute(Q["orphans"], params)]
+
     # -- operator verbs --------------------------------------------------------------------
 
     def cancel(self, execution_id: str, *, actor: str = "client") -> Execution:
@@ -394,6 +441,18 @@ def _write(conn: Connection, change: Change, now: datetime) -> None:
             "reason": t.reason,
             "at": now,
         },
+    )
+
+
+def _node(row: Any) -> Node:
+    id_, kind, buckets, started_at, heartbeat_at, expires_at = row
+    return Node(
+        id=id_,
+        kind=kind,
+        buckets=None if buckets is None else tuple(buckets),
+        started_at=started_at,
+        heartbeat_at=heartbeat_at,
+        expires_at=expires_at,
     )
 
 

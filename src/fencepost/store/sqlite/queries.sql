@@ -143,6 +143,47 @@ SELECT * FROM (
     LIMIT :limit
 )
 
+-- name: claim_candidates_capped
+-- claim_candidates under max_per_bucket (:cap): a bucket gives at most
+-- :cap - (its RUNNING executions) waiting rows. Ranking within buckets reads
+-- every due row, so capped claims cost more than plain ones. Takeovers are
+-- not capped: an expired execution is already counted as RUNNING.
+WITH running AS (
+    SELECT bucket, count(*) AS n FROM executions WHERE state = 'RUNNING' GROUP BY bucket
+),
+ranked AS (
+    SELECT e.id, e.state, e.epoch, e.attempt, e.max_attempts, e.lease_owner, e.job,
+           e.job_version, e.timeout_us, e.schedule_id, e.slot, e.priority, e.due_at, e.bucket,
+           row_number() OVER (PARTITION BY e.bucket ORDER BY e.priority DESC, e.due_at, e.id)
+               AS bucket_rank
+    FROM executions AS e
+    WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
+      AND (:jobs IS NULL OR e.job IN (SELECT value FROM json_each(:jobs)))
+      AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
+)
+SELECT * FROM (
+    SELECT r.id, r.state, r.epoch, r.attempt, r.max_attempts, r.lease_owner, r.job,
+           r.job_version, r.timeout_us, r.schedule_id, r.slot, d.inputs, r.priority, r.due_at
+    FROM ranked AS r
+    JOIN execution_data AS d ON d.execution_id = r.id
+    LEFT JOIN running AS n ON n.bucket = r.bucket
+    WHERE r.bucket_rank <= :cap - coalesce(n.n, 0)
+    ORDER BY r.priority DESC, r.due_at, r.id
+    LIMIT :limit
+)
+UNION ALL
+SELECT * FROM (
+    SELECT e.id, e.state, e.epoch, e.attempt, e.max_attempts, e.lease_owner, e.job,
+           e.job_version, e.timeout_us, e.schedule_id, e.slot, d.inputs, e.priority, e.due_at
+    FROM executions AS e
+    JOIN execution_data AS d ON d.execution_id = e.id
+    WHERE e.state = 'RUNNING' AND e.lease_until <= :now AND e.attempt < e.max_attempts
+      AND (:jobs IS NULL OR e.job IN (SELECT value FROM json_each(:jobs)))
+      AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
+    ORDER BY e.lease_until
+    LIMIT :limit
+)
+
 -- name: claim_update
 -- Runs in the same BEGIN IMMEDIATE transaction as claim_candidates, which
 -- holds the database's write lock: no other claim can interleave.
@@ -210,3 +251,29 @@ LIMIT :limit
 SELECT type, name, sql FROM sqlite_schema
 WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' AND name != 'fencepost_migrations'
 ORDER BY type, name
+
+-- name: register_node
+-- A renewal keeps started_at; everything else is the latest declaration.
+INSERT INTO nodes (id, kind, buckets, started_at, heartbeat_at, expires_at)
+VALUES (:id, :kind, :buckets, :now, :now, :expires_at)
+ON CONFLICT (id) DO UPDATE SET
+    kind = excluded.kind, buckets = excluded.buckets,
+    heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at
+RETURNING id, kind, buckets, started_at, heartbeat_at, expires_at
+
+-- name: deregister_node
+DELETE FROM nodes WHERE id = :id
+
+-- name: select_nodes
+SELECT id, kind, buckets, started_at, heartbeat_at, expires_at
+FROM nodes
+WHERE :live_at IS NULL OR expires_at > :live_at
+ORDER BY id
+
+-- name: orphans
+SELECT * FROM execution_rows
+WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
+  AND bucket IN (SELECT value FROM json_each(:buckets))
+  AND updated_at <= :cutoff
+ORDER BY updated_at, id
+LIMIT :limit

@@ -11,6 +11,7 @@ from typing import Any
 
 from fencepost.domain import payloads
 from fencepost.domain.models import Execution, Transition
+from fencepost.domain.nodes import Node
 from fencepost.domain.states import Event, State
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -104,4 +105,17 @@ def transition(row: tuple[Any, ...]) -> Transition:
         actor=actor,
         reason=reason,
         at=from_us(at),
+    )
+
+
+def node(row: tuple[Any, ...]) -> Node:
+    """A :class:`Node` from a row of ``select_nodes`` or ``register_node``."""
+    id_, kind, buckets, started_at, heartbeat_at, expires_at = row
+    return Node(
+        id=id_,
+        kind=kind,
+        buckets=None if buckets is None else tuple(payloads.decode(buckets)),
+        started_at=from_us(started_at),
+        heartbeat_at=from_us(heartbeat_at),
+        expires_at=from_us(expires_at),
     )

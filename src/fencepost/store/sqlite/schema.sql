@@ -1,3 +1,8 @@
+-- index: executions_active_bucket
+CREATE INDEX executions_active_bucket
+    ON executions (bucket, updated_at)
+    WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED');
+
 -- index: executions_claimable
 CREATE INDEX executions_claimable
     ON executions (priority DESC, due_at, id)
@@ -16,6 +21,11 @@ CREATE UNIQUE INDEX executions_idempotency_key
 -- index: executions_leased
 CREATE INDEX executions_leased
     ON executions (lease_until)
+    WHERE state = 'RUNNING';
+
+-- index: executions_running_bucket
+CREATE INDEX executions_running_bucket
+    ON executions (bucket)
     WHERE state = 'RUNNING';
 
 -- index: executions_schedule
@@ -57,6 +67,16 @@ CREATE TABLE executions (
     bucket_key      TEXT,
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- table: nodes
+CREATE TABLE nodes (
+    id            TEXT    NOT NULL PRIMARY KEY,  -- host:pid by default
+    kind          TEXT    NOT NULL,
+    buckets       TEXT,
+    started_at    INTEGER NOT NULL,
+    heartbeat_at  INTEGER NOT NULL,
+    expires_at    INTEGER NOT NULL
 ) WITHOUT ROWID;
 
 -- table: transitions

@@ -30,6 +30,7 @@ from fencepost.domain.events import (
 )
 from fencepost.domain.machine import Change, apply, holds, stale_reason, takeover_reason
 from fencepost.domain.models import Execution, Lease, Page, Transition
+from fencepost.domain.nodes import Node
 from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig
@@ -160,6 +161,7 @@ class SqliteStore(Store):
         ttl: timedelta,
         jobs: tuple[str, ...] | None,
         buckets: tuple[int, ...] | None,
+        max_per_bucket: int | None,
     ) -> list[Lease]:
         with self._db.write() as conn:
             now = self.clock.now()
@@ -167,12 +169,13 @@ class SqliteStore(Store):
             until = now + ttl
             candidates = _in_claim_order(
                 conn.execute(
-                    Q["claim_candidates"],
+                    Q["claim_candidates" if max_per_bucket is None else "claim_candidates_capped"],
                     {
                         "now": now_us,
                         "limit": limit,
                         "jobs": None if jobs is None else json.dumps(jobs),
                         "buckets": None if buckets is None else json.dumps(buckets),
+                        "cap": max_per_bucket,
                     },
                 ).fetchall(),
                 limit,
@@ -318,6 +321,45 @@ class SqliteStore(Store):
                 event = LeaseExpired(retry_at=now + self.retry_delay(current.attempt))
                 _write(conn, apply(current, event, now), now)
             return len(expired)
+
+    # -- nodes -----------------------------------------------------------------------------
+
+    def _register_node(
+        self, node_id: str, *, kind: str, buckets: tuple[int, ...] | None, ttl: timedelta
+    ) -> Node:
+        with self._db.write() as conn:
+            now = self.clock.now()
+            row = conn.execute(
+                Q["register_node"],
+                {
+                    "id": node_id,
+                    "kind": kind,
+                    "buckets": None if buckets is None else json.dumps(buckets),
+                    "now": rows.to_us(now),
+                    "expires_at": rows.to_us(now + ttl),
+                },
+            ).fetchone()
+        return rows.node(row)
+
+    def deregister_node(self, node_id: str) -> None:
+        with self._db.write() as conn:
+            conn.execute(Q["deregister_node"], {"id": node_id})
+
+    def nodes(self, *, live_only: bool = True) -> list[Node]:
+        live_at = rows.to_us(self.clock.now()) if live_only else None
+        with self._db.read() as conn:
+            return [rows.node(r) for r in conn.execute(Q["select_nodes"], {"live_at": live_at})]
+
+    def _orphans(
+        self, buckets: tuple[int, ...], *, older_than: timedelta, limit: int
+    ) -> list[Execution]:
+        params = {
+            "buckets": json.dumps(buckets),
+            "cutoff": rows.to_us(self.clock.now() - older_than),
+            "limit": limit,
+        }
+        with self._db.read() as conn:
+            return [rows.execution(r) for r in conn.execute(Q["orphans"], params)]
 
     # -- operator verbs --------------------------------------------------------------------
 

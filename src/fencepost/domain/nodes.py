@@ -1,0 +1,62 @@
+"""Nodes and bucket ownership: who declared which buckets, and what nobody covers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from fencepost.domain.models import Execution
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Node:
+    """A registered scheduler or worker process."""
+
+    id: str  #: host:pid unless the process chose another id
+    kind: str  #: "worker", "scheduler", ...
+    buckets: tuple[int, ...] | None  #: the buckets it claims from; None means any bucket
+    started_at: datetime
+    heartbeat_at: datetime
+    expires_at: datetime  #: its registration lapses here unless renewed
+
+    def is_live(self, now: datetime) -> bool:
+        """Registered and renewed in time: ``now < expires_at``."""
+        return now < self.expires_at
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BucketReport:
+    """Who owns which bucket among the live nodes, and the work nobody will pick up.
+
+    Nodes that declared no buckets claim from any bucket: they cover every
+    bucket (so nothing is unowned while one lives) but own none of them
+    (they never make a bucket "owned twice").
+    """
+
+    num_buckets: int
+    owners: dict[int, list[str]]  #: bucket -> live nodes that declared it
+    duplicated: dict[int, list[str]]  #: buckets declared by two or more live nodes
+    unowned: list[int]  #: buckets that no live node claims from
+    floating: list[str]  #: live nodes that claim from any bucket
+    orphans: list[Execution] = field(default_factory=list)  #: stuck work in unowned buckets
+
+
+def ownership(nodes: Iterable[Node], num_buckets: int) -> BucketReport:
+    """The ownership part of a :class:`BucketReport` for these live nodes."""
+    owners: dict[int, list[str]] = {}
+    floating: list[str] = []
+    for node in sorted(nodes, key=lambda n: n.id):
+        if node.buckets is None:
+            floating.append(node.id)
+            continue
+        for bucket in sorted(set(node.buckets)):
+            owners.setdefault(bucket, []).append(node.id)
+    unowned = [] if floating else [b for b in range(num_buckets) if b not in owners]
+    return BucketReport(
+        num_buckets=num_buckets,
+        owners=owners,
+        duplicated={b: ids for b, ids in sorted(owners.items()) if len(ids) > 1},
+        unowned=unowned,
+        floating=floating,
+    )

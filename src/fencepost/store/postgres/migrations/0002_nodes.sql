@@ -1,0 +1,22 @@
+-- fencepost PostgreSQL schema, version 2: the node registry, and per-bucket counts.
+
+-- Every live scheduler or worker process, with the buckets it declared
+-- (NULL for "any bucket") and when its registration lapses.
+CREATE TABLE nodes (
+    id           TEXT        NOT NULL PRIMARY KEY,  -- host:pid by default
+    kind         TEXT        NOT NULL,
+    buckets      INTEGER[],
+    started_at   TIMESTAMPTZ NOT NULL,
+    heartbeat_at TIMESTAMPTZ NOT NULL,
+    expires_at   TIMESTAMPTZ NOT NULL
+);
+
+-- RUNNING executions per bucket, for claims capped with max_per_bucket.
+CREATE INDEX executions_running_bucket
+    ON executions (bucket)
+    WHERE state = 'RUNNING';
+
+-- Unfinished executions per bucket, for finding orphans.
+CREATE INDEX executions_active_bucket
+    ON executions (bucket, updated_at)
+    WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED');
