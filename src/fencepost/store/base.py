@@ -104,6 +104,10 @@ class Store(ABC):
         self.config = config
         self.clock = config.clock
         self._ids = IdGenerator()
+        #: Migration versions this store applied when it opened (empty: already current).
+        self.migrations_applied: list[int] = []
+        #: The schema version the store runs on (0 for stores without a schema).
+        self.schema_version = 0
 
     # -- submitting ------------------------------------------------------------------
 

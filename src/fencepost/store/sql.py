@@ -44,3 +44,8 @@ def migration_files(package: str) -> list[tuple[int, str, str]]:
     if versions != list(range(1, len(found) + 1)):
         raise ValueError(f"{package}: migrations must be numbered 0001.. without gaps: {versions}")
     return found
+
+
+def latest_version(package: str) -> int:
+    """The highest migration version shipped in ``package``."""
+    return migration_files(package)[-1][0]

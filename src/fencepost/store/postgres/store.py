@@ -36,7 +36,14 @@ from fencepost.domain.submission import NewExecution
 from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig
 from fencepost.store.batching import rounds
 from fencepost.store.postgres import rows
-from fencepost.store.postgres.connection import QUERIES, Connection, Database, migrate
+from fencepost.store.postgres.connection import (
+    MIGRATIONS_PACKAGE,
+    QUERIES,
+    Connection,
+    Database,
+    migrate,
+)
+from fencepost.store.sql import latest_version
 
 Q = QUERIES
 
@@ -48,7 +55,8 @@ class PostgresStore(Store):
         super().__init__(config or StoreConfig())
         self._db = Database(url)
         try:
-            migrate(self._db)
+            self.migrations_applied = migrate(self._db)
+            self.schema_version = latest_version(MIGRATIONS_PACKAGE)
         except BaseException:
             self._db.close()
             raise

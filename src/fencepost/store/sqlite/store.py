@@ -35,9 +35,11 @@ from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig
 from fencepost.store.batching import rounds
+from fencepost.store.sql import latest_version
 from fencepost.store.sqlite import rows
 from fencepost.store.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
+    MIGRATIONS_PACKAGE,
     QUERIES,
     Connections,
     migrate,
@@ -61,7 +63,8 @@ class SqliteStore(Store):
         self.path = path
         self._db = Connections(path, busy_timeout=busy_timeout)
         with self._db.read() as conn:
-            migrate(conn)
+            self.migrations_applied = migrate(conn)
+        self.schema_version = latest_version(MIGRATIONS_PACKAGE)
 
     def close(self) -> None:
         self._db.close()

@@ -1,0 +1,100 @@
+CREATE TABLE execution_data (
+    execution_id uuid NOT NULL,
+    inputs jsonb NOT NULL,
+    result jsonb,
+    error text,
+    progress jsonb
+);
+CREATE TABLE executions (
+    id uuid NOT NULL,
+    job text NOT NULL,
+    job_version integer,
+    state text NOT NULL,
+    due_at timestamp with time zone NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
+    attempt integer DEFAULT 0 NOT NULL,
+    max_attempts integer NOT NULL,
+    epoch bigint DEFAULT 0 NOT NULL,
+    lease_owner text,
+    lease_until timestamp with time zone,
+    timeout interval,
+    idempotency_key text,
+    request_hash text,
+    schedule_id text,
+    slot text,
+    bucket integer NOT NULL,
+    bucket_key text,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT executions_state_known CHECK ((state = ANY (ARRAY['SCHEDULED'::text, 'RUNNING'::text, 'RETRY_WAIT'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text, 'SKIPPED'::text])))
+)
+WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.01', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='1');
+CREATE VIEW execution_rows AS
+ SELECT e.id,
+    e.job,
+    e.job_version,
+    e.state,
+    e.due_at,
+    e.priority,
+    e.attempt,
+    e.max_attempts,
+    e.epoch,
+    e.lease_owner,
+    e.lease_until,
+    e.timeout,
+    e.idempotency_key,
+    e.schedule_id,
+    e.slot,
+    e.bucket,
+    e.bucket_key,
+    e.created_at,
+    e.updated_at,
+    d.inputs,
+    d.result,
+    d.error,
+    d.progress
+   FROM (executions e
+     JOIN execution_data d ON ((d.execution_id = e.id)));
+CREATE TABLE nodes (
+    id text NOT NULL,
+    kind text NOT NULL,
+    buckets integer[],
+    started_at timestamp with time zone NOT NULL,
+    heartbeat_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+CREATE TABLE transitions (
+    seq bigint NOT NULL,
+    execution_id uuid NOT NULL,
+    event text NOT NULL,
+    from_state text,
+    to_state text NOT NULL,
+    epoch bigint NOT NULL,
+    actor text,
+    reason text,
+    at timestamp with time zone NOT NULL
+);
+ALTER TABLE transitions ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME transitions_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+ALTER TABLE ONLY execution_data
+    ADD CONSTRAINT execution_data_pkey PRIMARY KEY (execution_id);
+ALTER TABLE ONLY executions
+    ADD CONSTRAINT executions_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY nodes
+    ADD CONSTRAINT nodes_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY transitions
+    ADD CONSTRAINT transitions_pkey PRIMARY KEY (seq);
+CREATE INDEX executions_active_bucket ON executions USING btree (bucket, updated_at) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'RUNNING'::text, 'SCHEDULED'::text]));
+CREATE INDEX executions_claimable ON executions USING btree (priority DESC, due_at, id) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'SCHEDULED'::text]));
+CREATE INDEX executions_failed ON executions USING btree (id) WHERE (state = 'FAILED'::text);
+CREATE UNIQUE INDEX executions_idempotency_key ON executions USING btree (idempotency_key) WHERE (idempotency_key IS NOT NULL);
+CREATE INDEX executions_leased ON executions USING btree (lease_until) WHERE (state = 'RUNNING'::text);
+CREATE INDEX executions_running_bucket ON executions USING btree (bucket) WHERE (state = 'RUNNING'::text);
+CREATE INDEX executions_schedule ON executions USING btree (schedule_id, slot) WHERE (schedule_id IS NOT NULL);
+CREATE INDEX transitions_execution ON transitions USING btree (execution_id, seq);
