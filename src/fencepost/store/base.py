@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -416,6 +417,16 @@ class Store(ABC):
         to RETRY_WAIT with backoff if attempts remain, else to FAILED. Returns
         how many were reaped; call again while it returns ``limit``.
         """
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for new work; True if woken early.
+
+        Backends that can be told about new work (PostgreSQL's LISTEN/NOTIFY)
+        return as soon as it is submitted; the others just wait out the timeout.
+        Either way a worker polls again afterwards: claim decides, not this.
+        """
+        time.sleep(max(0.0, timeout))
+        return False
 
     # -- nodes -----------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
+import psycopg.sql
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
@@ -56,9 +57,12 @@ class Database:
 
     def __init__(self, url: str) -> None:
         conninfo, own = split_url(url)
+        self.conninfo = conninfo
         self.schema = own.get("schema")
         if self.schema is not None and not self.schema.replace("_", "").isalnum():
             raise ValidationError("url.schema", f"must be a plain identifier, got {self.schema!r}")
+        #: The NOTIFY channel that wakes this store's workers (one per schema).
+        self.channel = f"fencepost_work_{self.schema}" if self.schema else "fencepost_work"
         pool_max = _int_option(own, "pool_max", 8)
         pool_min = min(_int_option(own, "pool_min", 1), pool_max)
         timeout = float(_int_option(own, "pool_timeout", 30))
@@ -95,6 +99,41 @@ class Database:
     def close(self) -> None:
         """Close every pooled connection."""
         self.pool.close()
+
+
+class Listener:
+    """A dedicated connection that LISTENs for wake-ups (not taken from the pool)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._conn: Connection | None = None
+
+    def _connect(self) -> Connection:
+        if self._conn is None or self._conn.closed:
+            conn: Connection = psycopg.connect(self._db.conninfo, autocommit=True)
+            conn.execute(
+                psycopg.sql.SQL(QUERIES["listen"]).format(
+                    channel=psycopg.sql.Identifier(self._db.channel)
+                )
+            )
+            self._conn = conn
+        return self._conn
+
+    def wait(self, timeout: float) -> bool:
+        """True if a notification arrived within ``timeout`` seconds."""
+        with translate_errors():
+            try:
+                conn = self._connect()
+                return any(True for _ in conn.notifies(timeout=timeout, stop_after=1))
+            except psycopg.OperationalError:
+                self.close()  # reconnect next time; meanwhile the caller polls
+                raise
+
+    def close(self) -> None:
+        """Stop listening."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
 @contextmanager

@@ -10,6 +10,10 @@
 SELECT set_config('TimeZone', 'UTC', false),
        set_config('search_path', coalesce(%(schema)s, current_setting('search_path')), false)
 
+-- name: listen
+-- {channel} is filled in with psycopg.sql.Identifier: LISTEN takes no parameters.
+LISTEN {channel}
+
 -- name: lock_migrations
 -- Concurrent starts queue here; the first applies, the others find nothing to do.
 SELECT pg_advisory_xact_lock(hashtext('fencepost.migrate:' || current_schema()))
@@ -64,8 +68,16 @@ data AS (
 audit AS (
     INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, at)
     SELECT id, 'SUBMITTED', NULL, 'SCHEDULED', 0, created_at FROM inserted
+),
+-- Wake idle workers: one notification per batch, delivered when this
+-- transaction commits, and only when the store's debounce allows (%(notify)s).
+-- Never a per-row trigger: each NOTIFY takes a global lock at commit.
+woken AS (
+    SELECT pg_notify(%(channel)s, '') AS sent
+    WHERE %(notify)s AND EXISTS (SELECT 1 FROM inserted)
 )
-SELECT id, due_at, created_at FROM inserted
+SELECT inserted.id, inserted.due_at, inserted.created_at
+FROM inserted LEFT JOIN woken ON true
 
 -- name: find_idempotency_keys
 SELECT idempotency_key, id, request_hash

@@ -9,6 +9,9 @@ and write the change back guarded by the state and epoch it was decided from.
 
 from __future__ import annotations
 
+import math
+import threading
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -41,6 +44,7 @@ from fencepost.store.postgres.connection import (
     QUERIES,
     Connection,
     Database,
+    Listener,
     migrate,
 )
 from fencepost.store.sql import latest_version
@@ -51,9 +55,15 @@ Q = QUERIES
 class PostgresStore(Store):
     """Executions in a PostgreSQL database shared by any number of processes and machines."""
 
+    #: At most one wake-up notification per this many seconds from one store.
+    NOTIFY_INTERVAL = 0.05
+
     def __init__(self, url: str, config: StoreConfig | None = None) -> None:
         super().__init__(config or StoreConfig())
         self._db = Database(url)
+        self._last_notify = -math.inf
+        self._notify_lock = threading.Lock()
+        self._listener: Listener | None = None
         try:
             self.migrations_applied = migrate(self._db)
             self.schema_version = latest_version(MIGRATIONS_PACKAGE)
@@ -62,7 +72,33 @@ class PostgresStore(Store):
             raise
 
     def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
         self._db.close()
+
+    @property
+    def notify_channel(self) -> str:
+        """The LISTEN/NOTIFY channel that wakes this store's workers (one per schema)."""
+        return self._db.channel
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """Block until a submit anywhere notifies this database, or ``timeout`` passes.
+
+        Workers call it between empty claims instead of sleeping; it returns
+        True when woken early. Notifications are hints, debounced by the
+        submitters: a worker must still poll, and claim decides.
+        """
+        if self._listener is None:
+            self._listener = Listener(self._db)
+        return self._listener.wait(timeout)
+
+    def _should_notify(self) -> bool:
+        with self._notify_lock:
+            now = time.monotonic()
+            if now - self._last_notify < self.NOTIFY_INTERVAL:
+                return False
+            self._last_notify = now
+            return True
 
     def _pinned_now(self) -> datetime | None:
         return self.clock.now_or_none()
@@ -126,6 +162,8 @@ class PostgresStore(Store):
     def _insert_params(self, batch: Sequence[NewExecution]) -> dict[str, Any]:
         return {
             "now": self._pinned_now(),
+            "notify": self._should_notify(),
+            "channel": self._db.channel,
             "ids": [n.id for n in batch],
             "jobs": [n.job for n in batch],
             "job_versions": [n.job_version for n in batch],
