@@ -1,0 +1,93 @@
+"""Row mapping shared by the SQL backends: one column order, per-backend conversions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fencepost.domain.models import Execution, Transition
+from fencepost.domain.states import Event, State
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def execution(
+    row: tuple[Any, ...],
+    *,
+    instant: Callable[[Any], Any] = _same,
+    duration: Callable[[Any], Any] = _same,
+    payload: Callable[[Any], Any] = _same,
+) -> Execution:
+    """An :class:`Execution` from a row of a backend's ``execution_rows`` view.
+
+    ``instant``, ``duration`` and ``payload`` convert a stored time, interval and
+    JSON value (never called with ``None``); PostgreSQL's driver needs none.
+    """
+    (
+        id_,
+        job,
+        job_version,
+        state,
+        due_at,
+        priority,
+        attempt,
+        max_attempts,
+        epoch,
+        lease_owner,
+        lease_until,
+        timeout,
+        idempotency_key,
+        schedule_id,
+        slot,
+        bucket,
+        bucket_key,
+        created_at,
+        updated_at,
+        inputs,
+        result,
+        error,
+        progress,
+    ) = row
+    return Execution(
+        id=id_,
+        job=job,
+        job_version=job_version,
+        inputs=payload(inputs),
+        state=State(state),
+        due_at=instant(due_at),
+        priority=priority,
+        attempt=attempt,
+        max_attempts=max_attempts,
+        epoch=epoch,
+        lease_owner=lease_owner,
+        lease_until=None if lease_until is None else instant(lease_until),
+        timeout=None if timeout is None else duration(timeout),
+        idempotency_key=idempotency_key,
+        schedule_id=schedule_id,
+        slot=slot,
+        bucket=bucket,
+        bucket_key=bucket_key,
+        result=None if result is None else payload(result),
+        error=error,
+        progress=None if progress is None else payload(progress),
+        created_at=instant(created_at),
+        updated_at=instant(updated_at),
+    )
+
+
+def transition(row: tuple[Any, ...], *, instant: Callable[[Any], Any] = _same) -> Transition:
+    """A :class:`Transition` from a row of a backend's ``select_transitions``."""
+    seq, execution_id, event, from_state, to_state, epoch, actor, reason, at = row
+    return Transition(
+        execution_id=execution_id,
+        seq=seq,
+        event=Event(event),
+        from_state=None if from_state is None else State(from_state),
+        to_state=State(to_state),
+        epoch=epoch,
+        actor=actor,
+        reason=reason,
+        at=instant(at),
+    )
