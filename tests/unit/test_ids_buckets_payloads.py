@@ -94,3 +94,22 @@ def test_decode_all() -> None:
     texts = ['{"a":1}', "[2]", "null", '"s"']
     assert payloads.decode_all(texts) == [{"a": 1}, [2], None, "s"]
     assert payloads.decode_all([]) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        ("a\x00b", True),
+        ({"k\x00": 1}, True),
+        ("\\\x00", True),
+        ("\\u0000", False),  # a backslash, then the letters u0000
+        ("\\\\u0000", False),
+        ("plain", False),
+    ],
+)
+def test_nul_characters_are_refused_everywhere(value: object, refused: bool) -> None:
+    if refused:
+        with pytest.raises(ValidationError, match="U\\+0000"):
+            payloads.encode(value, field="inputs", limit=1000)
+    else:
+        assert payloads.decode(payloads.encode(value, field="inputs", limit=1000)) == value

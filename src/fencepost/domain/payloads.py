@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,8 @@ from fencepost.domain.errors import ValidationError
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+# A JSON escape of U+0000: "\u0000" not itself preceded by an escaped backslash.
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 _canonical = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, separators=(",", ":"), sort_keys=True
 )
@@ -61,6 +64,10 @@ def encode(value: Any, *, field: str, limit: int) -> str:
         text = _dumps(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise ValidationError(field, f"is not JSON-serializable ({exc})") from None
+    if "\\u0000" in text and _NUL_ESCAPE.search(text):
+        # JSON allows it, but PostgreSQL's JSONB cannot store it: refuse it everywhere,
+        # so that a payload valid on one backend is valid on all of them.
+        raise ValidationError(field, "contains the character U+0000, which cannot be stored")
     # Most payloads are ASCII, where characters are bytes; only measure bytes when needed.
     if len(text) > limit // 4 and len(text.encode()) > limit:
         raise ValidationError(field, f"is {len(text.encode())} bytes encoded; the limit is {limit}")

@@ -210,6 +210,7 @@ class StoreContract:
             pytest.param({"inputs": {"s": {1, 2}}}, "inputs", id="set-inputs"),
             pytest.param({"inputs": {"x": float("nan")}}, "inputs", id="nan-inputs"),
             pytest.param({"inputs": object()}, "inputs", id="object-inputs"),
+            pytest.param({"inputs": {"s": "a\x00b"}}, "inputs", id="nul-in-inputs"),
             pytest.param({"max_attempts": 0}, "max_attempts", id="zero-attempts"),
             pytest.param({"max_attempts": True}, "max_attempts", id="bool-attempts"),
             pytest.param({"timeout": 0}, "timeout", id="zero-timeout"),
