@@ -29,7 +29,7 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 MIGRATIONS_PACKAGE = "fencepost.store.postgres.migrations"
 
 #: URL query parameters that fencepost reads itself (the rest go to libpq).
-OWN_OPTIONS = ("schema", "pool_min", "pool_max", "pool_timeout")
+OWN_OPTIONS = ("schema", "pool_min", "pool_max", "pool_timeout", "reconnect_timeout")
 
 
 def split_url(url: str) -> tuple[str, dict[str, str]]:
@@ -65,12 +65,17 @@ class Database:
         self.channel = f"fencepost_work_{self.schema}" if self.schema else "fencepost_work"
         pool_max = _int_option(own, "pool_max", 8)
         pool_min = min(_int_option(own, "pool_min", 1), pool_max)
-        timeout = float(_int_option(own, "pool_timeout", 30))
+        timeout = float(_int_option(own, "pool_timeout", 10))
+        # psycopg_pool retries a lost server with backoff doubling from 1 s until
+        # reconnect_timeout, then gives up and starts afresh on the next request.
+        # A short one bounds how long after the server's return a worker waits.
+        reconnect = float(_int_option(own, "reconnect_timeout", 4))
         self.pool = ConnectionPool(
             conninfo,
             min_size=pool_min,
             max_size=max(pool_max, 1),
             timeout=timeout,
+            reconnect_timeout=reconnect,
             configure=self._configure,
             check=ConnectionPool.check_connection,
             kwargs={"autocommit": True},

@@ -79,6 +79,11 @@ woken AS (
 SELECT inserted.id, inserted.due_at, inserted.created_at
 FROM inserted LEFT JOIN woken ON true
 
+-- name: analyze_executions
+-- Fresh statistics after a bulk insert: with stale ones the planner expects a
+-- handful of claimable rows and sorts the whole backlog on every claim.
+ANALYZE executions
+
 -- name: find_idempotency_keys
 SELECT idempotency_key, id, request_hash
 FROM executions
@@ -246,7 +251,9 @@ FROM (SELECT b FROM unnest(%(buckets)s::integer[]) AS b ORDER BY b) AS ordered
 -- name: complete_fenced
 -- The fence is the WHERE clause: same owner, same epoch, lease still live. The
 -- leases have distinct ids (the store splits a batch into rounds), so the ids
--- returned are exactly the accepted ones; the others get a STALE_REFUSED record.
+-- returned are exactly the accepted ones; the store audits the others with
+-- insert_stale_refusals. Rows come in id order, so concurrent batches lock
+-- rows in one order and cannot deadlock.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 l AS (
     SELECT * FROM unnest(
@@ -271,12 +278,6 @@ stored AS (
 audit AS (
     INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, at)
     SELECT id, 'COMPLETED', 'RUNNING', 'SUCCEEDED', epoch, owner, at FROM done
-),
-refused AS (
-    INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
-    SELECT l.id, 'STALE_REFUSED', e.state, e.state, l.epoch, l.owner, %(stale_reason)s, clock.now
-    FROM l JOIN executions AS e ON e.id = l.id, clock
-    WHERE l.id NOT IN (SELECT id FROM done)
 )
 SELECT id FROM done
 
@@ -303,19 +304,19 @@ renewed AS (
 progressed AS (
     UPDATE execution_data AS d SET progress = renewed.progress
     FROM renewed WHERE d.execution_id = renewed.id AND renewed.progress IS NOT NULL
-),
-refused AS (
-    INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
-    SELECT l.id, 'STALE_REFUSED', e.state, e.state, l.epoch, l.owner, %(stale_reason)s, clock.now
-    FROM l JOIN executions AS e ON e.id = l.id, clock
-    WHERE l.id NOT IN (SELECT id FROM renewed)
 )
 SELECT id, lease_until FROM renewed
 
--- name: insert_stale_refusal
+-- name: insert_stale_refusals
+-- Audit refused fenced calls. A statement of its own, after the fenced one in
+-- the same transaction: under READ COMMITTED it sees the row as it is now (a
+-- concurrent completion may just have committed), not as the refusing
+-- statement's snapshot saw it.
 INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
-SELECT id, 'STALE_REFUSED', state, state, %(epoch)s, %(actor)s, %(reason)s, %(at)s
-FROM executions WHERE id = %(execution_id)s::uuid
+SELECT e.id, 'STALE_REFUSED', e.state, e.state, r.epoch, r.owner, %(reason)s,
+       coalesce(%(now)s::timestamptz, clock_timestamp())
+FROM unnest(%(ids)s::uuid[], %(owners)s::text[], %(epochs)s::bigint[]) AS r(id, owner, epoch)
+JOIN executions AS e ON e.id = r.id
 
 -- name: write_change
 -- Persist a change decided by fencepost.domain.machine.apply, guarded by the

@@ -57,6 +57,9 @@ class PostgresStore(Store):
 
     #: At most one wake-up notification per this many seconds from one store.
     NOTIFY_INTERVAL = 0.05
+    #: Refresh the planner's statistics after this many rows inserted by one store
+    #: (autovacuum would, but only up to a minute later).
+    ANALYZE_AFTER_ROWS = 10_000
 
     def __init__(self, url: str, config: StoreConfig | None = None) -> None:
         super().__init__(config or StoreConfig())
@@ -64,6 +67,7 @@ class PostgresStore(Store):
         self._last_notify = -math.inf
         self._notify_lock = threading.Lock()
         self._listener: Listener | None = None
+        self._inserted_since_analyze = 0
         try:
             self.migrations_applied = migrate(self._db)
             self.schema_version = latest_version(MIGRATIONS_PACKAGE)
@@ -144,6 +148,7 @@ class PostgresStore(Store):
                     if twin_hash != n.request_hash:
                         raise IdempotencyConflict(n.idempotency_key, twin_id)
                     existing[n.idempotency_key] = self._get(conn, twin_id)
+        self._count_inserts(len(inserted))
         out = []
         for new in batch:
             key = new.idempotency_key
@@ -158,6 +163,16 @@ class PostgresStore(Store):
                 )
             )
         return out
+
+    def _count_inserts(self, rows_inserted: int) -> None:
+        with self._notify_lock:
+            self._inserted_since_analyze += rows_inserted
+            due = self._inserted_since_analyze >= self.ANALYZE_AFTER_ROWS
+            if due:
+                self._inserted_since_analyze = 0
+        if due:
+            with self._db.connection() as conn:
+                conn.execute(Q["analyze_executions"])
 
     def _insert_params(self, batch: Sequence[NewExecution]) -> dict[str, Any]:
         return {
@@ -292,7 +307,7 @@ class PostgresStore(Store):
         renewed: dict[int, datetime] = {}
         with self._db.transaction() as conn:
             for round_ in rounds([lease for lease, _ in beats]):
-                chosen = [beats[i] for i in round_.values()]
+                chosen = [beats[i] for _, i in sorted(round_.items())]
                 found = conn.execute(
                     Q["heartbeat_fenced"],
                     {
@@ -302,10 +317,12 @@ class PostgresStore(Store):
                         "owners": [lease.owner for lease, _ in chosen],
                         "epochs": [lease.epoch for lease, _ in chosen],
                         "progress": [progress for _, progress in chosen],
-                        "stale_reason": stale_reason("heartbeat"),
                     },
                 )
                 renewed.update((round_[id_], until) for id_, until in found)
+            self._refuse(
+                conn, [lease for i, (lease, _) in enumerate(beats) if i not in renewed], "heartbeat"
+            )
         return [
             replace(lease, lease_until=renewed[i])
             if i in renewed
@@ -319,7 +336,7 @@ class PostgresStore(Store):
         out: list[StaleLease | None] = []
         with self._db.transaction() as conn:
             for round_ in rounds([o.lease for _, o in valid]):
-                chosen = [valid[i] for i in round_.values()]
+                chosen = [valid[i] for _, i in sorted(round_.items())]
                 found = conn.execute(
                     Q["complete_fenced"],
                     {
@@ -328,10 +345,10 @@ class PostgresStore(Store):
                         "owners": [o.lease.owner for _, o in chosen],
                         "epochs": [o.lease.epoch for _, o in chosen],
                         "results": [o.result_json for _, o in chosen],
-                        "stale_reason": stale_reason("complete"),
                     },
                 )
                 accepted.update(valid[round_[id_]][0] for (id_,) in found)
+            self._refuse(conn, [o.lease for i, o in valid if i not in accepted], "complete")
             for i, o in enumerate(outcomes):
                 if o.invalid is None:
                     refused = StaleLease(o.lease.execution_id, o.lease.owner, o.lease.epoch)
@@ -345,6 +362,21 @@ class PostgresStore(Store):
                 outcome = self._fenced_apply(conn, o.lease, "complete", event, now)
                 out.append(outcome if isinstance(outcome, StaleLease) else None)
         return out
+
+    def _refuse(self, conn: Connection, leases: Sequence[Lease], verb: str) -> None:
+        """Audit refused fenced calls (nothing else changes)."""
+        if not leases:
+            return
+        conn.execute(
+            Q["insert_stale_refusals"],
+            {
+                "now": self._pinned_now(),
+                "ids": [lease.execution_id for lease in leases],
+                "owners": [lease.owner for lease in leases],
+                "epochs": [lease.epoch for lease in leases],
+                "reason": stale_reason(verb),
+            },
+        )
 
     def _fail(self, lease: Lease, error: str, *, retryable: bool, delay: timedelta) -> Execution:
         with self._db.transaction() as conn:
@@ -433,16 +465,7 @@ class PostgresStore(Store):
         except NotFound:
             return StaleLease(lease.execution_id, lease.owner, lease.epoch)
         if not holds(current, lease.owner, lease.epoch, now):
-            conn.execute(
-                Q["insert_stale_refusal"],
-                {
-                    "execution_id": lease.execution_id,
-                    "epoch": lease.epoch,
-                    "actor": lease.owner,
-                    "reason": stale_reason(verb),
-                    "at": now,
-                },
-            )
+            self._refuse(conn, [lease], verb)
             return StaleLease(lease.execution_id, lease.owner, lease.epoch)
         change = apply(current, event, now)
         _write(conn, change, now)

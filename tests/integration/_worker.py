@@ -1,6 +1,6 @@
-"""A worker process for ``test_sqlite_processes.py``: claims and completes until nothing is left.
+"""A worker process for the multi-process tests: claims and completes until nothing is left.
 
-Run as ``python _sqlite_worker.py DB_PATH LOG_PATH OWNER SEED DRILL_SIZE``. It writes one JSON
+Run as ``python _worker.py STORE_URL LOG_PATH OWNER SEED DRILL_SIZE MAX_BATCH``. It writes one JSON
 object per line to ``LOG_PATH``:
 
 * ``{"kind": "lease", ...}`` for every lease it obtained (id, epoch, owner, ttl, the
@@ -22,7 +22,11 @@ one) take the executions over and the stalled completion must be refused:
 * ``defer``: the handler outlives its lease while the process keeps claiming; the
   batch is completed after its lease ended, *before* any batch claimed since.
 
-The worker judges nothing; the test reads the logs and the store's audit trail.
+The worker judges nothing; the test reads the logs and the store's audit trail
+(``_audit.py``). It never compares its wall clock with a lease: the store's clock may
+be another machine's (PostgreSQL). A lease ends at the store's now at the claim plus
+the ttl, and that now is no later than the moment the claim returned, so the worker
+waits out a lease on its monotonic clock, counting the ttl from the claim's return.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import random
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import IO, Any
 
 import fencepost
@@ -41,37 +46,44 @@ NON_TERMINAL = ["SCHEDULED", "RUNNING", "RETRY_WAIT"]
 SLEEP_STALL = 0.03  #: fraction of batches whose process sleeps past the lease
 DEFER_STALL = 0.05  #: fraction of batches completed only after their lease ended
 IDLE_POLL = 0.02  #: seconds between claims when nothing was claimable
+MARGIN = 0.01  #: seconds waited beyond a lease's end, for clocks that tick at slightly other rates
 
 
-def main(db_path: str, log_path: str, owner: str, seed: int, drill_size: int) -> None:
+def main(url: str, log_path: str, owner: str, seed: int, drill_size: int, max_batch: int) -> None:
     rng = random.Random(seed)
     ttl = round(rng.uniform(0.5, 1.0), 3)
     jobs = ["work", f"drill-{owner}"]
-    with fencepost.connect("sqlite:///" + db_path) as store, open(log_path, "w") as log:
+    with fencepost.connect(url) as store, open(log_path, "w") as log:
         worker = Worker(store, log, owner, ttl)
         worker.drill(drill_size)
-        deferred: list[list[Lease]] = []
+        deferred: list[Batch] = []
         while True:
-            leases = worker.claim(jobs, limit=rng.randint(1, 32))
+            batch = worker.claim(jobs, limit=rng.randint(1, max_batch))
             # Deferred batches whose lease has ended go before the fresh batch: a lease
             # this process just re-claimed on one of them is live until that is done.
-            now = time.time()
-            for batch in [b for b in deferred if now >= b[0].lease_until.timestamp()]:
-                deferred.remove(batch)
-                worker.complete(batch, "defer")
-            if leases:
+            now = time.monotonic()
+            for old in [b for b in deferred if now >= b.ended]:
+                deferred.remove(old)
+                worker.complete(old.leases, "defer")
+            if batch.leases:
                 roll = rng.random()
                 if roll < SLEEP_STALL:
-                    _sleep_past(leases[0])
-                    worker.complete(leases, "sleep")
+                    _sleep_until(batch.ended)
+                    worker.complete(batch.leases, "sleep")
                 elif roll < SLEEP_STALL + DEFER_STALL:
-                    deferred.append(leases)
+                    deferred.append(batch)
                 else:
-                    worker.complete(leases, "normal")
+                    worker.complete(batch.leases, "normal")
             elif deferred or store.query(state=NON_TERMINAL, limit=1).items:
                 time.sleep(IDLE_POLL)
             else:
                 return
+
+
+@dataclass(frozen=True)
+class Batch:
+    leases: list[Lease]
+    ended: float  #: a monotonic time by which the leases have ended by the store's clock
 
 
 class Worker:
@@ -86,16 +98,17 @@ class Worker:
     def drill(self, size: int) -> None:
         jobs = [f"drill-{self.owner}"]
         first = self.claim(jobs, limit=size)
-        half = len(first) // 2
-        _sleep_past(first[0])
-        self.complete(first[:half], "drill-expired")
+        half = len(first.leases) // 2
+        _sleep_until(first.ended)
+        self.complete(first.leases[:half], "drill-expired")
         second = self.claim(jobs, limit=size)
-        self.complete(first[half:], "drill-same-owner")
-        self.complete(second, "normal")
+        self.complete(first.leases[half:], "drill-same-owner")
+        self.complete(second.leases, "normal")
 
-    def claim(self, jobs: Sequence[str], *, limit: int) -> list[Lease]:
+    def claim(self, jobs: Sequence[str], *, limit: int) -> Batch:
         claim_start = time.time()
         leases = self.store.claim(self.owner, limit=limit, ttl=self.ttl, jobs=jobs)
+        ended = time.monotonic() + self.ttl + MARGIN
         self._write(
             {
                 "kind": "lease",
@@ -108,7 +121,7 @@ class Worker:
             }
             for lease in leases
         )
-        return leases
+        return Batch(leases, ended)
 
     def complete(self, leases: list[Lease], mode: str) -> None:
         started = time.time()
@@ -137,12 +150,13 @@ class Worker:
         self.log.flush()
 
 
-def _sleep_past(lease: Lease) -> None:
-    """Sleep until ``lease`` has ended by the wall clock, which is the store's clock here."""
-    end = lease.lease_until.timestamp() + 0.01
-    while (left := end - time.time()) > 0:
+def _sleep_until(moment: float) -> None:
+    """Sleep until the monotonic clock reaches ``moment``."""
+    while (left := moment - time.monotonic()) > 0:
         time.sleep(left)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    main(
+        sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+    )

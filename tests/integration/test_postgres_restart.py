@@ -1,0 +1,218 @@
+"""Workers ride out a PostgreSQL restart: they pause, resume by themselves, lose nothing.
+
+Four worker processes (``_pg_resilient_worker.py``) drain 20,000 executions. A fifth
+of the way through, the server is stopped (fast shutdown: sessions are cut, in-flight
+transactions rolled back), left down for three seconds and started again. The
+workers catch ``StoreUnavailable``, keep the outcome of the batch they hold and write
+it again until the store answers, and must resume within ten seconds of the server
+accepting connections again (``pg_isready``), through the same store, which replaces
+its broken connections by itself. The audit must show every execution SUCCEEDED
+through exactly one accepted completion (``_audit.check_exactly_once``); completions
+cut off by the outage come back refused (their lease ended, or their commit had
+landed before the answer was lost), never accepted twice.
+
+This test stops the shared server, so it needs a local cluster that
+``pg_ctlcluster`` controls (skipped otherwise, failed in CI), and it starts the
+server again whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+import fencepost
+from tests import postgres
+from tests.integration import _audit, _pg
+
+EXECUTIONS = 20_000
+WORKERS = 4
+TTL = 5.0
+MAX_BATCH = 50
+MAX_ATTEMPTS = 50
+SUBMIT_BATCH = 5_000
+DOWN_FOR = 3.0  # seconds between the end of the stop and the start
+RESUME_WITHIN = 10.0  # seconds from pg_isready to each worker's first successful call
+DEADLINE = 150.0  # seconds the workers get, outage included
+WORKER = Path(__file__).with_name("_pg_resilient_worker.py")
+
+
+def _cluster() -> list[str]:
+    """``[version, name]`` of the local cluster serving the test DSN's port."""
+    parts = urlsplit(postgres.dsn())
+    port = str(parts.port or 5432)
+    reason = None
+    if not _pg.server_is_local():
+        reason = f"the test server {parts.hostname} is not on this machine"
+    elif shutil.which("pg_ctlcluster") is None or shutil.which("pg_isready") is None:
+        reason = "pg_ctlcluster and pg_isready (postgresql-common) are needed to restart it"
+    else:
+        listing = subprocess.run(
+            ["pg_lsclusters", "--no-header"], capture_output=True, text=True, check=False
+        ).stdout
+        for line in listing.splitlines():
+            version, name, cluster_port, *_ = line.split()
+            if cluster_port == port:
+                return [version, name]
+        reason = f"no local cluster listens on port {port}:\n{listing}"
+    if os.environ.get("FENCEPOST_REQUIRE_POSTGRES"):
+        pytest.fail(f"FENCEPOST_REQUIRE_POSTGRES is set but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def _ctl(action: str, cluster: list[str]) -> None:
+    run = subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", *cluster, action],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert run.returncode == 0, f"pg_ctlcluster {action} failed: {run.stdout}{run.stderr}"
+
+
+def _ensure_running(cluster: list[str]) -> float:
+    """Start the server unless it accepts connections; return when it does (wall time).
+
+    ``pg_isready`` is polled while ``pg_ctlcluster start`` runs: that command returns
+    a second or so after the server began to accept connections.
+    """
+    if _ready():
+        return time.time()
+    starter = subprocess.Popen(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", *cluster, "start"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        return _wait_ready(timeout=60)
+    finally:
+        starter.wait(timeout=60)
+
+
+def _ready() -> bool:
+    port = str(urlsplit(postgres.dsn()).port or 5432)
+    return (
+        subprocess.run(
+            ["pg_isready", "-q", "-h", "127.0.0.1", "-p", port], check=False, timeout=10
+        ).returncode
+        == 0
+    )
+
+
+def _wait_ready(timeout: float) -> float:
+    """Poll until the server accepts connections; return the wall time of the poll that
+    found it ready (when it started: the earliest the server can be said to be back)."""
+    end = time.monotonic() + timeout
+    while True:
+        polled_at = time.time()
+        if _ready():
+            return polled_at
+        assert time.monotonic() < end, f"the server was not back within {timeout} s"
+        time.sleep(0.05)
+
+
+def _succeeded(schema: str) -> int:
+    with _pg.connect() as conn:
+        row = conn.execute(
+            f"SELECT count(*) FROM {schema}.executions WHERE state = 'SUCCEEDED'"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_workers_pause_while_postgresql_restarts_and_finish_every_execution_once(
+    tmp_path: Path,
+) -> None:
+    postgres.require_postgres()
+    cluster = _cluster()
+    with _pg.fresh_schema() as schema:
+        with fencepost.connect(_pg.url(schema)) as store:
+            for start in range(0, EXECUTIONS, SUBMIT_BATCH):
+                store.submit_many(
+                    {"job": "work", "inputs": {"n": n}, "max_attempts": MAX_ATTEMPTS}
+                    for n in range(start, min(EXECUTIONS, start + SUBMIT_BATCH))
+                )
+        _pg.analyze(schema)
+
+        where = f"(schema {schema}, logs in {tmp_path})"
+        logs = [tmp_path / f"worker-{n}.jsonl" for n in range(WORKERS)]
+        # A short pool timeout: calls fail (and are retried) while the server is down.
+        url = _pg.url(schema, pool_min=1, pool_max=2, pool_timeout=2)
+        limits = [str(TTL), str(MAX_BATCH)]
+        procs = []
+        try:
+            for n, log in enumerate(logs):
+                with (tmp_path / f"worker-{n}.out").open("w") as out:
+                    procs.append(
+                        subprocess.Popen(
+                            [sys.executable, str(WORKER), url, str(log), f"worker-{n}", *limits],
+                            stdout=out,
+                            stderr=subprocess.STDOUT,
+                        )
+                    )
+            end = time.monotonic() + DEADLINE
+            while _succeeded(schema) < EXECUTIONS // 5:
+                assert all(p.poll() is None for p in procs), f"a worker exited early {where}"
+                assert time.monotonic() < end, f"workers made too little progress {where}"
+                time.sleep(0.05)
+
+            down_at = time.time()
+            try:
+                _ctl("stop", cluster)
+                assert not _ready(), "the server still accepts connections after its stop"
+                time.sleep(DOWN_FOR)
+            finally:
+                ready_at = _ensure_running(cluster)
+            for proc in procs:
+                try:
+                    proc.wait(timeout=max(0.0, end - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pytest.fail(f"workers did not finish within {DEADLINE} s {where}")
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            _ensure_running(cluster)
+        for n, proc in enumerate(procs):
+            output = (tmp_path / f"worker-{n}.out").read_text()
+            assert proc.returncode == 0, f"worker-{n} exited {proc.returncode}:\n{output}"
+            assert not output, f"worker-{n} wrote output:\n{output}"
+
+        executions = _pg.load_executions(schema)
+        audit = _pg.load_audit(schema)
+
+    assert len(executions) == EXECUTIONS, where
+    kinds = _audit.check_exactly_once(
+        executions, audit, {f"worker-{n}": TTL for n in range(WORKERS)}, where=where
+    )
+
+    # Every worker saw the outage, and resumed soon after the server came back.
+    latencies = {}
+    for n, log in enumerate(logs):
+        records = [json.loads(line) for line in log.read_text().splitlines()]
+        failed = [r for r in records if r["kind"] == "unavailable" and r["t"] >= down_at]
+        assert failed, f"worker-{n} never found the store unavailable {where}"
+        resumed = [r for r in records if r["kind"] == "resumed" and r["t"] > down_at]
+        assert resumed, f"worker-{n} never resumed {where}"
+        latencies[f"worker-{n}"] = round(resumed[0]["t"] - ready_at, 3)
+        # The completions it was told were accepted are the audit's.
+        for r in records:
+            if r["kind"] == "complete" and r["accepted"]:
+                done = [t for t in audit[r["id"]] if t.event == fencepost.Event.COMPLETED]
+                assert [(t.epoch, t.actor) for t in done] == [(r["epoch"], r["owner"])], where
+    # Kept next to the logs, for whoever looks into a run.
+    (tmp_path / "resume_latency.json").write_text(json.dumps({"latencies": latencies, **kinds}))
+    slow = {k: v for k, v in latencies.items() if v > RESUME_WITHIN}
+    assert not slow, f"resumed later than {RESUME_WITHIN} s after pg_isready: {latencies} {where}"
