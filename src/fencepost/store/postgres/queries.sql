@@ -130,9 +130,12 @@ waiting AS (
     FOR UPDATE OF e SKIP LOCKED
 ),
 expired AS (
+    -- now as a scalar subquery, not a join: then lease_until <= now is an index
+    -- condition and the scan reads only expired leases, not every leased row.
     SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at
-    FROM executions AS e, clock
-    WHERE e.state = 'RUNNING' AND e.lease_until <= clock.now AND e.attempt < e.max_attempts
+    FROM executions AS e
+    WHERE e.state = 'RUNNING' AND e.lease_until <= (SELECT now FROM clock)
+      AND e.attempt < e.max_attempts
       AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
       AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
     ORDER BY e.lease_until
@@ -203,9 +206,12 @@ waiting AS (
     FOR UPDATE OF e SKIP LOCKED
 ),
 expired AS (
+    -- now as a scalar subquery, not a join: then lease_until <= now is an index
+    -- condition and the scan reads only expired leases, not every leased row.
     SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at
-    FROM executions AS e, clock
-    WHERE e.state = 'RUNNING' AND e.lease_until <= clock.now AND e.attempt < e.max_attempts
+    FROM executions AS e
+    WHERE e.state = 'RUNNING' AND e.lease_until <= (SELECT now FROM clock)
+      AND e.attempt < e.max_attempts
       AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
       AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
     ORDER BY e.lease_until
@@ -255,9 +261,15 @@ FROM (SELECT b FROM unnest(%(buckets)s::integer[]) AS b ORDER BY b) AS ordered
 -- insert_stale_refusals. Rows come in id order, so concurrent batches lock
 -- rows in one order and cannot deadlock.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+-- RUNNING comes in as a column of l, not as a constant: with a constant the
+-- planner may scan the partial index executions_leased (every leased row) and
+-- compare each with every lease of the batch, which it does whenever its
+-- statistics say few rows are RUNNING. As a join column it looks each lease up
+-- by primary key. The arrays travel in binary: quoting them as text costs
+-- milliseconds per batch.
 l AS (
-    SELECT * FROM unnest(
-        %(ids)s::uuid[], %(owners)s::text[], %(epochs)s::bigint[], %(results)s::jsonb[]
+    SELECT *, 'RUNNING' AS state FROM unnest(
+        %(ids)b::uuid[], %(owners)b::text[], %(epochs)b::bigint[], %(results)b::jsonb[]
     ) AS l(id, owner, epoch, result)
 ),
 done AS (
@@ -265,7 +277,7 @@ done AS (
     SET state = 'SUCCEEDED', lease_owner = NULL, lease_until = NULL, updated_at = clock.now
     FROM l, clock
     WHERE e.id = l.id
-      AND e.state = 'RUNNING'
+      AND e.state = l.state
       AND e.lease_owner = l.owner
       AND e.epoch = l.epoch
       AND e.lease_until > clock.now
@@ -284,9 +296,10 @@ SELECT id FROM done
 -- name: heartbeat_fenced
 -- A heartbeat only ever extends: a lease handed out must not end earlier than promised.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+-- RUNNING as a column of l, arrays in binary: see complete_fenced.
 l AS (
-    SELECT * FROM unnest(
-        %(ids)s::uuid[], %(owners)s::text[], %(epochs)s::bigint[], %(progress)s::jsonb[]
+    SELECT *, 'RUNNING' AS state FROM unnest(
+        %(ids)b::uuid[], %(owners)b::text[], %(epochs)b::bigint[], %(progress)b::jsonb[]
     ) AS l(id, owner, epoch, progress)
 ),
 renewed AS (
@@ -295,7 +308,7 @@ renewed AS (
         updated_at = clock.now
     FROM l, clock
     WHERE e.id = l.id
-      AND e.state = 'RUNNING'
+      AND e.state = l.state
       AND e.lease_owner = l.owner
       AND e.epoch = l.epoch
       AND e.lease_until > clock.now
