@@ -113,3 +113,23 @@ def test_nul_characters_are_refused_everywhere(value: object, refused: bool) -> 
             payloads.encode(value, field="inputs", limit=1000)
     else:
         assert payloads.decode(payloads.encode(value, field="inputs", limit=1000)) == value
+
+
+def test_parse_buckets() -> None:
+    from fencepost.domain.buckets import parse_buckets
+
+    assert parse_buckets("0-3,20, 2") == (0, 1, 2, 3, 20)
+    assert parse_buckets("63") == (63,)
+    assert parse_buckets("0-7", num_buckets=8) == tuple(range(8))
+    for bad, words in (
+        ("64", "outside 0-63"),
+        ("0-64", "outside 0-63"),
+        ("-1", "not a bucket"),
+        ("5-2", "backwards"),
+        ("a", "not a bucket"),
+        ("", "not a bucket"),
+        ("1,,2", "not a bucket"),
+    ):
+        with pytest.raises(ValidationError, match=words) as caught:
+            parse_buckets(bad)
+        assert caught.value.field == "buckets"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
+from fencepost.domain.errors import ValidationError
+
 #: How many buckets keys are spread over unless a store is configured otherwise.
 DEFAULT_NUM_BUCKETS = 64
 
@@ -16,3 +18,29 @@ def bucket_for(key: str, num_buckets: int = DEFAULT_NUM_BUCKETS) -> int:
     """
     digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") % num_buckets
+
+
+def parse_buckets(spec: str, num_buckets: int = DEFAULT_NUM_BUCKETS) -> tuple[int, ...]:
+    """``"0-15,20"`` -> the sorted buckets it names; a bad spec names what is wrong.
+
+    Ranges are inclusive. Every bucket must be in ``0 .. num_buckets - 1``: an
+    out-of-range number is an error, never an empty or partial selection.
+    """
+    chosen: set[int] = set()
+    for part in (p.strip() for p in spec.split(",")):
+        low_text, dash, high_text = part.partition("-")
+        try:
+            low = int(low_text)
+            high = int(high_text) if dash else low
+        except ValueError:
+            raise ValidationError(
+                "buckets", f"{part!r} is not a bucket or a range like 0-15"
+            ) from None
+        if low > high:
+            raise ValidationError("buckets", f"range {part!r} runs backwards")
+        if low < 0 or high >= num_buckets:
+            raise ValidationError(
+                "buckets", f"{part!r} is outside 0-{num_buckets - 1} ({num_buckets} buckets)"
+            )
+        chosen.update(range(low, high + 1))
+    return tuple(sorted(chosen))
