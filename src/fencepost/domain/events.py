@@ -56,6 +56,18 @@ class LeaseExpired:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionReleased:
+    """The lease holder gave the execution back unfinished (e.g. on shutdown).
+
+    The attempt ends ABANDONED and does not count against ``max_attempts``.
+    """
+
+    kind: ClassVar[Event] = Event.RELEASED
+    owner: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ExecutionCancelled:
     """A client cancelled an execution that had not started."""
 
@@ -84,6 +96,7 @@ ExecutionEvent = (
     | ExecutionCompleted
     | ExecutionFailed
     | LeaseExpired
+    | ExecutionReleased
     | ExecutionCancelled
     | ExecutionSkipped
     | ExecutionReplayed

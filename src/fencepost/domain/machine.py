@@ -20,6 +20,7 @@ from fencepost.domain.events import (
     ExecutionCompleted,
     ExecutionEvent,
     ExecutionFailed,
+    ExecutionReleased,
     ExecutionReplayed,
     ExecutionSkipped,
     LeaseExpired,
@@ -41,6 +42,7 @@ EDGES: Mapping[Event, Mapping[State | None, frozenset[State]]] = {
     Event.COMPLETED: {State.RUNNING: frozenset({State.SUCCEEDED})},
     Event.FAILED: {State.RUNNING: frozenset({State.RETRY_WAIT, State.FAILED})},
     Event.LEASE_EXPIRED: {State.RUNNING: frozenset({State.RETRY_WAIT, State.FAILED})},
+    Event.RELEASED: {State.RUNNING: frozenset({State.SCHEDULED})},
     Event.CANCELLED: {
         State.SCHEDULED: frozenset({State.CANCELLED}),
         State.RETRY_WAIT: frozenset({State.CANCELLED}),
@@ -154,6 +156,11 @@ def _apply(e: Execution, event: ExecutionEvent, now: datetime) -> Execution:
             target = after_failure(attempt=e.attempt, max_attempts=e.max_attempts, retryable=True)
             due = retry_at if target is State.RETRY_WAIT else e.due_at
             return _leave_running(e, now, state=target, error=LEASE_EXPIRED_ERROR, due_at=due)
+        case ExecutionReleased():
+            # Claimable again at once; the abandoned attempt gives its budget back.
+            return _leave_running(
+                e, now, state=State.SCHEDULED, due_at=now, attempt=max(0, e.attempt - 1)
+            )
         case ExecutionCancelled():
             return replace(e, state=State.CANCELLED, updated_at=now)
         case ExecutionSkipped():
@@ -183,6 +190,8 @@ def _actor_and_reason(e: Execution, event: ExecutionEvent) -> tuple[str | None, 
             return owner, error
         case LeaseExpired():
             return "reaper", f"lease of {e.lease_owner} (epoch {e.epoch}) expired"
+        case ExecutionReleased(owner=owner, reason=reason):
+            return owner, reason
         case ExecutionCancelled(actor=actor) | ExecutionReplayed(actor=actor):
             return actor, None
         case ExecutionSkipped(reason=reason):
@@ -205,7 +214,8 @@ def attempts_from_transitions(transitions: Iterable[Transition]) -> list[Attempt
     An attempt opens with a CLAIMED transition (its epoch identifies it) and ends
     with the first later transition of the same epoch that leaves RUNNING. A
     takeover (CLAIMED from RUNNING) ends the previous attempt as TIMED_OUT at the
-    moment of the takeover. Attempt numbers restart at 1 after a replay.
+    moment of the takeover. Attempt numbers restart at 1 after a replay, and the
+    attempt after a release reuses the released one's number.
     """
     attempts: list[Attempt] = []
     open_attempt: Attempt | None = None
@@ -247,6 +257,8 @@ def attempts_from_transitions(transitions: Iterable[Transition]) -> list[Attempt
                 replace(open_attempt, ended_at=t.at, outcome=_OUTCOMES[t.event], error=error)
             )
             open_attempt = None
+            if t.event is Event.RELEASED:
+                number -= 1  # an abandoned attempt does not use up the budget
     if open_attempt is not None:
         attempts.append(open_attempt)
     return attempts

@@ -405,6 +405,20 @@ class Store(ABC):
     def _fail(self, lease: Lease, error: str, *, retryable: bool, delay: timedelta) -> Execution:
         """Apply a validated failure (see :meth:`fail`)."""
 
+    def release(self, lease: Lease, *, reason: str = "released") -> Execution:
+        """Give a live lease back unfinished: RUNNING -> SCHEDULED, claimable at once.
+
+        For a worker that stops (graceful shutdown) or cannot run the execution.
+        The attempt ends ABANDONED and does not count against ``max_attempts``;
+        the epoch keeps its value (the next claim raises it). Fenced like
+        :meth:`complete`: a stale lease raises :class:`StaleLease`.
+        """
+        return self._release(lease, require_name(reason, "reason", max_len=_MAX_ERROR_CHARS))
+
+    @abstractmethod
+    def _release(self, lease: Lease, reason: str) -> Execution:
+        """Apply a validated release (see :meth:`release`)."""
+
     def retry_delay(self, attempt: int) -> timedelta:
         """The backoff before retrying after failed attempt ``attempt`` (jittered)."""
         return self.config.retry.delay(attempt, self.config.rng)

@@ -22,6 +22,7 @@ from fencepost.domain.events import (
     ExecutionCompleted,
     ExecutionEvent,
     ExecutionFailed,
+    ExecutionReleased,
     ExecutionReplayed,
     LeaseExpired,
 )
@@ -254,6 +255,14 @@ class MemoryStore(Store):
                 owner=lease.owner, error=error, retryable=retryable, retry_at=now + delay
             )
             return self._apply(current.id, event, now)
+
+    def _release(self, lease: Lease, reason: str) -> Execution:
+        with self._lock:
+            now = self.clock.now()
+            current = self._fenced(lease, "release", now)
+            if isinstance(current, StaleLease):
+                raise current
+            return self._apply(current.id, ExecutionReleased(owner=lease.owner, reason=reason), now)
 
     def reap_expired(self, *, limit: int = 1000) -> int:
         with self._lock:

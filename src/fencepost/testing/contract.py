@@ -731,6 +731,47 @@ class StoreContract:
             store.fail(lease, 42)  # type: ignore[arg-type]
         assert caught.value.field == "error"
 
+    # -- release -------------------------------------------------------------------------
+
+    def test_release_gives_the_execution_back_at_once(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        e = store.submit("job", max_attempts=1, execute_at=at(0))
+        (lease,) = store.claim("a", ttl=30)
+        clock.set(4)
+        released = store.release(lease, reason="shutting down")
+        assert (released.state, released.attempt, released.due_at, released.lease_owner) == (
+            State.SCHEDULED,
+            0,
+            at(4),
+            None,
+        )
+        with pytest.raises(StaleLease):
+            store.complete(lease, "after release")
+        (again,) = store.claim("b", ttl=30)
+        assert (again.execution_id, again.epoch, again.attempt) == (e.id, 2, 1)
+        store.complete(again, "done")
+        attempts = store.attempts(e.id)
+        assert [(a.attempt, a.owner, a.outcome) for a in attempts] == [
+            (1, "a", AttemptOutcome.ABANDONED),
+            (1, "b", AttemptOutcome.SUCCEEDED),
+        ]
+        released_t = [t for t in store.transitions(e.id) if t.event is Event.RELEASED]
+        assert [(t.actor, t.reason, t.epoch) for t in released_t] == [("a", "shutting down", 1)]
+        assert_audit_valid(store, e.id)
+
+    def test_release_is_fenced(self, store: Store, clock: ManualClock) -> None:
+        e = store.submit("job")
+        (lease,) = store.claim("a", ttl=5)
+        clock.set(5)
+        before = store.get(e.id)
+        with pytest.raises(StaleLease):
+            store.release(lease)
+        assert store.get(e.id) == before
+        with pytest.raises(ValidationError) as caught:
+            store.release(lease, reason="")
+        assert caught.value.field == "reason"
+
     # -- reaping -------------------------------------------------------------------------
 
     def test_reap_times_out_expired_attempts(self, store: Store, clock: ManualClock) -> None:

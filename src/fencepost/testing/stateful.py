@@ -166,6 +166,19 @@ def run_fencing_machine(
             assert expected, "a stale failure was accepted"
             assert failed.state in (State.RETRY_WAIT, State.FAILED)
 
+        @rule(lease=consumes(leases))
+        def release(self, lease: Lease) -> None:
+            before = self.store.get(lease.execution_id)
+            expected = self.should_accept(lease, before)
+            try:
+                released = self.store.release(lease)
+            except StaleLease:
+                assert not expected, "a live lease's release was refused"
+                assert self.store.get(lease.execution_id) == before, "stale release wrote"
+                return
+            assert expected, "a stale release was accepted"
+            assert (released.state, released.attempt) == (State.SCHEDULED, before.attempt - 1)
+
         @rule()
         def reap(self) -> None:
             self.store.reap_expired()

@@ -23,6 +23,7 @@ from fencepost.domain.events import (
     ExecutionCancelled,
     ExecutionEvent,
     ExecutionFailed,
+    ExecutionReleased,
     ExecutionReplayed,
     LeaseExpired,
 )
@@ -390,6 +391,15 @@ class PostgresStore(Store):
                 owner=lease.owner, error=error, retryable=retryable, retry_at=now + delay
             )
             outcome = self._fenced_apply(conn, lease, "fail", event, now)
+        if isinstance(outcome, StaleLease):
+            raise outcome
+        return outcome
+
+    def _release(self, lease: Lease, reason: str) -> Execution:
+        with self._db.transaction() as conn:
+            now = self._now(conn)
+            event = ExecutionReleased(owner=lease.owner, reason=reason)
+            outcome = self._fenced_apply(conn, lease, "release", event, now)
         if isinstance(outcome, StaleLease):
             raise outcome
         return outcome

@@ -25,6 +25,7 @@ from fencepost.domain.events import (
     ExecutionCancelled,
     ExecutionEvent,
     ExecutionFailed,
+    ExecutionReleased,
     ExecutionReplayed,
     LeaseExpired,
 )
@@ -309,6 +310,15 @@ class SqliteStore(Store):
                 owner=lease.owner, error=error, retryable=retryable, retry_at=now + delay
             )
             outcome = self._fenced_apply(conn, lease, "fail", event, now)
+        if isinstance(outcome, StaleLease):
+            raise outcome
+        return outcome
+
+    def _release(self, lease: Lease, reason: str) -> Execution:
+        with self._db.write() as conn:
+            now = self.clock.now()
+            event = ExecutionReleased(owner=lease.owner, reason=reason)
+            outcome = self._fenced_apply(conn, lease, "release", event, now)
         if isinstance(outcome, StaleLease):
             raise outcome
         return outcome
