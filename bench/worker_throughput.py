@@ -143,8 +143,8 @@ def throughput(server: pg.Server, template: str, workers: int, expected: int) ->
     schema = server.copy(template, "thr")
     try:
         reports = run_workers(server.url(schema), workers, poll=None, total=expected)
-    finally:
         states = server.count_states(schema)
+    finally:
         server.drop(schema)
     jobs = sum(r.jobs for r in reports)
     if jobs != expected or states != {"SUCCEEDED": expected}:
