@@ -1,8 +1,9 @@
 """fencepost: a durable job scheduler with fenced leases.
 
-Open a store with :func:`connect` (``sqlite:///path.db``, ``memory://``), submit
-executions, and let workers claim them under leases that a stale worker can
-never use to overwrite a newer result.
+Register jobs on an :class:`App` (``@app.job``), submit executions, and run
+workers that claim them under leases that a stale worker can never use to
+overwrite a newer result. :func:`connect` opens the store directly
+(``sqlite:///path.db``, ``postgresql://...``, ``memory://``).
 """
 
 from fencepost.domain.errors import (
@@ -10,14 +11,15 @@ from fencepost.domain.errors import (
     IdempotencyConflict,
     InvalidTransition,
     NotFound,
+    NotRunning,
     ResultInvalid,
     StaleLease,
     StoreUnavailable,
     ValidationError,
 )
-from fencepost.domain.models import Attempt, Execution, Lease, Page, Transition
+from fencepost.domain.models import Attempt, Command, Execution, Lease, Page, Transition
 from fencepost.domain.retry import RetryPolicy
-from fencepost.domain.states import AttemptOutcome, Event, State
+from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
 from fencepost.store import Store, StoreConfig, connect
 from fencepost.timing.clock import Clock, SystemClock
 
@@ -27,6 +29,9 @@ __all__ = [
     "Attempt",
     "AttemptOutcome",
     "Clock",
+    "Command",
+    "CommandKind",
+    "CommandState",
     "Event",
     "Execution",
     "FencepostError",
@@ -34,6 +39,7 @@ __all__ = [
     "InvalidTransition",
     "Lease",
     "NotFound",
+    "NotRunning",
     "Page",
     "ResultInvalid",
     "RetryPolicy",

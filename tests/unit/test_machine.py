@@ -9,12 +9,14 @@ import pytest
 
 from fencepost import InvalidTransition, State
 from fencepost.domain.events import (
+    ExecutionAborted,
     ExecutionCancelled,
     ExecutionClaimed,
     ExecutionCompleted,
     ExecutionFailed,
     ExecutionReplayed,
     ExecutionSkipped,
+    ExecutionTimedOut,
     LeaseExpired,
 )
 from fencepost.domain.machine import (
@@ -159,6 +161,34 @@ def test_after_failure(attempt: int, retryable: bool, state: State) -> None:
     assert e.due_at == (retry_at if state is State.RETRY_WAIT else T0)
 
 
+@pytest.mark.parametrize(
+    ("attempt", "retryable", "state"),
+    [(1, True, State.RETRY_WAIT), (3, True, State.FAILED), (1, False, State.FAILED)],
+)
+def test_timed_out_leads_where_a_failure_does(attempt: int, retryable: bool, state: State) -> None:
+    retry_at = T0 + timedelta(seconds=9)
+    event = ExecutionTimedOut(owner="w", error="ran 61s", retryable=retryable, retry_at=retry_at)
+    change = apply(running(attempt=attempt), event, T0)
+    e = change.execution
+    assert (e.state, e.error, e.lease_owner, e.lease_until) == (state, "ran 61s", None, None)
+    assert e.due_at == (retry_at if state is State.RETRY_WAIT else T0)
+    assert (change.event, change.actor, change.reason) == (Event.TIMED_OUT, "w", "ran 61s")
+    assert ExecutionTimedOut(owner="w", error="x", retry_at=T0).retryable, "retryable by default"
+
+
+def test_abort_stops_only_a_running_execution() -> None:
+    change = apply(running(), ExecutionAborted(owner="w", reason="asked"), T0)
+    e = change.execution
+    assert (e.state, e.lease_owner, e.lease_until, e.epoch) == (State.CANCELLED, None, None, 1)
+    assert (change.event, change.from_state, change.actor, change.reason) == (
+        Event.CANCELLED,
+        State.RUNNING,
+        "w",
+        "asked",
+    )
+    assert is_edge(Event.CANCELLED, State.RUNNING, State.CANCELLED)
+
+
 def test_lease_expired_needs_an_expired_lease() -> None:
     with pytest.raises(InvalidTransition):
         apply(running(), LeaseExpired(retry_at=T0), T0)
@@ -177,6 +207,10 @@ def test_lease_expired_needs_an_expired_lease() -> None:
         (State.SUCCEEDED, ExecutionReplayed(actor="ops")),
         (State.CANCELLED, ExecutionReplayed(actor="ops")),
         (State.FAILED, ExecutionClaimed(owner="w", lease_until=T0)),
+        (State.SCHEDULED, ExecutionAborted(owner="w", reason="x")),
+        (State.RETRY_WAIT, ExecutionAborted(owner="w", reason="x")),
+        (State.SUCCEEDED, ExecutionAborted(owner="w", reason="x")),
+        (State.SCHEDULED, ExecutionTimedOut(owner="w", error="x", retry_at=T0)),
     ],
 )
 def test_invalid_transitions(start: State, event: object) -> None:
@@ -226,6 +260,21 @@ def _t(
         reason=kw.get("reason"),  # type: ignore[arg-type]
         at=T0 + timedelta(seconds=seq),
     )
+
+
+def test_attempts_of_timeouts_and_aborts() -> None:
+    trail = [
+        _t(1, Event.SUBMITTED, None, State.SCHEDULED, 0),
+        _t(2, Event.CLAIMED, State.SCHEDULED, State.RUNNING, 1, actor="a"),
+        _t(3, Event.TIMED_OUT, State.RUNNING, State.RETRY_WAIT, 1, actor="a", reason="ran 61s"),
+        _t(4, Event.CLAIMED, State.RETRY_WAIT, State.RUNNING, 2, actor="b"),
+        _t(5, Event.CANCELLED, State.RUNNING, State.CANCELLED, 2, actor="b", reason="asked"),
+    ]
+    got = [(a.attempt, a.owner, a.outcome, a.error) for a in attempts_from_transitions(trail)]
+    assert got == [
+        (1, "a", AttemptOutcome.TIMED_OUT, "ran 61s"),
+        (2, "b", AttemptOutcome.CANCELLED, None),
+    ]
 
 
 def test_attempts_from_transitions() -> None:

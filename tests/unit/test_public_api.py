@@ -22,6 +22,7 @@ def test_error_tree_has_one_root() -> None:
         "StaleLease",
         "NotFound",
         "InvalidTransition",
+        "NotRunning",
         "IdempotencyConflict",
         "ValidationError",
         "ResultInvalid",
@@ -29,6 +30,12 @@ def test_error_tree_has_one_root() -> None:
     ):
         assert issubclass(getattr(fencepost, name), fencepost.FencepostError), name
     assert issubclass(fencepost.ResultInvalid, fencepost.ValidationError)
+
+
+def test_command_names_are_exported() -> None:
+    assert {"Command", "CommandKind", "CommandState", "NotRunning"} <= set(fencepost.__all__)
+    assert [k.value for k in fencepost.CommandKind] == ["cancel", "pause", "resume"]
+    assert [s.value for s in fencepost.CommandState] == [s.name for s in fencepost.CommandState]
 
 
 def test_connect_memory_and_sqlite(tmp_path: object) -> None:

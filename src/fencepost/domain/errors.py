@@ -8,6 +8,7 @@ Every error fencepost raises on purpose derives from :class:`FencepostError`::
      ├── NotFound                 no execution with that id
      ├── StaleLease               owner/epoch do not match, or the lease expired (HTTP 409)
      ├── InvalidTransition        the state machine forbids the requested change
+     ├── NotRunning               a command was requested for an execution that is not running
      ├── IdempotencyConflict      same idempotency key, different request
      └── StoreUnavailable         the backend cannot be reached (driver errors, translated)
 
@@ -58,9 +59,11 @@ class NotFound(FencepostError, LookupError):
 class StaleLease(FencepostError):
     """A fenced call carried an owner/epoch that no longer holds a live lease.
 
-    Raised by ``complete``, ``fail`` and ``heartbeat`` when the row's owner or
-    epoch differ from the caller's, or the lease has expired by the store's clock.
-    Nothing changed except an audit record of the refusal.
+    Raised by ``complete``, ``fail``, ``heartbeat``, ``release`` and ``abort`` when
+    the row's owner or epoch differ from the caller's, or the lease has expired by
+    the store's clock: nothing changed except an audit record of the refusal. Also
+    raised by ``complete_command`` when the command's claim or the lease no longer
+    holds (nothing is audited there: the execution did not change).
     """
 
     def __init__(self, execution_id: str, owner: str, epoch: int) -> None:
@@ -81,6 +84,24 @@ class InvalidTransition(FencepostError):
         self.state = state
         self.event = event
         super().__init__(f"execution {execution_id}: cannot apply {event} in state {state}")
+
+
+class NotRunning(FencepostError):
+    """A command was requested for an execution that cannot receive it.
+
+    Commands are delivered to the worker holding a RUNNING execution. A cancel of
+    one that has not started is carried out at once instead; anything else — any
+    command to a finished execution, a pause or resume of one that is not running —
+    is refused with this error and nothing is stored.
+    """
+
+    def __init__(self, execution_id: str, state: str, kind: str) -> None:
+        self.execution_id = execution_id
+        self.state = state
+        self.kind = kind
+        super().__init__(
+            f"execution {execution_id} is {state}, not RUNNING: cannot deliver a {kind} command"
+        )
 
 
 class IdempotencyConflict(FencepostError):

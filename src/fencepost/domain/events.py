@@ -48,6 +48,21 @@ class ExecutionFailed:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionTimedOut:
+    """The lease holder stopped an attempt that ran past the job's ``timeout``.
+
+    Like a failure: a retry at ``retry_at`` if ``retryable`` and attempts remain,
+    otherwise a dead letter. The attempt ends TIMED_OUT with ``error`` kept.
+    """
+
+    kind: ClassVar[Event] = Event.TIMED_OUT
+    owner: str
+    error: str
+    retry_at: datetime
+    retryable: bool = True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LeaseExpired:
     """The reaper found the lease expired: the attempt TIMED_OUT."""
 
@@ -76,6 +91,19 @@ class ExecutionCancelled:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionAborted:
+    """The lease holder honoured a cancel command and stopped the running execution.
+
+    A CANCELLED event like :class:`ExecutionCancelled`, but from RUNNING only and
+    fenced by the lease; the attempt ends CANCELLED.
+    """
+
+    kind: ClassVar[Event] = Event.CANCELLED
+    owner: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ExecutionSkipped:
     """Policy decided not to run a materialized occurrence."""
 
@@ -95,9 +123,11 @@ ExecutionEvent = (
     ExecutionClaimed
     | ExecutionCompleted
     | ExecutionFailed
+    | ExecutionTimedOut
     | LeaseExpired
     | ExecutionReleased
     | ExecutionCancelled
+    | ExecutionAborted
     | ExecutionSkipped
     | ExecutionReplayed
 )

@@ -15,6 +15,7 @@ from datetime import datetime
 
 from fencepost.domain.errors import InvalidTransition
 from fencepost.domain.events import (
+    ExecutionAborted,
     ExecutionCancelled,
     ExecutionClaimed,
     ExecutionCompleted,
@@ -23,6 +24,7 @@ from fencepost.domain.events import (
     ExecutionReleased,
     ExecutionReplayed,
     ExecutionSkipped,
+    ExecutionTimedOut,
     LeaseExpired,
 )
 from fencepost.domain.models import Attempt, Execution, Transition
@@ -41,11 +43,15 @@ EDGES: Mapping[Event, Mapping[State | None, frozenset[State]]] = {
     },
     Event.COMPLETED: {State.RUNNING: frozenset({State.SUCCEEDED})},
     Event.FAILED: {State.RUNNING: frozenset({State.RETRY_WAIT, State.FAILED})},
+    Event.TIMED_OUT: {State.RUNNING: frozenset({State.RETRY_WAIT, State.FAILED})},
     Event.LEASE_EXPIRED: {State.RUNNING: frozenset({State.RETRY_WAIT, State.FAILED})},
     Event.RELEASED: {State.RUNNING: frozenset({State.SCHEDULED})},
     Event.CANCELLED: {
         State.SCHEDULED: frozenset({State.CANCELLED}),
         State.RETRY_WAIT: frozenset({State.CANCELLED}),
+        # Only by the lease holder honouring a cancel command (ExecutionAborted);
+        # a client's cancel (ExecutionCancelled) never stops a running execution.
+        State.RUNNING: frozenset({State.CANCELLED}),
     },
     Event.SKIPPED: {State.SCHEDULED: frozenset({State.SKIPPED})},
     Event.REPLAYED: {State.FAILED: frozenset({State.SCHEDULED})},
@@ -62,6 +68,10 @@ def is_edge(event: Event, from_state: State | None, to_state: State) -> bool:
     if event is Event.STALE_REFUSED:
         return from_state is not None and from_state == to_state
     return to_state in EDGES.get(event, {}).get(from_state, frozenset())
+
+
+#: Events whose audit reason is the attempt's error (also stored on the execution).
+RECORDS_ERROR = frozenset({Event.FAILED, Event.TIMED_OUT, Event.LEASE_EXPIRED})
 
 
 def after_failure(*, attempt: int, max_attempts: int, retryable: bool) -> State:
@@ -144,7 +154,10 @@ def _apply(e: Execution, event: ExecutionEvent, now: datetime) -> Execution:
             )
         case ExecutionCompleted(result=result):
             return _leave_running(e, now, state=State.SUCCEEDED, result=result)
-        case ExecutionFailed(error=error, retryable=retryable, retry_at=retry_at):
+        case (
+            ExecutionFailed(error=error, retryable=retryable, retry_at=retry_at)
+            | ExecutionTimedOut(error=error, retryable=retryable, retry_at=retry_at)
+        ):
             target = after_failure(
                 attempt=e.attempt, max_attempts=e.max_attempts, retryable=retryable
             )
@@ -162,7 +175,13 @@ def _apply(e: Execution, event: ExecutionEvent, now: datetime) -> Execution:
                 e, now, state=State.SCHEDULED, due_at=now, attempt=max(0, e.attempt - 1)
             )
         case ExecutionCancelled():
+            if e.state is State.RUNNING:  # started: only its lease holder may stop it
+                raise InvalidTransition(e.id, e.state, event.kind)
             return replace(e, state=State.CANCELLED, updated_at=now)
+        case ExecutionAborted():
+            if e.state is not State.RUNNING:
+                raise InvalidTransition(e.id, e.state, event.kind)
+            return _leave_running(e, now, state=State.CANCELLED)
         case ExecutionSkipped():
             return replace(e, state=State.SKIPPED, updated_at=now)
         case ExecutionReplayed():
@@ -186,11 +205,16 @@ def _actor_and_reason(e: Execution, event: ExecutionEvent) -> tuple[str | None, 
             return owner, None
         case ExecutionCompleted(owner=owner):
             return owner, None
-        case ExecutionFailed(owner=owner, error=error):
+        case (
+            ExecutionFailed(owner=owner, error=error) | ExecutionTimedOut(owner=owner, error=error)
+        ):
             return owner, error
         case LeaseExpired():
             return "reaper", f"lease of {e.lease_owner} (epoch {e.epoch}) expired"
-        case ExecutionReleased(owner=owner, reason=reason):
+        case (
+            ExecutionReleased(owner=owner, reason=reason)
+            | ExecutionAborted(owner=owner, reason=reason)
+        ):
             return owner, reason
         case ExecutionCancelled(actor=actor) | ExecutionReplayed(actor=actor):
             return actor, None
@@ -202,6 +226,7 @@ def _actor_and_reason(e: Execution, event: ExecutionEvent) -> tuple[str | None, 
 _OUTCOMES: Mapping[Event, AttemptOutcome] = {
     Event.COMPLETED: AttemptOutcome.SUCCEEDED,
     Event.FAILED: AttemptOutcome.FAILED,
+    Event.TIMED_OUT: AttemptOutcome.TIMED_OUT,
     Event.LEASE_EXPIRED: AttemptOutcome.TIMED_OUT,
     Event.RELEASED: AttemptOutcome.ABANDONED,
     Event.CANCELLED: AttemptOutcome.CANCELLED,
@@ -250,7 +275,7 @@ def attempts_from_transitions(transitions: Iterable[Transition]) -> list[Attempt
             and t.from_state is State.RUNNING
             and t.event in _OUTCOMES
         ):
-            error = t.reason if t.event in (Event.FAILED, Event.LEASE_EXPIRED) else None
+            error = t.reason if t.event in RECORDS_ERROR else None
             if t.event is Event.LEASE_EXPIRED:
                 error = LEASE_EXPIRED_ERROR
             attempts.append(

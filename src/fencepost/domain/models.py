@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from fencepost.domain.states import AttemptOutcome, Event, State
+from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
 
 #: A JSON value as Python holds it (dict, list, str, int, float, bool or None).
 JSON = Any
@@ -98,6 +98,27 @@ class Attempt:
     ended_at: datetime | None  #: None while it is still running
     outcome: AttemptOutcome | None
     error: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Command:
+    """A control request (cancel, pause, resume) addressed to a running execution.
+
+    The worker holding the execution claims it under a short lease (``owner``,
+    ``claim_until``) and completes it with its execution lease; a worker that finds
+    it does not hold the execution releases it for the holder instead.
+    """
+
+    id: str  #: time-ordered UUIDv7 text
+    execution_id: str
+    kind: CommandKind
+    state: CommandState
+    requested_by: str  #: the actor who asked
+    requested_at: datetime
+    owner: str | None  #: the worker that claimed it last (kept once DONE)
+    claim_until: datetime | None  #: the claim is live strictly before this (None unless CLAIMED)
+    epoch: int | None  #: the execution epoch it was delivered to; set on completion
+    done_at: datetime | None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -50,9 +50,12 @@ class Event(StrEnum):
     COMPLETED = "COMPLETED"
     #: The holder reported a failure (retryable or not).
     FAILED = "FAILED"
+    #: A worker stopped an attempt that ran past its job's timeout.
+    TIMED_OUT = "TIMED_OUT"
     #: The holder gave the lease back unfinished (e.g. graceful shutdown).
     RELEASED = "RELEASED"
-    #: A client or an honoured cancel command stopped the execution.
+    #: A client stopped an execution before it started, or its lease holder honoured
+    #: a cancel command (``abort``).
     CANCELLED = "CANCELLED"
     #: Policy (misfire, overlap) decided not to run a materialized occurrence.
     SKIPPED = "SKIPPED"
@@ -69,9 +72,33 @@ class AttemptOutcome(StrEnum):
     SUCCEEDED = "SUCCEEDED"
     #: The handler failed (retryably or not), or returned an invalid result.
     FAILED = "FAILED"
-    #: The lease expired before the holder reported anything.
+    #: The lease expired before the holder reported anything, or the holder stopped it
+    #: for running past the job's timeout.
     TIMED_OUT = "TIMED_OUT"
     #: The holder released the lease unfinished.
     ABANDONED = "ABANDONED"
     #: A cancel command was honoured while it ran.
     CANCELLED = "CANCELLED"
+
+
+class CommandKind(StrEnum):
+    """What a :class:`~fencepost.domain.models.Command` asks of a running execution."""
+
+    #: Stop the execution: its holder aborts it (RUNNING -> CANCELLED).
+    CANCEL = "cancel"
+    #: Suspend the handler where it can be suspended (delivered; the worker decides how).
+    PAUSE = "pause"
+    #: Continue a paused handler.
+    RESUME = "resume"
+
+
+class CommandState(StrEnum):
+    """Where a command is in its delivery. Values equal names (they are stored as text)."""
+
+    #: Requested, not yet taken by a worker (or given back by one that did not hold it).
+    PENDING = "PENDING"
+    #: Taken by ``owner`` until ``claim_until``; claimable again once that has passed.
+    CLAIMED = "CLAIMED"
+    #: Delivered to the lease holder at ``epoch`` (or, for a cancel of an execution
+    #: that had not started, carried out at once by the store).
+    DONE = "DONE"

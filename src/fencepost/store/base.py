@@ -36,18 +36,22 @@ from fencepost.domain import payloads
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS
 from fencepost.domain.checks import require_int, require_name
 from fencepost.domain.errors import ResultInvalid, StaleLease, ValidationError
+from fencepost.domain.events import ExecutionFailed, ExecutionTimedOut
 from fencepost.domain.ids import IdGenerator
 from fencepost.domain.machine import attempts_from_transitions
-from fencepost.domain.models import JSON, Attempt, Execution, Lease, Page, Transition
+from fencepost.domain.models import JSON, Attempt, Command, Execution, Lease, Page, Transition
 from fencepost.domain.nodes import BucketReport, Node, ownership
 from fencepost.domain.retry import RetryPolicy
-from fencepost.domain.states import State
+from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS, NewExecution, check_arguments, prepare
 from fencepost.timing.clock import Clock, SystemClock
 from fencepost.timing.durations import as_aware_utc, as_duration
 
 #: Default lease duration in seconds.
 DEFAULT_TTL = 30.0
+#: Default duration of a command claim in seconds: short, so that a command taken by
+#: a worker that does not hold the execution soon reaches the one that does.
+DEFAULT_COMMAND_TTL = 5.0
 #: The error text recorded when a completion's result is not acceptable JSON.
 RESULT_INVALID = "result_invalid"
 _MAX_LIMIT = 10_000
@@ -252,6 +256,7 @@ class Store(ABC):
         jobs: Iterable[str] | None = None,
         buckets: Iterable[int] | None = None,
         max_per_bucket: int | None = None,
+        versions: Iterable[tuple[str, int]] | None = None,
     ) -> list[Lease]:
         """Atomically lease up to ``limit`` claimable executions to ``owner`` for ``ttl``.
 
@@ -262,7 +267,10 @@ class Store(ABC):
           (a takeover; the old attempt ends TIMED_OUT). Expired ones without
           attempts left are for :meth:`reap_expired` to fail.
 
-        Restricted to ``jobs`` and ``buckets`` when given. Highest ``priority``
+        Restricted to ``jobs`` and ``buckets`` when given. With ``versions`` — the
+        ``(job, job_version)`` pairs the claimer can run — an execution pinned to a
+        version (``job_version`` not None) is claimable only if its pair is listed;
+        unpinned executions run on any version and are not affected. Highest ``priority``
         first, then oldest ``due_at``, then id. Each claimed execution gets
         ``epoch + 1``, ``attempt + 1``, ``lease_owner = owner`` and
         ``lease_until = now + ttl``, and a CLAIMED transition. Executions locked
@@ -285,6 +293,7 @@ class Store(ABC):
             max_per_bucket=None
             if max_per_bucket is None
             else require_int(max_per_bucket, "max_per_bucket", low=1),
+            versions=None if versions is None else _versions(versions),
         )
 
     @abstractmethod
@@ -297,6 +306,7 @@ class Store(ABC):
         jobs: tuple[str, ...] | None,
         buckets: tuple[int, ...] | None,
         max_per_bucket: int | None,
+        versions: tuple[tuple[str, int], ...] | None,
     ) -> list[Lease]:
         """Claim with validated arguments (see :meth:`claim`)."""
 
@@ -385,12 +395,18 @@ class Store(ABC):
         *,
         retryable: bool = True,
         retry_in: float | timedelta | None = None,
+        timed_out: bool = False,
     ) -> Execution:
         """Record a failed attempt, if the lease is live (else :class:`StaleLease`).
 
         Retryable with attempts left: RUNNING -> RETRY_WAIT, due after
         ``retry_in`` or the store's backoff (full jitter). Otherwise RUNNING ->
         FAILED, a dead letter. ``error`` is kept (truncated to 8,192 characters).
+
+        ``timed_out=True`` says the worker stopped the attempt because it ran past
+        the job's ``timeout``: the transition is TIMED_OUT instead of FAILED and the
+        attempt ends TIMED_OUT (with ``error``); retries and dead letters as above.
+        A stale lease is refused and audited (``STALE_REFUSED``) either way.
         """
         if not isinstance(error, str):
             raise ValidationError("error", f"must be a string, got {error!r}")
@@ -399,11 +415,19 @@ class Store(ABC):
             if retry_in is None
             else as_duration(retry_in, field="retry_in", allow_zero=True)
         )
-        return self._fail(lease, error[:_MAX_ERROR_CHARS], retryable=bool(retryable), delay=delay)
+        return self._fail(
+            lease,
+            error[:_MAX_ERROR_CHARS],
+            retryable=bool(retryable),
+            delay=delay,
+            timed_out=bool(timed_out),
+        )
 
     @abstractmethod
-    def _fail(self, lease: Lease, error: str, *, retryable: bool, delay: timedelta) -> Execution:
-        """Apply a validated failure (see :meth:`fail`)."""
+    def _fail(
+        self, lease: Lease, error: str, *, retryable: bool, delay: timedelta, timed_out: bool
+    ) -> Execution:
+        """Apply a validated failure (see :meth:`fail`); build its event with :func:`failure`."""
 
     def release(self, lease: Lease, *, reason: str = "released") -> Execution:
         """Give a live lease back unfinished: RUNNING -> SCHEDULED, claimable at once.
@@ -418,6 +442,24 @@ class Store(ABC):
     @abstractmethod
     def _release(self, lease: Lease, reason: str) -> Execution:
         """Apply a validated release (see :meth:`release`)."""
+
+    def abort(self, lease: Lease, *, reason: str = "cancel requested") -> Execution:
+        """Stop a running execution to honour a cancel: RUNNING -> CANCELLED, if the lease is live.
+
+        For the worker holding the execution, once it has stopped the handler. The
+        attempt ends CANCELLED; the lease is cleared; the audit records the lease
+        owner as actor and ``reason``. Fenced like :meth:`complete`: a stale lease
+        raises :class:`StaleLease` (audited ``STALE_REFUSED``) and changes nothing.
+
+        Afterwards the lease no longer holds the execution, so a worker honouring a
+        cancel *command* completes it (:meth:`complete_command`) before aborting.
+        A client cancels an execution that has not started with :meth:`cancel`.
+        """
+        return self._abort(lease, require_name(reason, "reason", max_len=_MAX_ERROR_CHARS))
+
+    @abstractmethod
+    def _abort(self, lease: Lease, reason: str) -> Execution:
+        """Apply a validated abort (see :meth:`abort`)."""
 
     def retry_delay(self, attempt: int) -> timedelta:
         """The backoff before retrying after failed attempt ``attempt`` (jittered)."""
@@ -441,6 +483,124 @@ class Store(ABC):
         """
         time.sleep(max(0.0, timeout))
         return False
+
+    # -- commands --------------------------------------------------------------------------
+
+    def request(
+        self, execution_id: str, kind: CommandKind | str, *, actor: str = "client"
+    ) -> Command:
+        """Ask a running execution to ``kind`` (cancel, pause, resume); return the command.
+
+        ``kind`` is a :class:`CommandKind` or its value (``"cancel"``); anything else
+        raises :class:`ValidationError` on ``kind``. Unknown ids raise :class:`NotFound`.
+        By the execution's state, in one transaction:
+
+        * RUNNING: a PENDING command is stored, for the worker holding the
+          execution to claim (:meth:`claim_commands`) and complete.
+        * SCHEDULED or RETRY_WAIT, and ``kind`` is cancel: the execution is
+          cancelled at once (the transition :meth:`cancel` makes, by ``actor``)
+          and the command is stored DONE (``done_at = now``, no ``owner`` or ``epoch``).
+        * Otherwise — finished, or pause/resume of an execution that is not
+          running — :class:`NotRunning` is raised and nothing is stored.
+        """
+        try:
+            command_kind = CommandKind(kind)
+        except ValueError:
+            known = ", ".join(k.value for k in CommandKind)
+            raise ValidationError("kind", f"unknown command {kind!r} (one of {known})") from None
+        return self._request(
+            execution_id,
+            command_kind,
+            actor=require_name(actor, "actor"),
+            command_id=self._ids.new(int(self.clock.now().timestamp() * 1000)),
+        )
+
+    @abstractmethod
+    def _request(
+        self, execution_id: str, kind: CommandKind, *, actor: str, command_id: str
+    ) -> Command:
+        """Store a validated request under ``command_id`` (see :meth:`request`).
+
+        Decide with :func:`fencepost.domain.commands.on_request` on the execution
+        as locked by this transaction.
+        """
+
+    def claim_commands(
+        self,
+        owner: str,
+        execution_ids: Iterable[str],
+        *,
+        ttl: float | timedelta = DEFAULT_COMMAND_TTL,
+        limit: int = 100,
+    ) -> list[Command]:
+        """Atomically claim up to ``limit`` open commands of ``execution_ids`` for ``owner``.
+
+        Claimable, by the store's clock ``now``: PENDING commands, and CLAIMED ones
+        whose claim has expired (``claim_until <= now``). Oldest request first
+        (``requested_at``, then id). Each becomes CLAIMED with ``owner`` and
+        ``claim_until = now + ttl``. Commands locked by a concurrent claim are
+        skipped. This does not check that ``owner`` holds the executions:
+        :meth:`complete_command` does. No ``execution_ids``: ``[]``, without a
+        round trip to the database.
+        """
+        if not isinstance(owner, str) or not owner:
+            raise ValidationError("owner", f"must be a non-empty string, got {owner!r}")
+        duration = as_duration(ttl, field="ttl")
+        count = require_int(limit, "limit", low=1, high=_MAX_LIMIT)
+        ids = _names(execution_ids, "execution_ids")
+        if not ids:
+            return []
+        return self._claim_commands(owner, tuple(dict.fromkeys(ids)), ttl=duration, limit=count)
+
+    @abstractmethod
+    def _claim_commands(
+        self, owner: str, execution_ids: tuple[str, ...], *, ttl: timedelta, limit: int
+    ) -> list[Command]:
+        """Claim with validated arguments (see :meth:`claim_commands`), in request order."""
+
+    def complete_command(self, command: Command, lease: Lease) -> Command:
+        """Mark a claimed command delivered: CLAIMED -> DONE, fenced on both sides.
+
+        Only if, by the store's clock ``now``, the stored command is still CLAIMED
+        by ``command.owner`` with ``now < claim_until``; ``lease`` belongs to that
+        owner and to the command's execution; and the lease holds the execution
+        (RUNNING, same owner, same epoch, ``now < lease_until``). Then ``done_at =
+        now`` and ``epoch = lease.epoch``, and the DONE command is returned.
+        Otherwise :class:`StaleLease` is raised and nothing changes.
+        """
+        if command.owner is None or command.owner != lease.owner:
+            raise StaleLease(command.execution_id, lease.owner, lease.epoch)
+        if command.execution_id != lease.execution_id:
+            raise StaleLease(command.execution_id, lease.owner, lease.epoch)
+        done = self._complete_command(command, lease)
+        if done is None:
+            raise StaleLease(command.execution_id, lease.owner, lease.epoch)
+        return done
+
+    @abstractmethod
+    def _complete_command(self, command: Command, lease: Lease) -> Command | None:
+        """Apply the fence of :meth:`complete_command`; the DONE command, or None if refused.
+
+        ``command.owner == lease.owner`` and the execution ids already match.
+        """
+
+    def release_command(self, command: Command) -> None:
+        """Give a claimed command back: CLAIMED by ``command.owner`` -> PENDING, claim cleared.
+
+        For a worker that claimed a command and found it does not hold the
+        execution: the holder can then claim it. A command no longer CLAIMED by
+        ``command.owner`` (completed, or claimed by another) is left as it is.
+        """
+        if command.owner is not None:
+            self._release_command(command)
+
+    @abstractmethod
+    def _release_command(self, command: Command) -> None:
+        """Release a command claimed by ``command.owner`` (not None); else do nothing."""
+
+    @abstractmethod
+    def commands(self, execution_id: str) -> list[Command]:
+        """Every command of one execution, oldest first; :class:`NotFound` if unknown."""
 
     # -- nodes -----------------------------------------------------------------------------
 
@@ -549,6 +709,22 @@ class Store(ABC):
         return values
 
 
+def failure(
+    lease: Lease,
+    error: str,
+    *,
+    retryable: bool,
+    timed_out: bool,
+    retry_at: datetime,
+) -> ExecutionFailed | ExecutionTimedOut:
+    """The event of a validated :meth:`Store.fail`, decided at the store's now."""
+    if timed_out:
+        return ExecutionTimedOut(
+            owner=lease.owner, error=error, retryable=retryable, retry_at=retry_at
+        )
+    return ExecutionFailed(owner=lease.owner, error=error, retryable=retryable, retry_at=retry_at)
+
+
 def default_node_id() -> str:
     """``host:pid``: unique per live process, recognisable in an operator's listing."""
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -576,3 +752,20 @@ def _names(values: Iterable[str], field: str) -> tuple[str, ...]:
         if not isinstance(name, str) or not name:
             raise ValidationError(field, f"must hold non-empty strings, got {name!r}")
     return names
+
+
+def _versions(values: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
+    if isinstance(values, str):
+        raise ValidationError(
+            "versions", f"must be (job, version) pairs, not the string {values!r}"
+        )
+    pairs = []
+    for pair in values:
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            raise ValidationError("versions", f"must hold (job, version) pairs, got {pair!r}")
+        job, version = pair
+        if not isinstance(job, str) or not job:
+            raise ValidationError("versions", f"job names must be non-empty strings, got {job!r}")
+        require_int(version, "versions", low=1)
+        pairs.append((job, version))
+    return tuple(pairs)

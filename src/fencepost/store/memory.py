@@ -15,8 +15,10 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from fencepost.domain import payloads
+from fencepost.domain.commands import claimable, may_complete, new_command, on_request
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
 from fencepost.domain.events import (
+    ExecutionAborted,
     ExecutionCancelled,
     ExecutionClaimed,
     ExecutionCompleted,
@@ -27,11 +29,11 @@ from fencepost.domain.events import (
     LeaseExpired,
 )
 from fencepost.domain.machine import Change, apply, holds, lease_is_live, stale_reason
-from fencepost.domain.models import Execution, Lease, Page, Transition
+from fencepost.domain.models import Command, Execution, Lease, Page, Transition
 from fencepost.domain.nodes import Node
-from fencepost.domain.states import WAITING_STATES, Event, State
+from fencepost.domain.states import WAITING_STATES, CommandKind, CommandState, Event, State
 from fencepost.domain.submission import NewExecution
-from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig
+from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig, failure
 
 
 class MemoryStore(Store):
@@ -45,6 +47,8 @@ class MemoryStore(Store):
         self._by_key: dict[str, str] = {}
         self._audit: dict[str, list[Transition]] = {}
         self._nodes: dict[str, Node] = {}
+        #: Commands by execution id, then by command id (in request order).
+        self._commands: dict[str, dict[str, Command]] = {}
         self._seq = 0
 
     # -- writing helpers -----------------------------------------------------------------
@@ -171,6 +175,7 @@ class MemoryStore(Store):
         jobs: tuple[str, ...] | None,
         buckets: tuple[int, ...] | None,
         max_per_bucket: int | None,
+        versions: tuple[tuple[str, int], ...] | None,
     ) -> list[Lease]:
         with self._lock:
             now = self.clock.now()
@@ -181,6 +186,11 @@ class MemoryStore(Store):
                     if _claimable(e, now)
                     and (jobs is None or e.job in jobs)
                     and (buckets is None or e.bucket in buckets)
+                    and (
+                        versions is None
+                        or e.job_version is None
+                        or (e.job, e.job_version) in versions
+                    )
                 ),
                 key=lambda e: (-e.priority, e.due_at, e.id),
             )
@@ -245,14 +255,16 @@ class MemoryStore(Store):
                 out.append(None)
             return out
 
-    def _fail(self, lease: Lease, error: str, *, retryable: bool, delay: timedelta) -> Execution:
+    def _fail(
+        self, lease: Lease, error: str, *, retryable: bool, delay: timedelta, timed_out: bool
+    ) -> Execution:
         with self._lock:
             now = self.clock.now()
             current = self._fenced(lease, "fail", now)
             if isinstance(current, StaleLease):
                 raise current
-            event = ExecutionFailed(
-                owner=lease.owner, error=error, retryable=retryable, retry_at=now + delay
+            event = failure(
+                lease, error, retryable=retryable, timed_out=timed_out, retry_at=now + delay
             )
             return self._apply(current.id, event, now)
 
@@ -263,6 +275,14 @@ class MemoryStore(Store):
             if isinstance(current, StaleLease):
                 raise current
             return self._apply(current.id, ExecutionReleased(owner=lease.owner, reason=reason), now)
+
+    def _abort(self, lease: Lease, reason: str) -> Execution:
+        with self._lock:
+            now = self.clock.now()
+            current = self._fenced(lease, "abort", now)
+            if isinstance(current, StaleLease):
+                raise current
+            return self._apply(current.id, ExecutionAborted(owner=lease.owner, reason=reason), now)
 
     def reap_expired(self, *, limit: int = 1000) -> int:
         with self._lock:
@@ -286,6 +306,72 @@ class MemoryStore(Store):
     def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
         with self._lock:
             return self._apply(execution_id, ExecutionReplayed(actor=actor), self.clock.now())
+
+    # -- commands --------------------------------------------------------------------------
+
+    def _request(
+        self, execution_id: str, kind: CommandKind, *, actor: str, command_id: str
+    ) -> Command:
+        with self._lock:
+            now = self.clock.now()
+            state = on_request(self._row(execution_id), kind)
+            if state is CommandState.DONE:
+                self._apply(execution_id, ExecutionCancelled(actor=actor), now)
+            command = new_command(command_id, execution_id, kind, state, actor, now)
+            self._commands.setdefault(execution_id, {})[command_id] = command
+            return command
+
+    def _claim_commands(
+        self, owner: str, execution_ids: tuple[str, ...], *, ttl: timedelta, limit: int
+    ) -> list[Command]:
+        with self._lock:
+            now = self.clock.now()
+            open_ = sorted(
+                (
+                    c
+                    for eid in execution_ids
+                    for c in self._commands.get(eid, {}).values()
+                    if claimable(c, now)
+                ),
+                key=lambda c: (c.requested_at, c.id),
+            )[:limit]
+            claimed = []
+            for c in open_:
+                taken = replace(c, state=CommandState.CLAIMED, owner=owner, claim_until=now + ttl)
+                self._commands[c.execution_id][c.id] = taken
+                claimed.append(taken)
+            return claimed
+
+    def _complete_command(self, command: Command, lease: Lease) -> Command | None:
+        with self._lock:
+            now = self.clock.now()
+            row = self._commands.get(command.execution_id, {}).get(command.id)
+            execution = self._rows.get(command.execution_id)
+            if row is None or execution is None:
+                return None
+            if not may_complete(row, command, lease, execution, now):
+                return None
+            done = replace(
+                row, state=CommandState.DONE, claim_until=None, epoch=lease.epoch, done_at=now
+            )
+            self._commands[command.execution_id][command.id] = done
+            return done
+
+    def _release_command(self, command: Command) -> None:
+        with self._lock:
+            row = self._commands.get(command.execution_id, {}).get(command.id)
+            if row is not None and row.state is CommandState.CLAIMED and row.owner == command.owner:
+                self._commands[command.execution_id][command.id] = replace(
+                    row, state=CommandState.PENDING, owner=None, claim_until=None
+                )
+
+    def commands(self, execution_id: str) -> list[Command]:
+        with self._lock:
+            self._row(execution_id)
+            found = self._commands.get(execution_id, {}).values()
+            return sorted(found, key=lambda c: (c.requested_at, c.id))
+
+    # -- nodes -----------------------------------------------------------------------------
 
     def _register_node(
         self, node_id: str, *, kind: str, buckets: tuple[int, ...] | None, ttl: timedelta

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fencepost.domain.models import Execution, Transition
-from fencepost.domain.states import Event, State
+from fencepost.domain.models import Command, Execution, Transition
+from fencepost.domain.states import CommandKind, CommandState, Event, State
 
 
 def _same(value: Any) -> Any:
@@ -91,3 +91,44 @@ def transition(row: tuple[Any, ...], *, instant: Callable[[Any], Any] = _same) -
         reason=reason,
         at=instant(at),
     )
+
+
+def command(row: tuple[Any, ...], *, instant: Callable[[Any], Any] = _same) -> Command:
+    """A :class:`Command` from a row of a backend's command statements.
+
+    Column order: id, execution_id, kind, state, requested_by, requested_at,
+    owner, claim_until, epoch, done_at.
+    """
+    (
+        id_,
+        execution_id,
+        kind,
+        state,
+        requested_by,
+        requested_at,
+        owner,
+        claim_until,
+        epoch,
+        done_at,
+    ) = row
+    return Command(
+        id=id_,
+        execution_id=execution_id,
+        kind=CommandKind(kind),
+        state=CommandState(state),
+        requested_by=requested_by,
+        requested_at=instant(requested_at),
+        owner=owner,
+        claim_until=None if claim_until is None else instant(claim_until),
+        epoch=epoch,
+        done_at=None if done_at is None else instant(done_at),
+    )
+
+
+def version_keys(versions: tuple[tuple[str, int], ...]) -> list[str]:
+    """``(job, version)`` pairs as the ``'job:version'`` text claims compare with.
+
+    Unambiguous even for job names holding ``:``: the version after the last
+    one is an integer.
+    """
+    return [f"{job}:{version}" for job, version in versions]

@@ -32,14 +32,15 @@ from fencepost.domain.errors import (
     IdempotencyConflict,
     InvalidTransition,
     NotFound,
+    NotRunning,
     ResultInvalid,
     StaleLease,
     ValidationError,
 )
 from fencepost.domain.machine import is_edge
-from fencepost.domain.models import Execution, Lease
+from fencepost.domain.models import Command, Execution, Lease
 from fencepost.domain.retry import RetryPolicy
-from fencepost.domain.states import AttemptOutcome, Event, State
+from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
 from fencepost.store.base import Store
 from fencepost.testing.clock import MANUAL_EPOCH, ManualClock
 from fencepost.testing.factory import ExecutionFactory
@@ -412,6 +413,12 @@ class StoreContract:
             pytest.param({"buckets": [64]}, "buckets", id="bucket-out-of-range"),
             pytest.param({"buckets": [-1]}, "buckets", id="negative-bucket"),
             pytest.param({"jobs": "job"}, "jobs", id="jobs-as-string"),
+            pytest.param({"versions": "job:1"}, "versions", id="versions-as-string"),
+            pytest.param({"versions": [("job", 0)]}, "versions", id="version-zero"),
+            pytest.param({"versions": [("job", True)]}, "versions", id="version-bool"),
+            pytest.param({"versions": [("job", "1")]}, "versions", id="version-string"),
+            pytest.param({"versions": [("", 1)]}, "versions", id="version-empty-job"),
+            pytest.param({"versions": [("job",)]}, "versions", id="version-not-a-pair"),
         ],
     )
     def test_bad_claim_names_the_field(
@@ -422,6 +429,32 @@ class StoreContract:
             store.claim("w", **arguments)
         assert caught.value.field == field
         assert store.get(e.id).state is State.SCHEDULED
+
+    def test_claim_filters_by_versions(self, store: Store, clock: ManualClock) -> None:
+        """Pinned executions go only to claimers that run their version; unpinned ones to all."""
+        unknown = store.submit("job", job_version=3)
+        unpinned = store.submit("job")
+        known = store.submit("job", job_version=2, max_attempts=3)
+        other = store.submit("other", job_version=1)
+        runs = [("job", 2), ("other", 7), ("job:3", 1)]  # "job:3" v1 is not "job" v3
+        got = store.claim("w", limit=10, ttl=5, versions=runs)
+        assert sorted(lease.execution_id for lease in got) == sorted([unpinned.id, known.id])
+        assert store.claim("w", limit=10, versions=[("other", 1)], jobs=["job"]) == []
+        (lease,) = store.claim("w", limit=10, versions=[("other", 1)], jobs=["other"])
+        assert lease.execution_id == other.id
+        assert store.claim("w", limit=10, versions=[]) == [], "only unpinned ones, none left"
+        assert store.get(unknown.id).state is State.SCHEDULED
+
+        clock.set(5)  # the leases of "known" and "unpinned" expired: takeovers
+        taken = store.claim("w", limit=10, versions=[("job", 9)])
+        assert [t.execution_id for t in taken] == [unpinned.id], "a pinned takeover is filtered"
+        assert store.claim("w", limit=10, versions=[("job", 9)], max_per_bucket=10) == []
+        (again,) = store.claim("w", limit=10, versions=[("job", 2)], max_per_bucket=10)
+        assert (again.execution_id, again.epoch) == (known.id, 2), "capped: pinned v3 skipped"
+        (last,) = store.claim("w", limit=10, versions=[("job", 3)], max_per_bucket=10)
+        assert last.execution_id == unknown.id
+        for e in (unknown, unpinned, known, other):
+            assert_audit_valid(store, e.id)
 
     def test_claim_needs_an_owner(self, store: Store) -> None:
         with pytest.raises(ValidationError) as caught:
@@ -772,6 +805,402 @@ class StoreContract:
             store.release(lease, reason="")
         assert caught.value.field == "reason"
 
+    # -- worker-declared timeouts --------------------------------------------------------
+
+    def test_timed_out_attempts_retry_then_dead_letter(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        e = store.submit("job", max_attempts=2, timeout=10)
+        (lease,) = store.claim("w", ttl=30)
+        clock.set(11)
+        waiting = store.fail(lease, "ran past 10s", timed_out=True, retry_in=5)
+        assert (waiting.state, waiting.error, waiting.due_at, waiting.lease_owner) == (
+            State.RETRY_WAIT,
+            "ran past 10s",
+            at(16),
+            None,
+        )
+        clock.set(16)
+        (again,) = store.claim("w2", ttl=30)
+        clock.set(27)
+        dead = store.fail(again, "ran past 10s again", timed_out=True)
+        assert (dead.state, dead.error, dead.attempt) == (State.FAILED, "ran past 10s again", 2)
+        clock.set(1000)
+        assert store.claim("w") == []
+        attempts = store.attempts(e.id)
+        assert [(a.attempt, a.owner, a.outcome, a.error, a.ended_at) for a in attempts] == [
+            (1, "w", AttemptOutcome.TIMED_OUT, "ran past 10s", at(11)),
+            (2, "w2", AttemptOutcome.TIMED_OUT, "ran past 10s again", at(27)),
+        ]
+        timed_out = [t for t in store.transitions(e.id) if t.event is Event.TIMED_OUT]
+        assert [(t.from_state, t.to_state, t.actor, t.epoch) for t in timed_out] == [
+            (State.RUNNING, State.RETRY_WAIT, "w", 1),
+            (State.RUNNING, State.FAILED, "w2", 2),
+        ]
+        assert_audit_valid(store, e.id)
+
+    def test_timed_out_without_retry_is_a_dead_letter(self, store: Store) -> None:
+        e = store.submit("job", max_attempts=5)
+        (lease,) = store.claim("w")
+        dead = store.fail(lease, "too slow", timed_out=True, retryable=False)
+        assert (dead.state, dead.error) == (State.FAILED, "too slow")
+        assert [a.outcome for a in store.attempts(e.id)] == [AttemptOutcome.TIMED_OUT]
+        assert store.claim("w") == []
+        assert_audit_valid(store, e.id)
+
+    def test_stale_timed_out_fail_is_refused_and_audited(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        e = store.submit("job", max_attempts=3)
+        (lease,) = store.claim("w", ttl=5)
+        clock.set(5)
+        before = store.get(e.id)
+        with pytest.raises(StaleLease):
+            store.fail(lease, "too slow", timed_out=True)
+        assert store.get(e.id) == before
+        (t,) = [t for t in store.transitions(e.id) if t.event is Event.STALE_REFUSED]
+        assert (t.actor, t.epoch, t.reason, t.at) == ("w", 1, "stale fail refused", at(5))
+        assert [a.outcome for a in store.attempts(e.id)] == [None], "still open"
+        assert_audit_valid(store, e.id)
+
+    # -- abort -----------------------------------------------------------------------------
+
+    def test_abort_cancels_a_running_execution(self, store: Store, clock: ManualClock) -> None:
+        e = store.submit("job", max_attempts=3)
+        (lease,) = store.claim("w", ttl=30)
+        clock.set(3)
+        aborted = store.abort(lease, reason="user asked")
+        assert (aborted.state, aborted.lease_owner, aborted.lease_until, aborted.epoch) == (
+            State.CANCELLED,
+            None,
+            None,
+            1,
+        )
+        assert store.get(e.id) == aborted
+        last = store.transitions(e.id)[-1]
+        assert (last.event, last.from_state, last.to_state, last.actor, last.reason) == (
+            Event.CANCELLED,
+            State.RUNNING,
+            State.CANCELLED,
+            "w",
+            "user asked",
+        )
+        (attempt,) = store.attempts(e.id)
+        assert (attempt.outcome, attempt.ended_at, attempt.owner) == (
+            AttemptOutcome.CANCELLED,
+            at(3),
+            "w",
+        )
+        with pytest.raises(StaleLease):
+            store.complete(lease, "after the abort")
+        clock.set(100)
+        assert store.claim("w") == [], "cancelled is terminal"
+        assert_audit_valid(store, e.id)
+
+        other = store.submit("job")
+        (second,) = store.claim("w")
+        store.abort(second)
+        assert store.transitions(other.id)[-1].reason == "cancel requested"
+        with pytest.raises(ValidationError) as caught:
+            store.abort(second, reason="")
+        assert caught.value.field == "reason"
+
+    def test_abort_is_fenced(self, store: Store, clock: ManualClock) -> None:
+        e = store.submit("job", max_attempts=3)
+        (old,) = store.claim("a", ttl=5)
+        clock.set(5)
+        before = store.get(e.id)
+        with pytest.raises(StaleLease):
+            store.abort(old)  # expired exactly now
+        assert store.get(e.id) == before
+        (new,) = store.claim("b", ttl=5)
+        taken = store.get(e.id)
+        forged = Lease(**{**_fields(new), "owner": "intruder"})
+        for stale in (old, forged):
+            with pytest.raises(StaleLease):
+                store.abort(stale)
+            assert store.get(e.id) == taken
+        refused = [t for t in store.transitions(e.id) if t.event is Event.STALE_REFUSED]
+        assert [(t.actor, t.epoch, t.reason) for t in refused] == [
+            ("a", 1, "stale abort refused"),
+            ("a", 1, "stale abort refused"),
+            ("intruder", 2, "stale abort refused"),
+        ]
+        assert store.complete(new, "finished").state is State.SUCCEEDED
+        assert_audit_valid(store, e.id)
+
+    def test_client_cancel_still_cannot_stop_a_running_execution(
+        self, store: Store, make: ExecutionFactory
+    ) -> None:
+        lease = make.running()
+        before = store.get(lease.execution_id)
+        with pytest.raises(InvalidTransition):
+            store.cancel(lease.execution_id)
+        assert store.get(lease.execution_id) == before
+
+    # -- commands --------------------------------------------------------------------------
+
+    def test_request_to_a_running_execution_is_pending(
+        self, store: Store, clock: ManualClock, make: ExecutionFactory
+    ) -> None:
+        lease = make.running()
+        before = store.get(lease.execution_id)
+        clock.set(2)
+        pause = store.request(lease.execution_id, "pause", actor="alice")
+        assert pause == Command(
+            id=pause.id,
+            execution_id=lease.execution_id,
+            kind=CommandKind.PAUSE,
+            state=CommandState.PENDING,
+            requested_by="alice",
+            requested_at=at(2),
+            owner=None,
+            claim_until=None,
+            epoch=None,
+            done_at=None,
+        )
+        cancel = store.request(lease.execution_id, CommandKind.CANCEL)
+        assert (cancel.kind, cancel.state, cancel.requested_by) == (
+            CommandKind.CANCEL,
+            CommandState.PENDING,
+            "client",
+        )
+        assert store.commands(lease.execution_id) == [pause, cancel]
+        assert store.get(lease.execution_id) == before, "delivery is the worker's job"
+        assert len(store.transitions(lease.execution_id)) == 2
+
+    def test_request_cancel_of_a_not_started_execution_cancels_it(
+        self, store: Store, clock: ManualClock, make: ExecutionFactory
+    ) -> None:
+        waiting = make.scheduled(delay=60)
+        retrying = make.retry_waiting()
+        clock.set(7)
+        for e in (waiting, retrying):
+            command = store.request(e.id, "cancel", actor="alice")
+            assert (command.kind, command.state, command.done_at, command.requested_at) == (
+                CommandKind.CANCEL,
+                CommandState.DONE,
+                at(7),
+                at(7),
+            )
+            assert (command.owner, command.claim_until, command.epoch) == (None, None, None)
+            assert store.commands(e.id) == [command]
+            assert store.get(e.id).state is State.CANCELLED
+            last = store.transitions(e.id)[-1]
+            assert (last.event, last.actor, last.at) == (Event.CANCELLED, "alice", at(7))
+            assert_audit_valid(store, e.id)
+        clock.set(1000)
+        assert store.claim("w", limit=10) == []
+
+    def test_requests_a_not_running_execution_cannot_take(
+        self, store: Store, make: ExecutionFactory
+    ) -> None:
+        done = make.succeeded()
+        dead = make.dead()
+        waiting = make.scheduled()
+        retrying = make.retry_waiting()
+        cases = [
+            (done, "cancel", State.SUCCEEDED),
+            (dead, "cancel", State.FAILED),
+            (dead, "resume", State.FAILED),
+            (waiting, "pause", State.SCHEDULED),
+            (waiting, "resume", State.SCHEDULED),
+            (retrying, "pause", State.RETRY_WAIT),
+        ]
+        for e, kind, state in cases:
+            before = store.get(e.id)
+            with pytest.raises(NotRunning) as caught:
+                store.request(e.id, kind)
+            assert (caught.value.execution_id, caught.value.state, caught.value.kind) == (
+                e.id,
+                state,
+                kind,
+            )
+            assert state in str(caught.value)
+            assert kind in str(caught.value)
+            assert store.get(e.id) == before
+            assert store.commands(e.id) == []
+            assert_audit_valid(store, e.id)
+        cancelled = store.request(waiting.id, "cancel").execution_id
+        with pytest.raises(NotRunning):
+            store.request(cancelled, "cancel")
+        assert len(store.commands(cancelled)) == 1
+
+    @pytest.mark.parametrize("kind", ["stop", "CANCEL", "", 3, None])
+    def test_request_validates_the_kind(
+        self, store: Store, make: ExecutionFactory, kind: Any
+    ) -> None:
+        lease = make.running()
+        with pytest.raises(ValidationError) as caught:
+            store.request(lease.execution_id, kind)
+        assert caught.value.field == "kind"
+        assert store.commands(lease.execution_id) == []
+
+    def test_commands_of_unknown_executions(self, store: Store) -> None:
+        unknown = "00000000-0000-7000-8000-000000000000"
+        for call in (
+            lambda: store.request(unknown, "cancel"),
+            lambda: store.commands(unknown),
+            lambda: store.commands("not-an-id"),
+        ):
+            with pytest.raises(NotFound):
+                call()
+        assert store.claim_commands("w", [unknown, "not-an-id"]) == []
+
+    def test_claim_commands_in_request_order_with_expiring_claims(
+        self, store: Store, clock: ManualClock, make: ExecutionFactory
+    ) -> None:
+        a = make.running(ttl=100).execution_id
+        b = make.running(ttl=100).execution_id
+        idle = make.running(ttl=100).execution_id
+        clock.set(1)
+        a_pause = store.request(a, "pause")
+        clock.set(2)
+        b_cancel = store.request(b, "cancel")
+        b_pause = store.request(b, "pause")  # same instant: ordered by id
+        clock.set(3)
+        a_resume = store.request(a, "resume")
+        store.request(idle, "pause")
+
+        clock.set(4)
+        first = store.claim_commands("w", [b, a], ttl=5, limit=3)
+        assert [c.id for c in first] == [a_pause.id, b_cancel.id, b_pause.id]
+        assert {(c.state, c.owner, c.claim_until) for c in first} == {
+            (CommandState.CLAIMED, "w", at(9))
+        }
+        (rest,) = store.claim_commands("x", [a, b], ttl=5)
+        assert (rest.id, rest.owner, rest.claim_until) == (a_resume.id, "x", at(9))
+        clock.set(at(9) - _US)
+        assert store.claim_commands("x", [a, b]) == [], "every claim is still live"
+        clock.set(9)
+        expired = store.claim_commands("y", [a, b], ttl=1)
+        assert [c.id for c in expired] == [a_pause.id, b_cancel.id, b_pause.id, a_resume.id]
+        assert {(c.owner, c.claim_until) for c in expired} == {("y", at(10))}
+        assert store.commands(a) == [c for c in expired if c.execution_id == a]
+        assert [c.state for c in store.commands(idle)] == [CommandState.PENDING]
+        assert store.claim_commands("y", []) == []
+
+    @pytest.mark.parametrize(
+        ("arguments", "field"),
+        [
+            pytest.param({"owner": ""}, "owner", id="empty-owner"),
+            pytest.param({"ttl": 0}, "ttl", id="zero-ttl"),
+            pytest.param({"limit": 0}, "limit", id="zero-limit"),
+            pytest.param({"execution_ids": "abc"}, "execution_ids", id="ids-as-string"),
+            pytest.param({"execution_ids": [""]}, "execution_ids", id="empty-id"),
+        ],
+    )
+    def test_bad_claim_commands_names_the_field(
+        self, store: Store, make: ExecutionFactory, arguments: dict[str, Any], field: str
+    ) -> None:
+        lease = make.running()
+        command = store.request(lease.execution_id, "pause")
+        call: dict[str, Any] = {"owner": "w", "execution_ids": [lease.execution_id]}
+        with pytest.raises(ValidationError) as caught:
+            store.claim_commands(**(call | arguments))
+        assert caught.value.field == field
+        assert store.commands(lease.execution_id) == [command]
+
+    def test_a_command_taken_by_a_lost_lease_reaches_the_holder(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        e = store.submit("job", max_attempts=3)
+        (lost,) = store.claim("a", ttl=5)
+        clock.set(5)
+        (holder,) = store.claim("b", ttl=30)
+        clock.set(6)
+        store.request(e.id, "cancel", actor="alice")
+
+        (mine,) = store.claim_commands("a", [e.id])  # a still thinks it runs e
+        assert store.claim_commands("b", [e.id]) == [], "a's claim is live"
+        with pytest.raises(StaleLease):
+            store.complete_command(mine, lost)
+        assert store.commands(e.id) == [mine], "a refused completion changes nothing"
+        store.release_command(mine)
+        (released,) = store.commands(e.id)
+        assert (released.state, released.owner, released.claim_until) == (
+            CommandState.PENDING,
+            None,
+            None,
+        )
+
+        clock.set(7)
+        (theirs,) = store.claim_commands("b", [e.id])
+        with pytest.raises(StaleLease):
+            store.complete_command(theirs, lost)  # a lease of another owner
+        store.release_command(mine)  # a's claim is gone: nothing happens
+        assert store.commands(e.id) == [theirs]
+        done = store.complete_command(theirs, holder)
+        assert (done.id, done.state, done.epoch, done.done_at, done.owner) == (
+            theirs.id,
+            CommandState.DONE,
+            2,
+            at(7),
+            "b",
+        )
+        assert store.commands(e.id) == [done]
+        store.release_command(theirs)  # completed: release is a no-op
+        assert store.commands(e.id) == [done]
+        assert store.claim_commands("b", [e.id]) == [], "done commands are not claimed again"
+        with pytest.raises(StaleLease):
+            store.complete_command(theirs, holder)
+
+        aborted = store.abort(holder, reason="cancel requested by alice")
+        assert aborted.state is State.CANCELLED
+        assert [(a.owner, a.outcome) for a in store.attempts(e.id)] == [
+            ("a", AttemptOutcome.TIMED_OUT),
+            ("b", AttemptOutcome.CANCELLED),
+        ]
+        assert_audit_valid(store, e.id)
+
+    def test_complete_command_needs_the_current_epoch(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        """The owner name proves nothing: a re-claimed execution takes the new epoch's lease."""
+        e = store.submit("job", max_attempts=3)
+        (first,) = store.claim("w", ttl=5)
+        clock.set(5)
+        (second,) = store.claim("w", ttl=30)
+        store.request(e.id, "pause")
+        (command,) = store.claim_commands("w", [e.id])
+        with pytest.raises(StaleLease):
+            store.complete_command(command, first)
+        assert store.commands(e.id) == [command]
+        assert store.complete_command(command, second).epoch == 2
+
+    def test_complete_command_fence_boundaries(
+        self, store: Store, clock: ManualClock, make: ExecutionFactory
+    ) -> None:
+        short_lease = make.running(ttl=5)
+        long_lease = make.running(ttl=100)
+        for lease in (short_lease, long_lease):
+            store.request(lease.execution_id, "pause")
+        clock.set(1)
+        short_cmd, long_cmd = store.claim_commands(
+            "worker", [short_lease.execution_id, long_lease.execution_id], ttl=4
+        )
+        with pytest.raises(StaleLease):
+            store.complete_command(long_cmd, short_lease)  # another execution's lease
+        clock.set(5)  # both the command claims and the short lease end now
+        for command, lease in ((short_cmd, short_lease), (long_cmd, long_lease)):
+            with pytest.raises(StaleLease):
+                store.complete_command(command, lease)
+            assert store.commands(lease.execution_id) == [command]
+
+        clock.set(6)
+        (short_again,) = store.claim_commands("worker", [short_lease.execution_id], ttl=30)
+        with pytest.raises(StaleLease):
+            store.complete_command(short_again, short_lease)  # its lease expired at t=5
+        (long_again,) = store.claim_commands("worker", [long_lease.execution_id], ttl=30)
+        clock.set(at(36) - _US)
+        done = store.complete_command(long_again, long_lease)
+        assert (done.state, done.epoch, done.done_at) == (CommandState.DONE, 1, at(36) - _US)
+        pending = Command(**{**_command_fields(short_again), "owner": None})
+        with pytest.raises(StaleLease):
+            store.complete_command(pending, short_lease)
+        for lease in (short_lease, long_lease):
+            assert_audit_valid(store, lease.execution_id)
+
     # -- reaping -------------------------------------------------------------------------
 
     def test_reap_times_out_expired_attempts(self, store: Store, clock: ManualClock) -> None:
@@ -1022,6 +1451,10 @@ def timezone_plus(hours: int) -> Any:
 
 def _fields(lease: Lease) -> dict[str, Any]:
     return {name: getattr(lease, name) for name in Lease.__dataclass_fields__}
+
+
+def _command_fields(command: Command) -> dict[str, Any]:
+    return {name: getattr(command, name) for name in Command.__dataclass_fields__}
 
 
 def executions(store: Store) -> list[Execution]:

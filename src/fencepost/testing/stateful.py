@@ -1,8 +1,9 @@
 """A Hypothesis state machine that drives a store through random worker behaviour.
 
-Several simulated workers claim, heartbeat, complete and fail executions while
-the clock jumps forward by random amounts. After every step the machine checks
-the fencing invariants:
+Several simulated workers claim, heartbeat, complete, fail, time out, release
+and abort executions, and clients send them commands that the workers claim and
+complete, while the clock jumps forward by random amounts. After every step the
+machine checks the fencing invariants:
 
 * at most one live lease per execution (no two issued leases overlap in time);
 * epochs only increase, and every claim hands out a new, higher epoch;
@@ -10,7 +11,8 @@ the fencing invariants:
 * at most one accepted completion per execution;
 * terminal states stay terminal;
 * ``attempt`` never exceeds ``max_attempts``;
-* every audit record is an edge of the state machine.
+* every audit record is an edge of the state machine;
+* a command is completed only by the worker holding the execution, at its epoch.
 
 The clock only moves forward here: lease arbitration assumes the store's clock
 does not step back (on PostgreSQL it is the server's clock).
@@ -18,6 +20,7 @@ does not step back (on PostgreSQL it is the server's clock).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -33,10 +36,10 @@ from hypothesis.stateful import (
     rule,
 )
 
-from fencepost.domain.errors import StaleLease
+from fencepost.domain.errors import NotRunning, StaleLease
 from fencepost.domain.machine import is_edge, lease_is_live
 from fencepost.domain.models import Execution, Lease
-from fencepost.domain.states import State
+from fencepost.domain.states import WAITING_STATES, AttemptOutcome, CommandKind, CommandState, State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
 
@@ -54,13 +57,16 @@ def run_fencing_machine(
         def __init__(self) -> None:
             super().__init__()
             self.clock = ManualClock(0)
-            self.store = store_factory(self.clock)
+            # Seeded: the reaper's jittered backoff decides what later claims find,
+            # and Hypothesis must see the same run when it replays an example.
+            self.store = store_factory(self.clock, rng=random.Random(0))
             self.ids: list[str] = []
             self.issued: dict[str, list[Lease]] = {}  # every lease version handed out
             self.ended: dict[str, set[int]] = {}  # epochs whose lease was given back
             self.max_epoch: dict[str, int] = {}
             self.accepted: dict[str, int] = {}
             self.terminal: dict[str, State] = {}
+            self.delivered: dict[str, tuple[str, int]] = {}  # command id -> (owner, epoch)
 
         @initialize(
             plan=st.lists(
@@ -166,6 +172,88 @@ def run_fencing_machine(
             assert expected, "a stale failure was accepted"
             assert failed.state in (State.RETRY_WAIT, State.FAILED)
 
+        @rule(lease=consumes(leases), retryable=st.booleans())
+        def time_out(self, lease: Lease, retryable: bool) -> None:
+            before = self.store.get(lease.execution_id)
+            expected = self.should_accept(lease, before)
+            try:
+                failed = self.store.fail(
+                    lease,
+                    "ran too long",
+                    retryable=retryable,
+                    retry_in=timedelta(seconds=1),
+                    timed_out=True,
+                )
+            except StaleLease:
+                assert not expected, "a live lease's timeout was refused"
+                assert self.store.get(lease.execution_id) == before, "stale timeout wrote"
+                return
+            assert expected, "a stale timeout was accepted"
+            assert failed.state in (State.RETRY_WAIT, State.FAILED)
+            last = self.store.attempts(lease.execution_id)[-1]
+            assert (last.epoch, last.outcome) == (lease.epoch, AttemptOutcome.TIMED_OUT)
+
+        @rule(lease=consumes(leases))
+        def abort(self, lease: Lease) -> None:
+            before = self.store.get(lease.execution_id)
+            expected = self.should_accept(lease, before)
+            try:
+                aborted = self.store.abort(lease)
+            except StaleLease:
+                assert not expected, "a live lease's abort was refused"
+                assert self.store.get(lease.execution_id) == before, "stale abort wrote"
+                return
+            assert expected, "a stale abort was accepted"
+            assert (aborted.state, aborted.lease_owner) == (State.CANCELLED, None)
+
+        @rule(lease=leases, kind=st.sampled_from(list(CommandKind)))
+        def request(self, lease: Lease, kind: CommandKind) -> None:
+            # Addressed through a lease: most such executions are still running.
+            eid = lease.execution_id
+            before = self.store.get(eid)
+            try:
+                command = self.store.request(eid, kind)
+            except NotRunning:
+                assert before.state is not State.RUNNING
+                assert not (before.state in WAITING_STATES and kind is CommandKind.CANCEL)
+                assert self.store.get(eid) == before, "a refused request wrote"
+                return
+            if before.state is State.RUNNING:
+                assert command.state is CommandState.PENDING
+                assert self.store.get(eid) == before, "a delivered request changed the row"
+            else:
+                assert (kind, command.state) == (CommandKind.CANCEL, CommandState.DONE)
+                assert self.store.get(eid).state is State.CANCELLED
+
+        @rule(lease=leases)
+        def deliver(self, lease: Lease) -> None:
+            """The lease's owner claims the execution's commands and completes them with it.
+
+            A worker whose lease is stale is refused and gives the commands back.
+            """
+            eid = lease.execution_id
+            for command in self.store.claim_commands(lease.owner, [eid], ttl=2.0):
+                before = self.store.get(eid)
+                expected = self.should_accept(lease, before)  # the claim was just taken
+                try:
+                    done = self.store.complete_command(command, lease)
+                except StaleLease:
+                    assert not expected, "a holder's command completion was refused"
+                    (row,) = [c for c in self.store.commands(eid) if c.id == command.id]
+                    assert row == command, "a refused completion wrote"
+                    self.store.release_command(command)
+                    (back,) = [c for c in self.store.commands(eid) if c.id == command.id]
+                    assert (back.state, back.owner) == (CommandState.PENDING, None)
+                    continue
+                assert expected, "a command was completed without the lease"
+                assert (done.state, done.epoch, done.owner) == (
+                    CommandState.DONE,
+                    lease.epoch,
+                    lease.owner,
+                )
+                assert done.id not in self.delivered, "a command was delivered twice"
+                self.delivered[done.id] = (lease.owner, lease.epoch)
+
         @rule(lease=consumes(leases))
         def release(self, lease: Lease) -> None:
             before = self.store.get(lease.execution_id)
@@ -205,6 +293,10 @@ def run_fencing_machine(
 
         def teardown(self) -> None:
             for eid in self.ids:
+                for command in self.store.commands(eid):
+                    if command.state is CommandState.DONE and command.owner is not None:
+                        owner_epoch = (command.owner, command.epoch)
+                        assert self.delivered.get(command.id) == owner_epoch, command
                 state: State | None = None
                 for t in self.store.transitions(eid):
                     assert is_edge(t.event, t.from_state, t.to_state), t

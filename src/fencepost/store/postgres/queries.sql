@@ -118,6 +118,8 @@ SELECT 1 FROM executions WHERE id = %(id)s::uuid
 -- name: claim
 -- One statement: pick due rows (skipping rows another claim has locked), lease
 -- them, write their CLAIMED transitions, and return them with their inputs.
+-- Candidates are restricted to %(jobs)s, %(buckets)s and the 'job:version' pairs
+-- in %(versions)s (rows without a job_version run on any version).
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 waiting AS (
     SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at
@@ -125,6 +127,8 @@ waiting AS (
     WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= clock.now
       AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
       AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
+      AND (%(versions)s::text[] IS NULL OR e.job_version IS NULL
+           OR e.job || ':' || e.job_version = ANY(%(versions)s::text[]))
     ORDER BY e.priority DESC, e.due_at, e.id
     LIMIT %(limit)s
     FOR UPDATE OF e SKIP LOCKED
@@ -138,6 +142,8 @@ expired AS (
       AND e.attempt < e.max_attempts
       AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
       AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
+      AND (%(versions)s::text[] IS NULL OR e.job_version IS NULL
+           OR e.job || ':' || e.job_version = ANY(%(versions)s::text[]))
     ORDER BY e.lease_until
     LIMIT %(limit)s
     FOR UPDATE OF e SKIP LOCKED
@@ -192,6 +198,8 @@ ranked AS (
     WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= clock.now
       AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
       AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
+      AND (%(versions)s::text[] IS NULL OR e.job_version IS NULL
+           OR e.job || ':' || e.job_version = ANY(%(versions)s::text[]))
 ),
 eligible AS (
     SELECT r.id FROM ranked AS r LEFT JOIN running AS n ON n.bucket = r.bucket
@@ -214,6 +222,8 @@ expired AS (
       AND e.attempt < e.max_attempts
       AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
       AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
+      AND (%(versions)s::text[] IS NULL OR e.job_version IS NULL
+           OR e.job || ':' || e.job_version = ANY(%(versions)s::text[]))
     ORDER BY e.lease_until
     LIMIT %(limit)s
     FOR UPDATE OF e SKIP LOCKED
@@ -387,3 +397,69 @@ WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
   AND updated_at <= coalesce(%(now)s::timestamptz, clock_timestamp()) - %(older_than)s::interval
 ORDER BY updated_at, id
 LIMIT %(limit)s
+
+-- name: insert_command
+INSERT INTO commands (id, execution_id, kind, state, requested_by, requested_at, done_at)
+VALUES (%(id)s::uuid, %(execution_id)s::uuid, %(kind)s, %(state)s, %(requested_by)s,
+        %(requested_at)s, %(done_at)s)
+
+-- name: claim_commands
+-- Open commands of the given executions, oldest request first: PENDING ones, and
+-- CLAIMED ones whose claim has expired (claim_until <= now). Commands another
+-- claim has locked are skipped. RETURNING has no order; the store sorts.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+picked AS (
+    SELECT c.id
+    FROM commands AS c
+    WHERE c.execution_id = ANY(%(execution_ids)s::uuid[])
+      AND c.state IN ('CLAIMED', 'PENDING')
+      AND (c.state = 'PENDING' OR c.claim_until <= (SELECT now FROM clock))
+    ORDER BY c.requested_at, c.id
+    LIMIT %(limit)s
+    FOR UPDATE OF c SKIP LOCKED
+)
+UPDATE commands AS c
+SET state = 'CLAIMED', owner = %(owner)s, claim_until = clock.now + %(ttl)s::interval
+FROM picked, clock
+WHERE c.id = picked.id
+RETURNING c.id, c.execution_id, c.kind, c.state, c.requested_by, c.requested_at, c.owner,
+          c.claim_until, c.epoch, c.done_at
+
+-- name: complete_command
+-- The fence on both sides is the WHERE clause: the command is still CLAIMED by
+-- %(owner)s under a live claim, and %(owner)s holds the execution at %(epoch)s under
+-- a live lease. The execution row is share-locked (and re-read if a concurrent
+-- takeover or completion changed it) so the verdict cannot rest on a lease that
+-- a committed transaction just ended. No row back means refused.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+holder AS (
+    SELECT e.id
+    FROM executions AS e
+    WHERE e.id = %(execution_id)s::uuid
+      AND e.state = 'RUNNING'
+      AND e.lease_owner = %(owner)s
+      AND e.epoch = %(epoch)s
+      AND e.lease_until > (SELECT now FROM clock)
+    FOR SHARE OF e
+)
+UPDATE commands AS c
+SET state = 'DONE', claim_until = NULL, epoch = %(epoch)s, done_at = clock.now
+FROM holder, clock
+WHERE c.id = %(id)s::uuid
+  AND c.execution_id = holder.id
+  AND c.state = 'CLAIMED'
+  AND c.owner = %(owner)s
+  AND c.claim_until > clock.now
+RETURNING c.id, c.execution_id, c.kind, c.state, c.requested_by, c.requested_at, c.owner,
+          c.claim_until, c.epoch, c.done_at
+
+-- name: release_command
+-- Only the claimer gives a command back, and only while it is still its claim.
+UPDATE commands
+SET state = 'PENDING', owner = NULL, claim_until = NULL
+WHERE id = %(id)s::uuid AND state = 'CLAIMED' AND owner = %(owner)s
+
+-- name: select_commands
+SELECT id, execution_id, kind, state, requested_by, requested_at, owner, claim_until,
+       epoch, done_at
+FROM commands WHERE execution_id = %(id)s::uuid ORDER BY requested_at, id

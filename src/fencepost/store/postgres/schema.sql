@@ -1,3 +1,17 @@
+CREATE TABLE commands (
+    id uuid NOT NULL,
+    execution_id uuid NOT NULL,
+    kind text NOT NULL,
+    state text NOT NULL,
+    requested_by text NOT NULL,
+    requested_at timestamp with time zone NOT NULL,
+    owner text,
+    claim_until timestamp with time zone,
+    epoch bigint,
+    done_at timestamp with time zone,
+    CONSTRAINT commands_kind_known CHECK ((kind = ANY (ARRAY['cancel'::text, 'pause'::text, 'resume'::text]))),
+    CONSTRAINT commands_state_known CHECK ((state = ANY (ARRAY['PENDING'::text, 'CLAIMED'::text, 'DONE'::text])))
+);
 CREATE TABLE execution_data (
     execution_id uuid NOT NULL,
     inputs jsonb NOT NULL,
@@ -82,6 +96,8 @@ ALTER TABLE transitions ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
     NO MAXVALUE
     CACHE 1
 );
+ALTER TABLE ONLY commands
+    ADD CONSTRAINT commands_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY execution_data
     ADD CONSTRAINT execution_data_pkey PRIMARY KEY (execution_id);
 ALTER TABLE ONLY executions
@@ -90,6 +106,7 @@ ALTER TABLE ONLY nodes
     ADD CONSTRAINT nodes_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY transitions
     ADD CONSTRAINT transitions_pkey PRIMARY KEY (seq);
+CREATE INDEX commands_execution ON commands USING btree (execution_id, requested_at, id);
 CREATE INDEX executions_active_bucket ON executions USING btree (bucket, updated_at) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'RUNNING'::text, 'SCHEDULED'::text]));
 CREATE INDEX executions_claimable ON executions USING btree (priority DESC, due_at, id) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'SCHEDULED'::text]));
 CREATE INDEX executions_failed ON executions USING btree (id) WHERE (state = 'FAILED'::text);
@@ -98,3 +115,5 @@ CREATE INDEX executions_leased ON executions USING btree (lease_until) WHERE (st
 CREATE INDEX executions_running_bucket ON executions USING btree (bucket) WHERE (state = 'RUNNING'::text);
 CREATE INDEX executions_schedule ON executions USING btree (schedule_id, slot) WHERE (schedule_id IS NOT NULL);
 CREATE INDEX transitions_execution ON transitions USING btree (execution_id, seq);
+ALTER TABLE ONLY commands
+    ADD CONSTRAINT commands_execution_id_fkey FOREIGN KEY (execution_id) REFERENCES executions(id) ON DELETE CASCADE;

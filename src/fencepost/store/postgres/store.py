@@ -18,8 +18,10 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from fencepost.domain.commands import new_command, on_request
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
 from fencepost.domain.events import (
+    ExecutionAborted,
     ExecutionCancelled,
     ExecutionEvent,
     ExecutionFailed,
@@ -28,16 +30,18 @@ from fencepost.domain.events import (
     LeaseExpired,
 )
 from fencepost.domain.machine import (
+    RECORDS_ERROR,
     TAKEOVER_REASON_FORMAT,
     Change,
     apply,
     holds,
     stale_reason,
 )
-from fencepost.domain.models import Execution, Lease, Page, Transition
+from fencepost.domain.models import Command, Execution, Lease, Page, Transition
 from fencepost.domain.nodes import Node
+from fencepost.domain.states import CommandKind, CommandState
 from fencepost.domain.submission import NewExecution
-from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig
+from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig, failure
 from fencepost.store.batching import rounds
 from fencepost.store.postgres import rows
 from fencepost.store.postgres.connection import (
@@ -48,6 +52,7 @@ from fencepost.store.postgres.connection import (
     Listener,
     migrate,
 )
+from fencepost.store.rows import version_keys
 from fencepost.store.sql import latest_version
 
 Q = QUERIES
@@ -252,6 +257,7 @@ class PostgresStore(Store):
         jobs: tuple[str, ...] | None,
         buckets: tuple[int, ...] | None,
         max_per_bucket: int | None,
+        versions: tuple[tuple[str, int], ...] | None,
     ) -> list[Lease]:
         params = {
             "now": self._pinned_now(),
@@ -260,6 +266,7 @@ class PostgresStore(Store):
             "ttl": ttl,
             "jobs": None if jobs is None else list(jobs),
             "buckets": None if buckets is None else list(buckets),
+            "versions": None if versions is None else version_keys(versions),
             "takeover_reason": TAKEOVER_REASON_FORMAT,
         }
         if max_per_bucket is None:
@@ -384,11 +391,13 @@ class PostgresStore(Store):
             },
         )
 
-    def _fail(self, lease: Lease, error: str, *, retryable: bool, delay: timedelta) -> Execution:
+    def _fail(
+        self, lease: Lease, error: str, *, retryable: bool, delay: timedelta, timed_out: bool
+    ) -> Execution:
         with self._db.transaction() as conn:
             now = self._now(conn)
-            event = ExecutionFailed(
-                owner=lease.owner, error=error, retryable=retryable, retry_at=now + delay
+            event = failure(
+                lease, error, retryable=retryable, timed_out=timed_out, retry_at=now + delay
             )
             outcome = self._fenced_apply(conn, lease, "fail", event, now)
         if isinstance(outcome, StaleLease):
@@ -404,6 +413,15 @@ class PostgresStore(Store):
             raise outcome
         return outcome
 
+    def _abort(self, lease: Lease, reason: str) -> Execution:
+        with self._db.transaction() as conn:
+            now = self._now(conn)
+            event = ExecutionAborted(owner=lease.owner, reason=reason)
+            outcome = self._fenced_apply(conn, lease, "abort", event, now)
+        if isinstance(outcome, StaleLease):
+            raise outcome
+        return outcome
+
     def reap_expired(self, *, limit: int = 1000) -> int:
         with self._db.transaction() as conn:
             now = self._now(conn)
@@ -413,6 +431,81 @@ class PostgresStore(Store):
                 event = LeaseExpired(retry_at=now + self.retry_delay(current.attempt))
                 _write(conn, apply(current, event, now), now)
         return len(expired)
+
+    # -- commands --------------------------------------------------------------------------
+
+    def _request(
+        self, execution_id: str, kind: CommandKind, *, actor: str, command_id: str
+    ) -> Command:
+        with self._db.transaction() as conn:
+            now = self._now(conn)
+            current = self._get(conn, execution_id, lock=True)
+            state = on_request(current, kind)
+            if state is CommandState.DONE:
+                _write(conn, apply(current, ExecutionCancelled(actor=actor), now), now)
+            done_at = now if state is CommandState.DONE else None
+            conn.execute(
+                Q["insert_command"],
+                {
+                    "id": command_id,
+                    "execution_id": execution_id,
+                    "kind": str(kind),
+                    "state": str(state),
+                    "requested_by": actor,
+                    "requested_at": now,
+                    "done_at": done_at,
+                },
+            )
+        return new_command(command_id, execution_id, kind, state, actor, now)
+
+    def _claim_commands(
+        self, owner: str, execution_ids: tuple[str, ...], *, ttl: timedelta, limit: int
+    ) -> list[Command]:
+        ids = [i for i in execution_ids if _is_uuid(i)]
+        if not ids:
+            return []
+        params = {
+            "now": self._pinned_now(),
+            "execution_ids": ids,
+            "owner": owner,
+            "ttl": ttl,
+            "limit": limit,
+        }
+        with self._db.connection() as conn:
+            found = conn.execute(Q["claim_commands"], params).fetchall()
+        return sorted((rows.command(r) for r in found), key=lambda c: (c.requested_at, c.id))
+
+    def _complete_command(self, command: Command, lease: Lease) -> Command | None:
+        if not (_is_uuid(command.id) and _is_uuid(command.execution_id)):
+            return None
+        params = {
+            "now": self._pinned_now(),
+            "id": command.id,
+            "execution_id": command.execution_id,
+            "owner": lease.owner,
+            "epoch": lease.epoch,
+        }
+        with self._db.connection() as conn:
+            row = conn.execute(Q["complete_command"], params).fetchone()
+        return None if row is None else rows.command(row)
+
+    def _release_command(self, command: Command) -> None:
+        if not _is_uuid(command.id):
+            return
+        with self._db.connection() as conn:
+            conn.execute(Q["release_command"], {"id": command.id, "owner": command.owner})
+
+    def commands(self, execution_id: str) -> list[Command]:
+        if not _is_uuid(execution_id):
+            raise NotFound(execution_id)
+        with self._db.connection() as conn:
+            found = conn.execute(Q["select_commands"], {"id": execution_id}).fetchall()
+            if (
+                not found
+                and not conn.execute(Q["execution_exists"], {"id": execution_id}).fetchone()
+            ):
+                raise NotFound(execution_id)
+        return [rows.command(r) for r in found]
 
     # -- nodes -----------------------------------------------------------------------------
 
@@ -507,10 +600,7 @@ def _write(conn: Connection, change: Change, now: datetime) -> None:
     )
     # The row is locked by this transaction; a miss is a bug, not a race.
     assert cursor.rowcount == 1, f"lost update on {new.id}"
-    if (new.error is not None and new.error != change.execution.error) or change.event in (
-        "FAILED",
-        "LEASE_EXPIRED",
-    ):
+    if change.event in RECORDS_ERROR:
         conn.execute(Q["set_error"], {"id": new.id, "error": new.error})
     t = change.transition(0, now)
     conn.execute(

@@ -114,7 +114,9 @@ SELECT 1 FROM executions WHERE id = :id
 
 -- name: claim_candidates
 -- Waiting rows that are due, in claim order, then expired leases with attempts
--- left (takeovers); each branch reads its own partial index and returns at most
+-- left (takeovers); both restricted to :jobs, :buckets and the 'job:version'
+-- pairs in :versions (rows without a job_version run on any version). Each
+-- branch reads its own partial index and returns at most
 -- :limit rows. Usually the second branch is empty and the first is the answer;
 -- otherwise the store merges both in claim order (priority DESC, due_at, id),
 -- which is why priority and due_at come last. No ORDER BY over the union: it made
@@ -127,6 +129,8 @@ SELECT * FROM (
     WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
       AND (:jobs IS NULL OR e.job IN (SELECT value FROM json_each(:jobs)))
       AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
+      AND (:versions IS NULL OR e.job_version IS NULL
+           OR e.job || ':' || e.job_version IN (SELECT value FROM json_each(:versions)))
     ORDER BY e.priority DESC, e.due_at, e.id
     LIMIT :limit
 )
@@ -139,6 +143,8 @@ SELECT * FROM (
     WHERE e.state = 'RUNNING' AND e.lease_until <= :now AND e.attempt < e.max_attempts
       AND (:jobs IS NULL OR e.job IN (SELECT value FROM json_each(:jobs)))
       AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
+      AND (:versions IS NULL OR e.job_version IS NULL
+           OR e.job || ':' || e.job_version IN (SELECT value FROM json_each(:versions)))
     ORDER BY e.lease_until
     LIMIT :limit
 )
@@ -160,6 +166,8 @@ ranked AS (
     WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
       AND (:jobs IS NULL OR e.job IN (SELECT value FROM json_each(:jobs)))
       AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
+      AND (:versions IS NULL OR e.job_version IS NULL
+           OR e.job || ':' || e.job_version IN (SELECT value FROM json_each(:versions)))
 )
 SELECT * FROM (
     SELECT r.id, r.state, r.epoch, r.attempt, r.max_attempts, r.lease_owner, r.job,
@@ -180,6 +188,8 @@ SELECT * FROM (
     WHERE e.state = 'RUNNING' AND e.lease_until <= :now AND e.attempt < e.max_attempts
       AND (:jobs IS NULL OR e.job IN (SELECT value FROM json_each(:jobs)))
       AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
+      AND (:versions IS NULL OR e.job_version IS NULL
+           OR e.job || ':' || e.job_version IN (SELECT value FROM json_each(:versions)))
     ORDER BY e.lease_until
     LIMIT :limit
 )
@@ -277,3 +287,57 @@ WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
   AND updated_at <= :cutoff
 ORDER BY updated_at, id
 LIMIT :limit
+
+-- name: insert_command
+INSERT INTO commands (id, execution_id, kind, state, requested_by, requested_at, done_at)
+VALUES (:id, :execution_id, :kind, :state, :requested_by, :requested_at, :done_at)
+
+-- name: claim_commands
+-- Open commands of the given executions, oldest request first: PENDING ones, and
+-- CLAIMED ones whose claim has expired (claim_until <= now). Runs inside BEGIN
+-- IMMEDIATE, so no other claim interleaves. RETURNING has no order; the store sorts.
+UPDATE commands
+SET state = 'CLAIMED', owner = :owner, claim_until = :until
+WHERE id IN (
+    SELECT id FROM commands
+    WHERE execution_id IN (SELECT value FROM json_each(:execution_ids))
+      AND state IN ('CLAIMED', 'PENDING')
+      AND (state = 'PENDING' OR claim_until <= :now)
+    ORDER BY requested_at, id
+    LIMIT :limit
+)
+RETURNING id, execution_id, kind, state, requested_by, requested_at, owner, claim_until,
+          epoch, done_at
+
+-- name: complete_command
+-- The fence on both sides is the WHERE clause: the command is still CLAIMED by
+-- :owner under a live claim, and :owner holds the execution at :epoch under a
+-- live lease. No row back means refused.
+UPDATE commands
+SET state = 'DONE', claim_until = NULL, epoch = :epoch, done_at = :now
+WHERE id = :id
+  AND execution_id = :execution_id
+  AND state = 'CLAIMED'
+  AND owner = :owner
+  AND claim_until > :now
+  AND EXISTS (
+      SELECT 1 FROM executions AS e
+      WHERE e.id = :execution_id
+        AND e.state = 'RUNNING'
+        AND e.lease_owner = :owner
+        AND e.epoch = :epoch
+        AND e.lease_until > :now
+  )
+RETURNING id, execution_id, kind, state, requested_by, requested_at, owner, claim_until,
+          epoch, done_at
+
+-- name: release_command
+-- Only the claimer gives a command back, and only while it is still its claim.
+UPDATE commands
+SET state = 'PENDING', owner = NULL, claim_until = NULL
+WHERE id = :id AND state = 'CLAIMED' AND owner = :owner
+
+-- name: select_commands
+SELECT id, execution_id, kind, state, requested_by, requested_at, owner, claim_until,
+       epoch, done_at
+FROM commands WHERE execution_id = :id ORDER BY requested_at, id

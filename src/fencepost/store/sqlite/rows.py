@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fencepost.domain import payloads
-from fencepost.domain.models import Execution, Transition
+from fencepost.domain.models import Command, Execution, Transition
 from fencepost.domain.nodes import Node
 from fencepost.store import rows as shared
 
@@ -46,6 +46,11 @@ def execution(row: tuple[Any, ...]) -> Execution:
 def transition(row: tuple[Any, ...]) -> Transition:
     """A :class:`Transition` from a row of ``select_transitions``."""
     return shared.transition(row, instant=from_us)
+
+
+def command(row: tuple[Any, ...]) -> Command:
+    """A :class:`Command` from a row of the command statements."""
+    return shared.command(row, instant=from_us)
 
 
 def node(row: tuple[Any, ...]) -> Node:

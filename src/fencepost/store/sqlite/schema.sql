@@ -1,3 +1,6 @@
+-- index: commands_execution
+CREATE INDEX commands_execution ON commands (execution_id, requested_at, id);
+
 -- index: executions_active_bucket
 CREATE INDEX executions_active_bucket
     ON executions (bucket, updated_at)
@@ -35,6 +38,20 @@ CREATE INDEX executions_schedule
 
 -- index: transitions_execution
 CREATE INDEX transitions_execution ON transitions (execution_id, seq);
+
+-- table: commands
+CREATE TABLE commands (
+    id           TEXT    NOT NULL PRIMARY KEY,  -- UUIDv7, time-ordered
+    execution_id TEXT    NOT NULL REFERENCES executions (id),
+    kind         TEXT    NOT NULL,
+    state        TEXT    NOT NULL,
+    requested_by TEXT    NOT NULL,
+    requested_at INTEGER NOT NULL,
+    owner        TEXT,
+    claim_until  INTEGER,
+    epoch        INTEGER,
+    done_at      INTEGER
+) WITHOUT ROWID;
 
 -- table: execution_data
 CREATE TABLE execution_data (

@@ -20,8 +20,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fencepost.domain import payloads
+from fencepost.domain.commands import new_command, on_request
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
 from fencepost.domain.events import (
+    ExecutionAborted,
     ExecutionCancelled,
     ExecutionEvent,
     ExecutionFailed,
@@ -29,13 +31,21 @@ from fencepost.domain.events import (
     ExecutionReplayed,
     LeaseExpired,
 )
-from fencepost.domain.machine import Change, apply, holds, stale_reason, takeover_reason
-from fencepost.domain.models import Execution, Lease, Page, Transition
+from fencepost.domain.machine import (
+    RECORDS_ERROR,
+    Change,
+    apply,
+    holds,
+    stale_reason,
+    takeover_reason,
+)
+from fencepost.domain.models import Command, Execution, Lease, Page, Transition
 from fencepost.domain.nodes import Node
-from fencepost.domain.states import Event, State
+from fencepost.domain.states import CommandKind, CommandState, Event, State
 from fencepost.domain.submission import NewExecution
-from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig
+from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig, failure
 from fencepost.store.batching import rounds
+from fencepost.store.rows import version_keys
 from fencepost.store.sql import latest_version
 from fencepost.store.sqlite import rows
 from fencepost.store.sqlite.connection import (
@@ -166,7 +176,9 @@ class SqliteStore(Store):
         jobs: tuple[str, ...] | None,
         buckets: tuple[int, ...] | None,
         max_per_bucket: int | None,
+        versions: tuple[tuple[str, int], ...] | None,
     ) -> list[Lease]:
+        pinned = None if versions is None else json.dumps(version_keys(versions))
         with self._db.write() as conn:
             now = self.clock.now()
             now_us = rows.to_us(now)
@@ -179,6 +191,7 @@ class SqliteStore(Store):
                         "limit": limit,
                         "jobs": None if jobs is None else json.dumps(jobs),
                         "buckets": None if buckets is None else json.dumps(buckets),
+                        "versions": pinned,
                         "cap": max_per_bucket,
                     },
                 ).fetchall(),
@@ -303,11 +316,13 @@ class SqliteStore(Store):
                 out.append(outcome if isinstance(outcome, StaleLease) else None)
             return out
 
-    def _fail(self, lease: Lease, error: str, *, retryable: bool, delay: timedelta) -> Execution:
+    def _fail(
+        self, lease: Lease, error: str, *, retryable: bool, delay: timedelta, timed_out: bool
+    ) -> Execution:
         with self._db.write() as conn:
             now = self.clock.now()
-            event = ExecutionFailed(
-                owner=lease.owner, error=error, retryable=retryable, retry_at=now + delay
+            event = failure(
+                lease, error, retryable=retryable, timed_out=timed_out, retry_at=now + delay
             )
             outcome = self._fenced_apply(conn, lease, "fail", event, now)
         if isinstance(outcome, StaleLease):
@@ -323,6 +338,15 @@ class SqliteStore(Store):
             raise outcome
         return outcome
 
+    def _abort(self, lease: Lease, reason: str) -> Execution:
+        with self._db.write() as conn:
+            now = self.clock.now()
+            event = ExecutionAborted(owner=lease.owner, reason=reason)
+            outcome = self._fenced_apply(conn, lease, "abort", event, now)
+        if isinstance(outcome, StaleLease):
+            raise outcome
+        return outcome
+
     def reap_expired(self, *, limit: int = 1000) -> int:
         with self._db.write() as conn:
             now = self.clock.now()
@@ -334,6 +358,77 @@ class SqliteStore(Store):
                 event = LeaseExpired(retry_at=now + self.retry_delay(current.attempt))
                 _write(conn, apply(current, event, now), now)
             return len(expired)
+
+    # -- commands --------------------------------------------------------------------------
+
+    def _request(
+        self, execution_id: str, kind: CommandKind, *, actor: str, command_id: str
+    ) -> Command:
+        with self._db.write() as conn:
+            now = self.clock.now()
+            current = self._get(conn, execution_id)
+            state = on_request(current, kind)
+            if state is CommandState.DONE:
+                _write(conn, apply(current, ExecutionCancelled(actor=actor), now), now)
+            done_at = now if state is CommandState.DONE else None
+            conn.execute(
+                Q["insert_command"],
+                {
+                    "id": command_id,
+                    "execution_id": execution_id,
+                    "kind": kind,
+                    "state": state,
+                    "requested_by": actor,
+                    "requested_at": rows.to_us(now),
+                    "done_at": rows.opt_us(done_at),
+                },
+            )
+        return new_command(command_id, execution_id, kind, state, actor, now)
+
+    def _claim_commands(
+        self, owner: str, execution_ids: tuple[str, ...], *, ttl: timedelta, limit: int
+    ) -> list[Command]:
+        with self._db.write() as conn:
+            now = self.clock.now()
+            found = conn.execute(
+                Q["claim_commands"],
+                {
+                    "execution_ids": json.dumps(execution_ids),
+                    "owner": owner,
+                    "now": rows.to_us(now),
+                    "until": rows.to_us(now + ttl),
+                    "limit": limit,
+                },
+            ).fetchall()
+        return sorted((rows.command(r) for r in found), key=lambda c: (c.requested_at, c.id))
+
+    def _complete_command(self, command: Command, lease: Lease) -> Command | None:
+        with self._db.write() as conn:
+            row = conn.execute(
+                Q["complete_command"],
+                {
+                    "id": command.id,
+                    "execution_id": command.execution_id,
+                    "owner": lease.owner,
+                    "epoch": lease.epoch,
+                    "now": rows.to_us(self.clock.now()),
+                },
+            ).fetchone()
+        return None if row is None else rows.command(row)
+
+    def _release_command(self, command: Command) -> None:
+        with self._db.write() as conn:
+            conn.execute(Q["release_command"], {"id": command.id, "owner": command.owner})
+
+    def commands(self, execution_id: str) -> list[Command]:
+        with self._db.read() as conn:
+            found = conn.execute(Q["select_commands"], {"id": execution_id}).fetchall()
+            if (
+                not found
+                and not conn.execute(Q["execution_exists"], {"id": execution_id}).fetchone()
+            ):
+                raise NotFound(execution_id)
+        return [rows.command(r) for r in found]
 
     # -- nodes -----------------------------------------------------------------------------
 
@@ -429,7 +524,7 @@ def _write(conn: sqlite3.Connection, change: Change, now: datetime) -> None:
     )
     # The row was read in this same immediate transaction; a miss is a bug, not a race.
     assert cursor.rowcount == 1, f"lost update on {new.id}"
-    if change.event in (Event.FAILED, Event.LEASE_EXPIRED):
+    if change.event in RECORDS_ERROR:
         conn.execute(Q["set_error"], {"id": new.id, "error": new.error})
     t = change.transition(0, now)
     conn.execute(
