@@ -6,6 +6,7 @@ overwrite a newer result. :func:`connect` opens the store directly
 (``sqlite:///path.db``, ``postgresql://...``, ``memory://``).
 """
 
+from fencepost.app import App
 from fencepost.domain.errors import (
     FencepostError,
     IdempotencyConflict,
@@ -22,25 +23,34 @@ from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
 from fencepost.store import Store, StoreConfig, connect
 from fencepost.timing.clock import Clock, SystemClock
+from fencepost.worker.context import Context
+from fencepost.worker.errors import Cancelled, PermanentFailure
+from fencepost.worker.jobs import JobSpec
+from fencepost.worker.runtime import Worker, WorkerOptions
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "App",
     "Attempt",
     "AttemptOutcome",
+    "Cancelled",
     "Clock",
     "Command",
     "CommandKind",
     "CommandState",
+    "Context",
     "Event",
     "Execution",
     "FencepostError",
     "IdempotencyConflict",
     "InvalidTransition",
+    "JobSpec",
     "Lease",
     "NotFound",
     "NotRunning",
     "Page",
+    "PermanentFailure",
     "ResultInvalid",
     "RetryPolicy",
     "StaleLease",
@@ -51,6 +61,8 @@ __all__ = [
     "SystemClock",
     "Transition",
     "ValidationError",
+    "Worker",
+    "WorkerOptions",
     "__version__",
     "connect",
 ]

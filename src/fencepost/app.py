@@ -1,0 +1,220 @@
+"""``fencepost.App``: register jobs, submit executions with checked inputs, run workers.
+
+::
+
+    app = fencepost.App("sqlite:///jobs.db")
+
+    @app.job("nightly-report", version=3, max_attempts=5, timeout=600)
+    def nightly_report(ctx, day: str) -> dict:
+        ...
+        ctx.checkpoint(progress={"rows": n})   # heartbeat + progress; raises Cancelled if asked
+        return {"rows": n}
+
+    app.submit("nightly-report", {"day": "2026-11-28"})   # inputs checked against the hints
+    app.run_worker(concurrency=4)                          # until SIGTERM / SIGINT
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from fencepost.domain.errors import ValidationError
+from fencepost.domain.models import JSON, Command, Execution
+from fencepost.domain.retry import RetryPolicy
+from fencepost.domain.states import CommandKind
+from fencepost.store import Store, connect
+from fencepost.worker.jobs import DEFAULT_LEASE_TTL, JobSpec, spec_from_function
+from fencepost.worker.registry import JobRegistry
+from fencepost.worker.runtime import Worker, WorkerOptions
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class App:
+    """A set of jobs bound to one store.
+
+    ``store`` is a URL for :func:`fencepost.connect` (opened on first use) or an
+    open :class:`Store`. ``definitions`` loads job definition files from a
+    directory (see :mod:`fencepost.worker.definitions`).
+    """
+
+    def __init__(
+        self,
+        store: str | Store = "sqlite:///fencepost.db",
+        *,
+        definitions: str | Path | None = None,
+        **connect_options: Any,
+    ) -> None:
+        self._url = store if isinstance(store, str) else None
+        self._store = store if isinstance(store, Store) else None
+        self._connect_options = connect_options
+        self.registry = JobRegistry()
+        if definitions is not None:
+            self.load_definitions(definitions)
+
+    @property
+    def store(self) -> Store:
+        """The store, connected on first use."""
+        if self._store is None:
+            assert self._url is not None
+            self._store = connect(self._url, **self._connect_options)
+        return self._store
+
+    # -- jobs ------------------------------------------------------------------------
+
+    def job(
+        self,
+        name: str | None = None,
+        *,
+        version: int = 1,
+        inputs: Mapping[str, Any] | None = None,
+        max_attempts: int | None = None,
+        timeout: float | timedelta | None = None,
+        lease_ttl: float | timedelta = DEFAULT_LEASE_TTL,
+        retry: RetryPolicy | Mapping[str, float] | None = None,
+    ) -> Callable[[F], F]:
+        """Register the decorated function (or coroutine function) as a job version.
+
+        ``name`` defaults to the function's name. The inputs are the function's
+        keyword parameters (after an optional ``ctx``); their type hints give
+        the input schema unless ``inputs`` (a JSON Schema) is given. ``retry``
+        is a :class:`RetryPolicy` or a mapping with ``base_delay``/``max_delay``
+        (and optionally ``max_attempts``). The function is returned unchanged.
+        """
+        policy, attempts = _retry(retry, max_attempts)
+
+        def register(handler: F) -> F:
+            self.registry.add(
+                spec_from_function(
+                    handler,
+                    name=name or handler.__name__,
+                    version=version,
+                    inputs=inputs,
+                    max_attempts=attempts,
+                    retry=policy,
+                    timeout=timeout,
+                    lease_ttl=lease_ttl,
+                )
+            )
+            return handler
+
+        return register
+
+    def add_job(self, spec: JobSpec) -> None:
+        """Register a prepared :class:`JobSpec`."""
+        self.registry.add(spec)
+
+    def load_definitions(self, directory: str | Path) -> list[JobSpec]:
+        """Register every job definition file in ``directory``; returns the specs loaded."""
+        # Imported here: definition files bring YAML and HTTP clients that code-only apps skip.
+        from fencepost.worker.definitions import load_definitions
+
+        specs = load_definitions(Path(directory))
+        for spec in specs:
+            self.registry.add(spec)
+        return specs
+
+    # -- submitting and steering -----------------------------------------------------
+
+    def submit(
+        self,
+        job: str,
+        inputs: JSON = None,
+        *,
+        version: int | None = None,
+        execute_at: datetime | None = None,
+        delay: float | timedelta | None = None,
+        idempotency_key: str | None = None,
+        max_attempts: int | None = None,
+        timeout: float | timedelta | None = None,
+        bucket_key: str | None = None,
+        priority: int = 0,
+    ) -> Execution:
+        """Submit an execution of a registered job, pinned to ``version`` (default: the latest).
+
+        Inputs are checked against the job's schema first: a mismatch raises
+        :class:`ValidationError` naming the field (``inputs.day``) and nothing
+        is stored. ``max_attempts`` and ``timeout`` default to the job's.
+        """
+        spec = self.registry.get(job, version)
+        checked = spec.check_inputs(inputs)
+        attempts = max_attempts if max_attempts is not None else spec.max_attempts
+        options: dict[str, Any] = {} if attempts is None else {"max_attempts": attempts}
+        return self.store.submit(
+            spec.name,
+            inputs=checked,
+            job_version=spec.version,
+            execute_at=execute_at,
+            delay=delay,
+            idempotency_key=idempotency_key,
+            timeout=timeout if timeout is not None else spec.timeout,
+            bucket_key=bucket_key,
+            priority=priority,
+            **options,
+        )
+
+    def request(
+        self, execution_id: str, kind: CommandKind | str, *, actor: str = "client"
+    ) -> Command:
+        """Ask the worker running ``execution_id`` to cancel, pause or resume it."""
+        return self.store.request(execution_id, kind, actor=actor)
+
+    # -- workers ---------------------------------------------------------------------
+
+    def worker(
+        self,
+        *,
+        jobs: Iterable[str] | None = None,
+        concurrency: int = 8,
+        owner: str | None = None,
+        buckets: Iterable[int] | None = None,
+        max_per_bucket: int | None = None,
+        grace: float = 30.0,
+        **options: Any,
+    ) -> Worker:
+        """A :class:`Worker` for this app's jobs (``jobs`` restricts them by name)."""
+        registry = self.registry if jobs is None else self.registry.restricted(jobs)
+        return Worker(
+            self.store,
+            registry,
+            WorkerOptions(
+                owner=owner,
+                concurrency=concurrency,
+                buckets=None if buckets is None else tuple(buckets),
+                max_per_bucket=max_per_bucket,
+                grace=grace,
+                **options,
+            ),
+        )
+
+    def run_worker(self, **options: Any) -> Worker:
+        """Run a worker in this thread until SIGTERM or SIGINT (see :meth:`worker`)."""
+        worker = self.worker(**options)
+        worker.run()
+        return worker
+
+    def close(self) -> None:
+        """Close the store if this app opened it."""
+        if self._store is not None and self._url is not None:
+            self._store.close()
+            self._store = None
+
+
+def _retry(
+    retry: RetryPolicy | Mapping[str, float] | None, max_attempts: int | None
+) -> tuple[RetryPolicy | None, int | None]:
+    if retry is None or isinstance(retry, RetryPolicy):
+        return retry, max_attempts
+    if not isinstance(retry, Mapping):
+        raise ValidationError("retry", f"must be a RetryPolicy or a mapping, got {retry!r}")
+    fields = dict(retry)
+    attempts = fields.pop("max_attempts", None)
+    unknown = sorted(set(fields) - {"base_delay", "max_delay"})
+    if unknown:
+        raise ValidationError(f"retry.{unknown[0]}", "unknown field")
+    if max_attempts is None and attempts is not None:
+        max_attempts = int(attempts)
+    return RetryPolicy(**fields), max_attempts

@@ -1,0 +1,200 @@
+"""What a handler sees of its execution, and how it talks back to the worker.
+
+A :class:`Context` is handed to every handler. It carries the identity of the
+attempt (``execution_id``, ``slot``, ``attempt``, ``epoch`` — what a handler
+needs to make external side effects idempotent) and one way to talk back:
+:meth:`Context.checkpoint`, which records progress, raises
+:class:`~fencepost.worker.errors.Cancelled` when the handler should stop, and
+blocks while the execution is paused.
+
+The worker drives the other side through the underscored methods; handlers
+never call those. Nothing here touches the store: progress reaches it with the
+worker's next batched heartbeat, so a checkpoint costs no round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+
+from fencepost.domain import payloads
+from fencepost.domain.models import JSON, Lease
+from fencepost.worker.errors import Cancelled
+
+#: The reason a checkpoint gives when the worker learned the lease is gone.
+LEASE_LOST = "lease lost"
+
+#: How often a paused handler's checkpoint re-checks for a stop while it waits.
+_PAUSE_POLL = 0.05
+
+
+class Context:
+    """One attempt of one execution, as its handler sees it."""
+
+    def __init__(self, lease: Lease, *, wake: Callable[[], None] = lambda: None) -> None:
+        self._lease = lease
+        self._wake = wake
+        self._lock = threading.Lock()
+        # Plain flags, and an Event only for a handler that waits: a worker makes a
+        # Context per claimed execution, and two Events each cost more than the rest.
+        self._stopped = False
+        self._stop_event: threading.Event | None = None
+        self._paused = False
+        self._stop_reason: str | None = None
+        self._progress: JSON = None
+        self._progress_dirty = False
+        self._lost = False
+
+    # -- identity --------------------------------------------------------------------
+
+    @property
+    def execution_id(self) -> str:
+        """The execution's id: stable across retries, takeovers and replays."""
+        return self._lease.execution_id
+
+    @property
+    def job(self) -> str:
+        """The job's name."""
+        return self._lease.job
+
+    @property
+    def job_version(self) -> int | None:
+        """The job version the execution is pinned to (None: any)."""
+        return self._lease.job_version
+
+    @property
+    def slot(self) -> str | None:
+        """The schedule occurrence's nominal UTC instant, for materialized executions."""
+        return self._lease.slot
+
+    @property
+    def attempt(self) -> int:
+        """This attempt's number, from 1."""
+        return self._lease.attempt
+
+    @property
+    def epoch(self) -> int:
+        """The fencing token of this attempt's lease."""
+        return self._lease.epoch
+
+    @property
+    def owner(self) -> str:
+        """The worker that holds the lease."""
+        return self._lease.owner
+
+    @property
+    def inputs(self) -> JSON:
+        """The execution's inputs, as submitted."""
+        return self._lease.inputs
+
+    @property
+    def lease(self) -> Lease:
+        """The lease this attempt runs under (as claimed; renewals keep owner and epoch)."""
+        return self._lease
+
+    # -- talking back ----------------------------------------------------------------
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the handler should stop (cancel, timeout, lost lease), or None."""
+        return self._stop_reason
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the handler has been asked to stop."""
+        return self._stopped
+
+    @property
+    def lease_lost(self) -> bool:
+        """Whether the worker learned that this lease is gone (expired and taken over).
+
+        The handler may keep running, but its result will be refused; the next
+        checkpoint raises :class:`Cancelled`.
+        """
+        return self._lost
+
+    @property
+    def paused(self) -> bool:
+        """Whether a pause is in force (checkpoints block until resumed)."""
+        return self._paused
+
+    def checkpoint(self, progress: JSON = None) -> None:
+        """Record ``progress`` (JSON, optional) and a heartbeat; stop or wait if told to.
+
+        Raises :class:`Cancelled` when the handler should stop, and blocks while
+        the execution is paused (returning when it is resumed). Progress is
+        stored with the worker's next heartbeat, within about a second.
+        """
+        if progress is not None:
+            payloads.encode(progress, field="progress", limit=payloads.DEFAULT_MAX_PAYLOAD_BYTES)
+        with self._lock:
+            if progress is not None:
+                self._progress = progress
+            self._progress_dirty = True
+        self._wake()
+        while self._paused and not self._should_stop():
+            time.sleep(_PAUSE_POLL)
+        self._raise_if_stopping()
+
+    async def acheckpoint(self, progress: JSON = None) -> None:
+        """:meth:`checkpoint` for coroutines: waits without blocking the event loop."""
+        if progress is not None:
+            payloads.encode(progress, field="progress", limit=payloads.DEFAULT_MAX_PAYLOAD_BYTES)
+        with self._lock:
+            if progress is not None:
+                self._progress = progress
+            self._progress_dirty = True
+        self._wake()
+        while self._paused and not self._should_stop():
+            await asyncio.sleep(_PAUSE_POLL)
+        self._raise_if_stopping()
+
+    def _should_stop(self) -> bool:
+        return self._stopped or self._lost
+
+    def _raise_if_stopping(self) -> None:
+        if self._stopped:
+            raise Cancelled(self._stop_reason or "stop requested")
+        if self._lost:
+            raise Cancelled(LEASE_LOST)
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; return True early if the handler is asked to stop."""
+        with self._lock:
+            if self._stopped:
+                return True
+            if self._stop_event is None:
+                self._stop_event = threading.Event()
+            event = self._stop_event
+        return event.wait(seconds)
+
+    # -- the worker's side -----------------------------------------------------------
+
+    def _request_stop(self, reason: str) -> None:
+        with self._lock:
+            if self._stop_reason is None:
+                self._stop_reason = reason
+            self._stopped = True
+            event = self._stop_event
+        if event is not None:
+            event.set()
+
+    def _lose(self) -> None:
+        self._lost = True
+
+    def _pause(self) -> None:
+        self._paused = True
+
+    def _resume(self) -> None:
+        self._paused = False
+
+    def _has_progress(self) -> bool:
+        return self._progress_dirty
+
+    def _take_progress(self) -> tuple[bool, JSON]:
+        """(whether a checkpoint happened since the last call, the latest progress)."""
+        with self._lock:
+            dirty, self._progress_dirty = self._progress_dirty, False
+            return dirty, self._progress

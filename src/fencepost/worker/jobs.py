@@ -1,0 +1,192 @@
+"""A job: one version of something a worker can run, and the inputs it accepts.
+
+:class:`JobSpec` is the one shape every job takes, whether it was written as a
+Python function (:func:`spec_from_function`) or as a definition file
+(:mod:`fencepost.worker.definitions`). Its ``run`` callable is always called
+as ``run(ctx, inputs)``; for coroutine handlers it returns an awaitable.
+
+Inputs are checked against a JSON Schema (draft 2020-12) before anything is
+stored; the schema is given, or derived from the handler's type hints.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import cached_property
+from typing import Any, get_type_hints
+
+import jsonschema
+import pydantic
+
+from fencepost.domain.checks import require_int, require_name
+from fencepost.domain.errors import ValidationError
+from fencepost.domain.models import JSON
+from fencepost.domain.retry import RetryPolicy
+from fencepost.timing.durations import as_duration
+from fencepost.worker.context import Context
+
+#: How a job is run: ``run(ctx, inputs)``; a coroutine handler's ``run`` returns an awaitable.
+Runner = Callable[[Context, dict[str, Any]], Any]
+
+#: The lease a worker takes when a job names none.
+DEFAULT_LEASE_TTL = timedelta(seconds=30)
+
+#: The names a handler's first parameter may have to receive the context.
+_CONTEXT_NAMES = ("ctx", "context")
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    """One version of one job: how to run it, what it accepts, how it is retried."""
+
+    name: str
+    version: int
+    run: Runner
+    is_async: bool = False  #: ``run`` returns a coroutine, to be awaited on the worker's loop
+    input_schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "object"})
+    max_attempts: int | None = None  #: None: the store's default
+    retry: RetryPolicy | None = None  #: None: the store's policy
+    timeout: timedelta | None = None  #: how long one attempt may run; None: no limit
+    lease_ttl: timedelta = DEFAULT_LEASE_TTL
+    source: str = ""  #: where it was defined ("module:function" or a file path)
+
+    def __post_init__(self) -> None:
+        require_name(self.name, "name")
+        require_int(self.version, "version", low=1)
+        if self.max_attempts is not None:
+            require_int(self.max_attempts, "max_attempts", low=1)
+        if self.timeout is not None:
+            object.__setattr__(self, "timeout", as_duration(self.timeout, field="timeout"))
+        object.__setattr__(self, "lease_ttl", as_duration(self.lease_ttl, field="lease_ttl"))
+        try:
+            jsonschema.Draft202012Validator.check_schema(dict(self.input_schema))
+        except jsonschema.SchemaError as exc:
+            raise ValidationError("inputs", f"is not a valid JSON Schema: {exc.message}") from exc
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """``(name, version)``: what an execution pins."""
+        return (self.name, self.version)
+
+    @cached_property
+    def _validator(self) -> jsonschema.Draft202012Validator:
+        return jsonschema.Draft202012Validator(dict(self.input_schema))
+
+    def check_inputs(self, inputs: JSON) -> dict[str, Any]:
+        """Return ``inputs`` (None means ``{}``) if they match the schema, else raise.
+
+        The :class:`ValidationError` names the offending field as a path from
+        ``inputs`` (``inputs.day``, ``inputs.items[2].sku``) and says why.
+        """
+        value: JSON = {} if inputs is None else inputs
+        error = jsonschema.exceptions.best_match(self._validator.iter_errors(value))
+        if error is not None:
+            raise ValidationError(_field_path(error), error.message)
+        if not isinstance(value, dict):  # a schema may allow it; handlers take keywords
+            raise ValidationError("inputs", f"must be a JSON object, got {type(value).__name__}")
+        return value
+
+
+def _field_path(error: jsonschema.ValidationError) -> str:
+    path = "inputs"
+    for part in error.absolute_path:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    if error.validator == "required" and isinstance(error.instance, dict):
+        # "required" fails on the parent object; name the missing field itself.
+        required: list[str] = list(error.validator_value)  # type: ignore[arg-type]
+        missing = [f for f in required if f not in error.instance]
+        if missing:
+            path += f".{missing[0]}"
+    elif (
+        error.validator == "additionalProperties"
+        and isinstance(error.instance, dict)
+        and isinstance(error.schema, dict)
+    ):
+        allowed = set(error.schema.get("properties", {}))
+        extra = sorted(k for k in error.instance if k not in allowed)
+        if extra:
+            path += f".{extra[0]}"
+    return path
+
+
+def spec_from_function(
+    handler: Callable[..., Any],
+    *,
+    name: str,
+    version: int = 1,
+    inputs: Mapping[str, Any] | None = None,
+    max_attempts: int | None = None,
+    retry: RetryPolicy | None = None,
+    timeout: float | timedelta | None = None,
+    lease_ttl: float | timedelta = DEFAULT_LEASE_TTL,
+) -> JobSpec:
+    """A :class:`JobSpec` for a Python function or coroutine function.
+
+    The handler's parameters after an optional context parameter (the first one,
+    named ``ctx`` or ``context`` or annotated :class:`Context`) are its inputs,
+    passed as keywords. Their type hints give the input schema unless
+    ``inputs`` (a JSON Schema) is given; a handler with ``**kwargs`` accepts
+    fields beyond its parameters.
+    """
+    signature = inspect.signature(handler)
+    params = list(signature.parameters.values())
+    hints = get_type_hints(handler)
+    takes_context = bool(params) and (
+        params[0].name in _CONTEXT_NAMES or hints.get(params[0].name) is Context
+    )
+    fields = params[1:] if takes_context else params
+    for p in fields:
+        if p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL):
+            raise ValidationError(
+                "handler", f"{_qualname(handler)}: parameter {p.name!r} must accept a keyword"
+            )
+    schema = dict(inputs) if inputs is not None else _schema_from_hints(fields, hints)
+    is_async = inspect.iscoroutinefunction(handler)
+
+    def run(ctx: Context, values: dict[str, Any]) -> Any:
+        return handler(ctx, **values) if takes_context else handler(**values)
+
+    return JobSpec(
+        name=name,
+        version=version,
+        run=run,
+        is_async=is_async,
+        input_schema=schema,
+        max_attempts=max_attempts,
+        retry=retry,
+        timeout=None if timeout is None else as_duration(timeout, field="timeout"),
+        lease_ttl=as_duration(lease_ttl, field="lease_ttl"),
+        source=_qualname(handler),
+    )
+
+
+def _schema_from_hints(fields: list[inspect.Parameter], hints: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON Schema for the keyword inputs of a handler, from its type hints (via pydantic)."""
+    definitions: dict[str, Any] = {}
+    open_ended = False
+    for p in fields:
+        if p.kind is p.VAR_KEYWORD:
+            open_ended = True
+            continue
+        annotation = hints.get(p.name, Any)
+        default = ... if p.default is p.empty else p.default
+        definitions[p.name] = (annotation, default)
+    try:
+        model = pydantic.create_model("Inputs", **definitions)
+        derived = model.model_json_schema()
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
+        raise ValidationError(
+            "inputs", f"cannot derive a JSON Schema from type hints: {exc}"
+        ) from exc
+    schema: dict[str, Any] = dict(derived)
+    schema.pop("title", None)
+    schema["additionalProperties"] = open_ended
+    return schema
+
+
+def _qualname(handler: Callable[..., Any]) -> str:
+    module = getattr(handler, "__module__", "?")
+    return f"{module}:{getattr(handler, '__qualname__', repr(handler))}"

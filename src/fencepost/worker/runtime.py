@@ -1,0 +1,754 @@
+"""The worker: claim due executions, run their handlers, keep leases alive, report outcomes.
+
+One control thread does all the talking to the store — claims, batched
+heartbeats, completions, command polling, node registration, reaping — so a
+worker holds no transaction while a handler runs (DESIGN.md, rule 6) and the
+store sees at most one caller from this process. Handlers run elsewhere:
+
+* plain functions on ``concurrency`` handler threads fed from a queue;
+* coroutines on one event loop thread.
+
+Each finished handler drops its outcome in an outbox and wakes the control
+thread, which writes outcomes in batches. When the database is unreachable
+the outbox keeps them (until their lease has surely expired), claiming stops,
+and the loop retries with backoff until the store answers again.
+
+A handler that outlives its lease keeps running; its completion is still sent
+and the store refuses it (``STALE_REFUSED``): the fence, not the worker,
+decides which result counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import signal
+import threading
+import time
+import traceback
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
+from types import FrameType
+from typing import Any
+
+from fencepost.domain.errors import StaleLease, StoreUnavailable
+from fencepost.domain.models import JSON, Command, Lease
+from fencepost.domain.states import CommandKind
+from fencepost.store.base import Store, default_node_id
+from fencepost.worker.context import Context
+from fencepost.worker.errors import Cancelled, PermanentFailure
+from fencepost.worker.jobs import JobSpec
+from fencepost.worker.registry import JobRegistry
+
+log = logging.getLogger("fencepost.worker")
+
+#: Why a handler was told to stop, as recorded and as raised by checkpoints.
+CANCEL_REQUESTED = "cancel requested"
+TIMED_OUT = "timed out"
+SHUTTING_DOWN = "worker shutting down"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerOptions:
+    """How a worker claims and paces itself. Every interval is in seconds."""
+
+    owner: str | None = None  #: lease owner and node id; default ``host:pid``
+    concurrency: int = 8  #: handlers running at once
+    buckets: tuple[int, ...] | None = None  #: claim only from these buckets
+    max_per_bucket: int | None = None  #: cap RUNNING executions per bucket
+    grace: float = 30.0  #: on shutdown, how long running handlers may finish
+    poll_interval: float = 0.05  #: idle wait between claims (NOTIFY wakes earlier)
+    command_interval: float = 0.25  #: how often held executions' commands are polled
+    progress_interval: float = 1.0  #: checkpoint progress is written at most this often
+    reap_interval: float = 5.0  #: how often expired leases are timed out
+    node_ttl: float = 30.0  #: node registration lifetime (renewed at a third of it)
+    command_ttl: float = 5.0  #: how long a claimed command stays ours
+    max_backoff: float = 5.0  #: the longest wait between tries while the store is down
+    flush_batch: int = 128  #: while busy, completions are written once this many wait ...
+    flush_delay: float = 0.02  #: ... or once the oldest has waited this long
+
+
+@dataclass(eq=False)
+class _Run:
+    """One claimed execution, from claim to reported outcome."""
+
+    spec: JobSpec
+    lease: Lease
+    ctx: Context
+    expires: float  #: monotonic time by which the lease has surely expired
+    deadline: float | None  #: monotonic time the attempt times out (None: no timeout)
+    next_beat: float
+    paused_at: float | None = None
+    cancel_requested: bool = False
+    future: Any = None  #: the concurrent.futures.Future of a coroutine run
+    finished: bool = False  #: the outcome is known (reported, or abandoned)
+
+
+@dataclass
+class _Outcome:
+    """A result to write: ``verb`` is complete, fail, timeout, abort or release."""
+
+    run: _Run
+    verb: str
+    result: JSON = None
+    error: str = ""
+    retryable: bool = True
+
+
+@dataclass
+class WorkerCounters:
+    """What a worker has done since it started (for logs, tests and benchmarks)."""
+
+    claimed: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    timed_out: int = 0
+    cancelled: int = 0
+    released: int = 0
+    refused: int = 0
+    dropped: int = 0  #: outcomes given up because their lease expired while the store was down
+    commands: int = 0
+
+
+class Worker:
+    """Claims and runs executions of the jobs in ``registry`` from ``store``.
+
+    Use :meth:`run` in a process's main thread (it handles SIGTERM and SIGINT),
+    or :meth:`start` / :meth:`stop` / :meth:`join` to run it in the background.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        registry: JobRegistry,
+        options: WorkerOptions | None = None,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.options = options if options is not None else WorkerOptions()
+        self.owner = self.options.owner or default_node_id()
+        self.counters = WorkerCounters()
+        self._monotonic = monotonic
+        self._wake = threading.Event()
+        self._stopping = threading.Event()  # first signal: drain
+        self._immediate = threading.Event()  # second signal: stop now
+        self._stopped = threading.Event()
+        self._runs: dict[str, _Run] = {}
+        self._done: queue.SimpleQueue[_Outcome] = queue.SimpleQueue()
+        self._outbox: list[_Outcome] = []
+        self._outbox_since = 0.0  # when the oldest outcome in the outbox arrived
+        self._ready: queue.SimpleQueue[_Run | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._healthy = True
+        self._backoff = 0.0
+        self._retry_at = 0.0
+        self._thread: threading.Thread | None = None
+        self._groups = _claim_groups(registry)
+        if not self._groups:
+            raise ValueError("a worker needs at least one job to run")
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def run(self, *, handle_signals: bool = True) -> None:
+        """Run until :meth:`stop` (or SIGTERM/SIGINT when ``handle_signals``); then drain.
+
+        The first signal stops claiming, waits up to ``grace`` seconds for
+        running handlers, and releases the leases of those still running so
+        other workers can claim them at once. A second signal skips the wait.
+        """
+        previous: dict[signal.Signals, Any] = {}
+        if handle_signals and threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                previous[signum] = signal.signal(signum, self._on_signal)
+        try:
+            self._main()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def start(self) -> None:
+        """Run the worker on a background thread (no signal handling)."""
+        self._thread = threading.Thread(
+            target=self.run, kwargs={"handle_signals": False}, name="fencepost-worker"
+        )
+        self._thread.start()
+
+    def stop(self, *, immediate: bool = False) -> None:
+        """Stop claiming and drain (see :meth:`run`); ``immediate`` skips the grace period."""
+        if immediate:
+            self._immediate.set()
+        self._stopping.set()
+        self._wake.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for a started worker to finish; True if it has."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self._stopped.is_set()
+
+    @property
+    def running(self) -> dict[str, Lease]:
+        """The leases of the executions this worker is running now, by execution id."""
+        return {eid: run.lease for eid, run in list(self._runs.items())}
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if self._stopping.is_set():
+            log.warning("%s again: stopping now, releasing %d leases", name, len(self._runs))
+            self.stop(immediate=True)
+        else:
+            log.info(
+                "%s: no longer claiming; waiting up to %ss for %d running handlers",
+                name,
+                self.options.grace,
+                len(self._runs),
+            )
+            self.stop()
+
+    # -- the control loop ------------------------------------------------------------
+
+    def _main(self) -> None:
+        opts = self.options
+        self._start_handlers()
+        log.info(
+            "worker %s started: jobs %s, concurrency %d",
+            self.owner,
+            ", ".join(f"{s.name}@{s.version}" for s in self.registry),
+            opts.concurrency,
+        )
+        notifier = threading.Thread(target=self._listen, name="fencepost-notify", daemon=True)
+        notifier.start()
+        now = self._monotonic()
+        next_node = next_reap = next_commands = now
+        grace_until: float | None = None
+        try:
+            while True:
+                self._wake.clear()  # before looking: a wake-up during this pass is kept
+                now = self._monotonic()
+                self._collect()
+                if self._flush_due(now):
+                    self._flush(now)
+                self._enforce_timeouts(now)
+                if self._stopping.is_set():
+                    if grace_until is None:
+                        grace_until = now + opts.grace
+                    if not self._runs or self._immediate.is_set() or now >= grace_until:
+                        break
+                if self._healthy or now >= self._retry_at:
+                    if now >= next_node:
+                        self._store_call(self._register)
+                        next_node = now + opts.node_ttl / 3
+                    self._heartbeat(now)
+                    if now >= next_commands:
+                        self._store_call(partial(self._poll_commands, now))
+                        next_commands = now + opts.command_interval
+                    if now >= next_reap:
+                        self._store_call(self.store.reap_expired)
+                        next_reap = now + opts.reap_interval
+                claimed = 0
+                if not self._stopping.is_set() and self._healthy:
+                    claimed = self._claim(now)
+                free = opts.concurrency - len(self._runs)
+                if claimed and free > 0:
+                    continue  # more may be due: claim again before sleeping
+                self._flush(now)  # nothing more to claim: write everything before waiting
+                self._wake.wait(self._idle_wait(now))
+        finally:
+            self._shutdown()
+            self._stopped.set()
+
+    def _idle_wait(self, now: float) -> float:
+        wait = self.options.poll_interval if self._healthy else max(0.0, self._retry_at - now)
+        for run in self._runs.values():
+            wait = min(wait, max(0.0, run.next_beat - now))
+            if run.deadline is not None and run.paused_at is None:
+                wait = min(wait, max(0.0, run.deadline - now))
+        return max(wait, 0.001)
+
+    def _listen(self) -> None:
+        """Wake the control loop when the store says work arrived (PostgreSQL NOTIFY)."""
+        while not self._stopped.is_set() and not self._stopping.is_set():
+            try:
+                if self.store.wait_for_work(1.0):
+                    self._wake.set()
+            except Exception:  # a store that cannot listen simply leaves us to poll
+                time.sleep(1.0)
+
+    def _store_call(self, action: Callable[[], Any]) -> Any:
+        """Run one store operation; None if the store is down (the worker then backs off)."""
+        try:
+            value = action()
+        except StoreUnavailable as exc:
+            self._store_down(exc)
+            return None
+        if not self._healthy:
+            log.warning("database reachable again; resuming claims")
+            self._healthy = True
+            self._backoff = 0.0
+        return value
+
+    def _store_down(self, exc: Exception) -> None:
+        self._backoff = min(self.options.max_backoff, max(0.1, self._backoff * 2))
+        self._retry_at = self._monotonic() + self._backoff
+        if self._healthy:
+            log.error(
+                "database unreachable (%s): not claiming; holding %d outcomes, retrying",
+                exc,
+                len(self._outbox),
+            )
+        self._healthy = False
+
+    # -- claiming and running ----------------------------------------------------------
+
+    def _claim(self, now: float) -> int:
+        opts = self.options
+        claimed = 0
+        for ttl, (names, versions) in self._groups.items():
+            free = opts.concurrency - len(self._runs)
+            if free <= 0:
+                break
+            leases = self._store_call(
+                partial(
+                    self.store.claim,
+                    self.owner,
+                    limit=free,
+                    ttl=ttl,
+                    jobs=names,
+                    versions=versions,
+                    buckets=opts.buckets,
+                    max_per_bucket=opts.max_per_bucket,
+                )
+            )
+            for lease in leases or ():
+                self._begin(lease, ttl, now)
+                claimed += 1
+        return claimed
+
+    def _begin(self, lease: Lease, ttl: timedelta, now: float) -> None:
+        spec = self.registry.get(lease.job, lease.job_version)
+        # The execution's own timeout (set at submit) wins over the job's default.
+        timeout = lease.timeout if lease.timeout is not None else spec.timeout
+        seconds = ttl.total_seconds()
+        run = _Run(
+            spec=spec,
+            lease=lease,
+            ctx=Context(lease, wake=self._wake.set),
+            expires=now + seconds,
+            deadline=None if timeout is None else now + timeout.total_seconds(),
+            next_beat=now + seconds / 3,
+        )
+        self._runs[lease.execution_id] = run
+        self.counters.claimed += 1
+        if spec.is_async:
+            loop = self._event_loop()
+            run.future = asyncio.run_coroutine_threadsafe(self._run_async(run), loop)
+        else:
+            self._ready.put(run)
+
+    def _start_handlers(self) -> None:
+        for _ in range(self.options.concurrency):
+            self._spawn_handler()
+
+    def _spawn_handler(self) -> None:
+        thread = threading.Thread(
+            target=self._handler_thread, name="fencepost-handler", daemon=True
+        )
+        thread.start()
+        # Abandoned handlers' threads leave when their handler finally returns.
+        self._threads = [t for t in self._threads if t.is_alive()]
+        self._threads.append(thread)
+
+    def _handler_thread(self) -> None:
+        while True:
+            run = self._ready.get()
+            if run is None:
+                return
+            self._done.put(self._execute(run))
+            self._wake.set()
+            if run.finished:
+                return  # abandoned after a timeout: a replacement thread took our place
+
+    def _execute(self, run: _Run) -> _Outcome:
+        try:
+            result = run.spec.run(run.ctx, _inputs(run.lease))
+        except BaseException as exc:  # the handler's failure is the execution's, not ours
+            return _failure(run, exc)
+        return _Outcome(run, "complete", result=result)
+
+    async def _run_async(self, run: _Run) -> None:
+        try:
+            result = await run.spec.run(run.ctx, _inputs(run.lease))
+            outcome = _Outcome(run, "complete", result=result)
+        except asyncio.CancelledError:
+            outcome = _failure(run, Cancelled(run.ctx.stop_reason or CANCEL_REQUESTED))
+        except BaseException as exc:
+            outcome = _failure(run, exc)
+        self._done.put(outcome)
+        self._wake.set()
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            self._loop_thread = threading.Thread(
+                target=_run_loop, args=(loop,), name="fencepost-async", daemon=True
+            )
+            self._loop_thread.start()
+            self._loop = loop
+        return self._loop
+
+    def _enforce_timeouts(self, now: float) -> None:
+        for run in list(self._runs.values()):
+            if run.deadline is None or run.paused_at is not None or now < run.deadline:
+                continue
+            timeout = run.lease.timeout or run.spec.timeout
+            log.warning(
+                "execution %s (epoch %d, owner %s) timed out after %s; abandoning its handler",
+                run.lease.execution_id,
+                run.lease.epoch,
+                self.owner,
+                timeout,
+            )
+            self._abandon(run, TIMED_OUT)
+            self._outbox.append(_Outcome(run, "timeout", error=f"timed out after {timeout}"))
+
+    def _abandon(self, run: _Run, reason: str) -> None:
+        """Tell a handler to stop and stop waiting for it; its thread is replaced."""
+        run.finished = True
+        run.ctx._request_stop(reason)
+        self._runs.pop(run.lease.execution_id, None)
+        if run.future is not None:
+            run.future.cancel()
+        elif not self._stopping.is_set():
+            self._spawn_handler()
+
+    # -- outcomes --------------------------------------------------------------------
+
+    def _collect(self) -> None:
+        """Move finished handlers' outcomes from the queue to the outbox."""
+        while True:
+            try:
+                outcome = self._done.get_nowait()
+            except queue.Empty:
+                return
+            run = outcome.run
+            if run.finished:
+                continue  # timed out (already reported) or released at shutdown
+            run.finished = True
+            self._runs.pop(run.lease.execution_id, None)
+            if not self._outbox:
+                self._outbox_since = self._monotonic()
+            if outcome.verb == "cancelled":
+                if run.ctx.stop_reason == SHUTTING_DOWN:
+                    outcome.verb = "release"
+                elif run.cancel_requested:
+                    outcome.verb = "abort"
+                else:
+                    outcome.verb = "fail"
+            self._outbox.append(outcome)
+
+    def _flush_due(self, now: float) -> bool:
+        """Whether the outbox is worth a transaction now (batches amortize its cost)."""
+        return bool(self._outbox) and (
+            len(self._outbox) >= self.options.flush_batch
+            or now - self._outbox_since >= self.options.flush_delay
+            or self._stopping.is_set()
+        )
+
+    def _flush(self, now: float) -> None:
+        """Write the outbox: completions in one batch, then the rest one by one.
+
+        Stops at the first outage and keeps what is unwritten for the next try.
+        While the store is down, an outcome whose lease has surely expired is
+        dropped: the store will time that attempt out and retry it anyway.
+        """
+        if not self._outbox or (not self._healthy and now < self._retry_at):
+            return
+        if not self._healthy:
+            self._outbox = [o for o in self._outbox if not self._expired(o, now)]
+        completions = [o for o in self._outbox if o.verb == "complete"]
+        steps: list[tuple[list[_Outcome], Callable[[], bool]]] = []
+        if completions:
+            steps.append((completions, partial(self._complete, completions)))
+        for outcome in self._outbox:
+            if outcome.verb != "complete":
+                steps.append(([outcome], partial(self._write, outcome)))
+        for index, (_, write) in enumerate(steps):
+            if self._store_call(write) is None:
+                self._outbox = [o for batch, _ in steps[index:] for o in batch]
+                return
+        self._outbox = []
+
+    def _expired(self, outcome: _Outcome, now: float) -> bool:
+        if outcome.run.expires > now:
+            return False
+        self.counters.dropped += 1
+        log.error(
+            "execution %s (epoch %d, owner %s): lease expired before its %s could be "
+            "written; the store will time the attempt out and retry it",
+            outcome.run.lease.execution_id,
+            outcome.run.lease.epoch,
+            self.owner,
+            outcome.verb,
+        )
+        return True
+
+    def _complete(self, outcomes: Sequence[_Outcome]) -> bool:
+        verdicts = self.store.complete_many([(o.run.lease, o.result) for o in outcomes])
+        for outcome, verdict in zip(outcomes, verdicts, strict=True):
+            if verdict is None:
+                self.counters.succeeded += 1
+            else:
+                self._refused(outcome, verdict)
+        return True
+
+    def _write(self, outcome: _Outcome) -> bool:
+        lease = outcome.run.lease
+        try:
+            if outcome.verb == "fail":
+                retry = outcome.run.spec.retry
+                self.store.fail(
+                    lease,
+                    outcome.error,
+                    retryable=outcome.retryable,
+                    retry_in=None if retry is None else retry.delay(lease.attempt),
+                )
+                self.counters.failed += 1
+            elif outcome.verb == "timeout":
+                retry = outcome.run.spec.retry
+                self.store.fail(
+                    lease,
+                    outcome.error,
+                    timed_out=True,
+                    retry_in=None if retry is None else retry.delay(lease.attempt),
+                )
+                self.counters.timed_out += 1
+            elif outcome.verb == "abort":
+                self.store.abort(lease, reason=CANCEL_REQUESTED)
+                self.counters.cancelled += 1
+            elif outcome.verb == "release":
+                self.store.release(lease, reason=SHUTTING_DOWN)
+                self.counters.released += 1
+            else:  # pragma: no cover - the verbs are ours
+                raise AssertionError(outcome.verb)
+        except StaleLease as exc:
+            self._refused(outcome, exc)
+        return True
+
+    def _refused(self, outcome: _Outcome, exc: StaleLease) -> None:
+        self.counters.refused += 1
+        log.warning(
+            "execution %s (epoch %d, owner %s): %s refused, the lease was lost (%s)",
+            outcome.run.lease.execution_id,
+            outcome.run.lease.epoch,
+            self.owner,
+            outcome.verb,
+            exc,
+        )
+
+    # -- heartbeats, commands, nodes ---------------------------------------------------
+
+    def _heartbeat(self, now: float) -> None:
+        """Renew, in one batch per lease length, every lease whose beat is due.
+
+        A lease is due a third of its length after it was last renewed; a
+        checkpoint's progress makes it due after ``progress_interval``.
+        """
+        due: dict[timedelta, list[tuple[_Run, JSON]]] = defaultdict(list)
+        for run in list(self._runs.values()):
+            dirty = run.ctx._has_progress()
+            soon = (
+                run.next_beat
+                - run.spec.lease_ttl.total_seconds() / 3
+                + self.options.progress_interval
+            )
+            if now >= run.next_beat or (dirty and now >= soon):
+                dirty, progress = run.ctx._take_progress()
+                due[run.spec.lease_ttl].append((run, progress if dirty else None))
+        for ttl, beats in due.items():
+            self._store_call(partial(self._renew, ttl, beats, now))
+
+    def _renew(self, ttl: timedelta, beats: list[tuple[_Run, JSON]], now: float) -> None:
+        renewed = self.store.heartbeat_many([(run.lease, p) for run, p in beats], ttl=ttl)
+        seconds = ttl.total_seconds()
+        for (run, _), verdict in zip(beats, renewed, strict=True):
+            if isinstance(verdict, StaleLease):
+                if not run.ctx.lease_lost:
+                    log.warning(
+                        "execution %s (epoch %d, owner %s): heartbeat refused, lease lost; "
+                        "the handler's result will be refused",
+                        run.lease.execution_id,
+                        run.lease.epoch,
+                        self.owner,
+                    )
+                run.ctx._lose()
+                run.next_beat = float("inf")
+            else:
+                run.lease = verdict
+                run.expires = now + seconds
+                run.next_beat = now + seconds / 3
+
+    def _poll_commands(self, now: float) -> None:
+        if not self._runs:
+            return
+        commands = self.store.claim_commands(
+            self.owner, list(self._runs), ttl=self.options.command_ttl
+        )
+        for command in commands:
+            self._deliver(command, now)
+
+    def _deliver(self, command: Command, now: float) -> None:
+        """Acknowledge and apply a command, or give it back if we do not hold its execution."""
+        run = self._runs.get(command.execution_id)
+        try:
+            if run is None:  # finished or released since the claim: not ours any more
+                raise StaleLease(command.execution_id, self.owner, 0)
+            self.store.complete_command(command, run.lease)
+        except StaleLease:
+            log.info(
+                "command %s for %s: not held by %s; released for its holder",
+                command.kind.value,
+                command.execution_id,
+                self.owner,
+            )
+            self.store.release_command(command)
+            return
+        self.counters.commands += 1
+        log.info(
+            "execution %s (epoch %d, owner %s): %s requested by %s",
+            run.lease.execution_id,
+            run.lease.epoch,
+            self.owner,
+            command.kind.value,
+            command.requested_by,
+        )
+        if command.kind is CommandKind.CANCEL:
+            run.cancel_requested = True
+            if run.paused_at is not None:
+                run.ctx._resume()
+                run.paused_at = None
+            run.ctx._request_stop(CANCEL_REQUESTED)
+        elif command.kind is CommandKind.PAUSE:
+            if run.paused_at is None:
+                run.paused_at = now
+                run.ctx._pause()
+        elif command.kind is CommandKind.RESUME and run.paused_at is not None:
+            # Time spent paused does not count against the attempt's timeout.
+            if run.deadline is not None:
+                run.deadline += now - run.paused_at
+            run.paused_at = None
+            run.ctx._resume()
+
+    def _register(self) -> None:
+        self.store.register_node(
+            self.owner, kind="worker", buckets=self.options.buckets, ttl=self.options.node_ttl
+        )
+
+    # -- shutdown --------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        """Release what is still running, write what is finished, leave the node registry."""
+        immediate = self._immediate.is_set()
+        for run in list(self._runs.values()):
+            run.ctx._request_stop(SHUTTING_DOWN)
+        # Give stopped handlers (and command jobs killing their process groups) a moment.
+        settle = self._monotonic() + (0.2 if immediate else 2.5)
+        while self._runs and self._monotonic() < settle:
+            self._collect()
+            if self._runs:
+                self._wake.wait(0.02)
+                self._wake.clear()
+        self._collect()
+        for run in list(self._runs.values()):
+            run.finished = True
+            self._outbox.append(_Outcome(run, "release"))
+        self._runs.clear()
+        deadline = self._monotonic() + (1.0 if immediate else 10.0)
+        self._healthy = True
+        while self._outbox and self._monotonic() < deadline:
+            self._flush(self._monotonic())
+            if self._outbox:
+                time.sleep(min(0.5, max(0.0, self._retry_at - self._monotonic())))
+        if self._outbox:
+            log.error(
+                "stopped with %d outcomes unwritten; their leases will expire", len(self._outbox)
+            )
+        for _ in self._threads:
+            self._ready.put(None)
+        if self._loop is not None and self._loop_thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop_thread.join(2.0)
+        try:
+            self.store.deregister_node(self.owner)
+        except StoreUnavailable as exc:
+            log.error("could not deregister node %s: %s", self.owner, exc)
+        log.info(
+            "worker %s stopped: %d succeeded, %d failed, %d timed out, %d cancelled, "
+            "%d released, %d refused",
+            self.owner,
+            self.counters.succeeded,
+            self.counters.failed,
+            self.counters.timed_out,
+            self.counters.cancelled,
+            self.counters.released,
+            self.counters.refused,
+        )
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Run coroutine handlers until the worker stops; then cancel stragglers and close."""
+    loop.run_forever()
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.wait(pending, timeout=1.0))
+    loop.close()
+
+
+def _inputs(lease: Lease) -> dict[str, Any]:
+    return dict(lease.inputs) if isinstance(lease.inputs, dict) else {}
+
+
+def _failure(run: _Run, exc: BaseException) -> _Outcome:
+    if isinstance(exc, Cancelled):
+        return _Outcome(run, "cancelled", error=str(exc), retryable=True)
+    if isinstance(exc, PermanentFailure):
+        return _Outcome(run, "fail", error=f"{type(exc).__name__}: {exc}", retryable=False)
+    lines = traceback.format_exception(exc)
+    return _Outcome(run, "fail", error=f"{type(exc).__name__}: {exc}\n{''.join(lines[-6:])}")
+
+
+def _claim_groups(
+    registry: JobRegistry,
+) -> dict[timedelta, tuple[list[str], list[tuple[str, int]]]]:
+    """Jobs grouped by lease length: one claim per group, so each job gets its own ttl."""
+    groups: dict[timedelta, tuple[list[str], list[tuple[str, int]]]] = {}
+    for spec in registry:
+        names, versions = groups.setdefault(spec.lease_ttl, ([], []))
+        if spec.name not in names:
+            names.append(spec.name)
+        versions.append(spec.key)
+    return groups
+
+
+def run_worker(
+    store: Store,
+    registry: JobRegistry,
+    options: WorkerOptions | None = None,
+    *,
+    jobs: Iterable[str] | None = None,
+) -> Worker:
+    """Run a worker in this thread until SIGTERM/SIGINT; returns it (with its counters)."""
+    if jobs is not None:
+        registry = registry.restricted(jobs)
+    worker = Worker(store, registry, options)
+    worker.run()
+    return worker
