@@ -19,13 +19,10 @@ server again whatever happens.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -45,97 +42,13 @@ DEADLINE = 150.0  # seconds the workers get, outage included
 WORKER = Path(__file__).with_name("_pg_resilient_worker.py")
 
 
-def _cluster() -> list[str]:
-    """``[version, name]`` of the local cluster serving the test DSN's port."""
-    parts = urlsplit(postgres.dsn())
-    port = str(parts.port or 5432)
-    reason = None
-    if not _pg.server_is_local():
-        reason = f"the test server {parts.hostname} is not on this machine"
-    elif shutil.which("pg_ctlcluster") is None or shutil.which("pg_isready") is None:
-        reason = "pg_ctlcluster and pg_isready (postgresql-common) are needed to restart it"
-    else:
-        listing = subprocess.run(
-            ["pg_lsclusters", "--no-header"], capture_output=True, text=True, check=False
-        ).stdout
-        for line in listing.splitlines():
-            version, name, cluster_port, *_ = line.split()
-            if cluster_port == port:
-                return [version, name]
-        reason = f"no local cluster listens on port {port}:\n{listing}"
-    if os.environ.get("FENCEPOST_REQUIRE_POSTGRES"):
-        pytest.fail(f"FENCEPOST_REQUIRE_POSTGRES is set but {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
-def _ctl(action: str, cluster: list[str]) -> None:
-    run = subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", *cluster, action],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert run.returncode == 0, f"pg_ctlcluster {action} failed: {run.stdout}{run.stderr}"
-
-
-def _ensure_running(cluster: list[str]) -> float:
-    """Start the server unless it accepts connections; return when it does (wall time).
-
-    ``pg_isready`` is polled while ``pg_ctlcluster start`` runs: that command returns
-    a second or so after the server began to accept connections.
-    """
-    if _ready():
-        return time.time()
-    starter = subprocess.Popen(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", *cluster, "start"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        return _wait_ready(timeout=60)
-    finally:
-        starter.wait(timeout=60)
-
-
-def _ready() -> bool:
-    port = str(urlsplit(postgres.dsn()).port or 5432)
-    return (
-        subprocess.run(
-            ["pg_isready", "-q", "-h", "127.0.0.1", "-p", port], check=False, timeout=10
-        ).returncode
-        == 0
-    )
-
-
-def _wait_ready(timeout: float) -> float:
-    """Poll until the server accepts connections; return the wall time of the poll that
-    found it ready (when it started: the earliest the server can be said to be back)."""
-    end = time.monotonic() + timeout
-    while True:
-        polled_at = time.time()
-        if _ready():
-            return polled_at
-        assert time.monotonic() < end, f"the server was not back within {timeout} s"
-        time.sleep(0.05)
-
-
-def _succeeded(schema: str) -> int:
-    with _pg.connect() as conn:
-        row = conn.execute(
-            f"SELECT count(*) FROM {schema}.executions WHERE state = 'SUCCEEDED'"
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_workers_pause_while_postgresql_restarts_and_finish_every_execution_once(
     tmp_path: Path,
 ) -> None:
     postgres.require_postgres()
-    cluster = _cluster()
+    cluster = _pg.local_cluster()
     with _pg.fresh_schema() as schema:
         with fencepost.connect(_pg.url(schema)) as store:
             for start in range(0, EXECUTIONS, SUBMIT_BATCH):
@@ -162,18 +75,18 @@ def test_workers_pause_while_postgresql_restarts_and_finish_every_execution_once
                         )
                     )
             end = time.monotonic() + DEADLINE
-            while _succeeded(schema) < EXECUTIONS // 5:
+            while _pg.count_succeeded(schema) < EXECUTIONS // 5:
                 assert all(p.poll() is None for p in procs), f"a worker exited early {where}"
                 assert time.monotonic() < end, f"workers made too little progress {where}"
                 time.sleep(0.05)
 
             down_at = time.time()
             try:
-                _ctl("stop", cluster)
-                assert not _ready(), "the server still accepts connections after its stop"
+                _pg.ctl("stop", cluster)
+                assert not _pg.ready(), "the server still accepts connections after its stop"
                 time.sleep(DOWN_FOR)
             finally:
-                ready_at = _ensure_running(cluster)
+                ready_at = _pg.ensure_running(cluster)
             for proc in procs:
                 try:
                     proc.wait(timeout=max(0.0, end - time.monotonic()))
@@ -184,7 +97,7 @@ def test_workers_pause_while_postgresql_restarts_and_finish_every_execution_once
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
-            _ensure_running(cluster)
+            _pg.ensure_running(cluster)
         for n, proc in enumerate(procs):
             output = (tmp_path / f"worker-{n}.out").read_text()
             assert proc.returncode == 0, f"worker-{n} exited {proc.returncode}:\n{output}"

@@ -1,7 +1,8 @@
 """``fencepost``: the operator command.
 
-For now it carries ``fencepost db migrate``; the other operator commands
-(``serve``, ``worker``, ``ps``, ...) join it as they are built.
+``fencepost worker`` runs a worker; ``fencepost db migrate`` prepares a
+database. The other operator commands (``serve``, ``ps``, ...) join them as
+they are built.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from fencepost.cli import worker
 from fencepost.domain.errors import FencepostError
 from fencepost.store import connect
 
@@ -29,7 +31,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=os.environ.get("FENCEPOST_DB"),
         help="store URL (default: $FENCEPOST_DB)",
     )
+    worker.add_parser(commands)
     args = parser.parse_args(argv)
+    if args.command == "worker":
+        return worker.run(args)
     if args.command == "db" and args.db_command == "migrate":
         return _migrate(args.db, parser)
     parser.error("unknown command")  # pragma: no cover - argparse rejects it first

@@ -1,0 +1,109 @@
+"""``fencepost worker``: run a worker process for an app's jobs or definition files."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from fencepost.app import App
+from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS, parse_buckets
+from fencepost.domain.errors import FencepostError, ValidationError
+from fencepost.store import connect
+from fencepost.worker.definitions import load_definitions
+from fencepost.worker.registry import JobRegistry
+from fencepost.worker.runtime import Worker, WorkerOptions
+
+
+def add_parser(commands: Any) -> None:
+    """Register the ``worker`` subcommand on ``commands`` (an argparse subparsers object)."""
+    p = commands.add_parser(
+        "worker",
+        help="claim and run executions until SIGTERM/SIGINT",
+        description="Claim due executions and run them. The first SIGTERM/SIGINT stops "
+        "claiming and waits --grace seconds for running handlers, then releases the rest; "
+        "a second one stops at once.",
+    )
+    p.add_argument("app", nargs="?", help="MODULE:ATTRIBUTE naming a fencepost.App")
+    p.add_argument("--definitions", type=Path, help="directory of job definition files")
+    p.add_argument("--db", default=os.environ.get("FENCEPOST_DB"), help="store URL")
+    p.add_argument("--concurrency", type=int, default=8, help="handlers at once (default 8)")
+    p.add_argument("--jobs", help="run only these jobs (comma-separated names)")
+    p.add_argument("--owner", help="lease owner / node id (default host:pid)")
+    p.add_argument("--grace", type=float, default=30.0, help="shutdown grace, seconds")
+    p.add_argument("--buckets", help="claim only from these buckets, e.g. 0-15,20")
+    p.add_argument("--num-buckets", type=int, default=DEFAULT_NUM_BUCKETS, help=argparse.SUPPRESS)
+    p.add_argument("--max-per-bucket", type=int, help="cap RUNNING executions per bucket")
+    p.add_argument("--poll-interval", type=float, default=0.05, help=argparse.SUPPRESS)
+    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the worker from ``args`` and run it; the process exit code."""
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        worker = _build(args)
+    except (FencepostError, ImportError, AttributeError) as exc:
+        print(f"fencepost worker: {exc}", file=sys.stderr)
+        return 2
+    try:
+        worker.run()
+    finally:
+        worker.store.close()
+    return 0
+
+
+def _build(args: argparse.Namespace) -> Worker:
+    if args.app is None and args.definitions is None:
+        raise ValidationError("app", "give MODULE:ATTRIBUTE, --definitions DIR, or both")
+    if args.concurrency < 1:
+        raise ValidationError("concurrency", f"must be >= 1, got {args.concurrency}")
+    registry = JobRegistry()
+    app = _import_app(args.app) if args.app else None
+    if app is not None:
+        for spec in app.registry:
+            registry.add(spec)
+    if args.definitions is not None:
+        for spec in load_definitions(args.definitions):
+            registry.add(spec)
+    if args.jobs:
+        registry = registry.restricted(j.strip() for j in args.jobs.split(",") if j.strip())
+    buckets = (
+        None if args.buckets is None else parse_buckets(args.buckets, num_buckets=args.num_buckets)
+    )
+    if args.db:
+        store = connect(args.db, num_buckets=args.num_buckets)
+    elif app is not None:
+        store = app.store
+    else:
+        raise ValidationError("db", "is required (or set FENCEPOST_DB)")
+    options = WorkerOptions(
+        owner=args.owner,
+        concurrency=args.concurrency,
+        buckets=buckets,
+        max_per_bucket=args.max_per_bucket,
+        grace=args.grace,
+        poll_interval=args.poll_interval,
+    )
+    return Worker(store, registry, options)
+
+
+def _import_app(target: str) -> App:
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise ValidationError("app", f"must look like module:attribute, got {target!r}")
+    # Like `python -m`: the current directory is importable.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    app = getattr(importlib.import_module(module_name), attribute)
+    if not isinstance(app, App):
+        raise ValidationError("app", f"{target} is a {type(app).__name__}, not a fencepost.App")
+    return app

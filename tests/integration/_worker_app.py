@@ -1,0 +1,51 @@
+"""The jobs the worker process tests run, as a ``fencepost.App`` (``MODULE:app``).
+
+The store URL given here is a placeholder: the tests always pass ``--db``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import fencepost
+from fencepost.worker.context import Context
+
+app = fencepost.App("memory://")
+
+
+@app.job("spin", lease_ttl=5)
+def spin(ctx: Context, steps: int = 100_000, pause: float = 0.02) -> int:
+    """Count ``steps`` checkpoints; progress is the step reached (pause/resume/cancel target)."""
+    for step in range(steps):
+        ctx.checkpoint(progress={"step": step})
+        time.sleep(pause)
+    return steps
+
+
+@app.job("crashy", lease_ttl=2, max_attempts=3)
+def crashy(ctx: Context) -> str:
+    """Hangs on its first attempt (the test kills the worker); succeeds on later ones."""
+    if ctx.attempt == 1:
+        time.sleep(60)
+    return f"recovered on attempt {ctx.attempt}"
+
+
+@app.job("deaf", lease_ttl=5)
+def deaf(ctx: Context) -> str:
+    """Sleeps through every request to stop."""
+    time.sleep(60)
+    return "woke up"
+
+
+@app.job("quick", lease_ttl=5, max_attempts=50)
+def quick(ctx: Context, n: int = 0) -> int:
+    """A few milliseconds of work."""
+    time.sleep(0.002)
+    return n
+
+
+@app.job("lease-echo", lease_ttl=5, max_attempts=50)
+def lease_echo(ctx: Context) -> dict[str, object]:
+    """A few milliseconds of work; the result names the lease that produced it."""
+    time.sleep(0.002)
+    return {"owner": ctx.owner, "epoch": ctx.epoch}

@@ -1,0 +1,78 @@
+"""A ``fencepost worker`` process on PostgreSQL, through a server restart.
+
+The worker drains 3,000 executions of a few-millisecond job while the server is
+stopped (fast shutdown: sessions cut, transactions rolled back), kept down for
+three seconds and started again. The worker must say so in its log, stop
+claiming, keep the outcomes it holds, resume by itself, and finish every
+execution with exactly one accepted completion (judged from the audit trail).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import fencepost
+from fencepost import State
+from tests import postgres
+from tests.integration import _audit, _pg
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+FENCEPOST = str(Path(sys.executable).with_name("fencepost"))
+EXECUTIONS = 3_000
+TTL = 5.0  # the lease-echo job's lease_ttl
+
+
+@pytest.mark.timeout(240)
+def test_a_worker_rides_out_a_postgresql_restart_and_loses_nothing(tmp_path: Path) -> None:
+    postgres.require_postgres()
+    cluster = _pg.local_cluster()
+    log_path = tmp_path / "worker.log"
+    with _pg.fresh_schema() as schema, fencepost.connect(_pg.url(schema)) as store:
+        store.submit_many([{"job": "lease-echo", "max_attempts": 50}] * EXECUTIONS)
+        with log_path.open("wb") as log:
+            worker = subprocess.Popen(
+                [
+                    *(FENCEPOST, "worker", "tests.integration._worker_app:app"),
+                    *("--jobs", "lease-echo", "--db", _pg.url(schema)),
+                    *("--owner", "survivor", "--concurrency", "16"),
+                ],
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
+        try:
+            deadline = time.monotonic() + 60
+            while _pg.count_succeeded(schema) < EXECUTIONS // 5:
+                assert time.monotonic() < deadline, "the worker made no progress"
+                time.sleep(0.05)
+            try:
+                _pg.ctl("stop", cluster)
+                time.sleep(3.0)
+            finally:
+                _pg.ensure_running(cluster)
+            deadline = time.monotonic() + 120
+            while _pg.count_succeeded(schema) < EXECUTIONS:
+                assert worker.poll() is None, "the worker died"
+                assert time.monotonic() < deadline, f"stuck at {_pg.count_succeeded(schema)}"
+                time.sleep(0.2)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(30) == 0
+        text = log_path.read_text()
+        assert "database unreachable" in text
+        assert "database reachable again" in text
+        executions = _pg.load_executions(schema)
+        assert {e.state for e in executions.values()} == {State.SUCCEEDED}
+        _audit.check_exactly_once(
+            executions, _pg.load_audit(schema), {"survivor": TTL}, where="(worker restart)"
+        )
