@@ -2,11 +2,11 @@
 
 Run by hand::
 
-    .venv/bin/python bench/worker_throughput.py --db postgresql://USER@HOST:PORT/DB
+    .venv/bin/python bench/pg_workers.py --db postgresql://USER@HOST:PORT/DB
         [--workers 2] [--n 100000] [--late-n 10000] [--repeat 3] [--only throughput|lateness]
 
-fencepost has no worker runtime module yet, so the worker loop is written here:
-each worker is a process of its own (multiprocessing, spawn) with its own store,
+The worker loop is written here, without the runtime (``worker_throughput.py``
+measures the runtime): each worker is a process of its own (multiprocessing, spawn) with its own store,
 running ``claim(limit=256)`` then ``complete_many`` with no-op handlers (every
 result is ``{'ok': True}``). It measures the store under several claimers, not a
 runtime.
