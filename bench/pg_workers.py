@@ -6,10 +6,10 @@ Run by hand::
         [--workers 2] [--n 100000] [--late-n 10000] [--repeat 3] [--only throughput|lateness]
 
 The worker loop is written here, without the runtime (``worker_throughput.py``
-measures the runtime): each worker is a process of its own (multiprocessing, spawn) with its own store,
-running ``claim(limit=256)`` then ``complete_many`` with no-op handlers (every
-result is ``{'ok': True}``). It measures the store under several claimers, not a
-runtime.
+measures the runtime): each worker is a process of its own (multiprocessing,
+spawn) with its own store, running ``claim(limit=256)`` then ``complete_many``
+with no-op handlers (every result is ``{'ok': True}``). It measures the store
+under several claimers, not a runtime.
 
 Throughput: ``--n`` executions due now, submitted through fencepost beforehand
 (untimed) and copied into a fresh schema per run (then VACUUM ANALYZE); the
