@@ -1,0 +1,49 @@
+"""Cron expressions: validated here, iterated over naive local wall times by cronsim.
+
+5 fields (minute hour day-of-month month day-of-week) or 6 with a leading
+seconds field; names (JAN, MON), ranges, steps, lists, ``L``, ``W`` and ``#``
+as cronsim supports them. Matching and iteration are cronsim's; time zones and
+DST are not — iteration runs on naive wall times, and
+:func:`fencepost.timing.zones.instants` places each on the UTC timeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+
+from cronsim import CronSim, CronSimError
+
+from fencepost.domain.errors import ValidationError
+
+#: A fixed start for checking that an expression can fire at all.
+_PROBE = datetime(2000, 1, 1)
+
+
+def parse_cron(expr: object, field: str = "cron") -> str:
+    """``expr`` normalized (single spaces, upper case), or ValidationError on ``field``.
+
+    Refuses what cronsim refuses, wrong field counts, and expressions that never
+    fire (``0 0 30 2 *``: February 30th).
+    """
+    if not isinstance(expr, str) or not expr.strip():
+        raise ValidationError(field, f"must be a cron expression, got {expr!r}")
+    normalized = " ".join(expr.upper().split())
+    if len(normalized.split()) not in (5, 6):
+        raise ValidationError(
+            field, f"{expr!r} has {len(normalized.split())} fields; cron has 5, or 6 with seconds"
+        )
+    try:
+        next(CronSim(normalized, _PROBE))
+    except CronSimError as exc:
+        raise ValidationError(field, f"{expr!r}: {exc}") from None
+    except StopIteration:
+        raise ValidationError(field, f"{expr!r} never fires") from None
+    return normalized
+
+
+def wall_times(expr: str, after: datetime) -> Iterator[datetime]:
+    """The naive wall times matching ``expr`` strictly after the naive ``after``, in order."""
+    if after.tzinfo is not None:
+        raise ValueError("wall_times iterates naive local times")
+    return iter(CronSim(expr, after))
