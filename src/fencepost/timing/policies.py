@@ -52,8 +52,7 @@ def parse_policy(kind: type[P], value: object, field: str) -> P:
     """``value`` (a member or its name) as a member of ``kind``, or ValidationError on ``field``."""
     if isinstance(value, kind):
         return value
-    try:
+    if isinstance(value, str) and value in kind._value2member_map_:
         return kind(value)
-    except ValueError:
-        names = ", ".join(m.value for m in kind)
-        raise ValidationError(field, f"must be one of {names}, got {value!r}") from None
+    names = ", ".join(m.value for m in kind)
+    raise ValidationError(field, f"must be one of {names}, got {value!r}")
