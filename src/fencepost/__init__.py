@@ -18,11 +18,23 @@ from fencepost.domain.errors import (
     StoreUnavailable,
     ValidationError,
 )
-from fencepost.domain.models import Attempt, Command, Execution, Lease, Page, Transition
+from fencepost.domain.models import (
+    Attempt,
+    Command,
+    Execution,
+    Lease,
+    Occurrence,
+    Page,
+    Schedule,
+    SchedulePage,
+    Transition,
+)
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
 from fencepost.store import Store, StoreConfig, connect
 from fencepost.timing.clock import Clock, SystemClock
+from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
+from fencepost.timing.rules import fire_times
 from fencepost.worker.context import Context
 from fencepost.worker.errors import Cancelled, PermanentFailure
 from fencepost.worker.jobs import JobSpec
@@ -40,6 +52,8 @@ __all__ = [
     "CommandKind",
     "CommandState",
     "Context",
+    "DstFold",
+    "DstGap",
     "Event",
     "Execution",
     "FencepostError",
@@ -47,12 +61,17 @@ __all__ = [
     "InvalidTransition",
     "JobSpec",
     "Lease",
+    "Misfire",
     "NotFound",
     "NotRunning",
+    "Occurrence",
+    "Overlap",
     "Page",
     "PermanentFailure",
     "ResultInvalid",
     "RetryPolicy",
+    "Schedule",
+    "SchedulePage",
     "StaleLease",
     "State",
     "Store",
@@ -65,4 +84,5 @@ __all__ = [
     "WorkerOptions",
     "__version__",
     "connect",
+    "fire_times",
 ]

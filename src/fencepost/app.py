@@ -25,6 +25,8 @@ from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import JSON, Command, Execution
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.states import CommandKind
+from fencepost.scheduler.handle import ScheduleHandle
+from fencepost.scheduler.materializer import Materializer, MaterializerOptions
 from fencepost.store import Store, connect
 from fencepost.worker.jobs import DEFAULT_LEASE_TTL, JobSpec, spec_from_function
 from fencepost.worker.registry import JobRegistry
@@ -161,6 +163,69 @@ class App:
     ) -> Command:
         """Ask the worker running ``execution_id`` to cancel, pause or resume it."""
         return self.store.request(execution_id, kind, actor=actor)
+
+    # -- schedules -------------------------------------------------------------------
+
+    def schedule(
+        self,
+        job: str,
+        *,
+        cron: str | None = None,
+        every: float | timedelta | None = None,
+        timezone: str = "UTC",
+        inputs: JSON = None,
+        misfire: str = "coalesce",
+        misfire_grace: float | timedelta = 60,
+        max_catch_up: int = 100,
+        overlap: str = "allow",
+        dst_gap: str = "shift",
+        dst_fold: str = "once",
+        start_at: datetime | None = None,
+        end_at: datetime | None = None,
+        id: str | None = None,
+        version: int | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+    ) -> ScheduleHandle:
+        """Run ``job`` on a cron rule (in ``timezone``) or ``every`` interval; returns a handle.
+
+        The inputs are checked against the job's schema and the schedule is
+        pinned to ``version`` (default: the latest). ``id`` makes it idempotent:
+        the same arguments again return the existing schedule. Each occurrence
+        becomes an execution keyed ``schedule_id:slot``; see
+        :mod:`fencepost.timing.planning` for the misfire and overlap policies.
+        """
+        spec = self.registry.get(job, version)
+        attempts = max_attempts if max_attempts is not None else spec.max_attempts
+        options: dict[str, Any] = {} if attempts is None else {"max_attempts": attempts}
+        stored = self.store.add_schedule(
+            spec.name,
+            cron=cron,
+            every=every,
+            timezone=timezone,
+            inputs=spec.check_inputs(inputs),
+            job_version=spec.version,
+            misfire=misfire,
+            misfire_grace=misfire_grace,
+            max_catch_up=max_catch_up,
+            overlap=overlap,
+            dst_gap=dst_gap,
+            dst_fold=dst_fold,
+            start_at=start_at,
+            end_at=end_at,
+            id=id,
+            priority=priority,
+            **options,
+        )
+        return ScheduleHandle(self.store, stored)
+
+    def get_schedule(self, schedule_id: str) -> ScheduleHandle:
+        """The stored schedule ``schedule_id`` (:class:`NotFound` if there is none)."""
+        return ScheduleHandle(self.store, self.store.get_schedule(schedule_id))
+
+    def materializer(self, **options: Any) -> Materializer:
+        """A :class:`Materializer` over this app's store (see :class:`MaterializerOptions`)."""
+        return Materializer(self.store, MaterializerOptions(**options))
 
     # -- workers ---------------------------------------------------------------------
 

@@ -1,10 +1,12 @@
 """A ``fencepost worker`` process on PostgreSQL, through a server restart.
 
-The worker drains 3,000 executions of a few-millisecond job while the server is
+The worker drains 6,000 executions of a few-millisecond job while the server is
 stopped (fast shutdown: sessions cut, transactions rolled back), kept down for
 three seconds and started again. The worker must say so in its log, stop
 claiming, keep the outcomes it holds, resume by itself, and finish every
 execution with exactly one accepted completion (judged from the audit trail).
+The pool waits at most a second for a connection (``pool_timeout=1``), so the
+outage reaches the worker instead of being absorbed by a waiting pool.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 FENCEPOST = str(Path(sys.executable).with_name("fencepost"))
-EXECUTIONS = 3_000
+EXECUTIONS = 6_000
 TTL = 5.0  # the lease-echo job's lease_ttl
 
 
@@ -42,7 +44,7 @@ def test_a_worker_rides_out_a_postgresql_restart_and_loses_nothing(tmp_path: Pat
             worker = subprocess.Popen(
                 [
                     *(FENCEPOST, "worker", "tests.integration._worker_app:app"),
-                    *("--jobs", "lease-echo", "--db", _pg.url(schema)),
+                    *("--jobs", "lease-echo", "--db", _pg.url(schema, pool_timeout=1)),
                     *("--owner", "survivor", "--concurrency", "16"),
                 ],
                 cwd=ROOT,

@@ -342,3 +342,19 @@ def test_a_second_signal_stops_at_once(workers: Workers, db: tuple[str, Store]) 
     assert time.monotonic() - stopped_at < 3.0
     assert store.get(eid).state is State.SCHEDULED
     assert "stopping now" in workers.log("worker-a")
+
+
+def test_with_scheduler_a_worker_process_materializes_and_runs_schedules(
+    workers: Workers, db: tuple[str, Store]
+) -> None:
+    url, store = db
+    schedule = store.add_schedule("quick", every=1, inputs={"n": 3}, id="every-second")
+    workers.start(url, "worker-a", APP, "--jobs", "quick", "--with-scheduler")
+
+    def succeeded() -> list[Execution]:
+        page = store.query(schedule=schedule.id, state=State.SUCCEEDED, limit=100)
+        return page.items if len(page.items) >= 3 else []
+
+    done = wait_until(succeeded, 20, "three scheduled runs")
+    assert all(e.result == 3 and e.slot for e in done)
+    assert len({e.slot for e in done}) == len(done)

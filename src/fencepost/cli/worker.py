@@ -13,6 +13,7 @@ from typing import Any
 from fencepost.app import App
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS, parse_buckets
 from fencepost.domain.errors import FencepostError, ValidationError
+from fencepost.scheduler.materializer import Materializer, MaterializerOptions
 from fencepost.store import connect
 from fencepost.worker.definitions import load_definitions
 from fencepost.worker.registry import JobRegistry
@@ -39,6 +40,11 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--num-buckets", type=int, default=DEFAULT_NUM_BUCKETS, help=argparse.SUPPRESS)
     p.add_argument("--max-per-bucket", type=int, help="cap RUNNING executions per bucket")
     p.add_argument("--poll-interval", type=float, default=0.05, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--with-scheduler",
+        action="store_true",
+        help="also materialize schedules in this process (safe in several processes at once)",
+    )
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
@@ -54,9 +60,17 @@ def run(args: argparse.Namespace) -> int:
     except (FencepostError, ImportError, AttributeError) as exc:
         print(f"fencepost worker: {exc}", file=sys.stderr)
         return 2
+    materializer = None
+    if args.with_scheduler:
+        materializer = Materializer(
+            worker.store, MaterializerOptions(owner=f"{worker.owner}:scheduler")
+        )
+        materializer.start()
     try:
         worker.run()
     finally:
+        if materializer is not None:
+            materializer.stop()
         worker.store.close()
     return 0
 

@@ -5,11 +5,11 @@ Every error fencepost raises on purpose derives from :class:`FencepostError`::
     FencepostError
      ├── ValidationError          bad input; ``field`` names the offending argument
      │    └── ResultInvalid       a handler's result is not JSON (the execution is FAILED)
-     ├── NotFound                 no execution with that id
+     ├── NotFound                 no execution (or schedule) with that id
      ├── StaleLease               owner/epoch do not match, or the lease expired (HTTP 409)
      ├── InvalidTransition        the state machine forbids the requested change
      ├── NotRunning               a command was requested for an execution that is not running
-     ├── IdempotencyConflict      same idempotency key, different request
+     ├── IdempotencyConflict      same idempotency key (or schedule id), different request
      └── StoreUnavailable         the backend cannot be reached (driver errors, translated)
 
 Driver exceptions never leak through the store boundary: backends translate them with
@@ -49,11 +49,17 @@ class ResultInvalid(ValidationError):
 
 
 class NotFound(FencepostError, LookupError):
-    """No execution with the given id exists (it may have been pruned)."""
+    """No execution (or, with ``subject="schedule"``, schedule) with the given id exists.
 
-    def __init__(self, execution_id: str) -> None:
+    Executions may have been pruned, schedules deleted. ``id`` names what was looked
+    up; ``execution_id`` is the same value, kept for callers of the execution verbs.
+    """
+
+    def __init__(self, execution_id: str, *, subject: str = "execution") -> None:
+        self.id = execution_id
         self.execution_id = execution_id
-        super().__init__(f"execution {execution_id} not found")
+        self.subject = subject
+        super().__init__(f"{subject} {execution_id} not found")
 
 
 class StaleLease(FencepostError):
@@ -64,14 +70,20 @@ class StaleLease(FencepostError):
     the store's clock: nothing changed except an audit record of the refusal. Also
     raised by ``complete_command`` when the command's claim or the lease no longer
     holds (nothing is audited there: the execution did not change).
+
+    ``materialize`` returns one with ``subject="schedule"`` (the schedule's id, the
+    materializer, epoch 0) for a schedule whose materializer lease no longer holds.
     """
 
-    def __init__(self, execution_id: str, owner: str, epoch: int) -> None:
+    def __init__(
+        self, execution_id: str, owner: str, epoch: int, *, subject: str = "execution"
+    ) -> None:
         self.execution_id = execution_id
         self.owner = owner
         self.epoch = epoch
+        self.subject = subject
         super().__init__(
-            f"execution {execution_id}: lease of owner {owner!r} at epoch {epoch} "
+            f"{subject} {execution_id}: lease of owner {owner!r} at epoch {epoch} "
             "is no longer valid"
         )
 
@@ -105,14 +117,19 @@ class NotRunning(FencepostError):
 
 
 class IdempotencyConflict(FencepostError):
-    """An idempotency key was reused for a request that differs from the first one."""
+    """An idempotency key was reused for a request that differs from the first one.
 
-    def __init__(self, key: str, existing_id: str) -> None:
+    Also raised by ``add_schedule`` when the given schedule ``id`` exists and was
+    added with different arguments (``subject="schedule"``; ``key`` is that id).
+    """
+
+    def __init__(self, key: str, existing_id: str, *, subject: str = "execution") -> None:
         self.key = key
         self.existing_id = existing_id
+        self.subject = subject
+        field = "idempotency_key" if subject == "execution" else f"{subject} id"
         super().__init__(
-            f"idempotency_key {key!r} already names execution {existing_id} "
-            "with a different request"
+            f"{field} {key!r} already names {subject} {existing_id} with a different request"
         )
 
 

@@ -119,6 +119,16 @@ class ExecutionReplayed:
     actor: str
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionRescheduled:
+    """A waiting execution was given a new due time (a held occurrence released)."""
+
+    kind: ClassVar[Event] = Event.RESCHEDULED
+    due_at: datetime
+    actor: str
+    reason: str
+
+
 ExecutionEvent = (
     ExecutionClaimed
     | ExecutionCompleted
@@ -130,4 +140,5 @@ ExecutionEvent = (
     | ExecutionAborted
     | ExecutionSkipped
     | ExecutionReplayed
+    | ExecutionRescheduled
 )

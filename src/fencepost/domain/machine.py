@@ -23,6 +23,7 @@ from fencepost.domain.events import (
     ExecutionFailed,
     ExecutionReleased,
     ExecutionReplayed,
+    ExecutionRescheduled,
     ExecutionSkipped,
     ExecutionTimedOut,
     LeaseExpired,
@@ -55,6 +56,7 @@ EDGES: Mapping[Event, Mapping[State | None, frozenset[State]]] = {
     },
     Event.SKIPPED: {State.SCHEDULED: frozenset({State.SKIPPED})},
     Event.REPLAYED: {State.FAILED: frozenset({State.SCHEDULED})},
+    Event.RESCHEDULED: {State.SCHEDULED: frozenset({State.SCHEDULED})},
 }
 
 
@@ -186,6 +188,8 @@ def _apply(e: Execution, event: ExecutionEvent, now: datetime) -> Execution:
             return replace(e, state=State.SKIPPED, updated_at=now)
         case ExecutionReplayed():
             return replace(e, state=State.SCHEDULED, attempt=0, due_at=now, updated_at=now)
+        case ExecutionRescheduled(due_at=due_at):
+            return replace(e, due_at=due_at, updated_at=now)
     raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
 
 
@@ -220,6 +224,8 @@ def _actor_and_reason(e: Execution, event: ExecutionEvent) -> tuple[str | None, 
             return actor, None
         case ExecutionSkipped(reason=reason):
             return None, reason
+        case ExecutionRescheduled(actor=actor, reason=reason):
+            return actor, reason
     raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
 
 

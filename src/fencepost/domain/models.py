@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
+from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
 
 #: A JSON value as Python holds it (dict, list, str, int, float, bool or None).
 JSON = Any
@@ -126,4 +127,61 @@ class Page:
     """One page of a keyset-paginated query; pass ``next_cursor`` as ``after``."""
 
     items: list[Execution]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Schedule:
+    """A recurring job: a rule (``cron`` in ``timezone``, or ``every``) and its policies.
+
+    A materializer turns its occurrences into executions ahead of time: it leases
+    the schedule (``materializer``, ``lease_until``) when ``next_due`` has passed,
+    inserts the occurrences after ``watermark`` and moves both on.
+    """
+
+    id: str  #: given by the user, or a UUIDv7
+    job: str
+    job_version: int | None
+    inputs: JSON  #: every materialized execution gets a copy
+    cron: str | None  #: normalized cron expression; exactly one of cron / every is set
+    every: timedelta | None  #: a fixed interval on the UTC timeline
+    timezone: str  #: IANA name the cron runs in ("UTC" for intervals)
+    dst_gap: DstGap
+    dst_fold: DstFold
+    misfire: Misfire
+    misfire_grace: timedelta
+    max_catch_up: int
+    overlap: Overlap
+    start_at: datetime | None  #: no slot before this
+    end_at: datetime | None  #: no slot after this (a slot at end_at fires)
+    max_attempts: int
+    priority: int
+    paused: bool
+    watermark: datetime  #: every slot <= watermark has been materialized or recorded
+    next_due: datetime  #: when a materializer should next look at it
+    materializer: str | None  #: the materializer holding it (a short lease)
+    lease_until: datetime | None  #: the materializer's lease is live strictly before this
+    created_at: datetime
+    #: When a client last changed it (update, pause, resume); materializing does not count.
+    updated_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Occurrence:
+    """One slot of a schedule, as a materializer planned it.
+
+    ``skipped`` is the reason policy decided not to run it (``"misfire: ..."``,
+    ``"overlap: ..."``, ``"paused"``): it is stored SKIPPED, with that reason.
+    """
+
+    slot: datetime  #: the nominal fire instant (aware; stored as UTC text, see slot_text)
+    due_at: datetime  #: when the execution becomes claimable
+    skipped: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SchedulePage:
+    """One page of schedules, ordered by id; pass ``next_cursor`` as ``after``."""
+
+    items: list[Schedule]
     next_cursor: str | None

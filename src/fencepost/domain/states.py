@@ -61,6 +61,8 @@ class Event(StrEnum):
     SKIPPED = "SKIPPED"
     #: An operator revived a dead letter.
     REPLAYED = "REPLAYED"
+    #: A waiting execution's due time moved (an overlap policy released a held run).
+    RESCHEDULED = "RESCHEDULED"
     #: A complete/fail/heartbeat with a stale owner or epoch was refused; nothing changed.
     STALE_REFUSED = "STALE_REFUSED"
 

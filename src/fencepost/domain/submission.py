@@ -35,7 +35,8 @@ SUBMIT_ARGUMENTS = frozenset(
 )
 
 _MAX_KEY = 255
-_PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+#: The range of ``priority`` (a 32-bit integer in SQL).
+PRIORITY_RANGE = (-(2**31), 2**31 - 1)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -128,7 +129,7 @@ def prepare(
     attempts = require_int(max_attempts, "max_attempts", low=1)
     limit = None if timeout is None else as_duration(timeout, field="timeout")
     bkey = None if bucket_key is None else require_name(bucket_key, "bucket_key", max_len=_MAX_KEY)
-    prio = require_int(priority, "priority", low=_PRIORITY_RANGE[0], high=_PRIORITY_RANGE[1])
+    prio = require_int(priority, "priority", low=PRIORITY_RANGE[0], high=PRIORITY_RANGE[1])
     request_hash = None
     if key is not None:
         request_hash = payloads.fingerprint(

@@ -17,14 +17,19 @@ def rounds(leases: Sequence[Lease]) -> Iterator[dict[str, int]]:
     batch is stale, as it would be in two calls). Batches without repeats are
     one round.
     """
-    pending = list(enumerate(leases))
+    return rounds_of([lease.execution_id for lease in leases])
+
+
+def rounds_of(ids: Sequence[str]) -> Iterator[dict[str, int]]:
+    """:func:`rounds` for a batch given by its ids (executions, schedules): id -> position."""
+    pending = list(enumerate(ids))
     while pending:
         round_: dict[str, int] = {}
         later = []
-        for position, lease in pending:
-            if lease.execution_id in round_:
-                later.append((position, lease))
+        for position, id_ in pending:
+            if id_ in round_:
+                later.append((position, id_))
             else:
-                round_[lease.execution_id] = position
+                round_[id_] = position
         yield round_
         pending = later

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
 from fencepost.domain import payloads
+from fencepost.domain import schedules as plans
 from fencepost.domain.commands import claimable, may_complete, new_command, on_request
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
 from fencepost.domain.events import (
@@ -26,14 +27,33 @@ from fencepost.domain.events import (
     ExecutionFailed,
     ExecutionReleased,
     ExecutionReplayed,
+    ExecutionRescheduled,
+    ExecutionSkipped,
     LeaseExpired,
 )
 from fencepost.domain.machine import Change, apply, holds, lease_is_live, stale_reason
-from fencepost.domain.models import Command, Execution, Lease, Page, Transition
+from fencepost.domain.models import (
+    Command,
+    Execution,
+    Lease,
+    Page,
+    Schedule,
+    SchedulePage,
+    Transition,
+)
 from fencepost.domain.nodes import Node
+from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import WAITING_STATES, CommandKind, CommandState, Event, State
 from fencepost.domain.submission import NewExecution
-from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig, failure
+from fencepost.store.base import (
+    ExecutionFilter,
+    Materialization,
+    Outcome,
+    Store,
+    StoreConfig,
+    failure,
+    stale_schedule,
+)
 
 
 class MemoryStore(Store):
@@ -49,6 +69,9 @@ class MemoryStore(Store):
         self._nodes: dict[str, Node] = {}
         #: Commands by execution id, then by command id (in request order).
         self._commands: dict[str, dict[str, Command]] = {}
+        self._schedules: dict[str, Schedule] = {}
+        #: The fingerprint of each schedule's add_schedule arguments.
+        self._schedule_hashes: dict[str, str] = {}
         self._seq = 0
 
     # -- writing helpers -----------------------------------------------------------------
@@ -303,6 +326,10 @@ class MemoryStore(Store):
         with self._lock:
             return self._apply(execution_id, ExecutionCancelled(actor=actor), self.clock.now())
 
+    def _reschedule(self, execution_id: str, event: ExecutionRescheduled) -> Execution:
+        with self._lock:
+            return self._apply(execution_id, event, self.clock.now())
+
     def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
         with self._lock:
             return self._apply(execution_id, ExecutionReplayed(actor=actor), self.clock.now())
@@ -413,6 +440,162 @@ class MemoryStore(Store):
                 if not e.state.is_terminal and e.bucket in buckets and e.updated_at <= cutoff
             )
             return sorted(stuck, key=lambda e: (e.updated_at, e.id))[:limit]
+
+    # -- schedules -------------------------------------------------------------------------
+
+    def _add_schedule(self, spec: ScheduleSpec, schedule_id: str) -> Schedule:
+        with self._lock:
+            existing = self._schedules.get(schedule_id)
+            fingerprint = spec.fingerprint()
+            if existing is not None:
+                if self._schedule_hashes[schedule_id] != fingerprint:
+                    raise IdempotencyConflict(schedule_id, schedule_id, subject="schedule")
+                return existing
+            schedule = plans.new_schedule(spec, id=schedule_id, now=self.clock.now())
+            self._schedules[schedule_id] = schedule
+            self._schedule_hashes[schedule_id] = fingerprint
+            return schedule
+
+    def get_schedule(self, schedule_id: str) -> Schedule:
+        with self._lock:
+            return self._schedule(schedule_id)
+
+    def _schedule(self, schedule_id: str) -> Schedule:
+        try:
+            return self._schedules[schedule_id]
+        except KeyError:
+            raise NotFound(schedule_id, subject="schedule") from None
+
+    def _list_schedules(
+        self, *, job: str | None, paused: bool | None, limit: int, after: str | None
+    ) -> SchedulePage:
+        with self._lock:
+            found = sorted(
+                (
+                    s
+                    for s in self._schedules.values()
+                    if (after is None or s.id > after)
+                    and (job is None or s.job == job)
+                    and (paused is None or s.paused == paused)
+                ),
+                key=lambda s: s.id,
+            )
+        items = found[:limit]
+        return SchedulePage(items=items, next_cursor=items[-1].id if len(found) > limit else None)
+
+    def _change_schedule(
+        self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
+    ) -> Schedule:
+        with self._lock:
+            current = self._schedule(schedule_id)
+            changed = decide(current, self.clock.now())
+            if changed is None:
+                return current
+            self._schedules[schedule_id] = changed
+            return changed
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        with self._lock:
+            self._schedule(schedule_id)
+            now = self.clock.now()
+            waiting = sorted(
+                e.id
+                for e in self._rows.values()
+                if e.schedule_id == schedule_id and e.state in WAITING_STATES
+            )
+            for execution_id in waiting:
+                self._apply(execution_id, ExecutionCancelled(actor=plans.SCHEDULE_DELETED), now)
+            del self._schedules[schedule_id]
+            del self._schedule_hashes[schedule_id]
+
+    def _acquire_schedules(self, owner: str, *, limit: int, ttl: timedelta) -> list[Schedule]:
+        with self._lock:
+            now = self.clock.now()
+            due = sorted(
+                (
+                    s
+                    for s in self._schedules.values()
+                    if s.next_due <= now and not lease_is_live(s.lease_until, now)
+                ),
+                key=lambda s: (s.next_due, s.id),
+            )[:limit]
+            acquired = []
+            for s in due:
+                leased = replace(s, materializer=owner, lease_until=now + ttl)
+                self._schedules[s.id] = leased
+                acquired.append(leased)
+            return acquired
+
+    def _materialize(self, items: Sequence[Materialization]) -> list[list[Execution] | StaleLease]:
+        with self._lock:
+            now = self.clock.now()
+            out: list[list[Execution] | StaleLease] = []
+            for item in items:
+                stored = self._schedules.get(item.schedule.id)
+                if stored is None or not plans.holds_lease(stored, item.schedule, now):
+                    out.append(stale_schedule(item.schedule))
+                    continue
+                found = self._insert_occurrences(stored, item.unique(), now)
+                self._schedules[stored.id] = replace(
+                    stored,
+                    watermark=max(stored.watermark, item.watermark),
+                    next_due=item.next_due,
+                    materializer=None,
+                    lease_until=None,
+                )
+                out.append(item.results(found))
+            return out
+
+    def _add_occurrences(
+        self, schedule_id: str, occurrences: tuple[NewOccurrence, ...]
+    ) -> list[Execution]:
+        with self._lock:
+            schedule = self._schedule(schedule_id)
+            found = self._insert_occurrences(schedule, occurrences, self.clock.now())
+            return [found[o.idempotency_key] for o in occurrences]
+
+    def _insert_occurrences(
+        self, schedule: Schedule, occurrences: Sequence[NewOccurrence], now: datetime
+    ) -> dict[str, Execution]:
+        """Insert the occurrences whose key is new; every one's execution by key."""
+        found: dict[str, Execution] = {}
+        for o in occurrences:
+            existing_id = self._by_key.get(o.idempotency_key)
+            if existing_id is not None:
+                found[o.idempotency_key] = self._rows[existing_id]
+                continue
+            execution = o.to_execution(schedule, now)
+            self._rows[o.id] = execution
+            self._request_hashes[o.id] = None
+            self._by_key[o.idempotency_key] = o.id
+            self._record(
+                Transition(
+                    execution_id=o.id,
+                    seq=self._next_seq(),
+                    event=Event.SUBMITTED,
+                    from_state=None,
+                    to_state=State.SCHEDULED,
+                    epoch=0,
+                    actor=None,
+                    reason=None,
+                    at=now,
+                )
+            )
+            if o.skipped is not None:
+                execution = self._apply(o.id, ExecutionSkipped(reason=o.skipped), now)
+            found[o.idempotency_key] = execution
+        return found
+
+    def _release_schedules(self, schedules: Sequence[Schedule]) -> None:
+        with self._lock:
+            for s in schedules:
+                stored = self._schedules.get(s.id)
+                if (
+                    stored is not None
+                    and stored.materializer == s.materializer
+                    and stored.lease_until == s.lease_until
+                ):
+                    self._schedules[s.id] = replace(stored, materializer=None, lease_until=None)
 
     def close(self) -> None:
         """Nothing to release."""

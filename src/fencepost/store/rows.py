@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fencepost.domain.models import Command, Execution, Transition
+from fencepost.domain.models import Command, Execution, Schedule, Transition
 from fencepost.domain.states import CommandKind, CommandState, Event, State
+from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
 
 
 def _same(value: Any) -> Any:
@@ -122,6 +123,74 @@ def command(row: tuple[Any, ...], *, instant: Callable[[Any], Any] = _same) -> C
         claim_until=None if claim_until is None else instant(claim_until),
         epoch=epoch,
         done_at=None if done_at is None else instant(done_at),
+    )
+
+
+def schedule(
+    row: tuple[Any, ...],
+    *,
+    instant: Callable[[Any], Any] = _same,
+    duration: Callable[[Any], Any] = _same,
+    payload: Callable[[Any], Any] = _same,
+) -> Schedule:
+    """A :class:`Schedule` from the first 24 columns of a backend's schedule statements.
+
+    Column order: id, job, job_version, inputs, cron, every, timezone, dst_gap,
+    dst_fold, misfire, misfire_grace, max_catch_up, overlap, start_at, end_at,
+    max_attempts, priority, paused, watermark, next_due, materializer,
+    lease_until, created_at, updated_at (any further columns are ignored).
+    """
+    (
+        id_,
+        job,
+        job_version,
+        inputs,
+        cron,
+        every,
+        timezone,
+        dst_gap,
+        dst_fold,
+        misfire,
+        misfire_grace,
+        max_catch_up,
+        overlap,
+        start_at,
+        end_at,
+        max_attempts,
+        priority,
+        paused,
+        watermark,
+        next_due,
+        materializer,
+        lease_until,
+        created_at,
+        updated_at,
+    ) = row[:24]
+    return Schedule(
+        id=id_,
+        job=job,
+        job_version=job_version,
+        inputs=payload(inputs),
+        cron=cron,
+        every=None if every is None else duration(every),
+        timezone=timezone,
+        dst_gap=DstGap(dst_gap),
+        dst_fold=DstFold(dst_fold),
+        misfire=Misfire(misfire),
+        misfire_grace=duration(misfire_grace),
+        max_catch_up=max_catch_up,
+        overlap=Overlap(overlap),
+        start_at=None if start_at is None else instant(start_at),
+        end_at=None if end_at is None else instant(end_at),
+        max_attempts=max_attempts,
+        priority=priority,
+        paused=bool(paused),
+        watermark=instant(watermark),
+        next_due=instant(next_due),
+        materializer=materializer,
+        lease_until=None if lease_until is None else instant(lease_until),
+        created_at=instant(created_at),
+        updated_at=instant(updated_at),
     )
 
 

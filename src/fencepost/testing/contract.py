@@ -38,12 +38,14 @@ from fencepost.domain.errors import (
     ValidationError,
 )
 from fencepost.domain.machine import is_edge
-from fencepost.domain.models import Command, Execution, Lease
+from fencepost.domain.models import Command, Execution, Lease, Occurrence, Schedule
 from fencepost.domain.retry import RetryPolicy
+from fencepost.domain.schedules import parse_slot, slot_text
 from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
 from fencepost.store.base import Store
 from fencepost.testing.clock import MANUAL_EPOCH, ManualClock
 from fencepost.testing.factory import ExecutionFactory
+from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
 
 StoreFactory = Callable[..., Store]
 
@@ -1258,6 +1260,26 @@ class StoreContract:
         with pytest.raises(NotFound):
             store.cancel("00000000-0000-7000-8000-000000000000")
 
+    def test_reschedule_moves_a_waiting_execution_and_is_audited(
+        self, store: Store, clock: ManualClock, make: ExecutionFactory
+    ) -> None:
+        held = make.scheduled(delay=3600)
+        clock.set(10)
+        moved = store.reschedule(held.id, at(10), actor="scheduler", reason="released")
+        assert (moved.state, moved.due_at) == (State.SCHEDULED, at(10))
+        last = store.transitions(held.id)[-1]
+        assert (last.event, last.actor, last.reason) == (Event.RESCHEDULED, "scheduler", "released")
+        assert_audit_valid(store, held.id)
+        (lease,) = store.claim("w")
+        assert lease.execution_id == held.id
+        with pytest.raises(InvalidTransition):
+            store.reschedule(held.id, at(20))  # RUNNING now
+        with pytest.raises(NotFound):
+            store.reschedule("00000000-0000-7000-8000-000000000000", at(20))
+        with pytest.raises(ValidationError) as naive:
+            store.reschedule(held.id, datetime(2026, 1, 1))
+        assert naive.value.field == "due_at"
+
     def test_replay_revives_a_dead_letter(
         self, store: Store, clock: ManualClock, make: ExecutionFactory
     ) -> None:
@@ -1348,6 +1370,761 @@ class StoreContract:
         with pytest.raises(ValidationError) as caught:
             store.query(**arguments)
         assert caught.value.field == field
+
+    # -- schedules: definitions ----------------------------------------------------------
+
+    def test_add_schedule_defaults(self, store: Store, clock: ManualClock) -> None:
+        clock.set(5)
+        s = store.add_schedule("report", cron="0  2 * * *", timezone="Europe/Berlin")
+        assert (s.job, s.job_version, s.inputs, s.cron, s.every, s.timezone) == (
+            "report",
+            None,
+            {},
+            "0 2 * * *",
+            None,
+            "Europe/Berlin",
+        )
+        assert (s.dst_gap, s.dst_fold, s.misfire, s.overlap) == (
+            DstGap.SHIFT,
+            DstFold.ONCE,
+            Misfire.COALESCE,
+            Overlap.ALLOW,
+        )
+        assert (s.misfire_grace, s.max_catch_up, s.max_attempts, s.priority, s.paused) == (
+            timedelta(seconds=60),
+            100,
+            3,
+            0,
+            False,
+        )
+        assert (s.start_at, s.end_at, s.materializer, s.lease_until) == (None, None, None, None)
+        assert s.watermark == s.next_due == s.created_at == s.updated_at == at(5)
+        assert len(s.id) == 36, "a UUIDv7 when no id is given"
+        assert store.get_schedule(s.id) == s
+
+    def test_add_schedule_round_trips_every_field(self, store: Store) -> None:
+        s = store.add_schedule(
+            "sync",
+            every=timedelta(minutes=90),
+            inputs={"n": [1, 2.5, None, True], "ü": "ß"},
+            job_version=2,
+            misfire="catch_up",
+            misfire_grace=0,
+            max_catch_up=7,
+            overlap=Overlap.BUFFER_ONE,
+            dst_gap="skip",
+            dst_fold="twice",
+            start_at=datetime(2026, 1, 2, 1, 0, tzinfo=timezone_plus(1)),
+            end_at=at(30 * 86400),
+            max_attempts=5,
+            priority=-3,
+            id="sync-1",
+            paused=True,
+        )
+        assert store.get_schedule("sync-1") == s
+        assert (s.every, s.timezone, s.start_at, s.end_at) == (
+            timedelta(minutes=90),
+            "UTC",
+            datetime(2026, 1, 2, tzinfo=UTC),
+            at(30 * 86400),
+        )
+        assert (s.misfire, s.misfire_grace, s.overlap, s.dst_gap, s.dst_fold) == (
+            Misfire.CATCH_UP,
+            timedelta(0),
+            Overlap.BUFFER_ONE,
+            DstGap.SKIP,
+            DstFold.TWICE,
+        )
+        assert (s.inputs, s.job_version, s.max_catch_up, s.max_attempts, s.priority, s.paused) == (
+            {"n": [1, 2.5, None, True], "ü": "ß"},
+            2,
+            7,
+            5,
+            -3,
+            True,
+        )
+
+    def test_watermark_starts_before_a_future_start_at(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        """Slots strictly after the watermark are to come: a slot at start_at runs."""
+        clock.set(100)
+        future = store.add_schedule("job", every=60, start_at=at(200))
+        assert (future.watermark, future.next_due) == (at(200) - _US, at(100))
+        assert store.add_schedule("job", every=60, start_at=at(50)).watermark == at(100)
+        assert store.add_schedule("job", every=60, start_at=at(100)).watermark == at(100)
+
+    @pytest.mark.parametrize(
+        ("arguments", "field"),
+        [
+            pytest.param({"cron": "0 * * * *", "every": 60}, "cron", id="both-rules"),
+            pytest.param({}, "cron", id="no-rule"),
+            pytest.param({"cron": "61 * * * *"}, "cron", id="bad-minute"),
+            pytest.param({"cron": "0 0 30 2 *"}, "cron", id="never-fires"),
+            pytest.param({"cron": "* * *"}, "cron", id="three-fields"),
+            pytest.param({"cron": 5}, "cron", id="int-cron"),
+            pytest.param({"cron": "0 * * * *", "timezone": "Mars/Olympus"}, "timezone", id="zone"),
+            pytest.param({"cron": "0 * * * *", "timezone": ""}, "timezone", id="empty-zone"),
+            pytest.param({"every": 60, "timezone": "Europe/Berlin"}, "timezone", id="zoned-every"),
+            pytest.param({"every": 0}, "every", id="zero-every"),
+            pytest.param({"every": -5}, "every", id="negative-every"),
+            pytest.param({"every": "1h"}, "every", id="string-every"),
+            pytest.param({"every": 60, "start_at": at(9), "end_at": at(9)}, "end_at", id="empty"),
+            pytest.param(
+                {"every": 60, "start_at": at(9), "end_at": at(5)}, "end_at", id="ends-early"
+            ),
+            pytest.param({"every": 60, "start_at": datetime(2026, 1, 1)}, "start_at", id="naive"),
+            pytest.param({"every": 60, "end_at": "tomorrow"}, "end_at", id="string-end"),
+            pytest.param({"every": 60, "misfire": "sometimes"}, "misfire", id="misfire"),
+            pytest.param({"every": 60, "overlap": "queue"}, "overlap", id="overlap"),
+            pytest.param({"every": 60, "dst_gap": "jump"}, "dst_gap", id="dst-gap"),
+            pytest.param({"every": 60, "dst_fold": "thrice"}, "dst_fold", id="dst-fold"),
+            pytest.param({"every": 60, "misfire_grace": -1}, "misfire_grace", id="grace"),
+            pytest.param({"every": 60, "max_catch_up": 0}, "max_catch_up", id="catch-up"),
+            pytest.param({"every": 60, "inputs": {"s": {1, 2}}}, "inputs", id="inputs"),
+            pytest.param({"every": 60, "id": ""}, "id", id="empty-id"),
+            pytest.param({"every": 60, "id": "x" * 201}, "id", id="long-id"),
+            pytest.param({"every": 60, "id": 7}, "id", id="int-id"),
+            pytest.param({"every": 60, "job_version": 0}, "job_version", id="version"),
+            pytest.param({"every": 60, "max_attempts": 0}, "max_attempts", id="attempts"),
+            pytest.param({"every": 60, "priority": 2**40}, "priority", id="priority"),
+            pytest.param({"every": 60, "paused": "yes"}, "paused", id="paused"),
+        ],
+    )
+    def test_bad_add_schedule_names_the_field_and_writes_nothing(
+        self, store: Store, arguments: dict[str, Any], field: str
+    ) -> None:
+        with pytest.raises(ValidationError) as caught:
+            store.add_schedule("job", **arguments)
+        assert caught.value.field == field
+        assert field in str(caught.value)
+        assert store.schedules().items == []
+
+    def test_bad_schedule_job(self, store: Store) -> None:
+        for job in ("", "  ", None, "x" * 201):
+            with pytest.raises(ValidationError) as caught:
+                store.add_schedule(job, every=60)  # type: ignore[arg-type]
+            assert caught.value.field == "job"
+        assert store.schedules().items == []
+
+    def test_add_schedule_with_an_id_is_idempotent(self, store: Store, clock: ManualClock) -> None:
+        request: dict[str, Any] = {
+            "job": "job",
+            "cron": "0 2 * * *",
+            "id": "nightly",
+            "inputs": {"a": 1},
+            "start_at": at(0),
+        }
+        first = store.add_schedule(**request)
+        clock.set(50)
+        same = request | {
+            "cron": " 0 2 *  * * ",
+            "misfire_grace": timedelta(seconds=60),
+            "start_at": datetime(2026, 1, 1, 1, 0, tzinfo=timezone_plus(1)),
+        }
+        assert store.add_schedule(**same) == first
+        paused = store.pause_schedule("nightly")
+        assert store.add_schedule(**request) == paused, "returned as it is now"
+        for change in (
+            {"inputs": {"a": 2}},
+            {"cron": "0 3 * * *"},
+            {"every": 60, "cron": None},
+            {"paused": True},
+            {"priority": 1},
+            {"job": "other"},
+            {"misfire": "skip"},
+            {"start_at": None},
+        ):
+            with pytest.raises(IdempotencyConflict) as caught:
+                store.add_schedule(**(request | change))
+            assert (caught.value.key, caught.value.existing_id) == ("nightly", "nightly")
+            assert "schedule" in str(caught.value)
+        assert store.get_schedule("nightly") == paused
+        assert [s.id for s in store.schedules().items] == ["nightly"]
+
+    def test_get_and_list_schedules(self, store: Store) -> None:
+        ids = ["b", "A", "a", "c-2", "c-10", "Z"]
+        for n, schedule_id in enumerate(ids):
+            store.add_schedule(
+                "even" if n % 2 == 0 else "odd", every=60, id=schedule_id, paused=schedule_id == "a"
+            )
+        seen: list[str] = []
+        cursor = None
+        pages = 0
+        while True:
+            page = store.schedules(limit=4, after=cursor)
+            seen.extend(s.id for s in page.items)
+            pages += 1
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        assert seen == ["A", "Z", "a", "b", "c-10", "c-2"], "code point order on every backend"
+        assert pages == 2
+        assert store.schedules(limit=6).next_cursor is None
+
+        def listed(**filters: Any) -> list[str]:
+            return [s.id for s in store.schedules(**filters).items]
+
+        assert listed(job="even") == ["a", "b", "c-10"]
+        assert listed(paused=True) == ["a"]
+        assert listed(paused=False, job="even") == ["b", "c-10"]
+        assert listed(job="none") == []
+        assert store.get_schedule("c-2").job == "odd"
+        with pytest.raises(NotFound) as caught:
+            store.get_schedule("nope")
+        assert str(caught.value) == "schedule nope not found"
+        for arguments, field in (
+            ({"limit": 0}, "limit"),
+            ({"limit": 10_001}, "limit"),
+            ({"paused": "yes"}, "paused"),
+            ({"job": ""}, "job"),
+            ({"after": 5}, "after"),
+        ):
+            with pytest.raises(ValidationError) as bad:
+                store.schedules(**arguments)
+            assert bad.value.field == field
+
+    def test_update_schedule(self, store: Store, clock: ManualClock) -> None:
+        clock.set(10)
+        store.add_schedule("job", cron="0 2 * * *", timezone="Europe/Berlin", id="s")
+        (acquired,) = store.acquire_schedules("m")
+        clock.set(20)
+        updated = store.update_schedule("s", cron="30  3 * * *", inputs={"v": 2}, priority=4)
+        assert (updated.cron, updated.inputs, updated.priority, updated.timezone) == (
+            "30 3 * * *",
+            {"v": 2},
+            4,
+            "Europe/Berlin",
+        )
+        assert (updated.watermark, updated.next_due, updated.created_at, updated.updated_at) == (
+            at(10),
+            at(20),
+            at(10),
+            at(20),
+        )
+        assert (updated.materializer, updated.lease_until) == (None, None)
+        assert store.get_schedule("s") == updated
+        plan = [Occurrence(slot=at(3600), due_at=at(3600))]
+        (refused,) = store.materialize([(acquired, plan, at(3600), at(3000))])
+        assert isinstance(refused, StaleLease), "a plan made before the update is refused"
+        assert store.query(schedule="s").items == []
+        assert store.get_schedule("s") == updated
+
+        with pytest.raises(ValidationError) as caught:
+            store.update_schedule("s", every=60)
+        assert caught.value.field == "cron", "the combination is validated: both rules"
+        interval = store.update_schedule("s", every=60, cron=None)
+        assert (interval.every, interval.cron, interval.timezone) == (
+            timedelta(seconds=60),
+            None,
+            "UTC",
+        )
+        for changes, field in (
+            ({"every": 0}, "every"),
+            ({"timezone": "Europe/Berlin"}, "timezone"),
+            ({"start_at": at(100), "end_at": at(50)}, "end_at"),
+            ({"inputs": {1, 2}}, "inputs"),
+            ({"colour": "red"}, "colour"),
+            ({"id": "t"}, "id"),
+            ({"paused": 1}, "paused"),
+        ):
+            with pytest.raises(ValidationError) as bad:
+                store.update_schedule("s", **changes)
+            assert bad.value.field == field
+        assert store.get_schedule("s") == interval, "nothing written on error"
+        with pytest.raises(NotFound):
+            store.update_schedule("nope", priority=1)
+
+    def test_pause_and_resume_are_idempotent(self, store: Store, clock: ManualClock) -> None:
+        store.add_schedule("job", every=60, id="p")
+        (acquired,) = store.acquire_schedules("m")
+        clock.set(5)
+        paused = store.pause_schedule("p")
+        assert (paused.paused, paused.next_due, paused.updated_at) == (True, at(5), at(5))
+        assert (paused.materializer, paused.lease_until) == (None, None)
+        clock.set(6)
+        assert store.pause_schedule("p") == paused, "already paused: unchanged"
+        (refused,) = store.materialize([(acquired, [], at(60), at(60))])
+        assert isinstance(refused, StaleLease)
+        assert [s.id for s in store.acquire_schedules("m")] == ["p"], "paused ones are planned too"
+        clock.set(7)
+        resumed = store.resume_schedule("p")
+        assert (resumed.paused, resumed.next_due, resumed.materializer) == (False, at(7), None)
+        clock.set(8)
+        assert store.resume_schedule("p") == resumed
+        assert store.get_schedule("p") == resumed
+        for verb in (store.pause_schedule, store.resume_schedule):
+            with pytest.raises(NotFound):
+                verb("nope")
+
+    def test_delete_schedule_cancels_what_has_not_started(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        store.add_schedule("doomed", every=60, id="d", max_attempts=3)
+        store.add_schedule("kept", every=60, id="keep")
+        leased = {s.id: s for s in store.acquire_schedules("m")}
+        due_now = [Occurrence(slot=at(n * 60), due_at=at(0)) for n in range(1, 5)]
+        later = Occurrence(slot=at(300), due_at=at(900))
+        skipped = Occurrence(slot=at(360), due_at=at(360), skipped="overlap: still running")
+        made, kept = store.materialize(
+            [
+                (leased["d"], [*due_now, later, skipped], at(360), at(400)),
+                (leased["keep"], [Occurrence(slot=at(60), due_at=at(0))], at(60), at(400)),
+            ]
+        )
+        assert isinstance(made, list)
+        assert isinstance(kept, list)
+        running, done, retrying = store.claim("w", limit=3, jobs=["doomed"], ttl=60)
+        store.complete(done, "ok")
+        store.fail(retrying, "boom", retry_in=30)
+        clock.set(1)
+        store.delete_schedule("d")
+        states = [store.get(e.id).state for e in made]
+        assert states == [
+            State.RUNNING,
+            State.SUCCEEDED,
+            State.CANCELLED,
+            State.CANCELLED,
+            State.CANCELLED,
+            State.SKIPPED,
+        ]
+        for e in made[2:5]:
+            last = store.transitions(e.id)[-1]
+            assert (last.event, last.actor, last.at) == (Event.CANCELLED, "schedule deleted", at(1))
+        for e in [*made, *kept]:
+            assert_audit_valid(store, e.id)
+        assert store.get(kept[0].id).state is State.SCHEDULED
+        assert store.get(running.execution_id).lease_owner == "w"
+        assert [s.id for s in store.schedules().items] == ["keep"]
+        with pytest.raises(NotFound):
+            store.get_schedule("d")
+        with pytest.raises(NotFound):
+            store.delete_schedule("d")
+        with pytest.raises(NotFound):
+            store.add_occurrences("d", [Occurrence(slot=at(600), due_at=at(600))])
+        assert store.add_schedule("job", every=60, id="d").job == "job", "the id is free again"
+
+    # -- schedules: acquiring ----------------------------------------------------------
+
+    def test_acquire_eligibility_and_order(self, store: Store, clock: ManualClock) -> None:
+        for schedule_id in ("c", "a", "b", "d"):
+            store.add_schedule("job", every=60, id=schedule_id)
+        got = store.acquire_schedules("m", limit=10)
+        assert [s.id for s in got] == ["a", "b", "c", "d"], "same next_due: by id"
+        next_due = {"a": at(20), "b": at(10), "c": at(10), "d": at(30)}
+        store.materialize([(s, [], s.watermark, next_due[s.id]) for s in got])
+
+        clock.set(at(10) - _US)
+        assert store.acquire_schedules("m", limit=10) == []
+        clock.set(10)
+        first = store.acquire_schedules("m", limit=10, ttl=5)
+        assert [s.id for s in first] == ["b", "c"], "next_due == now is due"
+        assert {(s.materializer, s.lease_until) for s in first} == {("m", at(15))}
+        assert store.get_schedule("b") == first[0]
+
+        clock.set(at(15) - _US)
+        assert store.acquire_schedules("n", limit=10) == [], "leases live until 15"
+        clock.set(15)
+        assert [s.id for s in store.acquire_schedules("n", limit=1)] == ["b"], "expired at 15"
+        assert [s.id for s in store.acquire_schedules("n", limit=10)] == ["c"]
+        clock.set(20)
+        got = store.acquire_schedules("x", limit=10)
+        assert [s.id for s in got] == ["a"], "oldest next_due first; b and c are leased"
+        clock.set(60)
+        got = store.acquire_schedules("x", limit=10)
+        assert [s.id for s in got] == ["b", "c", "a", "d"], "all expired: by next_due, then id"
+
+    def test_two_materializers_never_get_the_same_schedule(self, store: Store) -> None:
+        for n in range(10):
+            store.add_schedule("job", every=60, id=f"s{n}")
+        first = store.acquire_schedules("a", limit=4)
+        second = store.acquire_schedules("b", limit=4)
+        third = store.acquire_schedules("c", limit=4)
+        assert (len(first), len(second), len(third)) == (4, 4, 2)
+        assert len({s.id for s in first + second + third}) == 10
+        assert store.acquire_schedules("d") == []
+
+    @pytest.mark.parametrize(
+        ("arguments", "field"),
+        [
+            pytest.param({"owner": ""}, "owner", id="no-owner"),
+            pytest.param({"owner": "m", "limit": 0}, "limit", id="zero-limit"),
+            pytest.param({"owner": "m", "limit": 10_001}, "limit", id="huge-limit"),
+            pytest.param({"owner": "m", "ttl": 0}, "ttl", id="zero-ttl"),
+        ],
+    )
+    def test_bad_acquire_names_the_field(
+        self, store: Store, arguments: dict[str, Any], field: str
+    ) -> None:
+        store.add_schedule("job", every=60, id="s")
+        with pytest.raises(ValidationError) as caught:
+            store.acquire_schedules(**arguments)
+        assert caught.value.field == field
+        assert store.get_schedule("s").materializer is None
+
+    def test_release_gives_leases_back_unchanged(self, store: Store, clock: ManualClock) -> None:
+        store.add_schedule("job", every=60, id="a")
+        store.add_schedule("job", every=60, id="b")
+        held = store.acquire_schedules("m", ttl=30)
+        clock.set(1)
+        store.release_schedules(held)
+        released = store.get_schedule("a")
+        assert (released.materializer, released.lease_until, released.next_due) == (
+            None,
+            None,
+            at(0),
+        )
+        taken = store.acquire_schedules("n", limit=10)
+        assert [s.id for s in taken] == ["a", "b"], "free for another materializer at once"
+        store.release_schedules(held)  # no longer m's: left alone
+        assert store.get_schedule("a") == taken[0]
+        store.release_schedules([released])
+        assert store.get_schedule("a") == taken[0], "an unleased schedule releases nothing"
+        store.release_schedules([])
+        with pytest.raises(ValidationError) as caught:
+            store.release_schedules(["a"])  # type: ignore[list-item]
+        assert caught.value.field == "[0]"
+
+    # -- schedules: materializing ------------------------------------------------------
+
+    def test_materialize_inserts_occurrences(self, store: Store, clock: ManualClock) -> None:
+        store.add_schedule(
+            "report",
+            every=3600,
+            id="hourly",
+            inputs={"x": 1},
+            job_version=2,
+            max_attempts=5,
+            priority=7,
+        )
+        clock.set(10)
+        (leased,) = store.acquire_schedules("m", ttl=30)
+        plan = [
+            Occurrence(slot=datetime(2026, 1, 1, 2, 0, tzinfo=timezone_plus(1)), due_at=at(3600)),
+            Occurrence(slot=at(7200), due_at=at(7190)),
+        ]
+        (made,) = store.materialize([(leased, plan, at(7200), at(7000))])
+        assert isinstance(made, list)
+        assert [e.slot for e in made] == ["2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z"]
+        assert [e.due_at for e in made] == [at(3600), at(7190)]
+        for e in made:
+            assert (e.job, e.job_version, e.inputs, e.max_attempts, e.priority) == (
+                "report",
+                2,
+                {"x": 1},
+                5,
+                7,
+            )
+            assert (e.state, e.attempt, e.epoch, e.schedule_id, e.idempotency_key) == (
+                State.SCHEDULED,
+                0,
+                0,
+                "hourly",
+                f"hourly:{e.slot}",
+            )
+            assert (e.timeout, e.bucket_key, e.created_at, e.updated_at) == (
+                None,
+                None,
+                at(10),
+                at(10),
+            )
+            assert e.bucket == bucket_for(e.id, 64)
+            assert store.get(e.id) == e
+            assert [t.event for t in store.transitions(e.id)] == [Event.SUBMITTED]
+        stored = store.get_schedule("hourly")
+        assert (stored.watermark, stored.next_due, stored.materializer, stored.lease_until) == (
+            at(7200),
+            at(7000),
+            None,
+            None,
+        )
+        assert stored.updated_at == at(0), "materializing is not a client's change"
+        clock.set(3600)
+        (lease,) = store.claim("w", jobs=["report"])
+        assert (lease.execution_id, lease.schedule_id, lease.slot, lease.inputs) == (
+            made[0].id,
+            "hourly",
+            "2026-01-01T01:00:00Z",
+            {"x": 1},
+        )
+
+    def test_materialize_is_insert_if_absent(self, store: Store, clock: ManualClock) -> None:
+        store.add_schedule("job", every=60, id="s")
+        (leased,) = store.acquire_schedules("m")
+        first = [Occurrence(slot=at(60), due_at=at(60)), Occurrence(slot=at(120), due_at=at(120))]
+        (made,) = store.materialize([(leased, first, at(120), at(0))])
+        assert isinstance(made, list)
+        clock.set(60)
+        (lease,) = store.claim("w", jobs=["job"])
+        done = store.complete(lease, "ran")
+        waiting = store.get(made[1].id)
+        trails = {e.id: store.transitions(e.id) for e in made}
+
+        (again,) = store.acquire_schedules("m")
+        replanned = [
+            Occurrence(slot=at(60), due_at=at(999), skipped="misfire: planned differently"),
+            Occurrence(slot=at(120), due_at=at(5), skipped="overlap: planned differently"),
+            Occurrence(slot=at(180), due_at=at(180)),
+            Occurrence(slot=at(120), due_at=at(7)),
+        ]
+        (second,) = store.materialize([(again, replanned, at(180), at(120))])
+        assert isinstance(second, list)
+        assert second[0] == done, "an existing execution is returned exactly as it is"
+        assert second[1] == waiting
+        assert second[3] == waiting, "a repeated slot names one execution"
+        assert second[2].slot == "2026-01-01T00:03:00Z"
+        assert {e.id: store.transitions(e.id) for e in made} == trails
+        assert len(store.query(schedule="s").items) == 3
+
+    def test_skipped_occurrences_are_audited_and_queryable(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        store.add_schedule("job", every=60, id="s")
+        store.add_schedule("job", every=60, id="other")
+        leased = {s.id: s for s in store.acquire_schedules("m")}
+        plan = [
+            Occurrence(slot=at(60), due_at=at(60), skipped="misfire: missed by 3 h"),
+            Occurrence(slot=at(120), due_at=at(120)),
+        ]
+        made, other = store.materialize(
+            [(leased["s"], plan, at(120), at(60)), (leased["other"], [], at(0), at(60))]
+        )
+        assert isinstance(made, list)
+        assert other == []
+        skipped, runs = made
+        assert skipped.state is State.SKIPPED
+        assert [
+            (t.event, t.from_state, t.to_state, t.reason, t.at)
+            for t in store.transitions(skipped.id)
+        ] == [
+            (Event.SUBMITTED, None, State.SCHEDULED, None, at(0)),
+            (Event.SKIPPED, State.SCHEDULED, State.SKIPPED, "misfire: missed by 3 h", at(0)),
+        ]
+
+        def ids(**filters: Any) -> list[str]:
+            return [e.id for e in store.query(**filters).items]
+
+        assert ids(schedule="s", state="SKIPPED") == [skipped.id]
+        assert ids(schedule="s", state=["SCHEDULED", "RETRY_WAIT"]) == [runs.id]
+        assert ids(schedule="s") == [skipped.id, runs.id]
+        assert ids(schedule="s", state="SKIPPED", after=skipped.id) == []
+        assert ids(schedule="other") == []
+        clock.set(1000)
+        assert [lease.execution_id for lease in store.claim("w", limit=10)] == [runs.id]
+        for e in made:
+            assert_audit_valid(store, e.id)
+
+    def test_watermark_never_moves_backwards(self, store: Store, clock: ManualClock) -> None:
+        store.add_schedule("job", every=60, id="s")
+        for planned, expected in ((at(600), at(600)), (at(300), at(600)), (at(900), at(900))):
+            (leased,) = store.acquire_schedules("m")
+            store.materialize([(leased, [], planned, at(0))])
+            assert store.get_schedule("s").watermark == expected
+
+    def test_stale_materializer_leases_write_nothing(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        """Each refused plan writes nothing for its schedule; the rest of the batch is stored."""
+        short: dict[str, Schedule] = {}
+        for t, schedule_id in enumerate(("taken", "retaken", "expired")):
+            clock.set(t)
+            store.add_schedule("job", every=60, id=schedule_id)
+            (short[schedule_id],) = store.acquire_schedules("m", ttl=5)  # until t + 5
+        clock.set(3)
+        kinds = ("fresh", "forged", "updated", "paused", "deleted", "unleased", "replanned")
+        for schedule_id in kinds:
+            store.add_schedule("job", every=60, id=schedule_id)
+        long = {s.id: s for s in store.acquire_schedules("m", ttl=100, limit=10)}
+        assert sorted(long) == sorted(kinds)
+        clock.set(4)
+        store.update_schedule("replanned", priority=2)  # clears m's lease, due again now
+        clock.set(5)
+        assert [s.id for s in store.acquire_schedules("n", limit=10)] == ["taken", "replanned"]
+        store.release_schedules([store.get_schedule("replanned")])
+        clock.set(6)
+        again = store.acquire_schedules("m", limit=10, ttl=100)
+        assert [s.id for s in again] == ["retaken", "replanned"]
+        clock.set(7)  # the lease of "expired" ends now; nobody took it
+        store.update_schedule("updated", priority=1)
+        store.pause_schedule("paused")
+        store.delete_schedule("deleted")
+        presented = {
+            "taken": short["taken"],  # another materializer holds it now
+            "retaken": short["retaken"],  # the same one does, under a newer lease
+            "replanned": long["replanned"],  # the same, though the old lease would still be live
+            "expired": short["expired"],  # lease_until == now
+            "fresh": long["fresh"],
+            "forged": Schedule(**{**_schedule_fields(long["forged"]), "materializer": "intruder"}),
+            "updated": long["updated"],
+            "paused": long["paused"],
+            "deleted": long["deleted"],
+            "unleased": Schedule(
+                **{**_schedule_fields(long["unleased"]), "materializer": None, "lease_until": None}
+            ),
+        }
+        before = {sid: store.get_schedule(sid) for sid in presented if sid != "deleted"}
+        plan = [Occurrence(slot=at(60), due_at=at(60))]
+        results = store.materialize([(s, plan, at(60), at(30)) for s in presented.values()])
+        verdicts = dict(zip(presented, results, strict=True))
+        fresh = verdicts.pop("fresh")
+        assert isinstance(fresh, list)
+        assert [e.idempotency_key for e in fresh] == ["fresh:2026-01-01T00:01:00Z"]
+        assert store.get_schedule("fresh").watermark == at(60)
+        for schedule_id, verdict in verdicts.items():
+            assert isinstance(verdict, StaleLease), schedule_id
+            assert (verdict.execution_id, verdict.owner, verdict.epoch) == (
+                schedule_id,
+                presented[schedule_id].materializer or "",
+                0,
+            )
+            assert store.query(schedule=schedule_id).items == [], schedule_id
+            if schedule_id != "deleted":
+                assert store.get_schedule(schedule_id) == before[schedule_id], schedule_id
+        with pytest.raises(NotFound):
+            store.get_schedule("deleted")
+
+    def test_a_schedule_repeated_in_one_batch(self, store: Store) -> None:
+        """Items apply in order: the repeat finds the lease its first plan cleared."""
+        store.add_schedule("job", every=60, id="s")
+        (leased,) = store.acquire_schedules("m")
+        first, repeat = store.materialize(
+            [
+                (leased, [Occurrence(slot=at(60), due_at=at(60))], at(60), at(30)),
+                (leased, [Occurrence(slot=at(120), due_at=at(120))], at(120), at(90)),
+            ]
+        )
+        assert isinstance(first, list)
+        assert isinstance(repeat, StaleLease)
+        assert [e.slot for e in store.query(schedule="s").items] == ["2026-01-01T00:01:00Z"]
+        stored = store.get_schedule("s")
+        assert (stored.watermark, stored.next_due) == (at(60), at(30))
+
+    def test_materialize_a_batch_of_many_schedules(self, store: Store, clock: ManualClock) -> None:
+        for n in range(60):
+            store.add_schedule("job", every=3600, id=f"s{n:03}", inputs={"n": n})
+        leased = store.acquire_schedules("m", limit=100)
+        plans = [[Occurrence(slot=at(3600), due_at=at(3600))] for _ in leased]
+        plans[7] = []
+        results = store.materialize(
+            [(s, plan, at(3600), at(3000)) for s, plan in zip(leased, plans, strict=True)]
+        )
+        assert [len(r) for r in results if isinstance(r, list)] == [len(p) for p in plans]
+        for s, made in zip(leased, results, strict=True):
+            assert isinstance(made, list)
+            assert all(e.schedule_id == s.id and e.inputs == s.inputs for e in made)
+        assert len(store.query(limit=1000).items) == 59
+        assert store.acquire_schedules("m") == []
+
+    @pytest.mark.parametrize(
+        ("item", "field"),
+        [
+            pytest.param(lambda s: (s, [], at(0)), "[0]", id="three-items"),
+            pytest.param(lambda s: ("s", [], at(0), at(0)), "[0].schedule", id="not-a-schedule"),
+            pytest.param(
+                lambda s: (s, [], datetime(2026, 1, 1), at(0)), "[0].watermark", id="naive"
+            ),
+            pytest.param(lambda s: (s, [], at(0), None), "[0].next_due", id="no-next-due"),
+            pytest.param(lambda s: (s, "abc", at(0), at(0)), "[0].occurrences", id="string"),
+            pytest.param(lambda s: (s, ["x"], at(0), at(0)), "[0].occurrences[0]", id="not-occ"),
+            pytest.param(
+                lambda s: (s, [Occurrence(slot=datetime(2026, 1, 1), due_at=at(0))], at(0), at(0)),
+                "[0].occurrences[0].slot",
+                id="naive-slot",
+            ),
+            pytest.param(
+                lambda s: (s, [Occurrence(slot=at(0), due_at=0)], at(0), at(0)),  # type: ignore[arg-type]
+                "[0].occurrences[0].due_at",
+                id="int-due-at",
+            ),
+            pytest.param(
+                lambda s: (s, [Occurrence(slot=at(0), due_at=at(0), skipped="")], at(0), at(0)),
+                "[0].occurrences[0].skipped",
+                id="empty-reason",
+            ),
+        ],
+    )
+    def test_bad_materialize_names_the_field_and_writes_nothing(
+        self, store: Store, item: Callable[[Schedule], Any], field: str
+    ) -> None:
+        store.add_schedule("job", every=60, id="good")
+        store.add_schedule("job", every=60, id="bad")
+        leased = {s.id: s for s in store.acquire_schedules("m")}
+        good = (leased["good"], [Occurrence(slot=at(60), due_at=at(60))], at(60), at(30))
+        with pytest.raises(ValidationError) as caught:
+            store.materialize([item(leased["bad"]), good])
+        assert caught.value.field == field
+        assert store.query().items == []
+        assert store.get_schedule("good") == leased["good"], "nothing of the batch written"
+        assert store.materialize([]) == []
+
+    # -- schedules: backfill and slots -------------------------------------------------
+
+    def test_add_occurrences_is_idempotent_and_leaves_the_schedule(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        store.add_schedule("job", every=60, id="bf", inputs={"k": "v"})
+        (leased,) = store.acquire_schedules("m", ttl=3600)
+        clock.set(1000)
+        made = store.add_occurrences(
+            "bf",
+            [
+                Occurrence(slot=at(60), due_at=at(1000)),
+                Occurrence(slot=at(120), due_at=at(1000), skipped="paused"),
+            ],
+        )
+        assert [(e.slot, e.state, e.inputs) for e in made] == [
+            ("2026-01-01T00:01:00Z", State.SCHEDULED, {"k": "v"}),
+            ("2026-01-01T00:02:00Z", State.SKIPPED, {"k": "v"}),
+        ]
+        assert store.get_schedule("bf") == leased, "no watermark, next_due or lease change"
+        again = store.add_occurrences(
+            "bf", [Occurrence(slot=at(120), due_at=at(5)), Occurrence(slot=at(60), due_at=at(5))]
+        )
+        assert again == [made[1], made[0]]
+        assert len(store.query(schedule="bf").items) == 2
+        for e in made:
+            assert_audit_valid(store, e.id)
+        (stored,) = store.materialize(
+            [(leased, [Occurrence(slot=at(60), due_at=at(60))], at(60), at(60))]
+        )
+        assert stored == [made[0]], "the lease was untouched; the slot already stored"
+        assert store.add_occurrences("bf", []) == []
+        with pytest.raises(NotFound) as missing:
+            store.add_occurrences("nope", [Occurrence(slot=at(60), due_at=at(60))])
+        assert "schedule nope" in str(missing.value)
+        for occurrences, field in (
+            ([Occurrence(slot=datetime(2026, 1, 1), due_at=at(0))], "occurrences[0].slot"),
+            ([Occurrence(slot=at(0), due_at=at(0)), "x"], "occurrences[1]"),
+        ):
+            with pytest.raises(ValidationError) as bad:
+                store.add_occurrences("bf", occurrences)  # type: ignore[arg-type]
+            assert bad.value.field == field
+        assert len(store.query(schedule="bf").items) == 2
+
+    def test_slot_text_and_keys(self, store: Store) -> None:
+        store.add_schedule("job", cron="0 2 * * *", timezone="Europe/Berlin", id="nightly")
+        made = store.add_occurrences(
+            "nightly",
+            [
+                Occurrence(
+                    slot=datetime(2026, 11, 29, 3, 0, tzinfo=timezone_plus(1)), due_at=at(0)
+                ),
+                Occurrence(slot=at(0.25), due_at=at(0)),
+                Occurrence(slot=datetime(2026, 3, 29, 1, 0, 5, tzinfo=UTC), due_at=at(0)),
+            ],
+        )
+        assert [e.slot for e in made] == [
+            "2026-11-29T02:00:00Z",
+            "2026-01-01T00:00:00.250000Z",
+            "2026-03-29T01:00:05Z",
+        ]
+        assert [e.idempotency_key for e in made] == [f"nightly:{e.slot}" for e in made]
+        assert [slot_text(datetime(2026, 11, 29, 3, 0, tzinfo=timezone_plus(1)))] == [made[0].slot]
+        assert [parse_slot(e.slot or "") for e in made] == [
+            datetime(2026, 11, 29, 2, 0, tzinfo=UTC),
+            at(0.25),
+            datetime(2026, 3, 29, 1, 0, 5, tzinfo=UTC),
+        ]
 
     # -- buckets and nodes ---------------------------------------------------------------
 
@@ -1455,6 +2232,10 @@ def _fields(lease: Lease) -> dict[str, Any]:
 
 def _command_fields(command: Command) -> dict[str, Any]:
     return {name: getattr(command, name) for name in Command.__dataclass_fields__}
+
+
+def _schedule_fields(schedule: Schedule) -> dict[str, Any]:
+    return {name: getattr(schedule, name) for name in Schedule.__dataclass_fields__}
 
 
 def executions(store: Store) -> list[Execution]:

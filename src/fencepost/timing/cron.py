@@ -5,6 +5,15 @@ seconds field; names (JAN, MON), ranges, steps, lists, ``L``, ``W`` and ``#``
 as cronsim supports them. Matching and iteration are cronsim's; time zones and
 DST are not — iteration runs on naive wall times, and
 :func:`fencepost.timing.zones.instants` places each on the UTC timeline.
+
+Where cron dialects differ, cronsim's (Debian cron's) reading applies; croniter,
+for one, reads these three differently:
+
+* day-of-month and day-of-week both restricted are ORed, unless either field
+  starts with ``*`` (``*/2 * MON``): then they are ANDed;
+* an open-ended step in day-of-week runs to 7, which is Sunday again
+  (``1/2`` is Monday, Wednesday, Friday and Sunday; write ``1-5/2`` for the first three);
+* a range with equal ends (``5-5``) is that one value, not the whole field.
 """
 
 from __future__ import annotations

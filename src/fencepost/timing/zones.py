@@ -15,11 +15,16 @@ from fencepost.domain.errors import ValidationError
 from fencepost.timing.policies import DstFold, DstGap
 
 
-@lru_cache(maxsize=1024)
 def zone(name: object) -> ZoneInfo:
     """The IANA zone called ``name``, or ValidationError on ``timezone``."""
+    # Checked before the cache: an unhashable argument must be a ValidationError too.
     if not isinstance(name, str) or not name.strip():
         raise ValidationError("timezone", f"must be an IANA time zone name, got {name!r}")
+    return _load(name)
+
+
+@lru_cache(maxsize=1024)
+def _load(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
@@ -50,9 +55,9 @@ def instants(wall: datetime, tz: ZoneInfo, *, gap: DstGap, fold: DstFold) -> lis
 
 def _gap_end(wall: datetime, tz: ZoneInfo) -> datetime:
     """The first instant after the gap that swallowed ``wall`` (the transition instant)."""
-    # fold=1 of a gap time is computed with the offset from before the transition,
-    # which puts it past the transition; fold=0 uses the offset after, putting it
-    # before. The transition lies between them; its local time is the gap's end.
+    # fold=0 reads a gap time with the offset from before the transition, which
+    # puts it past the transition; fold=1 uses the offset after, putting it before.
+    # The transition lies between them; its local time is the gap's end.
     low = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)
     high = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
     low, high = min(low, high), max(low, high)

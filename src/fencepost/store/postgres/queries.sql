@@ -463,3 +463,229 @@ WHERE id = %(id)s::uuid AND state = 'CLAIMED' AND owner = %(owner)s
 SELECT id, execution_id, kind, state, requested_by, requested_at, owner, claim_until,
        epoch, done_at
 FROM commands WHERE execution_id = %(id)s::uuid ORDER BY requested_at, id
+
+-- Schedules. Every statement that returns a schedule lists its columns in the
+-- order fencepost.store.rows.schedule reads.
+
+-- name: query_schedule_executions
+-- query_executions for one schedule: schedule_id = %(schedule)s is a plain index
+-- condition (no "IS NULL OR"), so every plan, custom or generic, reads
+-- executions_schedule_state rather than scanning the table.
+SELECT * FROM execution_rows
+WHERE schedule_id = %(schedule)s::text
+  AND (%(after)s::uuid IS NULL OR id > %(after)s::uuid)
+  AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
+  AND (%(job)s::text IS NULL OR job = %(job)s::text)
+  AND (%(bucket)s::integer IS NULL OR bucket = %(bucket)s::integer)
+  AND (%(due_after)s::timestamptz IS NULL OR due_at >= %(due_after)s::timestamptz)
+  AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
+ORDER BY id
+LIMIT %(limit)s
+
+-- name: insert_schedule
+-- No row back: a schedule with this id exists (the store compares the fingerprints).
+INSERT INTO schedules (
+    id, job, job_version, inputs, cron, every, timezone, dst_gap, dst_fold, misfire,
+    misfire_grace, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
+    watermark, next_due, materializer, lease_until, request_hash, created_at, updated_at
+) VALUES (
+    %(id)s, %(job)s, %(job_version)s, %(inputs)s::jsonb, %(cron)s, %(every)s::interval,
+    %(timezone)s, %(dst_gap)s, %(dst_fold)s, %(misfire)s, %(misfire_grace)s::interval,
+    %(max_catch_up)s, %(overlap)s, %(start_at)s::timestamptz, %(end_at)s::timestamptz,
+    %(max_attempts)s, %(priority)s, %(paused)s, %(watermark)s::timestamptz,
+    %(next_due)s::timestamptz, NULL, NULL, %(request_hash)s, %(created_at)s::timestamptz,
+    %(updated_at)s::timestamptz
+)
+ON CONFLICT (id) DO NOTHING
+RETURNING id
+
+-- name: get_schedule
+-- The schedule, then the fingerprint of its add_schedule arguments.
+SELECT id, job, job_version, inputs, cron, every, timezone, dst_gap, dst_fold, misfire,
+       misfire_grace, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
+       watermark, next_due, materializer, lease_until, created_at, updated_at, request_hash
+FROM schedules WHERE id = %(id)s
+
+-- name: lock_schedule
+-- Read-decide-write verbs (update, pause, resume) hold the row until they commit.
+SELECT id, job, job_version, inputs, cron, every, timezone, dst_gap, dst_fold, misfire,
+       misfire_grace, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
+       watermark, next_due, materializer, lease_until, created_at, updated_at
+FROM schedules WHERE id = %(id)s
+FOR UPDATE
+
+-- name: share_schedule
+-- add_occurrences keeps the schedule from being deleted under it (a concurrent
+-- delete would miss the executions it is about to insert), without blocking
+-- materializers, which take only a no-key-update lock on the row.
+SELECT id FROM schedules WHERE id = %(id)s FOR KEY SHARE
+
+-- name: list_schedules
+SELECT id, job, job_version, inputs, cron, every, timezone, dst_gap, dst_fold, misfire,
+       misfire_grace, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
+       watermark, next_due, materializer, lease_until, created_at, updated_at
+FROM schedules
+WHERE (%(after)s::text IS NULL OR id > %(after)s::text)
+  AND (%(job)s::text IS NULL OR job = %(job)s::text)
+  AND (%(paused)s::boolean IS NULL OR paused = %(paused)s::boolean)
+ORDER BY id
+LIMIT %(limit)s
+
+-- name: write_schedule
+-- Persist a schedule decided by fencepost.domain.schedules (update, pause, resume):
+-- everything but the watermark, the creation time and the add_schedule fingerprint.
+UPDATE schedules
+SET job = %(job)s, job_version = %(job_version)s, inputs = %(inputs)s::jsonb, cron = %(cron)s,
+    every = %(every)s::interval, timezone = %(timezone)s, dst_gap = %(dst_gap)s,
+    dst_fold = %(dst_fold)s, misfire = %(misfire)s, misfire_grace = %(misfire_grace)s::interval,
+    max_catch_up = %(max_catch_up)s, overlap = %(overlap)s,
+    start_at = %(start_at)s::timestamptz, end_at = %(end_at)s::timestamptz,
+    max_attempts = %(max_attempts)s, priority = %(priority)s, paused = %(paused)s,
+    next_due = %(next_due)s::timestamptz, materializer = %(materializer)s,
+    lease_until = %(lease_until)s::timestamptz, updated_at = %(updated_at)s::timestamptz
+WHERE id = %(id)s
+
+-- name: delete_schedule
+-- Waits for a materializer's transaction that holds the row; a materializer that
+-- comes later finds no row to fence on.
+DELETE FROM schedules WHERE id = %(id)s RETURNING id
+
+-- name: waiting_schedule_executions
+-- What deleting a schedule cancels (the state list is sources(CANCELLED) less
+-- RUNNING), locked; a row a worker claimed meanwhile no longer qualifies.
+SELECT * FROM execution_rows
+WHERE id IN (
+    SELECT e.id FROM executions AS e
+    WHERE e.schedule_id = %(id)s::text AND e.state IN ('RETRY_WAIT', 'SCHEDULED')
+    ORDER BY e.id
+    FOR UPDATE
+)
+ORDER BY id
+
+-- name: acquire_schedules
+-- One statement: pick due schedules without a live materializer lease (skipping
+-- rows another acquire has locked) and lease them. A row leased by an acquire
+-- that committed after this statement's snapshot is re-checked once locked and
+-- dropped: two materializers never hold one schedule. The picked ids come back
+-- as an array, so the update finds each by primary key: joined instead, a
+-- generic plan (psycopg prepares the statement after a few runs) does not know
+-- the limit and hash-joins against every schedule. RETURNING has no order; the
+-- store sorts.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+picked AS (
+    SELECT s.id
+    FROM schedules AS s
+    WHERE s.next_due <= (SELECT now FROM clock)
+      AND (s.lease_until IS NULL OR s.lease_until <= (SELECT now FROM clock))
+    ORDER BY s.next_due, s.id
+    LIMIT %(limit)s
+    FOR UPDATE OF s SKIP LOCKED
+)
+UPDATE schedules AS s
+SET materializer = %(owner)s, lease_until = (SELECT now FROM clock) + %(ttl)s::interval
+WHERE s.id = ANY(ARRAY(SELECT id FROM picked))
+RETURNING s.id, s.job, s.job_version, s.inputs, s.cron, s.every, s.timezone, s.dst_gap,
+          s.dst_fold, s.misfire, s.misfire_grace, s.max_catch_up, s.overlap, s.start_at,
+          s.end_at, s.max_attempts, s.priority, s.paused, s.watermark, s.next_due,
+          s.materializer, s.lease_until, s.created_at, s.updated_at
+
+-- name: materialize_fenced
+-- The fence is the WHERE clause: same materializer, same lease_until (the lease
+-- as acquired, not one taken again), still live. The ids returned are the
+-- schedules whose plan is accepted; their rows stay locked until the store has
+-- inserted their occurrences (insert_occurrences) and commits. Ids are distinct
+-- and sorted, so concurrent batches lock rows in one order.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+m AS (
+    SELECT * FROM unnest(
+        %(ids)s::text[], %(materializers)s::text[], %(lease_untils)s::timestamptz[],
+        %(watermarks)s::timestamptz[], %(next_dues)s::timestamptz[]
+    ) AS m(id, materializer, lease_until, watermark, next_due)
+)
+UPDATE schedules AS s
+SET watermark = greatest(s.watermark, m.watermark), next_due = m.next_due,
+    materializer = NULL, lease_until = NULL
+FROM m, clock
+WHERE s.id = m.id
+  AND s.materializer = m.materializer
+  AND s.lease_until = m.lease_until
+  AND s.lease_until > clock.now
+RETURNING s.id
+
+-- name: insert_occurrences
+-- Occurrences of schedules (rows this transaction holds) as executions, in one
+-- round trip: insert-if-absent on the idempotency key (an existing execution is
+-- left as it is; the store reads it with executions_by_keys), with the inputs,
+-- the SUBMITTED transition and, for an occurrence policy skipped, the SKIPPED
+-- transition with its reason. Inserts go in key order, so two transactions
+-- racing for the same keys wait for each other rather than deadlock. Returns the
+-- inserted executions in execution_rows order.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+new AS (
+    SELECT o.*, s.job, s.job_version, s.inputs, s.max_attempts, s.priority, clock.now
+    FROM unnest(
+        %(ids)s::uuid[], %(schedule_ids)s::text[], %(slots)s::text[], %(keys)s::text[],
+        %(due_ats)s::timestamptz[], %(skipped)s::text[], %(buckets)s::integer[]
+    ) AS o(id, schedule_id, slot, idempotency_key, due_at, skipped, bucket)
+    JOIN schedules AS s ON s.id = o.schedule_id
+    CROSS JOIN clock
+),
+inserted AS (
+    INSERT INTO executions (
+        id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
+        idempotency_key, schedule_id, slot, bucket, created_at, updated_at
+    )
+    SELECT id, job, job_version, CASE WHEN skipped IS NULL THEN 'SCHEDULED' ELSE 'SKIPPED' END,
+           due_at, priority, 0, max_attempts, 0, idempotency_key, schedule_id, slot, bucket,
+           now, now
+    FROM new
+    ORDER BY idempotency_key
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
+              lease_owner, lease_until, timeout, idempotency_key, schedule_id, slot, bucket,
+              bucket_key, created_at, updated_at
+),
+data AS (
+    INSERT INTO execution_data (execution_id, inputs)
+    SELECT new.id, new.inputs FROM new JOIN inserted USING (id)
+),
+-- One INSERT, ordered, so that each execution's SUBMITTED gets the lower seq.
+audit AS (
+    INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, reason, at)
+    SELECT t.id, t.event, t.from_state, t.to_state, 0, t.reason, t.at
+    FROM (
+        SELECT i.id, 1 AS step, 'SUBMITTED' AS event, NULL AS from_state,
+               'SCHEDULED' AS to_state, NULL AS reason, i.created_at AS at
+        FROM inserted AS i
+        UNION ALL
+        SELECT i.id, 2, 'SKIPPED', 'SCHEDULED', 'SKIPPED', n.skipped, i.created_at
+        FROM inserted AS i JOIN new AS n ON n.id = i.id
+        WHERE n.skipped IS NOT NULL
+    ) AS t
+    ORDER BY t.id, t.step
+),
+-- Wake idle workers when something is claimable now (see insert_executions).
+woken AS (
+    SELECT pg_notify(%(channel)s, '') AS sent
+    WHERE %(notify)s AND EXISTS (
+        SELECT 1 FROM inserted
+        WHERE state = 'SCHEDULED' AND due_at <= (SELECT now FROM clock)
+    )
+)
+SELECT i.id, i.job, i.job_version, i.state, i.due_at, i.priority, i.attempt, i.max_attempts,
+       i.epoch, i.lease_owner, i.lease_until, i.timeout, i.idempotency_key, i.schedule_id,
+       i.slot, i.bucket, i.bucket_key, i.created_at, i.updated_at,
+       n.inputs, NULL::jsonb AS result, NULL::text AS error, NULL::jsonb AS progress
+FROM inserted AS i JOIN new AS n ON n.id = i.id LEFT JOIN woken ON true
+
+-- name: executions_by_keys
+SELECT * FROM execution_rows WHERE idempotency_key = ANY(%(keys)s::text[])
+
+-- name: release_schedules
+-- Only a lease still held as acquired is given back.
+UPDATE schedules AS s
+SET materializer = NULL, lease_until = NULL
+FROM unnest(
+    %(ids)s::text[], %(materializers)s::text[], %(lease_untils)s::timestamptz[]
+) AS m(id, materializer, lease_until)
+WHERE s.id = m.id AND s.materializer = m.materializer AND s.lease_until = m.lease_until

@@ -1,5 +1,5 @@
 """Row mapping for PostgreSQL: psycopg loads times, intervals and JSONB natively."""
 
-from fencepost.store.rows import command, execution, transition
+from fencepost.store.rows import command, execution, schedule, transition
 
-__all__ = ["command", "execution", "transition"]
+__all__ = ["command", "execution", "schedule", "transition"]

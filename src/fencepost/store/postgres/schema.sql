@@ -77,6 +77,34 @@ CREATE TABLE nodes (
     heartbeat_at timestamp with time zone NOT NULL,
     expires_at timestamp with time zone NOT NULL
 );
+CREATE TABLE schedules (
+    id text NOT NULL COLLATE pg_catalog."C",
+    job text NOT NULL,
+    job_version integer,
+    inputs jsonb NOT NULL,
+    cron text,
+    every interval,
+    timezone text NOT NULL,
+    dst_gap text NOT NULL,
+    dst_fold text NOT NULL,
+    misfire text NOT NULL,
+    misfire_grace interval NOT NULL,
+    max_catch_up integer NOT NULL,
+    overlap text NOT NULL,
+    start_at timestamp with time zone,
+    end_at timestamp with time zone,
+    max_attempts integer NOT NULL,
+    priority integer NOT NULL,
+    paused boolean NOT NULL,
+    watermark timestamp with time zone NOT NULL,
+    next_due timestamp with time zone NOT NULL,
+    materializer text,
+    lease_until timestamp with time zone,
+    request_hash text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT schedules_one_rule CHECK (((cron IS NULL) <> (every IS NULL)))
+);
 CREATE TABLE transitions (
     seq bigint NOT NULL,
     execution_id uuid NOT NULL,
@@ -104,6 +132,8 @@ ALTER TABLE ONLY executions
     ADD CONSTRAINT executions_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY nodes
     ADD CONSTRAINT nodes_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY schedules
+    ADD CONSTRAINT schedules_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY transitions
     ADD CONSTRAINT transitions_pkey PRIMARY KEY (seq);
 CREATE INDEX commands_execution ON commands USING btree (execution_id, requested_at, id);
@@ -114,6 +144,8 @@ CREATE UNIQUE INDEX executions_idempotency_key ON executions USING btree (idempo
 CREATE INDEX executions_leased ON executions USING btree (lease_until) WHERE (state = 'RUNNING'::text);
 CREATE INDEX executions_running_bucket ON executions USING btree (bucket) WHERE (state = 'RUNNING'::text);
 CREATE INDEX executions_schedule ON executions USING btree (schedule_id, slot) WHERE (schedule_id IS NOT NULL);
+CREATE INDEX executions_schedule_state ON executions USING btree (schedule_id, state, id) WHERE (schedule_id IS NOT NULL);
+CREATE INDEX schedules_due ON schedules USING btree (next_due, id);
 CREATE INDEX transitions_execution ON transitions USING btree (execution_id, seq);
 ALTER TABLE ONLY commands
     ADD CONSTRAINT commands_execution_id_fkey FOREIGN KEY (execution_id) REFERENCES executions(id) ON DELETE CASCADE;

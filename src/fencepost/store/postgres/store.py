@@ -13,13 +13,14 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from fencepost.domain import schedules as plans
 from fencepost.domain.commands import new_command, on_request
-from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
+from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, StoreUnavailable
 from fencepost.domain.events import (
     ExecutionAborted,
     ExecutionCancelled,
@@ -27,6 +28,7 @@ from fencepost.domain.events import (
     ExecutionFailed,
     ExecutionReleased,
     ExecutionReplayed,
+    ExecutionRescheduled,
     LeaseExpired,
 )
 from fencepost.domain.machine import (
@@ -37,12 +39,29 @@ from fencepost.domain.machine import (
     holds,
     stale_reason,
 )
-from fencepost.domain.models import Command, Execution, Lease, Page, Transition
+from fencepost.domain.models import (
+    Command,
+    Execution,
+    Lease,
+    Page,
+    Schedule,
+    SchedulePage,
+    Transition,
+)
 from fencepost.domain.nodes import Node
+from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import CommandKind, CommandState
 from fencepost.domain.submission import NewExecution
-from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig, failure
-from fencepost.store.batching import rounds
+from fencepost.store.base import (
+    ExecutionFilter,
+    Materialization,
+    Outcome,
+    Store,
+    StoreConfig,
+    failure,
+    stale_schedule,
+)
+from fencepost.store.batching import rounds, rounds_of
 from fencepost.store.postgres import rows
 from fencepost.store.postgres.connection import (
     MIGRATIONS_PACKAGE,
@@ -229,8 +248,10 @@ class PostgresStore(Store):
             "due_before": filters.due_before,
             "limit": filters.limit + 1,
         }
+        # A schedule's executions are read through their own index (see the block).
+        query = Q["query_executions" if filters.schedule is None else "query_schedule_executions"]
         with self._db.connection() as conn:
-            items = [rows.execution(r) for r in conn.execute(Q["query_executions"], params)]
+            items = [rows.execution(r) for r in conn.execute(query, params)]
         more = len(items) > filters.limit
         items = items[: filters.limit]
         return Page(items=items, next_cursor=items[-1].id if more else None)
@@ -544,10 +565,163 @@ class PostgresStore(Store):
         with self._db.connection() as conn:
             return [rows.execution(r) for r in conn.execute(Q["orphans"], params)]
 
+    # -- schedules -------------------------------------------------------------------------
+
+    def _add_schedule(self, spec: ScheduleSpec, schedule_id: str) -> Schedule:
+        fingerprint = spec.fingerprint()
+        with self._db.transaction() as conn:
+            now = self._now(conn)
+            schedule = plans.new_schedule(spec, id=schedule_id, now=now)
+            params = _schedule_params(schedule, spec.inputs_json) | {"request_hash": fingerprint}
+            # An insert that conflicts, then finds no row, lost a race with a delete: again.
+            for _ in range(3):
+                if conn.execute(Q["insert_schedule"], params).fetchone() is not None:
+                    return schedule
+                row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
+                if row is not None:
+                    if row[-1] != fingerprint:
+                        raise IdempotencyConflict(schedule_id, schedule_id, subject="schedule")
+                    return rows.schedule(row)
+        raise StoreUnavailable(f"schedule {schedule_id!r} kept being added and deleted; try again")
+
+    def get_schedule(self, schedule_id: str) -> Schedule:
+        with self._db.connection() as conn:
+            row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
+        if row is None:
+            raise NotFound(schedule_id, subject="schedule")
+        return rows.schedule(row)
+
+    def _list_schedules(
+        self, *, job: str | None, paused: bool | None, limit: int, after: str | None
+    ) -> SchedulePage:
+        params = {"job": job, "paused": paused, "after": after, "limit": limit + 1}
+        with self._db.connection() as conn:
+            items = [rows.schedule(r) for r in conn.execute(Q["list_schedules"], params)]
+        more = len(items) > limit
+        items = items[:limit]
+        return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
+
+    def _change_schedule(
+        self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
+    ) -> Schedule:
+        with self._db.transaction() as conn:
+            row = conn.execute(Q["lock_schedule"], {"id": schedule_id}).fetchone()
+            if row is None:
+                raise NotFound(schedule_id, subject="schedule")
+            current = rows.schedule(row)
+            changed = decide(current, self._now(conn))
+            if changed is None:
+                return current
+            params = _schedule_params(changed, self._encode(changed.inputs, "inputs"))
+            conn.execute(Q["write_schedule"], params)
+        return changed
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        with self._db.transaction() as conn:
+            if conn.execute(Q["delete_schedule"], {"id": schedule_id}).fetchone() is None:
+                raise NotFound(schedule_id, subject="schedule")
+            now = self._now(conn)
+            event = ExecutionCancelled(actor=plans.SCHEDULE_DELETED)
+            waiting = conn.execute(Q["waiting_schedule_executions"], {"id": schedule_id})
+            for row in waiting.fetchall():
+                _write(conn, apply(rows.execution(row), event, now), now)
+
+    def _acquire_schedules(self, owner: str, *, limit: int, ttl: timedelta) -> list[Schedule]:
+        params = {"now": self._pinned_now(), "owner": owner, "limit": limit, "ttl": ttl}
+        with self._db.connection() as conn:
+            found = conn.execute(Q["acquire_schedules"], params).fetchall()
+        return sorted((rows.schedule(r) for r in found), key=lambda s: (s.next_due, s.id))
+
+    def _materialize(self, items: Sequence[Materialization]) -> list[list[Execution] | StaleLease]:
+        out: list[list[Execution] | StaleLease] = [stale_schedule(i.schedule) for i in items]
+        inserted = 0
+        with self._db.transaction() as conn:
+            for round_ in rounds_of([item.schedule.id for item in items]):
+                chosen = [items[i] for _, i in sorted(round_.items())]
+                found = conn.execute(
+                    Q["materialize_fenced"],
+                    {
+                        "now": self._pinned_now(),
+                        "ids": [i.schedule.id for i in chosen],
+                        "materializers": [i.schedule.materializer for i in chosen],
+                        "lease_untils": [i.schedule.lease_until for i in chosen],
+                        "watermarks": [i.watermark for i in chosen],
+                        "next_dues": [i.next_due for i in chosen],
+                    },
+                ).fetchall()
+                accepted = [items[round_[id_]] for (id_,) in found]
+                by_key, fresh = self._insert_occurrences(
+                    conn, [o for item in accepted for o in item.unique()]
+                )
+                inserted += fresh
+                for item in accepted:
+                    out[round_[item.schedule.id]] = item.results(by_key)
+        self._count_inserts(inserted)
+        return out
+
+    def _add_occurrences(
+        self, schedule_id: str, occurrences: tuple[NewOccurrence, ...]
+    ) -> list[Execution]:
+        with self._db.transaction() as conn:
+            if conn.execute(Q["share_schedule"], {"id": schedule_id}).fetchone() is None:
+                raise NotFound(schedule_id, subject="schedule")
+            by_key, fresh = self._insert_occurrences(conn, list(occurrences))
+        self._count_inserts(fresh)
+        return [by_key[o.idempotency_key] for o in occurrences]
+
+    def _insert_occurrences(
+        self, conn: Connection, occurrences: Sequence[NewOccurrence]
+    ) -> tuple[dict[str, Execution], int]:
+        """Insert occurrences (distinct keys) of schedules this transaction holds, if absent.
+
+        Returns every occurrence's execution by key, and how many were inserted.
+        """
+        if not occurrences:
+            return {}, 0
+        found = conn.execute(
+            Q["insert_occurrences"],
+            {
+                "now": self._pinned_now(),
+                "notify": self._should_notify(),
+                "channel": self._db.channel,
+                "ids": [o.id for o in occurrences],
+                "schedule_ids": [o.schedule_id for o in occurrences],
+                "slots": [o.slot for o in occurrences],
+                "keys": [o.idempotency_key for o in occurrences],
+                "due_ats": [o.due_at for o in occurrences],
+                "skipped": [o.skipped for o in occurrences],
+                "buckets": [o.bucket for o in occurrences],
+            },
+        ).fetchall()
+        by_key = {e.idempotency_key: e for e in map(rows.execution, found)}
+        absent = [o.idempotency_key for o in occurrences if o.idempotency_key not in by_key]
+        if absent:
+            # Existing executions, left as they are. A concurrent insert of one of these
+            # keys made ours wait for its commit, so this statement sees it.
+            existing = conn.execute(Q["executions_by_keys"], {"keys": absent}).fetchall()
+            by_key.update((e.idempotency_key, e) for e in map(rows.execution, existing))
+        missing = [key for key in absent if key not in by_key]
+        if missing:
+            raise StoreUnavailable(f"executions {missing[:3]} vanished while being stored")
+        return {k: e for k, e in by_key.items() if k is not None}, len(found)
+
+    def _release_schedules(self, schedules: Sequence[Schedule]) -> None:
+        held = sorted(schedules, key=lambda s: s.id)
+        params = {
+            "ids": [s.id for s in held],
+            "materializers": [s.materializer for s in held],
+            "lease_untils": [s.lease_until for s in held],
+        }
+        with self._db.connection() as conn:
+            conn.execute(Q["release_schedules"], params)
+
     # -- operator verbs --------------------------------------------------------------------
 
     def cancel(self, execution_id: str, *, actor: str = "client") -> Execution:
         return self._apply(execution_id, ExecutionCancelled(actor=actor))
+
+    def _reschedule(self, execution_id: str, event: ExecutionRescheduled) -> Execution:
+        return self._apply(execution_id, event)
 
     def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
         return self._apply(execution_id, ExecutionReplayed(actor=actor))
@@ -616,6 +790,36 @@ def _write(conn: Connection, change: Change, now: datetime) -> None:
             "at": now,
         },
     )
+
+
+def _schedule_params(s: Schedule, inputs_json: str) -> dict[str, Any]:
+    """The parameters of ``insert_schedule`` and ``write_schedule``."""
+    return {
+        "id": s.id,
+        "job": s.job,
+        "job_version": s.job_version,
+        "inputs": inputs_json,
+        "cron": s.cron,
+        "every": s.every,
+        "timezone": s.timezone,
+        "dst_gap": s.dst_gap.value,
+        "dst_fold": s.dst_fold.value,
+        "misfire": s.misfire.value,
+        "misfire_grace": s.misfire_grace,
+        "max_catch_up": s.max_catch_up,
+        "overlap": s.overlap.value,
+        "start_at": s.start_at,
+        "end_at": s.end_at,
+        "max_attempts": s.max_attempts,
+        "priority": s.priority,
+        "paused": s.paused,
+        "watermark": s.watermark,
+        "next_due": s.next_due,
+        "materializer": s.materializer,
+        "lease_until": s.lease_until,
+        "created_at": s.created_at,
+        "updated_at": s.updated_at,
+    }
 
 
 def _node(row: Any) -> Node:

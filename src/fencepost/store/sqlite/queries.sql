@@ -341,3 +341,146 @@ WHERE id = :id AND state = 'CLAIMED' AND owner = :owner
 SELECT id, execution_id, kind, state, requested_by, requested_at, owner, claim_until,
        epoch, done_at
 FROM commands WHERE execution_id = :id ORDER BY requested_at, id
+
+-- Schedules. Every statement that returns a schedule lists its columns in the
+-- order fencepost.store.rows.schedule reads; durations are microseconds.
+
+-- name: query_schedule_executions
+-- query_executions for one schedule: reads executions_schedule_state, so a
+-- schedule's executions (by state) are found without scanning the table.
+SELECT * FROM execution_rows AS e
+WHERE e.schedule_id = :schedule
+  AND e.id > coalesce(:after, '')
+  AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
+  AND (:job IS NULL OR e.job = :job)
+  AND (:bucket IS NULL OR e.bucket = :bucket)
+  AND (:due_after IS NULL OR e.due_at >= :due_after)
+  AND (:due_before IS NULL OR e.due_at < :due_before)
+ORDER BY e.id
+LIMIT :limit
+
+-- name: insert_schedule
+INSERT INTO schedules (
+    id, job, job_version, inputs, cron, every_us, timezone, dst_gap, dst_fold, misfire,
+    misfire_grace_us, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
+    watermark, next_due, materializer, lease_until, request_hash, created_at, updated_at
+) VALUES (
+    :id, :job, :job_version, :inputs, :cron, :every_us, :timezone, :dst_gap, :dst_fold, :misfire,
+    :misfire_grace_us, :max_catch_up, :overlap, :start_at, :end_at, :max_attempts, :priority,
+    :paused, :watermark, :next_due, NULL, NULL, :request_hash, :created_at, :updated_at
+)
+
+-- name: get_schedule
+-- The schedule, then the fingerprint of its add_schedule arguments.
+SELECT id, job, job_version, inputs, cron, every_us, timezone, dst_gap, dst_fold, misfire,
+       misfire_grace_us, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
+       watermark, next_due, materializer, lease_until, created_at, updated_at, request_hash
+FROM schedules WHERE id = :id
+
+-- name: list_schedules
+SELECT id, job, job_version, inputs, cron, every_us, timezone, dst_gap, dst_fold, misfire,
+       misfire_grace_us, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
+       watermark, next_due, materializer, lease_until, created_at, updated_at
+FROM schedules
+WHERE id > coalesce(:after, '')
+  AND (:job IS NULL OR job = :job)
+  AND (:paused IS NULL OR paused = :paused)
+ORDER BY id
+LIMIT :limit
+
+-- name: write_schedule
+-- Persist a schedule decided by fencepost.domain.schedules (update, pause, resume):
+-- everything but the watermark, the creation time and the add_schedule fingerprint.
+UPDATE schedules
+SET job = :job, job_version = :job_version, inputs = :inputs, cron = :cron, every_us = :every_us,
+    timezone = :timezone, dst_gap = :dst_gap, dst_fold = :dst_fold, misfire = :misfire,
+    misfire_grace_us = :misfire_grace_us, max_catch_up = :max_catch_up, overlap = :overlap,
+    start_at = :start_at, end_at = :end_at, max_attempts = :max_attempts, priority = :priority,
+    paused = :paused, next_due = :next_due, materializer = :materializer,
+    lease_until = :lease_until, updated_at = :updated_at
+WHERE id = :id
+
+-- name: delete_schedule
+DELETE FROM schedules WHERE id = :id
+
+-- name: waiting_schedule_executions
+-- What deleting a schedule cancels (the state list is sources(CANCELLED) less RUNNING).
+SELECT * FROM execution_rows
+WHERE schedule_id = :id AND state IN ('RETRY_WAIT', 'SCHEDULED')
+ORDER BY id
+
+-- name: acquire_schedules
+-- Due schedules without a live materializer lease, oldest next_due first. Runs in
+-- BEGIN IMMEDIATE, which holds the write lock: no other acquire interleaves.
+-- RETURNING has no order; the store sorts.
+UPDATE schedules
+SET materializer = :owner, lease_until = :until
+WHERE id IN (
+    SELECT id FROM schedules
+    WHERE next_due <= :now AND (lease_until IS NULL OR lease_until <= :now)
+    ORDER BY next_due, id
+    LIMIT :limit
+)
+RETURNING id, job, job_version, inputs, cron, every_us, timezone, dst_gap, dst_fold, misfire,
+          misfire_grace_us, max_catch_up, overlap, start_at, end_at, max_attempts, priority,
+          paused, watermark, next_due, materializer, lease_until, created_at, updated_at
+
+-- name: materialize_fenced
+-- The fence is the WHERE clause: same materializer, same lease_until (the lease
+-- as acquired, not one taken again), still live. Returns the schedules whose
+-- plan is accepted, as they stand after the change; the store inserts their
+-- occurrences next. :items is a JSON array of
+-- [id, materializer, lease_until, new watermark, next_due] with distinct ids.
+UPDATE schedules
+SET watermark = max(schedules.watermark, m.watermark), next_due = m.next_due,
+    materializer = NULL, lease_until = NULL
+FROM (
+    SELECT json_extract(value, '$[0]') AS id,
+           json_extract(value, '$[1]') AS materializer,
+           json_extract(value, '$[2]') AS lease_until,
+           json_extract(value, '$[3]') AS watermark,
+           json_extract(value, '$[4]') AS next_due
+    FROM json_each(:items)
+) AS m
+WHERE schedules.id = m.id
+  AND schedules.materializer = m.materializer
+  AND schedules.lease_until = m.lease_until
+  AND schedules.lease_until > :now
+RETURNING schedules.id, schedules.job, schedules.job_version, schedules.inputs, schedules.cron,
+          schedules.every_us, schedules.timezone, schedules.dst_gap, schedules.dst_fold,
+          schedules.misfire, schedules.misfire_grace_us, schedules.max_catch_up,
+          schedules.overlap, schedules.start_at, schedules.end_at, schedules.max_attempts,
+          schedules.priority, schedules.paused, schedules.watermark, schedules.next_due,
+          schedules.materializer, schedules.lease_until, schedules.created_at,
+          schedules.updated_at
+
+-- name: release_schedules
+-- Only a lease still held as acquired is given back. :items is a JSON array of
+-- [id, materializer, lease_until].
+UPDATE schedules
+SET materializer = NULL, lease_until = NULL
+FROM (
+    SELECT json_extract(value, '$[0]') AS id,
+           json_extract(value, '$[1]') AS materializer,
+           json_extract(value, '$[2]') AS lease_until
+    FROM json_each(:items)
+) AS m
+WHERE schedules.id = m.id
+  AND schedules.materializer = m.materializer
+  AND schedules.lease_until = m.lease_until
+
+-- name: executions_by_keys
+SELECT * FROM execution_rows
+WHERE idempotency_key IN (SELECT value FROM json_each(:keys))
+
+-- name: insert_occurrence
+-- A schedule's occurrence as a new execution (SCHEDULED, or already SKIPPED as
+-- fencepost.domain.machine decided). executemany: ?1 id, ?2 job, ?3 job_version,
+-- ?4 state, ?5 due_at, ?6 priority, ?7 max_attempts, ?8 idempotency_key,
+-- ?9 schedule_id, ?10 slot, ?11 bucket, ?12 now.
+INSERT INTO executions (
+    id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
+    idempotency_key, schedule_id, slot, bucket, created_at, updated_at
+) VALUES (
+    ?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, 0, ?8, ?9, ?10, ?11, ?12, ?12
+)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fencepost.domain import payloads
-from fencepost.domain.models import Command, Execution, Transition
+from fencepost.domain.models import Command, Execution, Schedule, Transition
 from fencepost.domain.nodes import Node
 from fencepost.store import rows as shared
 
@@ -38,9 +38,54 @@ def opt_duration(value: int | None) -> timedelta | None:
     return None if value is None else timedelta(microseconds=value)
 
 
+def us_duration(value: int) -> timedelta:
+    """Microseconds as a timedelta."""
+    return timedelta(microseconds=value)
+
+
+def duration_us(value: timedelta | None) -> int | None:
+    """A timedelta as integer microseconds, ``None`` through."""
+    return None if value is None else value // _MICROSECOND
+
+
 def execution(row: tuple[Any, ...]) -> Execution:
     """An :class:`Execution` from a row of the ``execution_rows`` view."""
     return shared.execution(row, instant=from_us, duration=opt_duration, payload=payloads.decode)
+
+
+def schedule(row: tuple[Any, ...]) -> Schedule:
+    """A :class:`Schedule` from a row of the schedule statements."""
+    return shared.schedule(row, instant=from_us, duration=us_duration, payload=payloads.decode)
+
+
+def schedule_params(s: Schedule, inputs_json: str) -> dict[str, Any]:
+    """The named parameters of ``insert_schedule`` and ``write_schedule``."""
+    return {
+        "id": s.id,
+        "job": s.job,
+        "job_version": s.job_version,
+        "inputs": inputs_json,
+        "cron": s.cron,
+        "every_us": duration_us(s.every),
+        "timezone": s.timezone,
+        "dst_gap": s.dst_gap.value,
+        "dst_fold": s.dst_fold.value,
+        "misfire": s.misfire.value,
+        "misfire_grace_us": duration_us(s.misfire_grace),
+        "max_catch_up": s.max_catch_up,
+        "overlap": s.overlap.value,
+        "start_at": opt_us(s.start_at),
+        "end_at": opt_us(s.end_at),
+        "max_attempts": s.max_attempts,
+        "priority": s.priority,
+        "paused": s.paused,
+        "watermark": to_us(s.watermark),
+        "next_due": to_us(s.next_due),
+        "materializer": s.materializer,
+        "lease_until": opt_us(s.lease_until),
+        "created_at": to_us(s.created_at),
+        "updated_at": to_us(s.updated_at),
+    }
 
 
 def transition(row: tuple[Any, ...]) -> Transition:

@@ -36,6 +36,14 @@ CREATE INDEX executions_schedule
     ON executions (schedule_id, slot)
     WHERE schedule_id IS NOT NULL;
 
+-- index: executions_schedule_state
+CREATE INDEX executions_schedule_state
+    ON executions (schedule_id, state, id)
+    WHERE schedule_id IS NOT NULL;
+
+-- index: schedules_due
+CREATE INDEX schedules_due ON schedules (next_due, id);
+
 -- index: transitions_execution
 CREATE INDEX transitions_execution ON transitions (execution_id, seq);
 
@@ -94,6 +102,36 @@ CREATE TABLE nodes (
     started_at    INTEGER NOT NULL,
     heartbeat_at  INTEGER NOT NULL,
     expires_at    INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- table: schedules
+CREATE TABLE schedules (
+    id               TEXT    NOT NULL PRIMARY KEY,  -- given by the user, or a UUIDv7
+    job              TEXT    NOT NULL,
+    job_version      INTEGER,
+    inputs           TEXT    NOT NULL,
+    cron             TEXT,
+    every_us         INTEGER,
+    timezone         TEXT    NOT NULL,
+    dst_gap          TEXT    NOT NULL,
+    dst_fold         TEXT    NOT NULL,
+    misfire          TEXT    NOT NULL,
+    misfire_grace_us INTEGER NOT NULL,
+    max_catch_up     INTEGER NOT NULL,
+    overlap          TEXT    NOT NULL,
+    start_at         INTEGER,
+    end_at           INTEGER,
+    max_attempts     INTEGER NOT NULL,
+    priority         INTEGER NOT NULL,
+    paused           INTEGER NOT NULL,
+    watermark        INTEGER NOT NULL,
+    next_due         INTEGER NOT NULL,
+    materializer     TEXT,
+    lease_until      INTEGER,
+    request_hash     TEXT    NOT NULL,
+    created_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL,
+    CHECK ((cron IS NULL) <> (every_us IS NULL))
 ) WITHOUT ROWID;
 
 -- table: transitions

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from fencepost.domain import payloads
+from fencepost.domain import schedules as plans
 from fencepost.domain.commands import new_command, on_request
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
 from fencepost.domain.events import (
@@ -29,6 +30,8 @@ from fencepost.domain.events import (
     ExecutionFailed,
     ExecutionReleased,
     ExecutionReplayed,
+    ExecutionRescheduled,
+    ExecutionSkipped,
     LeaseExpired,
 )
 from fencepost.domain.machine import (
@@ -39,12 +42,29 @@ from fencepost.domain.machine import (
     stale_reason,
     takeover_reason,
 )
-from fencepost.domain.models import Command, Execution, Lease, Page, Transition
+from fencepost.domain.models import (
+    Command,
+    Execution,
+    Lease,
+    Page,
+    Schedule,
+    SchedulePage,
+    Transition,
+)
 from fencepost.domain.nodes import Node
+from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import CommandKind, CommandState, Event, State
 from fencepost.domain.submission import NewExecution
-from fencepost.store.base import ExecutionFilter, Outcome, Store, StoreConfig, failure
-from fencepost.store.batching import rounds
+from fencepost.store.base import (
+    ExecutionFilter,
+    Materialization,
+    Outcome,
+    Store,
+    StoreConfig,
+    failure,
+    stale_schedule,
+)
+from fencepost.store.batching import rounds, rounds_of
 from fencepost.store.rows import version_keys
 from fencepost.store.sql import latest_version
 from fencepost.store.sqlite import rows
@@ -150,8 +170,10 @@ class SqliteStore(Store):
             "due_before": rows.opt_us(filters.due_before),
             "limit": filters.limit + 1,
         }
+        # A schedule's executions are read through their own index (see the block).
+        query = Q["query_executions" if filters.schedule is None else "query_schedule_executions"]
         with self._db.read() as conn:
-            items = [rows.execution(r) for r in conn.execute(Q["query_executions"], params)]
+            items = [rows.execution(r) for r in conn.execute(query, params)]
         more = len(items) > filters.limit
         items = items[: filters.limit]
         return Page(items=items, next_cursor=items[-1].id if more else None)
@@ -469,10 +491,130 @@ class SqliteStore(Store):
         with self._db.read() as conn:
             return [rows.execution(r) for r in conn.execute(Q["orphans"], params)]
 
+    # -- schedules -------------------------------------------------------------------------
+
+    def _add_schedule(self, spec: ScheduleSpec, schedule_id: str) -> Schedule:
+        fingerprint = spec.fingerprint()
+        with self._db.write() as conn:
+            row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
+            if row is not None:
+                if row[-1] != fingerprint:
+                    raise IdempotencyConflict(schedule_id, schedule_id, subject="schedule")
+                return rows.schedule(row)
+            schedule = plans.new_schedule(spec, id=schedule_id, now=self.clock.now())
+            params = rows.schedule_params(schedule, spec.inputs_json)
+            conn.execute(Q["insert_schedule"], params | {"request_hash": fingerprint})
+        return schedule
+
+    def get_schedule(self, schedule_id: str) -> Schedule:
+        with self._db.read() as conn:
+            return self._get_schedule(conn, schedule_id)
+
+    @staticmethod
+    def _get_schedule(conn: sqlite3.Connection, schedule_id: str) -> Schedule:
+        row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
+        if row is None:
+            raise NotFound(schedule_id, subject="schedule")
+        return rows.schedule(row)
+
+    def _list_schedules(
+        self, *, job: str | None, paused: bool | None, limit: int, after: str | None
+    ) -> SchedulePage:
+        params = {"job": job, "paused": paused, "after": after, "limit": limit + 1}
+        with self._db.read() as conn:
+            items = [rows.schedule(r) for r in conn.execute(Q["list_schedules"], params)]
+        more = len(items) > limit
+        items = items[:limit]
+        return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
+
+    def _change_schedule(
+        self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
+    ) -> Schedule:
+        with self._db.write() as conn:
+            current = self._get_schedule(conn, schedule_id)
+            changed = decide(current, self.clock.now())
+            if changed is None:
+                return current
+            params = rows.schedule_params(changed, self._encode(changed.inputs, "inputs"))
+            conn.execute(Q["write_schedule"], params)
+        return changed
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        with self._db.write() as conn:
+            if conn.execute(Q["delete_schedule"], {"id": schedule_id}).rowcount == 0:
+                raise NotFound(schedule_id, subject="schedule")
+            now = self.clock.now()
+            event = ExecutionCancelled(actor=plans.SCHEDULE_DELETED)
+            # Read them all first: the writes change the index the select walks.
+            waiting = conn.execute(Q["waiting_schedule_executions"], {"id": schedule_id})
+            for row in waiting.fetchall():
+                _write(conn, apply(rows.execution(row), event, now), now)
+
+    def _acquire_schedules(self, owner: str, *, limit: int, ttl: timedelta) -> list[Schedule]:
+        with self._db.write() as conn:
+            now = self.clock.now()
+            params = {
+                "owner": owner,
+                "until": rows.to_us(now + ttl),
+                "now": rows.to_us(now),
+                "limit": limit,
+            }
+            found = conn.execute(Q["acquire_schedules"], params).fetchall()
+        return sorted((rows.schedule(r) for r in found), key=lambda s: (s.next_due, s.id))
+
+    def _materialize(self, items: Sequence[Materialization]) -> list[list[Execution] | StaleLease]:
+        out: list[list[Execution] | StaleLease] = [stale_schedule(i.schedule) for i in items]
+        with self._db.write() as conn:
+            now = self.clock.now()
+            for round_ in rounds_of([item.schedule.id for item in items]):
+                fenced = conn.execute(
+                    Q["materialize_fenced"],
+                    {
+                        "now": rows.to_us(now),
+                        "items": json.dumps(
+                            [
+                                [
+                                    item.schedule.id,
+                                    item.schedule.materializer,
+                                    rows.opt_us(item.schedule.lease_until),
+                                    rows.to_us(item.watermark),
+                                    rows.to_us(item.next_due),
+                                ]
+                                for item in (items[i] for i in round_.values())
+                            ]
+                        ),
+                    },
+                ).fetchall()
+                accepted = [(items[round_[row[0]]], row) for row in fenced]
+                found = _insert_occurrences(
+                    conn, [(row, o) for item, row in accepted for o in item.unique()], now
+                )
+                for item, _ in accepted:
+                    out[round_[item.schedule.id]] = item.results(found)
+        return out
+
+    def _add_occurrences(
+        self, schedule_id: str, occurrences: tuple[NewOccurrence, ...]
+    ) -> list[Execution]:
+        with self._db.write() as conn:
+            row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
+            if row is None:
+                raise NotFound(schedule_id, subject="schedule")
+            found = _insert_occurrences(conn, [(row, o) for o in occurrences], self.clock.now())
+        return [found[o.idempotency_key] for o in occurrences]
+
+    def _release_schedules(self, schedules: Sequence[Schedule]) -> None:
+        held = [[s.id, s.materializer, rows.opt_us(s.lease_until)] for s in schedules]
+        with self._db.write() as conn:
+            conn.execute(Q["release_schedules"], {"items": json.dumps(held)})
+
     # -- operator verbs --------------------------------------------------------------------
 
     def cancel(self, execution_id: str, *, actor: str = "client") -> Execution:
         return self._apply(execution_id, ExecutionCancelled(actor=actor))
+
+    def _reschedule(self, execution_id: str, event: ExecutionRescheduled) -> Execution:
+        return self._apply(execution_id, event)
 
     def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
         return self._apply(execution_id, ExecutionReplayed(actor=actor))
@@ -533,6 +675,73 @@ def _write(conn: sqlite3.Connection, change: Change, now: datetime) -> None:
             t.execution_id, t.event, t.from_state, t.to_state, t.epoch, t.actor, t.reason, now
         ),
     )
+
+
+def _insert_occurrences(
+    conn: sqlite3.Connection, planned: Sequence[tuple[Any, NewOccurrence]], now: datetime
+) -> dict[str, Execution]:
+    """Insert occurrences whose key is new; return every occurrence's execution by key.
+
+    ``planned`` pairs each occurrence with its schedule's row (schedule columns,
+    inputs as stored JSON text); keys are distinct. The write lock is held, so
+    the keys found here cannot appear before the inserts.
+    """
+    if not planned:
+        return {}
+    keys = json.dumps([o.idempotency_key for _, o in planned])
+    found = {
+        e.idempotency_key: e
+        for e in map(rows.execution, conn.execute(Q["executions_by_keys"], {"keys": keys}))
+        if e.idempotency_key is not None
+    }
+    schedules: dict[str, Schedule] = {}
+    fresh: list[tuple[Execution, str, Change | None]] = []  # (as stored, inputs, SKIPPED)
+    for row, o in planned:
+        if o.idempotency_key in found:
+            continue
+        if row[0] not in schedules:
+            schedules[row[0]] = rows.schedule(row)
+        execution = o.to_execution(schedules[row[0]], now)
+        change = None
+        if o.skipped is not None:
+            change = apply(execution, ExecutionSkipped(reason=o.skipped), now)
+            execution = change.execution
+        found[o.idempotency_key] = execution
+        fresh.append((execution, row[3], change))
+    now_us = rows.to_us(now)
+    conn.executemany(
+        Q["insert_occurrence"],
+        [
+            (
+                e.id,
+                e.job,
+                e.job_version,
+                e.state,
+                rows.to_us(e.due_at),
+                e.priority,
+                e.max_attempts,
+                e.idempotency_key,
+                e.schedule_id,
+                e.slot,
+                e.bucket,
+                now_us,
+            )
+            for e, _, _ in fresh
+        ],
+    )
+    conn.executemany(Q["insert_execution_data"], [(e.id, inputs) for e, inputs, _ in fresh])
+    conn.executemany(Q["insert_submitted"], [(e.id, now_us) for e, _, _ in fresh])
+    skipped = [change.transition(0, now) for _, _, change in fresh if change is not None]
+    conn.executemany(
+        Q["insert_transition"],
+        [
+            _transition_params(
+                t.execution_id, t.event, t.from_state, t.to_state, t.epoch, t.actor, t.reason, now
+            )
+            for t in skipped
+        ],
+    )
+    return found
 
 
 def _refuse(conn: sqlite3.Connection, lease: Lease, verb: str, now: datetime) -> StaleLease:

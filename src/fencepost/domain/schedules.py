@@ -1,0 +1,396 @@
+"""Schedules: validating a definition, slot texts, and the executions of occurrences (pure; no I/O).
+
+Every backend goes through these functions: :func:`define` validates the
+arguments of ``add_schedule`` (and, merged with the stored schedule, those of
+``update_schedule``); :func:`new_schedule`, :func:`amend`, :func:`pause` and
+:func:`resume` decide what a verb writes; :func:`new_occurrence` and
+:meth:`NewOccurrence.to_execution` turn a planned occurrence into the
+execution a backend inserts (if its key is new).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from fencepost.domain import payloads
+from fencepost.domain.buckets import bucket_for
+from fencepost.domain.checks import require_int, require_name
+from fencepost.domain.errors import ValidationError
+from fencepost.domain.models import JSON, Execution, Occurrence, Schedule
+from fencepost.domain.states import State
+from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS, PRIORITY_RANGE
+from fencepost.timing.cron import parse_cron
+from fencepost.timing.durations import as_aware_utc, as_duration
+from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap, parse_policy
+from fencepost.timing.zones import zone
+
+#: The fields ``add_schedule`` takes besides ``id``, which ``update_schedule`` may change.
+SCHEDULE_FIELDS = (
+    "job",
+    "job_version",
+    "inputs",
+    "cron",
+    "every",
+    "timezone",
+    "dst_gap",
+    "dst_fold",
+    "misfire",
+    "misfire_grace",
+    "max_catch_up",
+    "overlap",
+    "start_at",
+    "end_at",
+    "max_attempts",
+    "priority",
+    "paused",
+)
+
+#: Seconds by which a slot may be late before the misfire policy applies.
+DEFAULT_MISFIRE_GRACE = 60
+#: The most missed slots a ``catch_up`` schedule runs after downtime.
+DEFAULT_MAX_CATCH_UP = 100
+#: The actor recorded on executions cancelled because their schedule was deleted.
+SCHEDULE_DELETED = "schedule deleted"
+#: The longest schedule id: leaves room for ``:slot`` in a 255-character idempotency key.
+MAX_SCHEDULE_ID = 200
+
+_US = timedelta(microseconds=1)
+_MAX_REASON = 8_192
+
+
+# -- slots -----------------------------------------------------------------------------
+
+
+def slot_text(instant: datetime) -> str:
+    """The stored text of a slot: ISO 8601 in UTC with ``Z``, e.g. ``2026-11-29T02:00:00Z``.
+
+    Seconds are always present; a fraction only when the instant has microseconds
+    (then all six digits: ``2026-11-29T02:00:00.250000Z``). Naive instants are refused.
+    """
+    utc = as_aware_utc(instant, field="slot").replace(tzinfo=None)
+    return utc.isoformat(timespec="microseconds" if utc.microsecond else "seconds") + "Z"
+
+
+def parse_slot(text: str) -> datetime:
+    """The aware UTC instant of a text written by :func:`slot_text`; ValueError otherwise."""
+    try:
+        instant = datetime.fromisoformat(text).astimezone(UTC) if text.endswith("Z") else None
+    except ValueError:
+        instant = None
+    if instant is None or slot_text(instant) != text:
+        raise ValueError(f"not a slot text: {text!r} (expected e.g. 2026-11-29T02:00:00Z)")
+    return instant
+
+
+def occurrence_key(schedule_id: str, slot: datetime) -> str:
+    """The idempotency key of a schedule's occurrence: ``schedule_id:slot``."""
+    return f"{schedule_id}:{slot_text(slot)}"
+
+
+# -- definitions -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScheduleSpec:
+    """A validated schedule definition: the fields of ``add_schedule`` besides ``id``."""
+
+    job: str
+    job_version: int | None
+    inputs: JSON
+    inputs_json: str
+    cron: str | None
+    every: timedelta | None
+    timezone: str
+    dst_gap: DstGap
+    dst_fold: DstFold
+    misfire: Misfire
+    misfire_grace: timedelta
+    max_catch_up: int
+    overlap: Overlap
+    start_at: datetime | None
+    end_at: datetime | None
+    max_attempts: int
+    priority: int
+    paused: bool
+
+    def fields(self) -> dict[str, Any]:
+        """The values of the :class:`Schedule` fields this definition sets."""
+        return {name: getattr(self, name) for name in SCHEDULE_FIELDS}
+
+    def fingerprint(self) -> str:
+        """A digest of the definition, to tell a retried ``add_schedule`` from a different one."""
+        return payloads.fingerprint(
+            {
+                "job": self.job,
+                "job_version": self.job_version,
+                "inputs": self.inputs,
+                "cron": self.cron,
+                "every_us": None if self.every is None else self.every // _US,
+                "timezone": self.timezone,
+                "dst_gap": self.dst_gap.value,
+                "dst_fold": self.dst_fold.value,
+                "misfire": self.misfire.value,
+                "misfire_grace_us": self.misfire_grace // _US,
+                "max_catch_up": self.max_catch_up,
+                "overlap": self.overlap.value,
+                "start_at": None if self.start_at is None else self.start_at.isoformat(),
+                "end_at": None if self.end_at is None else self.end_at.isoformat(),
+                "max_attempts": self.max_attempts,
+                "priority": self.priority,
+                "paused": self.paused,
+            }
+        )
+
+
+def define(
+    job: object,
+    *,
+    max_payload_bytes: int,
+    cron: object = None,
+    every: object = None,
+    timezone: object = "UTC",
+    inputs: object = None,
+    job_version: object = None,
+    misfire: object = Misfire.COALESCE,
+    misfire_grace: object = DEFAULT_MISFIRE_GRACE,
+    max_catch_up: object = DEFAULT_MAX_CATCH_UP,
+    overlap: object = Overlap.ALLOW,
+    dst_gap: object = DstGap.SHIFT,
+    dst_fold: object = DstFold.ONCE,
+    start_at: object = None,
+    end_at: object = None,
+    max_attempts: object = DEFAULT_MAX_ATTEMPTS,
+    priority: object = 0,
+    paused: object = False,
+) -> ScheduleSpec:
+    """Validate a schedule definition; every error names its field, nothing is guessed."""
+    name = require_name(job, "job")
+    version = None if job_version is None else require_int(job_version, "job_version", low=1)
+    if inputs is None:
+        inputs = {}
+    inputs_json = payloads.encode(inputs, field="inputs", limit=max_payload_bytes)
+    if (cron is None) == (every is None):
+        raise ValidationError(
+            "cron", "give exactly one of cron or every" + (", not both" if cron is not None else "")
+        )
+    rule = None if cron is None else parse_cron(cron, field="cron")
+    interval = None if every is None else as_duration(every, field="every")
+    zone(timezone)  # raises on "timezone"
+    assert isinstance(timezone, str)
+    if interval is not None and timezone != "UTC":
+        raise ValidationError(
+            "timezone",
+            f"an every= schedule runs on the UTC timeline; timezone applies to cron only, "
+            f"got {timezone!r}",
+        )
+    gap = parse_policy(DstGap, dst_gap, "dst_gap")
+    fold = parse_policy(DstFold, dst_fold, "dst_fold")
+    mis = parse_policy(Misfire, misfire, "misfire")
+    grace = as_duration(misfire_grace, field="misfire_grace", allow_zero=True)
+    catch_up = require_int(max_catch_up, "max_catch_up", low=1)
+    lap = parse_policy(Overlap, overlap, "overlap")
+    start = None if start_at is None else as_aware_utc(start_at, field="start_at")
+    end = None if end_at is None else as_aware_utc(end_at, field="end_at")
+    if start is not None and end is not None and end <= start:
+        raise ValidationError(
+            "end_at", f"must be after start_at ({start.isoformat()}), got {end.isoformat()}"
+        )
+    attempts = require_int(max_attempts, "max_attempts", low=1)
+    prio = require_int(priority, "priority", low=PRIORITY_RANGE[0], high=PRIORITY_RANGE[1])
+    if not isinstance(paused, bool):
+        raise ValidationError("paused", f"must be True or False, got {paused!r}")
+    return ScheduleSpec(
+        job=name,
+        job_version=version,
+        inputs=payloads.decode(inputs_json),  # what a serializing backend would give back
+        inputs_json=inputs_json,
+        cron=rule,
+        every=interval,
+        timezone=timezone,
+        dst_gap=gap,
+        dst_fold=fold,
+        misfire=mis,
+        misfire_grace=grace,
+        max_catch_up=catch_up,
+        overlap=lap,
+        start_at=start,
+        end_at=end,
+        max_attempts=attempts,
+        priority=prio,
+        paused=paused,
+    )
+
+
+def check_schedule_id(value: object) -> str:
+    """A user-given schedule id: a non-blank string of at most 200 characters."""
+    return require_name(value, "id", max_len=MAX_SCHEDULE_ID)
+
+
+def new_schedule(spec: ScheduleSpec, *, id: str, now: datetime) -> Schedule:
+    """The schedule ``add_schedule`` stores at the store's ``now``.
+
+    Slots strictly after the watermark are the ones still to come: the watermark
+    is one microsecond before ``start_at`` when that is in the future (so a slot
+    at ``start_at`` runs), else ``now``. ``next_due = now``: a materializer looks
+    at a new schedule at once.
+    """
+    start = spec.start_at
+    watermark = start - _US if start is not None and start > now else now
+    return Schedule(
+        id=id,
+        **spec.fields(),
+        watermark=watermark,
+        next_due=now,
+        materializer=None,
+        lease_until=None,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def arguments(schedule: Schedule) -> dict[str, Any]:
+    """A stored schedule's definition as ``add_schedule`` arguments (without ``id``)."""
+    return {name: getattr(schedule, name) for name in SCHEDULE_FIELDS}
+
+
+def check_changes(changes: Mapping[str, object]) -> None:
+    """Refuse ``update_schedule`` changes that name no changeable field."""
+    for name in changes:
+        if name == "id":
+            raise ValidationError("id", "a schedule's id cannot be changed")
+        if name not in SCHEDULE_FIELDS:
+            raise ValidationError(name, "is not a field of a schedule")
+
+
+def amend(
+    current: Schedule, changes: Mapping[str, object], *, now: datetime, max_payload_bytes: int
+) -> Schedule:
+    """``current`` with ``changes``, validated as the combination they make.
+
+    The watermark stays: the change applies to slots not materialized yet.
+    ``next_due = now`` so a materializer plans again at once, and the
+    materializer's lease is cleared, so a plan made from the old definition is
+    refused (``materialize`` answers it with :class:`StaleLease`). Switching to
+    ``every`` without naming a ``timezone`` resets it to ``UTC``.
+    """
+    check_changes(changes)
+    merged = arguments(current) | dict(changes)
+    if changes.get("every") is not None and "timezone" not in changes:
+        merged["timezone"] = "UTC"
+    spec = define(max_payload_bytes=max_payload_bytes, **merged)
+    return replace(
+        current, **spec.fields(), next_due=now, materializer=None, lease_until=None, updated_at=now
+    )
+
+
+def pause(current: Schedule, *, now: datetime) -> Schedule | None:
+    """``current`` paused (re-planned at once, lease cleared), or None if it already is."""
+    if current.paused:
+        return None
+    return _replanned(current, now, paused=True)
+
+
+def resume(current: Schedule, *, now: datetime) -> Schedule | None:
+    """``current`` resumed (re-planned at once, lease cleared), or None if it is not paused."""
+    if not current.paused:
+        return None
+    return _replanned(current, now, paused=False)
+
+
+def _replanned(current: Schedule, now: datetime, *, paused: bool) -> Schedule:
+    return replace(
+        current, paused=paused, next_due=now, materializer=None, lease_until=None, updated_at=now
+    )
+
+
+def holds_lease(stored: Schedule, presented: Schedule, now: datetime) -> bool:
+    """The fence of ``materialize``: ``presented`` (as acquired) still holds ``stored``.
+
+    Same materializer, same ``lease_until`` (so a lease taken again, or cleared
+    by an update, pause or resume, does not pass), and the lease is live:
+    ``now < lease_until``.
+    """
+    return (
+        presented.materializer is not None
+        and presented.lease_until is not None
+        and stored.materializer == presented.materializer
+        and stored.lease_until == presented.lease_until
+        and now < presented.lease_until
+    )
+
+
+# -- occurrences -----------------------------------------------------------------------
+
+
+def check_occurrence(value: object, field: str) -> Occurrence:
+    """An :class:`Occurrence` with its instants in UTC, or a ValidationError on ``field``."""
+    if not isinstance(value, Occurrence):
+        raise ValidationError(field, f"must be an Occurrence, got {value!r}")
+    slot = as_aware_utc(value.slot, field=f"{field}.slot")
+    due_at = as_aware_utc(value.due_at, field=f"{field}.due_at")
+    if value.skipped is not None:
+        require_name(value.skipped, f"{field}.skipped", max_len=_MAX_REASON)
+    return Occurrence(slot=slot, due_at=due_at, skipped=value.skipped)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewOccurrence:
+    """A validated occurrence, ready for a backend to insert as an execution (if its key is new)."""
+
+    id: str  #: the execution's id, if it is inserted
+    schedule_id: str
+    slot: str  #: :func:`slot_text` of the occurrence's slot
+    idempotency_key: str  #: ``schedule_id:slot``
+    due_at: datetime
+    skipped: str | None  #: the reason it is stored SKIPPED, if policy skipped it
+    bucket: int
+
+    def to_execution(self, schedule: Schedule, now: datetime) -> Execution:
+        """The execution as inserted (SCHEDULED; a skipped one moves on to SKIPPED).
+
+        It runs the schedule's job, version, inputs, attempts and priority.
+        """
+        return Execution(
+            id=self.id,
+            job=schedule.job,
+            job_version=schedule.job_version,
+            inputs=schedule.inputs,
+            state=State.SCHEDULED,
+            due_at=self.due_at,
+            priority=schedule.priority,
+            attempt=0,
+            max_attempts=schedule.max_attempts,
+            epoch=0,
+            lease_owner=None,
+            lease_until=None,
+            timeout=None,
+            idempotency_key=self.idempotency_key,
+            schedule_id=self.schedule_id,
+            slot=self.slot,
+            bucket=self.bucket,
+            bucket_key=None,
+            result=None,
+            error=None,
+            progress=None,
+            created_at=now,
+            updated_at=now,
+        )
+
+
+def new_occurrence(
+    schedule_id: str, occurrence: Occurrence, *, new_id: str, num_buckets: int
+) -> NewOccurrence:
+    """The insertable form of a validated occurrence; its bucket comes from its execution id."""
+    slot = slot_text(occurrence.slot)
+    return NewOccurrence(
+        id=new_id,
+        schedule_id=schedule_id,
+        slot=slot,
+        idempotency_key=f"{schedule_id}:{slot}",
+        due_at=occurrence.due_at,
+        skipped=occurrence.skipped,
+        bucket=bucket_for(new_id, num_buckets),
+    )

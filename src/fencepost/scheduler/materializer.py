@@ -1,0 +1,177 @@
+"""The materializer: leases due schedules, plans them, stores their occurrences.
+
+Any number of materializers may run against one database (in ``fencepost
+worker --with-scheduler`` processes, or in the service): each schedule is
+planned under a short lease taken by ``acquire_schedules``, and occurrences are
+stored insert-if-absent under the key ``schedule_id:slot``, so two
+materializers never create two executions for one slot. Memory stays bounded:
+schedules are taken ``batch`` at a time and each plan stores at most
+``limit`` occurrences.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from fencepost.domain.errors import FencepostError, InvalidTransition, NotRunning, StaleLease
+from fencepost.domain.models import Schedule
+from fencepost.domain.schedules import slot_text
+from fencepost.domain.states import CommandKind, State
+from fencepost.store.base import Store, default_node_id
+from fencepost.timing.planning import HELD, InFlight, Plan, plan
+from fencepost.timing.policies import Overlap
+from fencepost.timing.rules import Rule, make_rule
+
+log = logging.getLogger("fencepost.scheduler")
+
+#: The actor recorded when the ``replace`` policy cancels an older run.
+REPLACED_BY = "schedule {id}: replaced by the run for {slot}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaterializerOptions:
+    """How far ahead and how often a materializer works. Intervals in seconds."""
+
+    owner: str | None = None  #: lease owner; default ``host:pid``
+    lookahead: float = 60.0  #: ``allow`` schedules are stored this far ahead
+    batch: int = 500  #: schedules leased and stored per transaction
+    ttl: float = 30.0  #: how long a leased schedule stays ours
+    interval: float = 1.0  #: idle wait between passes
+    recheck: float = 1.0  #: how soon a schedule with held occurrences is looked at again
+    limit: int = 1000  #: occurrences planned per schedule per pass
+
+
+def rule_of(schedule: Schedule) -> Rule:
+    """The firing rule of a stored schedule (intervals anchor at ``start_at`` or creation)."""
+    return make_rule(
+        cron=schedule.cron,
+        every=schedule.every,
+        timezone=schedule.timezone,
+        dst_gap=schedule.dst_gap,
+        dst_fold=schedule.dst_fold,
+        start_at=schedule.start_at,
+        end_at=schedule.end_at,
+        anchor=schedule.start_at or schedule.created_at,
+    )
+
+
+class Materializer:
+    """Plans due schedules and stores their occurrences; see the module docstring."""
+
+    def __init__(self, store: Store, options: MaterializerOptions | None = None) -> None:
+        self.store = store
+        self.options = options if options is not None else MaterializerOptions()
+        self.owner = self.options.owner or f"{default_node_id()}:scheduler"
+        self.stored = 0  #: occurrences stored (inserted or found) since start
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> int:
+        """One pass: lease up to ``batch`` due schedules, plan, store. Returns how many."""
+        opts = self.options
+        schedules = self.store.acquire_schedules(self.owner, limit=opts.batch, ttl=opts.ttl)
+        if not schedules:
+            return 0
+        now = self.store.clock.now()
+        work: list[tuple[Schedule, Plan]] = []
+        for schedule in schedules:
+            in_flight = (
+                InFlight() if schedule.overlap is Overlap.ALLOW else self._in_flight(schedule)
+            )
+            planned = plan(
+                schedule,
+                rule_of(schedule),
+                now=now,
+                in_flight=in_flight,
+                lookahead=timedelta(seconds=opts.lookahead),
+                recheck=timedelta(seconds=opts.recheck),
+                limit=opts.limit,
+            )
+            for warning in planned.warnings:
+                log.warning(warning)
+            work.append((schedule, planned))
+        results = self.store.materialize(
+            [(s, p.occurrences, p.watermark, p.next_due) for s, p in work]
+        )
+        for (schedule, planned), result in zip(work, results, strict=True):
+            if isinstance(result, StaleLease):
+                log.warning("schedule %s: lease lost before its plan was stored", schedule.id)
+                continue
+            self.stored += len(result)
+            self._follow_up(schedule, planned, now)
+        return len(schedules)
+
+    def run(self) -> None:
+        """Pass after pass until :meth:`stop`; waits ``interval`` when nothing was due."""
+        log.info("materializer %s started", self.owner)
+        while not self._stop.is_set():
+            try:
+                busy = self.run_once() >= self.options.batch
+            except FencepostError as exc:  # an outage: the leases lapse, we try again
+                log.error("materializer %s: %s; retrying", self.owner, exc)
+                busy = False
+            if not busy:
+                self._stop.wait(self.options.interval)
+        log.info("materializer %s stopped", self.owner)
+
+    def start(self) -> None:
+        """Run on a background daemon thread."""
+        self._thread = threading.Thread(target=self.run, name="fencepost-materializer", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float | None = 10.0) -> None:
+        """Stop after the current pass (and wait for it when started with :meth:`start`)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # -- overlap follow-ups -----------------------------------------------------------
+
+    def _in_flight(self, schedule: Schedule) -> InFlight:
+        running = self.store.query(schedule=schedule.id, state=State.RUNNING, limit=2).items
+        unstarted = self.store.query(
+            schedule=schedule.id, state=[State.SCHEDULED, State.RETRY_WAIT], limit=1000
+        ).items
+        held = sum(1 for e in unstarted if e.due_at >= HELD)
+        return InFlight(running=len(running), waiting=len(unstarted) - held, held=held)
+
+    def _follow_up(self, schedule: Schedule, planned: Plan, now: datetime) -> None:
+        """Carry out what a plan asks beyond storing: cancel, supersede, release a held run."""
+        if planned.cancel_running or planned.supersede_before is not None:
+            self._supersede(schedule, planned)
+        if planned.release_held:
+            held = [
+                e
+                for e in self.store.query(
+                    schedule=schedule.id, state=State.SCHEDULED, due_after=HELD, limit=1000
+                ).items
+                if e.due_at >= HELD
+            ]
+            if held:
+                oldest = min(held, key=lambda e: e.slot or "")
+                self.store.reschedule(
+                    oldest.id, now, reason="overlap: the previous run ended; released"
+                )
+
+    def _supersede(self, schedule: Schedule, planned: Plan) -> None:
+        newest = planned.supersede_before
+        assert newest is not None
+        actor = REPLACED_BY.format(id=schedule.id, slot=slot_text(newest))
+        if planned.cancel_running:
+            for running in self.store.query(schedule=schedule.id, state=State.RUNNING).items:
+                # Asked once: a delivered cancel may take the handler a while to honour.
+                asked = any(c.kind is CommandKind.CANCEL for c in self.store.commands(running.id))
+                if not asked:
+                    with contextlib.suppress(NotRunning):  # it may have finished meanwhile
+                        self.store.request(running.id, CommandKind.CANCEL, actor=actor)
+        for waiting in self.store.query(
+            schedule=schedule.id, state=[State.SCHEDULED, State.RETRY_WAIT], limit=1000
+        ).items:
+            if (waiting.slot or "") < slot_text(newest):
+                # Claimed meanwhile: then it is running, and cancelled on the next pass.
+                with contextlib.suppress(InvalidTransition):
+                    self.store.cancel(waiting.id, actor=actor)
