@@ -7,6 +7,7 @@ audit trail: who completed, at which epoch, which calls were refused.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -358,3 +359,34 @@ def test_with_scheduler_a_worker_process_materializes_and_runs_schedules(
     done = wait_until(succeeded, 20, "three scheduled runs")
     assert all(e.result == 3 and e.slot for e in done)
     assert len({e.slot for e in done}) == len(done)
+
+
+def test_json_logs_carry_the_execution_epoch_and_owner(
+    workers: Workers, db: tuple[str, Store], tmp_path: Path
+) -> None:
+    url, store = db
+    definitions = write_definition(
+        tmp_path / "defs",
+        "hang",
+        """
+name: hang
+version: 1
+timeout: 0.5
+retry: {max_attempts: 1}
+run:
+  command: ["sleep", "30"]
+""",
+    )
+    worker = workers.start(
+        url, "worker-json", "--definitions", str(definitions), "--log-format", "json"
+    )
+    eid = fencepost.App(store, definitions=definitions).submit("hang").id
+    wait_until(lambda: store.get(eid).state is State.FAILED, 15, "the timeout")
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(15) == 0
+    entries = [json.loads(line) for line in workers.log("worker-json").splitlines()]
+    about = [e for e in entries if e.get("execution_id") == eid]
+    assert about, entries
+    assert {(e["epoch"], e["owner"], e["job"]) for e in about} == {(1, "worker-json", "hang")}
+    assert any("timed out" in e["message"] and e["level"] == "warning" for e in about)
+    assert all({"ts", "level", "logger", "message"} <= e.keys() for e in entries)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from fencepost.app import App
+from fencepost.cli import logs
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS, parse_buckets
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.scheduler.materializer import Materializer, MaterializerOptions
@@ -46,15 +46,17 @@ def add_parser(commands: Any) -> None:
         help="also materialize schedules in this process (safe in several processes at once)",
     )
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    p.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text lines, or one JSON object per line with execution_id, epoch and owner",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Build the worker from ``args`` and run it; the process exit code."""
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    logs.configure(args.log_level, args.log_format)
     try:
         worker = _build(args)
     except (FencepostError, ImportError, AttributeError) as exc:

@@ -415,6 +415,7 @@ class Worker:
                 run.lease.epoch,
                 self.owner,
                 timeout,
+                extra=_about(run.lease),
             )
             self._abandon(run, TIMED_OUT)
             self._outbox.append(_Outcome(run, "timeout", error=f"timed out after {timeout}"))
@@ -497,6 +498,7 @@ class Worker:
             outcome.run.lease.epoch,
             self.owner,
             outcome.verb,
+            extra=_about(outcome.run.lease),
         )
         return True
 
@@ -551,6 +553,7 @@ class Worker:
             self.owner,
             outcome.verb,
             exc,
+            extra=_about(outcome.run.lease),
         )
 
     # -- heartbeats, commands, nodes ---------------------------------------------------
@@ -587,6 +590,7 @@ class Worker:
                         run.lease.execution_id,
                         run.lease.epoch,
                         self.owner,
+                        extra=_about(run.lease),
                     )
                 run.ctx._lose()
                 run.next_beat = float("inf")
@@ -617,6 +621,7 @@ class Worker:
                 command.kind.value,
                 command.execution_id,
                 self.owner,
+                extra={"execution_id": command.execution_id, "owner": self.owner},
             )
             self.store.release_command(command)
             return
@@ -628,6 +633,7 @@ class Worker:
             self.owner,
             command.kind.value,
             command.requested_by,
+            extra=_about(run.lease),
         )
         if command.kind is CommandKind.CANCEL:
             run.cancel_requested = True
@@ -711,6 +717,16 @@ def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
     if pending:
         loop.run_until_complete(asyncio.wait(pending, timeout=1.0))
     loop.close()
+
+
+def _about(lease: Lease) -> dict[str, object]:
+    """The structured fields of a log line about one execution (``--log-format json``)."""
+    return {
+        "execution_id": lease.execution_id,
+        "epoch": lease.epoch,
+        "owner": lease.owner,
+        "job": lease.job,
+    }
 
 
 def _inputs(lease: Lease) -> dict[str, Any]:

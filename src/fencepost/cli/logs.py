@@ -1,0 +1,50 @@
+"""Logging for the ``fencepost`` commands: readable lines, or one JSON object per line.
+
+With ``--log-format json`` every record is a JSON object: ``ts`` (ISO 8601 UTC),
+``level``, ``logger``, ``message``, and — on every line about an execution —
+``execution_id``, ``epoch``, ``owner`` and ``job`` (passed by the worker as
+``extra=``), plus ``error`` with the traceback when there is one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+
+#: The structured fields a record may carry, in output order.
+FIELDS = ("execution_id", "epoch", "owner", "job", "schedule_id")
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, with the structured fields when present."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                entry[name] = value
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def configure(level: str = "INFO", fmt: str = "text") -> None:
+    """Send fencepost's logs to stderr at ``level``, as ``text`` or ``json`` lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
