@@ -29,6 +29,7 @@ from fencepost.domain.models import (
     SchedulePage,
     Transition,
 )
+from fencepost.domain.reports import Lateness, SloOffender, SloReport, Stats
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
 from fencepost.store import Store, StoreConfig, connect
@@ -60,6 +61,7 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidTransition",
     "JobSpec",
+    "Lateness",
     "Lease",
     "Misfire",
     "NotFound",
@@ -72,8 +74,11 @@ __all__ = [
     "RetryPolicy",
     "Schedule",
     "SchedulePage",
+    "SloOffender",
+    "SloReport",
     "StaleLease",
     "State",
+    "Stats",
     "Store",
     "StoreConfig",
     "StoreUnavailable",

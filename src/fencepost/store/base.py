@@ -53,6 +53,7 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.nodes import BucketReport, Node, ownership
+from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import CommandKind, State
@@ -68,7 +69,14 @@ DEFAULT_TTL = 30.0
 DEFAULT_COMMAND_TTL = 5.0
 #: The error text recorded when a completion's result is not acceptable JSON.
 RESULT_INVALID = "result_invalid"
+#: Default window of :meth:`Store.stats`: the last hour.
+DEFAULT_STATS_WINDOW = timedelta(hours=1)
+#: Default window of :meth:`Store.slo`: the last 30 days.
+DEFAULT_SLO_WINDOW = timedelta(days=30)
+#: The states :meth:`Store.bucket_counts` counts by default: work not finished yet.
+UNFINISHED_STATES = (State.SCHEDULED, State.RETRY_WAIT, State.RUNNING)
 _MAX_LIMIT = 10_000
+_MAX_PRUNE_BATCH = 100_000
 _MAX_ERROR_CHARS = 8_192
 
 
@@ -100,6 +108,7 @@ class ExecutionFilter:
     job: str | None
     schedule: str | None
     bucket: int | None
+    buckets: tuple[int, ...] | None  #: any of these (``bucket`` and ``buckets`` never both)
     due_after: datetime | None
     due_before: datetime | None
     limit: int
@@ -250,19 +259,26 @@ class Store(ABC):
         due_before: datetime | None = None,
         limit: int = 100,
         after: str | None = None,
+        buckets: Iterable[int] | None = None,
     ) -> Page:
         """Executions matching every given filter, ordered by id (creation order).
 
-        ``state`` is one state or several; ``due_after <= due_at < due_before``;
+        ``state`` is one state or several; ``bucket`` one bucket, ``buckets`` any of
+        several (each in ``[0, num_buckets)``; an empty collection matches nothing;
+        giving both is a :class:`ValidationError` on ``buckets``);
+        ``due_after <= due_at < due_before``;
         ``after`` is the ``next_cursor`` of the previous page (keyset pagination:
         ids strictly greater). ``next_cursor`` is None on the last page.
         """
+        if bucket is not None and buckets is not None:
+            raise ValidationError("buckets", "give bucket or buckets, not both")
         return self._query(
             ExecutionFilter(
                 states=_states(state),
                 job=job,
                 schedule=schedule,
                 bucket=None if bucket is None else require_int(bucket, "bucket", low=0),
+                buckets=None if buckets is None else tuple(sorted(set(self._buckets(buckets)))),
                 due_after=None if due_after is None else as_aware_utc(due_after, field="due_after"),
                 due_before=None
                 if due_before is None
@@ -703,6 +719,164 @@ class Store(ABC):
     ) -> list[Execution]:
         """Unfinished executions in ``buckets`` with ``updated_at <= now - older_than``."""
 
+    # -- reports ---------------------------------------------------------------------
+
+    def bucket_counts(
+        self, *, states: State | str | Iterable[State | str] | None = None
+    ) -> dict[int, int]:
+        """How many executions each bucket holds, in one aggregate query.
+
+        Restricted to ``states`` (one state or several; default: the unfinished
+        ones, SCHEDULED, RETRY_WAIT and RUNNING). Only buckets holding at least one
+        such execution appear, in bucket order. No states: ``{}``.
+        """
+        chosen = UNFINISHED_STATES if states is None else (_states(states, "states") or ())
+        if not chosen:
+            return {}
+        return dict(sorted(self._bucket_counts(tuple(sorted(set(chosen)))).items()))
+
+    @abstractmethod
+    def _bucket_counts(self, states: tuple[State, ...]) -> dict[int, int]:
+        """Executions per bucket in ``states`` (non-empty): one GROUP BY, zero counts left out."""
+
+    def stats(self, *, window: float | timedelta = DEFAULT_STATS_WINDOW) -> Stats:
+        """Operating figures at the store's now ``at``, and over ``(at - window, at]``.
+
+        * ``by_state`` and ``by_job``: executions by state (every state listed,
+          zeros included), in total and per job.
+        * ``due_backlog``: SCHEDULED and RETRY_WAIT executions with ``due_at <= at``
+          (``due_at == at`` counts), not counting occurrences held by an overlap
+          policy (``due_at >= fencepost.timing.planning.HELD``).
+        * From the audit trail, transitions with ``at - window < t.at <= at``:
+          ``claim_lateness`` over CLAIMED transitions (``t.at - due_at``, clamped at
+          zero, against the execution's *current* ``due_at``: for a retried
+          execution that is the latest attempt's due time, so earlier claims count
+          as on time; a takeover is late by the time since the execution fell due);
+          ``stale_refused`` (STALE_REFUSED transitions); ``lease_expiries``
+          (LEASE_EXPIRED transitions plus takeovers: CLAIMED from RUNNING).
+
+        Percentiles are nearest-rank (see :class:`~fencepost.domain.reports.Lateness`).
+        Transitions of pruned executions are gone and not counted. ``window`` is
+        seconds or a timedelta, > 0.
+        """
+        return self._stats(as_duration(window, field="window"))
+
+    @abstractmethod
+    def _stats(self, window: timedelta) -> Stats:
+        """Compute :meth:`stats` for a validated ``window``, all figures at one store now."""
+
+    def slo(
+        self,
+        *,
+        window: float | timedelta = DEFAULT_SLO_WINDOW,
+        claim_within: float | timedelta = 10.0,
+        finish_within: float | timedelta = 300.0,
+        worst: int = 10,
+    ) -> SloReport:
+        """The scheduler's own service-level report, computed from stored timestamps.
+
+        At the store's now ``at``, over the *due executions*: ``due_at`` in
+        ``(at - window, at]``, excluding SKIPPED ones and CANCELLED ones that were
+        never claimed (they were not meant to run). ``due_at`` is the execution's
+        current one: after a retry or a replay, the due time of its latest attempt.
+
+        * ``claimed``: an execution counts in ``total`` once it was claimed or
+          ``at - due_at > claim_within``; it is ``met`` if its first CLAIMED
+          transition came at most ``claim_within`` after ``due_at`` (``<=``).
+        * ``finished``: in ``total`` once it is SUCCEEDED or FAILED, or ``at -
+          due_at > finish_within``; ``met`` if it reached SUCCEEDED or FAILED (its
+          terminal transition, at ``updated_at``) at most ``finish_within`` after
+          ``due_at``.
+        * ``share = met / total``, None when ``total`` is 0.
+        * ``worst``: up to ``worst`` due executions by claim lateness, largest first
+          (then ``due_at``, then id): ``first claim - due_at`` (at least zero), or
+          ``at - due_at`` for those never claimed.
+
+        ``window`` > 0, ``claim_within`` and ``finish_within`` >= 0 (seconds or
+        timedeltas), ``0 <= worst <= 10000``; else :class:`ValidationError`.
+        """
+        return self._slo(
+            window=as_duration(window, field="window"),
+            claim_within=as_duration(claim_within, field="claim_within", allow_zero=True),
+            finish_within=as_duration(finish_within, field="finish_within", allow_zero=True),
+            worst=require_int(worst, "worst", low=0, high=_MAX_LIMIT),
+        )
+
+    @abstractmethod
+    def _slo(
+        self,
+        *,
+        window: timedelta,
+        claim_within: timedelta,
+        finish_within: timedelta,
+        worst: int,
+    ) -> SloReport:
+        """Compute :meth:`slo` with validated arguments, at one store now."""
+
+    # -- housekeeping ----------------------------------------------------------------
+
+    def prune(
+        self,
+        *,
+        older_than: float | timedelta,
+        batch: int = 1000,
+        dry_run: bool = False,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> int:
+        """Delete finished executions last changed at least ``older_than`` ago; return how many.
+
+        Eligible: SUCCEEDED, FAILED, CANCELLED or SKIPPED executions with
+        ``updated_at <= cutoff``, where ``cutoff`` is the store's now when the call
+        starts minus ``older_than`` (fixed for the whole call, so a prune ends even
+        while workers keep finishing executions). Each goes with its audit trail,
+        its payload row and its commands; afterwards :meth:`get`,
+        :meth:`transitions` and :meth:`commands` raise :class:`NotFound` for it.
+
+        Deleted oldest ``updated_at`` first, in batches of at most ``batch``, each
+        batch its own short transaction: claims and completions carry on between
+        (and, on PostgreSQL, beside) them. On PostgreSQL, rows a concurrent
+        transaction holds (a replay) are skipped and left for a later prune; a
+        replay that comes second finds the execution gone (:class:`NotFound`).
+        ``on_batch(deleted_so_far)`` is called after each batch that deleted
+        something; if it raises, the batches already done stay done. The call ends
+        after a batch deletes fewer than ``batch``.
+
+        ``dry_run=True`` deletes nothing and returns how many are eligible (one
+        count; ``on_batch`` is not called). ``older_than`` is seconds or a
+        timedelta, >= 0; ``1 <= batch <= 100000``; else :class:`ValidationError`.
+        """
+        age = as_duration(older_than, field="older_than", allow_zero=True)
+        size = require_int(batch, "batch", low=1, high=_MAX_PRUNE_BATCH)
+        if on_batch is not None and not callable(on_batch):
+            raise ValidationError("on_batch", f"must be callable, got {on_batch!r}")
+        cutoff = self._store_now() - age
+        if dry_run:
+            return self._count_prunable(cutoff)
+        total = 0
+        while True:
+            deleted = self._prune_batch(cutoff, size)
+            total += deleted
+            if deleted and on_batch is not None:
+                on_batch(total)
+            if deleted < size:
+                return total
+
+    @abstractmethod
+    def _store_now(self) -> datetime:
+        """The store's now (on PostgreSQL the server's clock unless a test pins it)."""
+
+    @abstractmethod
+    def _count_prunable(self, cutoff: datetime) -> int:
+        """How many finished executions have ``updated_at <= cutoff``."""
+
+    @abstractmethod
+    def _prune_batch(self, cutoff: datetime, batch: int) -> int:
+        """Delete up to ``batch`` prunable executions (oldest first) in one transaction.
+
+        With each: its transitions, its ``execution_data`` row and its commands.
+        Returns how many executions were deleted.
+        """
+
     # -- operator verbs --------------------------------------------------------------
 
     @abstractmethod
@@ -855,9 +1029,12 @@ class Store(ABC):
         paused: bool | None = None,
         limit: int = 100,
         after: str | None = None,
+        due_before: datetime | None = None,
     ) -> SchedulePage:
         """Schedules matching every given filter, ordered by id (code point order).
 
+        ``due_before`` keeps only schedules with ``next_due <= due_before`` (an
+        aware instant): those a materializer would take up by then, lease or not.
         ``after`` is the ``next_cursor`` of the previous page (ids strictly
         greater); ``next_cursor`` is None on the last page.
         """
@@ -870,11 +1047,18 @@ class Store(ABC):
             paused=paused,
             limit=require_int(limit, "limit", low=1, high=_MAX_LIMIT),
             after=after,
+            due_before=None if due_before is None else as_aware_utc(due_before, field="due_before"),
         )
 
     @abstractmethod
     def _list_schedules(
-        self, *, job: str | None, paused: bool | None, limit: int, after: str | None
+        self,
+        *,
+        job: str | None,
+        paused: bool | None,
+        limit: int,
+        after: str | None,
+        due_before: datetime | None,
     ) -> SchedulePage:
         """List with validated filters: at most ``limit`` items, ``next_cursor`` if more exist."""
 
@@ -1093,6 +1277,8 @@ class Store(ABC):
         return payloads.encode(value, field=field, limit=self.config.max_payload_bytes)
 
     def _buckets(self, buckets: Iterable[int]) -> tuple[int, ...]:
+        if not isinstance(buckets, Iterable):
+            raise ValidationError("buckets", f"must be a collection of buckets, got {buckets!r}")
         values = tuple(buckets)
         n = self.config.num_buckets
         for b in values:
@@ -1121,9 +1307,13 @@ def default_node_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _states(value: State | str | Iterable[State | str] | None) -> tuple[State, ...] | None:
+def _states(
+    value: State | str | Iterable[State | str] | None, field: str = "state"
+) -> tuple[State, ...] | None:
     if value is None:
         return None
+    if not isinstance(value, str) and not isinstance(value, Iterable):
+        raise ValidationError(field, f"must be a state or several, got {value!r}")
     items = [value] if isinstance(value, str) else list(value)
     states = []
     for item in items:
@@ -1131,7 +1321,7 @@ def _states(value: State | str | Iterable[State | str] | None) -> tuple[State, .
             states.append(State(item))
         except ValueError:
             known = ", ".join(s.value for s in State)
-            raise ValidationError("state", f"unknown state {item!r} (one of {known})") from None
+            raise ValidationError(field, f"unknown state {item!r} (one of {known})") from None
     return tuple(states)
 
 

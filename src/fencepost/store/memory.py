@@ -42,8 +42,16 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.nodes import Node
+from fencepost.domain.reports import SloOffender, SloReport, Stats, lateness, share, tabulate
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
-from fencepost.domain.states import WAITING_STATES, CommandKind, CommandState, Event, State
+from fencepost.domain.states import (
+    TERMINAL_STATES,
+    WAITING_STATES,
+    CommandKind,
+    CommandState,
+    Event,
+    State,
+)
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
     ExecutionFilter,
@@ -54,6 +62,11 @@ from fencepost.store.base import (
     failure,
     stale_schedule,
 )
+from fencepost.timing.planning import HELD
+
+_ZERO = timedelta(0)
+#: The states in which an execution has finished, for the SLO (a cancel is not an outcome).
+_FINISHED = (State.SUCCEEDED, State.FAILED)
 
 
 class MemoryStore(Store):
@@ -441,6 +454,120 @@ class MemoryStore(Store):
             )
             return sorted(stuck, key=lambda e: (e.updated_at, e.id))[:limit]
 
+    # -- reports and housekeeping ----------------------------------------------------------
+
+    def _bucket_counts(self, states: tuple[State, ...]) -> dict[int, int]:
+        with self._lock:
+            return dict(Counter(e.bucket for e in self._rows.values() if e.state in states))
+
+    def _stats(self, window: timedelta) -> Stats:
+        with self._lock:
+            now = self.clock.now()
+            start = now - window
+            by_state, by_job = tabulate((e.job, e.state, 1) for e in self._rows.values())
+            backlog = sum(
+                1
+                for e in self._rows.values()
+                if e.state in WAITING_STATES and e.due_at <= now and e.due_at < HELD
+            )
+            late: list[timedelta] = []
+            refused = expiries = 0
+            for trail in self._audit.values():
+                for t in trail:
+                    if not start < t.at <= now:
+                        continue
+                    if t.event is Event.STALE_REFUSED:
+                        refused += 1
+                    elif t.event is Event.LEASE_EXPIRED:
+                        expiries += 1
+                    elif t.event is Event.CLAIMED:
+                        late.append(max(t.at - self._rows[t.execution_id].due_at, _ZERO))
+                        expiries += t.from_state is State.RUNNING
+        return Stats(
+            at=now,
+            window=window,
+            by_state=by_state,
+            by_job=by_job,
+            due_backlog=backlog,
+            claim_lateness=lateness(late),
+            stale_refused=refused,
+            lease_expiries=expiries,
+        )
+
+    def _slo(
+        self,
+        *,
+        window: timedelta,
+        claim_within: timedelta,
+        finish_within: timedelta,
+        worst: int,
+    ) -> SloReport:
+        with self._lock:
+            now = self.clock.now()
+            due = []
+            for e in self._rows.values():
+                if not (now - window < e.due_at <= now) or e.state is State.SKIPPED:
+                    continue
+                claims = (t.at for t in self._audit[e.id] if t.event is Event.CLAIMED)
+                claimed_at = next(claims, None)
+                if e.state is State.CANCELLED and claimed_at is None:
+                    continue  # cancelled before it ever ran: not meant to run
+                due.append((e, claimed_at))
+        claim_met = claim_total = finish_met = finish_total = 0
+        offenders = []
+        for e, claimed_at in due:
+            age = now - e.due_at
+            if claimed_at is not None or age > claim_within:
+                claim_total += 1
+                claim_met += claimed_at is not None and claimed_at - e.due_at <= claim_within
+            finished_at = e.updated_at if e.state in _FINISHED else None
+            if finished_at is not None or age > finish_within:
+                finish_total += 1
+                finish_met += finished_at is not None and finished_at - e.due_at <= finish_within
+            late = max((now if claimed_at is None else claimed_at) - e.due_at, _ZERO)
+            offenders.append(
+                SloOffender(
+                    execution_id=e.id,
+                    job=e.job,
+                    due_at=e.due_at,
+                    claimed_at=claimed_at,
+                    lateness=late,
+                    state=e.state,
+                )
+            )
+        offenders.sort(key=lambda o: (-o.lateness, o.due_at, o.execution_id))
+        return SloReport(
+            at=now,
+            window=window,
+            claim_within=claim_within,
+            finish_within=finish_within,
+            claimed=share(claim_met, claim_total),
+            finished=share(finish_met, finish_total),
+            worst=offenders[:worst],
+        )
+
+    def _store_now(self) -> datetime:
+        return self.clock.now()
+
+    def _count_prunable(self, cutoff: datetime) -> int:
+        with self._lock:
+            return sum(1 for e in self._rows.values() if _prunable(e, cutoff))
+
+    def _prune_batch(self, cutoff: datetime, batch: int) -> int:
+        with self._lock:
+            doomed = sorted(
+                (e for e in self._rows.values() if _prunable(e, cutoff)),
+                key=lambda e: (e.updated_at, e.id),
+            )[:batch]
+            for e in doomed:
+                del self._rows[e.id]
+                del self._request_hashes[e.id]
+                if e.idempotency_key is not None:
+                    del self._by_key[e.idempotency_key]
+                self._audit.pop(e.id, None)
+                self._commands.pop(e.id, None)
+            return len(doomed)
+
     # -- schedules -------------------------------------------------------------------------
 
     def _add_schedule(self, spec: ScheduleSpec, schedule_id: str) -> Schedule:
@@ -467,7 +594,13 @@ class MemoryStore(Store):
             raise NotFound(schedule_id, subject="schedule") from None
 
     def _list_schedules(
-        self, *, job: str | None, paused: bool | None, limit: int, after: str | None
+        self,
+        *,
+        job: str | None,
+        paused: bool | None,
+        limit: int,
+        after: str | None,
+        due_before: datetime | None,
     ) -> SchedulePage:
         with self._lock:
             found = sorted(
@@ -477,6 +610,7 @@ class MemoryStore(Store):
                     if (after is None or s.id > after)
                     and (job is None or s.job == job)
                     and (paused is None or s.paused == paused)
+                    and (due_before is None or s.next_due <= due_before)
                 ),
                 key=lambda s: s.id,
             )
@@ -611,6 +745,10 @@ def _claimable(e: Execution, now: datetime) -> bool:
     )
 
 
+def _prunable(e: Execution, cutoff: datetime) -> bool:
+    return e.state in TERMINAL_STATES and e.updated_at <= cutoff
+
+
 def _matches(e: Execution, f: ExecutionFilter) -> bool:
     return (
         (f.after is None or e.id > f.after)
@@ -618,6 +756,7 @@ def _matches(e: Execution, f: ExecutionFilter) -> bool:
         and (f.job is None or e.job == f.job)
         and (f.schedule is None or e.schedule_id == f.schedule)
         and (f.bucket is None or e.bucket == f.bucket)
+        and (f.buckets is None or e.bucket in f.buckets)
         and (f.due_after is None or e.due_at >= f.due_after)
         and (f.due_before is None or e.due_at < f.due_before)
     )

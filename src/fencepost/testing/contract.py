@@ -22,6 +22,7 @@ import os
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -39,12 +40,14 @@ from fencepost.domain.errors import (
 )
 from fencepost.domain.machine import is_edge
 from fencepost.domain.models import Command, Execution, Lease, Occurrence, Schedule
+from fencepost.domain.reports import Lateness, SloOffender, SloShare, Stats
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.schedules import parse_slot, slot_text
 from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
 from fencepost.store.base import Store
 from fencepost.testing.clock import MANUAL_EPOCH, ManualClock
 from fencepost.testing.factory import ExecutionFactory
+from fencepost.timing.planning import HELD
 from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
 
 StoreFactory = Callable[..., Store]
@@ -1371,6 +1374,34 @@ class StoreContract:
             store.query(**arguments)
         assert caught.value.field == field
 
+    def test_query_by_buckets(self, store: Store, make: ExecutionFactory) -> None:
+        keys = _keys_in_distinct_buckets(3, store.config.num_buckets)
+        a, b, c = (make.scheduled(f"job-{n}", bucket_key=key) for n, key in enumerate(keys))
+        running = make.running("job-r", bucket_key=keys[0])
+
+        def ids(**filters: Any) -> list[str]:
+            return [e.id for e in store.query(**filters).items]
+
+        assert ids(buckets=[a.bucket, c.bucket]) == [a.id, c.id, running.execution_id]
+        assert ids(buckets={c.bucket, a.bucket}, state="SCHEDULED") == [a.id, c.id]
+        assert ids(buckets=(b.bucket,)) == [b.id]
+        assert ids(buckets=[]) == [], "no buckets match nothing"
+        page = store.query(buckets=[a.bucket, c.bucket], limit=2)
+        assert [e.id for e in page.items] == [a.id, c.id]
+        assert ids(buckets=[a.bucket, c.bucket], after=page.next_cursor) == [running.execution_id]
+        bad: list[dict[str, Any]] = [
+            {"buckets": [store.config.num_buckets]},
+            {"buckets": [-1]},
+            {"buckets": ["1"]},
+            {"buckets": "12"},
+            {"buckets": 3},
+            {"bucket": a.bucket, "buckets": [a.bucket]},
+        ]
+        for arguments in bad:
+            with pytest.raises(ValidationError) as caught:
+                store.query(**arguments)
+            assert caught.value.field == "buckets", arguments
+
     # -- schedules: definitions ----------------------------------------------------------
 
     def test_add_schedule_defaults(self, store: Store, clock: ManualClock) -> None:
@@ -1583,6 +1614,31 @@ class StoreContract:
             with pytest.raises(ValidationError) as bad:
                 store.schedules(**arguments)
             assert bad.value.field == field
+
+    def test_list_schedules_due_before(self, store: Store, clock: ManualClock) -> None:
+        for second, schedule_id in ((0, "s0"), (10, "s10"), (20, "s20")):
+            clock.set(second)
+            store.add_schedule("job", every=60, id=schedule_id, paused=schedule_id == "s10")
+        clock.set(30)
+
+        def listed(**filters: Any) -> list[str]:
+            return [s.id for s in store.schedules(**filters).items]
+
+        # next_due is each schedule's creation instant; due_before is inclusive.
+        assert listed(due_before=at(10)) == ["s0", "s10"]
+        assert listed(due_before=at(10) - _US) == ["s0"]
+        assert listed(due_before=at(-1)) == []
+        assert listed(due_before=at(10), paused=False) == ["s0"]
+        assert listed(due_before=at(100), limit=2) == ["s0", "s10"]
+        assert listed(due_before=at(100), after="s10") == ["s20"]
+        (leased,) = store.acquire_schedules("m", limit=1)
+        assert leased.id == "s0"
+        assert listed(due_before=at(0)) == ["s0"], "a leased schedule is still listed"
+        naive: list[Any] = [datetime(2026, 1, 1), "2026-01-01T00:00:00Z"]
+        for value in naive:
+            with pytest.raises(ValidationError) as caught:
+                store.schedules(due_before=value)
+            assert caught.value.field == "due_before"
 
     def test_update_schedule(self, store: Store, clock: ManualClock) -> None:
         clock.set(10)
@@ -2212,6 +2268,473 @@ class StoreContract:
         floating = store.bucket_report(orphaned_after=60)
         assert (floating.unowned, floating.orphans, floating.floating) == ([], [], ["floater"])
 
+    # -- reports -------------------------------------------------------------------------
+
+    def test_bucket_counts(self, store: Store, make: ExecutionFactory) -> None:
+        x, y, z = _keys_in_distinct_buckets(3, store.config.num_buckets)
+        bx, by, bz = (bucket_for(key, store.config.num_buckets) for key in (x, y, z))
+        make.scheduled("a", bucket_key=x)
+        make.running("b", bucket_key=x)
+        make.retry_waiting("c", bucket_key=x)
+        make.scheduled("d", bucket_key=y, delay=3600)
+        make.succeeded("e", bucket_key=y)
+        make.dead("f", bucket_key=z)
+        expected = dict(sorted({bx: 3, by: 1}.items()))
+        assert store.bucket_counts() == expected, "unfinished ones by default"
+        assert list(store.bucket_counts()) == sorted(expected), "in bucket order"
+        assert store.bucket_counts(states=[State.SCHEDULED, "RETRY_WAIT", State.RUNNING]) == (
+            expected
+        )
+        assert store.bucket_counts(states="SUCCEEDED") == {by: 1}
+        assert store.bucket_counts(states=[State.FAILED, State.SUCCEEDED]) == dict(
+            sorted({by: 1, bz: 1}.items())
+        )
+        assert store.bucket_counts(states=State.RUNNING) == {bx: 1}
+        assert store.bucket_counts(states=[]) == {}
+        assert store.bucket_counts(states="CANCELLED") == {}, "only buckets with executions"
+        for states in ("DONE", ["RUNNING", "nope"]):
+            with pytest.raises(ValidationError) as caught:
+                store.bucket_counts(states=states)
+            assert caught.value.field == "states"
+
+    def test_stats_counts_by_state_and_job(
+        self, store: Store, clock: ManualClock, make: ExecutionFactory
+    ) -> None:
+        make.running("a")
+        make.scheduled("a")
+        make.scheduled("a", delay=600)
+        make.succeeded("b")
+        make.succeeded("b")
+        make.dead("b")
+        make.retry_waiting("c")
+        store.cancel(make.scheduled("c").id)
+        clock.set(50)
+        stats = store.stats()
+        assert (stats.at, stats.window) == (at(50), timedelta(hours=1))
+        zeros = dict.fromkeys(State, 0)
+        assert stats.by_state == zeros | {
+            State.SCHEDULED: 2,
+            State.RUNNING: 1,
+            State.RETRY_WAIT: 1,
+            State.SUCCEEDED: 2,
+            State.FAILED: 1,
+            State.CANCELLED: 1,
+        }
+        assert list(stats.by_state) == list(State), "every state, zeros included"
+        assert list(stats.by_job) == ["a", "b", "c"]
+        assert stats.by_job["a"] == zeros | {State.SCHEDULED: 2, State.RUNNING: 1}
+        assert stats.by_job["b"] == zeros | {State.SUCCEEDED: 2, State.FAILED: 1}
+        assert stats.by_job["c"] == zeros | {State.RETRY_WAIT: 1, State.CANCELLED: 1}
+        assert stats.due_backlog == 1, "the one due at 0; not the one due at 600, nor the retry"
+        assert store.stats(window=timedelta(minutes=5)).window == timedelta(minutes=5)
+        for window in (0, -1, "1h", None):
+            with pytest.raises(ValidationError) as caught:
+                store.stats(window=window)  # type: ignore[arg-type]
+            assert caught.value.field == "window"
+
+    def test_stats_on_an_empty_store(self, store: Store, clock: ManualClock) -> None:
+        stats = store.stats(window=60)
+        assert stats == Stats(
+            at=at(0),
+            window=timedelta(minutes=1),
+            by_state=dict.fromkeys(State, 0),
+            by_job={},
+            due_backlog=0,
+            claim_lateness=Lateness(count=0, p50=None, p90=None, p99=None, max=None),
+            stale_refused=0,
+            lease_expiries=0,
+        )
+
+    def test_stats_backlog_boundary(self, store: Store, clock: ManualClock) -> None:
+        clock.set(100)
+        store.submit("job", execute_at=at(100))  # due_at == now: due
+        store.submit("job", execute_at=at(99))
+        store.submit("job", execute_at=at(100) + _US)  # not yet
+        (lease,) = store.claim("w", limit=1)
+        store.fail(lease, "boom", retry_in=0)  # RETRY_WAIT, due now
+        store.submit("running", execute_at=at(50))
+        store.claim("w", jobs=["running"])
+        assert store.stats().due_backlog == 2
+        clock.set(at(100) + _US)
+        assert store.stats().due_backlog == 3
+
+    def test_stats_backlog_leaves_held_occurrences_out(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        store.add_schedule("job", every=60, id="s")
+        store.add_occurrences("s", [Occurrence(slot=at(60), due_at=HELD)])
+        store.submit("job", execute_at=HELD - timedelta(days=1))
+        clock.set(HELD + timedelta(days=1))
+        # Even once the clock passes HELD, a held occurrence is waiting for its turn, not due.
+        assert store.stats().due_backlog == 1
+
+    def test_stats_claim_lateness_percentiles(self, store: Store, clock: ManualClock) -> None:
+        clock.set(1000)
+        store.submit_many([{"job": "job", "execute_at": at(1000 - k)} for k in range(1, 101)])
+        assert len(store.claim("w", limit=100)) == 100  # late by 1 s .. 100 s
+        late = store.stats().claim_lateness
+        assert late == Lateness(
+            count=100,
+            p50=timedelta(seconds=50),
+            p90=timedelta(seconds=90),
+            p99=timedelta(seconds=99),
+            max=timedelta(seconds=100),
+        )
+
+    def test_stats_lateness_of_few_claims(self, store: Store, clock: ManualClock) -> None:
+        clock.set(100)
+        store.submit_many([{"job": "job", "execute_at": at(100 - k)} for k in (7, 3, 5)])
+        store.submit("retried", execute_at=at(90))
+        store.claim("w", limit=10, jobs=["job"])  # late by 7, 3 and 5 s
+        (lease,) = store.claim("w", jobs=["retried"])  # late by 10 s at first ...
+        store.fail(lease, "boom", retry_in=50)  # ... but now due at 150: counted as 0
+        clock.set(200)
+        store.claim("w", jobs=["retried"])  # late by 50 s
+        late = store.stats().claim_lateness
+        # Nearest rank of 0, 3, 5, 7, 50: p50 is the 3rd value, p90 and p99 the 5th.
+        assert late == Lateness(
+            count=5,
+            p50=timedelta(seconds=5),
+            p90=timedelta(seconds=50),
+            p99=timedelta(seconds=50),
+            max=timedelta(seconds=50),
+        )
+        store.submit("solo", execute_at=at(150))
+        clock.set(210)
+        store.claim("w", jobs=["solo"])
+        assert store.stats(window=5).claim_lateness == Lateness(
+            count=1,
+            p50=timedelta(seconds=60),
+            p90=timedelta(seconds=60),
+            p99=timedelta(seconds=60),
+            max=timedelta(seconds=60),
+        )
+
+    def test_stats_window_boundary(self, store: Store, clock: ManualClock) -> None:
+        store.submit_many([{"job": "job"} for _ in range(3)])
+        for second in (0, 10, 20):
+            clock.set(second)
+            store.claim("w", limit=1, ttl=10_000)
+        clock.set(3610)
+        store.submit("job", execute_at=at(3605))
+        store.claim("w", limit=1)  # at == now: inside the window
+
+        def lateness(window: float | timedelta) -> tuple[int, timedelta | None]:
+            late = store.stats(window=window).claim_lateness
+            return late.count, late.max
+
+        # The window is (now - window, now]: a claim at exactly now - window is out.
+        assert lateness(3600) == (2, timedelta(seconds=20))
+        assert lateness(timedelta(seconds=3600, microseconds=1)) == (3, timedelta(seconds=20))
+        assert lateness(3610 + 1e-6) == (4, timedelta(seconds=20))
+        assert lateness(1e-6) == (1, timedelta(seconds=5))
+
+    def test_stats_counts_refusals_and_expiries(
+        self, store: Store, clock: ManualClock, make: ExecutionFactory
+    ) -> None:
+        lost = make.running("x", ttl=5)
+        make.running("y", ttl=5)
+        clock.set(1)
+        with pytest.raises(StaleLease):
+            store.complete(replace(lost, epoch=99), "forged")
+        clock.set(5)
+        (taken,) = store.claim("w2", jobs=["x"])  # a takeover: the lost lease expired
+        assert taken.epoch == 2
+        assert store.reap_expired() == 1  # y's lease expired too
+        with pytest.raises(StaleLease):
+            store.heartbeat(lost)
+        clock.set(6)
+        stats = store.stats(window=6)  # (0, 6]: the claims at 0 are out
+        assert (stats.stale_refused, stats.lease_expiries) == (2, 2)
+        assert stats.claim_lateness.count == 1, "the takeover"
+        assert stats.claim_lateness.max == timedelta(seconds=5), "late by the time since due"
+        narrow = store.stats(window=1)  # (5, 6]
+        assert (narrow.stale_refused, narrow.lease_expiries, narrow.claim_lateness.count) == (
+            0,
+            0,
+            0,
+        )
+        wide = store.stats(window=7)  # (-1, 6]
+        assert (wide.stale_refused, wide.lease_expiries, wide.claim_lateness.count) == (2, 2, 3)
+
+    def test_slo_shares_and_worst(self, store: Store, clock: ManualClock) -> None:
+        def due(name: str, second: float) -> str:
+            return store.submit(name, execute_at=at(second)).id
+
+        def claim(name: str, second: float) -> Lease:
+            clock.set(second)
+            (lease,) = store.claim("w", jobs=[name], ttl=10_000)
+            return lease
+
+        def finish(lease: Lease, second: float) -> None:
+            clock.set(second)
+            store.complete(lease, "ok")
+
+        on_time = due("on-time", 100)  # claimed at the claim boundary, finished in time
+        late = due("late", 200)  # claimed late, finished at the finish boundary
+        slow = due("slow", 300)  # claimed in time, finished too late
+        unclaimed = due("unclaimed", 500)
+        undecided = due("undecided", 995)  # neither objective decided yet
+        cancelled = due("cancelled", 450)  # never claimed: not meant to run
+        store.cancel(cancelled)
+        dead = due("dead", 600)  # a dead letter counts as finished
+        aborted = due("aborted", 650)  # cancelled while running: never finishes
+        running = due("running", 900)
+        due("future", 2000)
+        early = due("early", 50)  # due exactly at now - window: outside
+        store.add_schedule("job", every=60, id="s")
+        (skipped,) = store.add_occurrences(
+            "s", [Occurrence(slot=at(400), due_at=at(400), skipped="misfire")]
+        )
+        first = claim("on-time", 110)
+        finish(first, 150)
+        second = claim("late", 230)
+        third = claim("slow", 301)
+        finish(second, 500)
+        fourth = claim("dead", 600)
+        finish(third, 601)
+        clock.set(610)
+        store.fail(fourth, "fatal", retryable=False)
+        fifth = claim("aborted", 651)
+        store.abort(fifth)
+        claim("running", 905)
+        clock.set(1000)
+
+        report = store.slo(window=950, claim_within=10, finish_within=300, worst=3)
+        assert (report.at, report.window) == (at(1000), timedelta(seconds=950))
+        assert (report.claim_within, report.finish_within) == (
+            timedelta(seconds=10),
+            timedelta(seconds=300),
+        )
+        # Claimed: on-time, late, slow, dead, aborted, running, and unclaimed (500 s overdue);
+        # met by all but late and unclaimed. Undecided (5 s overdue) is left out.
+        assert report.claimed == SloShare(met=5, total=7, share=5 / 7)
+        # Finished: on-time, late, slow, dead; unclaimed and aborted are overdue (500 s,
+        # 350 s); running (100 s) and undecided are not decided yet. Met: on-time, late, dead.
+        assert report.finished == SloShare(met=3, total=6, share=0.5)
+        assert report.worst == [
+            SloOffender(
+                execution_id=unclaimed,
+                job="unclaimed",
+                due_at=at(500),
+                claimed_at=None,
+                lateness=timedelta(seconds=500),
+                state=State.SCHEDULED,
+            ),
+            SloOffender(
+                execution_id=late,
+                job="late",
+                due_at=at(200),
+                claimed_at=at(230),
+                lateness=timedelta(seconds=30),
+                state=State.SUCCEEDED,
+            ),
+            SloOffender(
+                execution_id=on_time,
+                job="on-time",
+                due_at=at(100),
+                claimed_at=at(110),
+                lateness=timedelta(seconds=10),
+                state=State.SUCCEEDED,
+            ),
+        ]
+        everyone = store.slo(window=950, worst=100).worst
+        listed = [o.execution_id for o in everyone]
+        assert listed == [unclaimed, late, on_time, running, undecided, slow, aborted, dead], (
+            "by lateness, then due_at"
+        )
+        assert {cancelled, skipped.id, early}.isdisjoint(listed)
+        assert store.slo(window=950, worst=0).worst == []
+        # One microsecond wider, the window takes in the execution due at 50.
+        wider = store.slo(window=timedelta(seconds=950, microseconds=1), worst=1)
+        assert (wider.claimed.total, wider.finished.total) == (8, 7)
+        assert wider.worst[0].execution_id == early
+
+    def test_slo_decides_at_the_boundaries(self, store: Store, clock: ManualClock) -> None:
+        store.submit("job", execute_at=at(0))
+        clock.set(10)
+        assert store.slo(claim_within=10, finish_within=10).claimed == SloShare(0, 0, None)
+        clock.set(at(10) + _US)
+        report = store.slo(claim_within=10, finish_within=20)
+        assert report.claimed == SloShare(0, 1, 0.0), "overdue now: a miss"
+        assert report.finished == SloShare(0, 0, None), "not decided yet"
+        (lease,) = store.claim("w", ttl=100)
+        clock.set(20)
+        store.complete(lease, "ok")
+        report = store.slo(claim_within=10, finish_within=20)
+        assert report.claimed == SloShare(0, 1, 0.0)
+        assert report.finished == SloShare(1, 1, 1.0), "finished exactly at due_at + 20 s"
+        assert store.slo(claim_within=timedelta(seconds=10, microseconds=1)).claimed == SloShare(
+            1, 1, 1.0
+        )
+
+    def test_slo_measures_retries_against_the_latest_due_time(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        store.submit("job", execute_at=at(0))
+        (lease,) = store.claim("w", ttl=100)
+        clock.set(5)
+        store.fail(lease, "boom", retry_in=60)  # due again at 65
+        clock.set(100)
+        (again,) = store.claim("w", ttl=100)
+        store.complete(again, "ok")
+        report = store.slo(claim_within=10, finish_within=300)
+        # The first claim (at 0) is measured against the current due_at (65): on time.
+        assert report.claimed == SloShare(1, 1, 1.0)
+        assert report.finished == SloShare(1, 1, 1.0)
+        (offender,) = report.worst
+        assert (offender.due_at, offender.claimed_at, offender.lateness) == (
+            at(65),
+            at(0),
+            timedelta(0),
+        )
+
+    def test_bad_slo_names_the_field(self, store: Store) -> None:
+        cases: list[tuple[dict[str, Any], str]] = [
+            ({"window": 0}, "window"),
+            ({"claim_within": -1}, "claim_within"),
+            ({"finish_within": "5m"}, "finish_within"),
+            ({"worst": -1}, "worst"),
+            ({"worst": 10_001}, "worst"),
+            ({"worst": 1.5}, "worst"),
+        ]
+        for arguments, field in cases:
+            with pytest.raises(ValidationError) as caught:
+                store.slo(**arguments)
+            assert caught.value.field == field
+        assert store.slo(claim_within=0, finish_within=0).claimed.total == 0
+
+    # -- pruning -------------------------------------------------------------------------
+
+    def test_prune_deletes_only_old_finished_executions(
+        self, store: Store, clock: ManualClock, make: ExecutionFactory
+    ) -> None:
+        old = [
+            make.succeeded("done", idempotency_key="reused").id,
+            make.dead("dead").id,
+            store.cancel(make.scheduled("cancelled").id).id,
+        ]
+        store.add_schedule("job", every=60, id="s")
+        (skipped,) = store.add_occurrences(
+            "s", [Occurrence(slot=at(60), due_at=at(60), skipped="misfire")]
+        )
+        old.append(skipped.id)
+        # An execution with commands: cancelled while running, by a command.
+        aborted = make.running("aborted")
+        store.request(aborted.execution_id, "pause")
+        (command,) = store.claim_commands("worker", [aborted.execution_id])
+        store.complete_command(command, aborted)
+        store.request(aborted.execution_id, "cancel")  # left PENDING
+        store.abort(aborted)
+        old.append(aborted.execution_id)
+        running = make.running("running", ttl=10_000)
+        kept = [
+            running.execution_id,
+            make.scheduled("waiting").id,
+            make.retry_waiting("retrying").id,
+        ]
+        store.request(running.execution_id, "pause")
+        clock.set(100)
+        old.append(make.succeeded("boundary").id)  # updated_at == now - older_than: pruned
+        clock.set(100.5)
+        kept.append(make.succeeded("young").id)
+        clock.set(200)
+
+        def stored() -> list[str]:
+            return sorted(e.id for e in executions(store))
+
+        everything = stored()
+        assert store.prune(older_than=100, dry_run=True) == len(old) == 6
+        assert stored() == everything, "a dry run deletes nothing"
+        assert len(store.transitions(aborted.execution_id)) > 0
+
+        totals: list[int] = []
+        assert store.prune(older_than=timedelta(seconds=100), batch=4, on_batch=totals.append) == 6
+        assert totals == [4, 6]
+        assert stored() == sorted(kept)
+        for execution_id in old:
+            for read in (store.get, store.transitions, store.commands):
+                with pytest.raises(NotFound):
+                    read(execution_id)
+        assert [c.kind for c in store.commands(running.execution_id)] == [CommandKind.PAUSE]
+        assert store.get(running.execution_id).state is State.RUNNING
+        assert store.prune(older_than=100, on_batch=totals.append) == 0
+        assert totals == [4, 6], "no batch deleted anything: no call"
+        assert store.prune(older_than=100, dry_run=True) == 0
+        assert store.get_schedule("s").id == "s", "schedules stay"
+        fresh = store.submit("done", idempotency_key="reused")
+        assert fresh.id not in old, "a pruned execution's idempotency key is free again"
+        assert store.complete(running, "ok").state is State.SUCCEEDED
+        assert_audit_valid(store, running.execution_id)
+
+    def test_prune_in_batches(self, store: Store, clock: ManualClock) -> None:
+        store.submit_many([{"job": "job"} for _ in range(7)])
+        for lease in store.claim("w", limit=7):
+            clock.advance(1)
+            store.complete(lease, None)
+        clock.set(1000)
+        totals: list[int] = []
+        assert store.prune(older_than=0, batch=3, on_batch=totals.append) == 7
+        assert totals == [3, 6, 7], "after each batch, the total so far"
+        assert executions(store) == []
+        store.submit_many([{"job": "job"} for _ in range(4)])
+        for lease in store.claim("w", limit=4):
+            store.complete(lease, None)
+        totals.clear()
+        assert store.prune(older_than=0, batch=2, on_batch=totals.append) == 4
+        assert totals == [2, 4], "an empty last batch is not reported"
+
+    def test_prune_deletes_oldest_first(self, store: Store, clock: ManualClock) -> None:
+        made = []
+        for second in (30, 10, 20):
+            clock.set(second)
+            made.append(store.cancel(store.submit("job").id))
+        clock.set(100)
+        totals: list[int] = []
+
+        def stop_after_one_batch(deleted: int) -> None:
+            totals.append(deleted)
+            raise RuntimeError("interrupted")
+
+        with pytest.raises(RuntimeError, match="interrupted"):
+            store.prune(older_than=0, batch=1, on_batch=stop_after_one_batch)
+        assert totals == [1]
+        assert sorted(e.id for e in executions(store)) == sorted([made[0].id, made[2].id]), (
+            "the one finished at 10 went first; the batch done stays done"
+        )
+
+    def test_prune_cutoff_is_fixed_when_the_call_starts(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        store.cancel(store.submit("job").id)
+        clock.set(50)
+        young = store.cancel(store.submit("job").id)
+        clock.set(100)
+
+        def time_passes(deleted: int) -> None:
+            clock.set(1000)  # the second execution is now old enough, but too late
+
+        assert store.prune(older_than=60, batch=1, on_batch=time_passes) == 1
+        assert [e.id for e in executions(store)] == [young.id]
+
+    def test_bad_prune_names_the_field(self, store: Store, make: ExecutionFactory) -> None:
+        done = make.succeeded()
+        cases: list[tuple[dict[str, Any], str]] = [
+            ({"older_than": -1}, "older_than"),
+            ({"older_than": "30d"}, "older_than"),
+            ({"older_than": None}, "older_than"),
+            ({"older_than": 0, "batch": 0}, "batch"),
+            ({"older_than": 0, "batch": 100_001}, "batch"),
+            ({"older_than": 0, "batch": 2.5}, "batch"),
+            ({"older_than": 0, "on_batch": 5}, "on_batch"),
+        ]
+        for arguments, field in cases:
+            with pytest.raises(ValidationError) as caught:
+                store.prune(**arguments)
+            assert caught.value.field == field
+        assert store.get(done.id) == done, "nothing was deleted"
+        assert store.prune(older_than=0, batch=100_000) == 1
+
     # -- the stateful property -------------------------------------------------------------
 
     def test_random_workers_never_break_fencing(self, store_factory: StoreFactory) -> None:
@@ -2236,6 +2759,16 @@ def _command_fields(command: Command) -> dict[str, Any]:
 
 def _schedule_fields(schedule: Schedule) -> dict[str, Any]:
     return {name: getattr(schedule, name) for name in Schedule.__dataclass_fields__}
+
+
+def _keys_in_distinct_buckets(count: int, num_buckets: int) -> list[str]:
+    """``count`` bucket keys that land in ``count`` different buckets."""
+    keys: dict[int, str] = {}
+    for n in range(10 * num_buckets):
+        keys.setdefault(bucket_for(f"tenant-{n}", num_buckets), f"tenant-{n}")
+        if len(keys) == count:
+            return list(keys.values())
+    raise AssertionError(f"fewer than {count} buckets")
 
 
 def executions(store: Store) -> list[Execution]:

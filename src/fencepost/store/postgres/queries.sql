@@ -103,6 +103,7 @@ WHERE (%(after)s::uuid IS NULL OR id > %(after)s::uuid)
   AND (%(job)s::text IS NULL OR job = %(job)s::text)
   AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
   AND (%(bucket)s::integer IS NULL OR bucket = %(bucket)s::integer)
+  AND (%(buckets)s::integer[] IS NULL OR bucket = ANY(%(buckets)s::integer[]))
   AND (%(due_after)s::timestamptz IS NULL OR due_at >= %(due_after)s::timestamptz)
   AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
 ORDER BY id
@@ -477,6 +478,7 @@ WHERE schedule_id = %(schedule)s::text
   AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
   AND (%(job)s::text IS NULL OR job = %(job)s::text)
   AND (%(bucket)s::integer IS NULL OR bucket = %(bucket)s::integer)
+  AND (%(buckets)s::integer[] IS NULL OR bucket = ANY(%(buckets)s::integer[]))
   AND (%(due_after)s::timestamptz IS NULL OR due_at >= %(due_after)s::timestamptz)
   AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
 ORDER BY id
@@ -528,6 +530,7 @@ FROM schedules
 WHERE (%(after)s::text IS NULL OR id > %(after)s::text)
   AND (%(job)s::text IS NULL OR job = %(job)s::text)
   AND (%(paused)s::boolean IS NULL OR paused = %(paused)s::boolean)
+  AND (%(due_before)s::timestamptz IS NULL OR next_due <= %(due_before)s::timestamptz)
 ORDER BY id
 LIMIT %(limit)s
 
@@ -689,3 +692,130 @@ FROM unnest(
     %(ids)s::text[], %(materializers)s::text[], %(lease_untils)s::timestamptz[]
 ) AS m(id, materializer, lease_until)
 WHERE s.id = m.id AND s.materializer = m.materializer AND s.lease_until = m.lease_until
+
+-- Reports and housekeeping. The store reads its now once (store_now) and passes
+-- it in as the now parameter, so every figure of a report is taken at one instant.
+
+-- name: bucket_counts
+SELECT bucket, count(*) FROM executions
+WHERE state = ANY(%(states)s::text[])
+GROUP BY bucket
+ORDER BY bucket
+
+-- name: bucket_counts_unfinished
+-- bucket_counts for the default states: can read only the partial index
+-- executions_active_bucket, whose WHERE clause this one repeats.
+SELECT bucket, count(*) FROM executions
+WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
+GROUP BY bucket
+ORDER BY bucket
+
+-- name: stats
+-- Every figure of Store.stats in one statement (one snapshot): counts by job and
+-- state as a JSON array of [job, state, count], the due backlog (held occurrences,
+-- due_at >= %(held)s, are not due), the lease events in (%(start)s, %(now)s] read
+-- through transitions_lease_events, and claim lateness against the execution's
+-- current due_at, clamped at 0, with nearest-rank percentiles (percentile_disc).
+WITH counts AS (
+    SELECT job, state, count(*) AS n FROM executions GROUP BY job, state
+),
+events AS (
+    SELECT t.execution_id, t.event, t.from_state, t.at
+    FROM transitions AS t
+    WHERE t.event IN ('CLAIMED', 'LEASE_EXPIRED', 'STALE_REFUSED')
+      AND t.at > %(start)s::timestamptz AND t.at <= %(now)s::timestamptz
+),
+late AS (
+    SELECT greatest(ev.at - e.due_at, interval '0') AS v
+    FROM events AS ev JOIN executions AS e ON e.id = ev.execution_id
+    WHERE ev.event = 'CLAIMED'
+)
+SELECT
+    (SELECT coalesce(json_agg(json_build_array(job, state, n)), '[]'::json) FROM counts),
+    (SELECT count(*) FROM executions
+     WHERE state IN ('RETRY_WAIT', 'SCHEDULED')
+       AND due_at <= %(now)s::timestamptz AND due_at < %(held)s::timestamptz),
+    (SELECT count(*) FROM events WHERE event = 'STALE_REFUSED'),
+    (SELECT count(*) FROM events
+     WHERE event = 'LEASE_EXPIRED' OR (event = 'CLAIMED' AND from_state = 'RUNNING')),
+    (SELECT count(*) FROM late),
+    (SELECT percentile_disc(ARRAY[0.5, 0.9, 0.99]::float8[]) WITHIN GROUP (ORDER BY v)
+     FROM late),
+    (SELECT max(v) FROM late)
+
+-- name: slo
+-- The due executions of the SLO window: due_at in (%(start)s, %(now)s], not
+-- SKIPPED, not CANCELLED unless claimed; claimed_at is the first CLAIMED
+-- transition, finished_at the terminal transition (updated_at of a SUCCEEDED or
+-- FAILED row). A NULL claimed_at or finished_at makes "met" NULL: not met. One
+-- statement, so that the counts and the worst offenders agree: one row per
+-- offender, latest claimed first, each carrying the four counts (and with no
+-- offenders one row of counts, the offender columns NULL). MATERIALIZED: each
+-- execution's first claim is looked up once, not once per use of claimed_at. No
+-- index on due_at: the window (30 days by default) is usually most of the table,
+-- which prune keeps small, and every insert would pay for one.
+WITH due AS MATERIALIZED (
+    SELECT e.id, e.job, e.state, e.due_at,
+           CASE WHEN e.state IN ('FAILED', 'SUCCEEDED') THEN e.updated_at END AS finished_at,
+           (SELECT t.at FROM transitions AS t
+            WHERE t.execution_id = e.id AND t.event = 'CLAIMED'
+            ORDER BY t.seq LIMIT 1) AS claimed_at
+    FROM executions AS e
+    WHERE e.due_at > %(start)s::timestamptz AND e.due_at <= %(now)s::timestamptz
+      AND e.state <> 'SKIPPED'
+),
+meant AS (
+    SELECT *, greatest(coalesce(claimed_at, %(now)s::timestamptz) - due_at, interval '0')
+               AS lateness
+    FROM due WHERE state <> 'CANCELLED' OR claimed_at IS NOT NULL
+),
+counts AS (
+    SELECT
+        count(*) FILTER (WHERE claimed_at - due_at <= %(claim_within)s::interval) AS claim_met,
+        count(*) FILTER (WHERE claimed_at IS NOT NULL
+                            OR %(now)s::timestamptz - due_at > %(claim_within)s::interval)
+            AS claim_total,
+        count(*) FILTER (WHERE finished_at - due_at <= %(finish_within)s::interval)
+            AS finish_met,
+        count(*) FILTER (WHERE finished_at IS NOT NULL
+                            OR %(now)s::timestamptz - due_at > %(finish_within)s::interval)
+            AS finish_total
+    FROM meant
+),
+worst AS (
+    SELECT * FROM meant ORDER BY lateness DESC, due_at, id LIMIT %(worst)s
+)
+SELECT c.claim_met, c.claim_total, c.finish_met, c.finish_total,
+       w.id, w.job, w.due_at, w.claimed_at, w.lateness, w.state
+FROM counts AS c LEFT JOIN worst AS w ON true
+ORDER BY w.lateness DESC, w.due_at, w.id
+
+-- name: count_prunable
+SELECT count(*) FROM executions
+WHERE state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED')
+  AND updated_at <= %(cutoff)s::timestamptz
+
+-- name: prune_batch
+-- One batch of prune, one statement (its own short transaction): the oldest
+-- finished executions, read through executions_finished, skipping rows another
+-- transaction holds (a replay, a concurrent prune). Their commands go by the
+-- foreign key's ON DELETE CASCADE; payloads and transitions by id. The ids come
+-- as arrays, so each table is read by key (see acquire_schedules).
+WITH doomed AS (
+    SELECT e.id FROM executions AS e
+    WHERE e.state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED')
+      AND e.updated_at <= %(cutoff)s::timestamptz
+    ORDER BY e.updated_at
+    LIMIT %(batch)s
+    FOR UPDATE OF e SKIP LOCKED
+),
+gone AS (
+    DELETE FROM executions AS e WHERE e.id = ANY(ARRAY(SELECT id FROM doomed)) RETURNING e.id
+),
+data AS (
+    DELETE FROM execution_data AS d WHERE d.execution_id = ANY(ARRAY(SELECT id FROM gone))
+),
+audit AS (
+    DELETE FROM transitions AS t WHERE t.execution_id = ANY(ARRAY(SELECT id FROM gone))
+)
+SELECT count(*) FROM gone

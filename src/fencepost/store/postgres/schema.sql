@@ -140,6 +140,7 @@ CREATE INDEX commands_execution ON commands USING btree (execution_id, requested
 CREATE INDEX executions_active_bucket ON executions USING btree (bucket, updated_at) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'RUNNING'::text, 'SCHEDULED'::text]));
 CREATE INDEX executions_claimable ON executions USING btree (priority DESC, due_at, id) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'SCHEDULED'::text]));
 CREATE INDEX executions_failed ON executions USING btree (id) WHERE (state = 'FAILED'::text);
+CREATE INDEX executions_finished ON executions USING btree (updated_at) WHERE (state = ANY (ARRAY['CANCELLED'::text, 'FAILED'::text, 'SKIPPED'::text, 'SUCCEEDED'::text]));
 CREATE UNIQUE INDEX executions_idempotency_key ON executions USING btree (idempotency_key) WHERE (idempotency_key IS NOT NULL);
 CREATE INDEX executions_leased ON executions USING btree (lease_until) WHERE (state = 'RUNNING'::text);
 CREATE INDEX executions_running_bucket ON executions USING btree (bucket) WHERE (state = 'RUNNING'::text);
@@ -147,5 +148,6 @@ CREATE INDEX executions_schedule ON executions USING btree (schedule_id, slot) W
 CREATE INDEX executions_schedule_state ON executions USING btree (schedule_id, state, id) WHERE (schedule_id IS NOT NULL);
 CREATE INDEX schedules_due ON schedules USING btree (next_due, id);
 CREATE INDEX transitions_execution ON transitions USING btree (execution_id, seq);
+CREATE INDEX transitions_lease_events ON transitions USING btree (at) WHERE (event = ANY (ARRAY['CLAIMED'::text, 'LEASE_EXPIRED'::text, 'STALE_REFUSED'::text]));
 ALTER TABLE ONLY commands
     ADD CONSTRAINT commands_execution_id_fkey FOREIGN KEY (execution_id) REFERENCES executions(id) ON DELETE CASCADE;

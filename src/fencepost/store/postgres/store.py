@@ -49,10 +49,12 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.nodes import Node
+from fencepost.domain.reports import Lateness, SloOffender, SloReport, Stats, share, tabulate
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
-from fencepost.domain.states import CommandKind, CommandState
+from fencepost.domain.states import CommandKind, CommandState, State
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
+    UNFINISHED_STATES,
     ExecutionFilter,
     Materialization,
     Outcome,
@@ -73,6 +75,7 @@ from fencepost.store.postgres.connection import (
 )
 from fencepost.store.rows import version_keys
 from fencepost.store.sql import latest_version
+from fencepost.timing.planning import HELD
 
 Q = QUERIES
 
@@ -244,6 +247,7 @@ class PostgresStore(Store):
             "job": filters.job,
             "schedule": filters.schedule,
             "bucket": filters.bucket,
+            "buckets": None if filters.buckets is None else list(filters.buckets),
             "due_after": filters.due_after,
             "due_before": filters.due_before,
             "limit": filters.limit + 1,
@@ -565,6 +569,96 @@ class PostgresStore(Store):
         with self._db.connection() as conn:
             return [rows.execution(r) for r in conn.execute(Q["orphans"], params)]
 
+    # -- reports and housekeeping ----------------------------------------------------------
+
+    def _bucket_counts(self, states: tuple[State, ...]) -> dict[int, int]:
+        with self._db.connection() as conn:
+            if set(states) == set(UNFINISHED_STATES):
+                found = conn.execute(Q["bucket_counts_unfinished"])
+            else:
+                found = conn.execute(Q["bucket_counts"], {"states": [str(s) for s in states]})
+            return {int(bucket): int(count) for bucket, count in found}
+
+    def _stats(self, window: timedelta) -> Stats:
+        with self._db.connection() as conn:
+            now = self._now(conn)
+            row = conn.execute(
+                Q["stats"], {"now": now, "start": now - window, "held": HELD}
+            ).fetchone()
+        assert row is not None
+        counts, backlog, refused, expiries, count, ranks, longest = row
+        by_state, by_job = tabulate((job, State(state), n) for job, state, n in counts)
+        p50, p90, p99 = ranks if ranks is not None else (None, None, None)
+        return Stats(
+            at=now,
+            window=window,
+            by_state=by_state,
+            by_job=by_job,
+            due_backlog=backlog,
+            claim_lateness=Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest),
+            stale_refused=refused,
+            lease_expiries=expiries,
+        )
+
+    def _slo(
+        self,
+        *,
+        window: timedelta,
+        claim_within: timedelta,
+        finish_within: timedelta,
+        worst: int,
+    ) -> SloReport:
+        with self._db.connection() as conn:
+            now = self._now(conn)
+            found = conn.execute(
+                Q["slo"],
+                {
+                    "now": now,
+                    "start": now - window,
+                    "claim_within": claim_within,
+                    "finish_within": finish_within,
+                    "worst": worst,
+                },
+            ).fetchall()
+        claim_met, claim_total, finish_met, finish_total = found[0][:4]
+        return SloReport(
+            at=now,
+            window=window,
+            claim_within=claim_within,
+            finish_within=finish_within,
+            claimed=share(claim_met, claim_total),
+            finished=share(finish_met, finish_total),
+            worst=[
+                SloOffender(
+                    execution_id=id_,
+                    job=job,
+                    due_at=due_at,
+                    claimed_at=claimed_at,
+                    lateness=lateness,
+                    state=State(state),
+                )
+                for *_, id_, job, due_at, claimed_at, lateness, state in found
+                if id_ is not None
+            ],
+        )
+
+    def _store_now(self) -> datetime:
+        with self._db.connection() as conn:
+            return self._now(conn)
+
+    def _count_prunable(self, cutoff: datetime) -> int:
+        with self._db.connection() as conn:
+            row = conn.execute(Q["count_prunable"], {"cutoff": cutoff}).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def _prune_batch(self, cutoff: datetime, batch: int) -> int:
+        # One statement in autocommit: the batch is its own short transaction.
+        with self._db.connection() as conn:
+            row = conn.execute(Q["prune_batch"], {"cutoff": cutoff, "batch": batch}).fetchone()
+        assert row is not None
+        return int(row[0])
+
     # -- schedules -------------------------------------------------------------------------
 
     def _add_schedule(self, spec: ScheduleSpec, schedule_id: str) -> Schedule:
@@ -592,9 +686,21 @@ class PostgresStore(Store):
         return rows.schedule(row)
 
     def _list_schedules(
-        self, *, job: str | None, paused: bool | None, limit: int, after: str | None
+        self,
+        *,
+        job: str | None,
+        paused: bool | None,
+        limit: int,
+        after: str | None,
+        due_before: datetime | None,
     ) -> SchedulePage:
-        params = {"job": job, "paused": paused, "after": after, "limit": limit + 1}
+        params = {
+            "job": job,
+            "paused": paused,
+            "after": after,
+            "due_before": due_before,
+            "limit": limit + 1,
+        }
         with self._db.connection() as conn:
             items = [rows.schedule(r) for r in conn.execute(Q["list_schedules"], params)]
         more = len(items) > limit

@@ -64,6 +64,22 @@ class Connections:
             conn.execute(QUERIES["commit"])
 
     @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every statement inside reads the same snapshot (WAL).
+
+        Takes no write lock, so writers carry on beside it.
+        """
+        conn = self.get()
+        with translate_errors(self.path):
+            conn.execute(QUERIES["begin"])
+        try:
+            with translate_errors(self.path):
+                yield conn
+        finally:
+            with translate_errors(self.path):
+                conn.execute(QUERIES["rollback"])
+
+    @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """This thread's connection for autocommit reads, with driver errors translated."""
         conn = self.get()

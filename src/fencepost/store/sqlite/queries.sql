@@ -14,6 +14,11 @@ PRAGMA cache_size = -65536;
 -- name: begin_immediate
 BEGIN IMMEDIATE
 
+-- name: begin
+-- A read transaction (deferred: no lock until the first read), for reports that
+-- take several statements from one snapshot.
+BEGIN
+
 -- name: commit
 COMMIT
 
@@ -53,6 +58,7 @@ WHERE e.id > coalesce(:after, '')
   AND (:job IS NULL OR e.job = :job)
   AND (:schedule IS NULL OR e.schedule_id = :schedule)
   AND (:bucket IS NULL OR e.bucket = :bucket)
+  AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
   AND (:due_after IS NULL OR e.due_at >= :due_after)
   AND (:due_before IS NULL OR e.due_at < :due_before)
 ORDER BY e.id
@@ -354,6 +360,7 @@ WHERE e.schedule_id = :schedule
   AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
   AND (:job IS NULL OR e.job = :job)
   AND (:bucket IS NULL OR e.bucket = :bucket)
+  AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
   AND (:due_after IS NULL OR e.due_at >= :due_after)
   AND (:due_before IS NULL OR e.due_at < :due_before)
 ORDER BY e.id
@@ -385,6 +392,7 @@ FROM schedules
 WHERE id > coalesce(:after, '')
   AND (:job IS NULL OR job = :job)
   AND (:paused IS NULL OR paused = :paused)
+  AND (:due_before IS NULL OR next_due <= :due_before)
 ORDER BY id
 LIMIT :limit
 
@@ -484,3 +492,126 @@ INSERT INTO executions (
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, 0, ?8, ?9, ?10, ?11, ?12, ?12
 )
+
+-- Reports and housekeeping. Times are microseconds, so differences of two
+-- instants are durations in microseconds.
+
+-- name: bucket_counts
+SELECT bucket, count(*) FROM executions
+WHERE state IN (SELECT value FROM json_each(:states))
+GROUP BY bucket
+ORDER BY bucket
+
+-- name: bucket_counts_unfinished
+-- bucket_counts for the default states: reads only the partial index
+-- executions_active_bucket, whose WHERE clause this one repeats.
+SELECT bucket, count(*) FROM executions
+WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
+GROUP BY bucket
+ORDER BY bucket
+
+-- name: stats_counts
+SELECT job, state, count(*) FROM executions GROUP BY job, state
+
+-- name: stats_backlog
+-- Due waiting executions; held occurrences (due_at >= :held) are not due.
+SELECT count(*) FROM executions
+WHERE state IN ('RETRY_WAIT', 'SCHEDULED') AND due_at <= :now AND due_at < :held
+
+-- name: stats_events
+-- Lease events in (:start, :now]. A scan of the audit trail: SQLite keeps no
+-- index of it by time (see migrations/0005_housekeeping.sql).
+SELECT count(*) FILTER (WHERE event = 'STALE_REFUSED'),
+       count(*) FILTER (WHERE event = 'LEASE_EXPIRED'
+                           OR (event = 'CLAIMED' AND from_state = 'RUNNING'))
+FROM transitions
+WHERE event IN ('CLAIMED', 'LEASE_EXPIRED', 'STALE_REFUSED') AND at > :start AND at <= :now
+
+-- name: stats_lateness
+-- Claim lateness in (:start, :now] against the execution's current due_at,
+-- clamped at 0: count, the nearest-rank 50th, 90th and 99th percentiles and the
+-- maximum, all in SQL (nothing per claim reaches Python). The rank of fraction f
+-- of n values is ceil(f * n) in floating point, exactly as PostgreSQL's
+-- percentile_disc computes it, so that both backends pick the same value.
+WITH late AS (
+    SELECT max(t.at - e.due_at, 0) AS v
+    FROM transitions AS t JOIN executions AS e ON e.id = t.execution_id
+    WHERE t.event = 'CLAIMED' AND t.at > :start AND t.at <= :now
+),
+ranked AS (
+    SELECT v, row_number() OVER (ORDER BY v) AS rn, count(*) OVER () AS n FROM late
+),
+ranks AS (
+    SELECT rn, v, n, 0.5 * n AS f50, 0.9 * n AS f90, 0.99 * n AS f99 FROM ranked
+)
+SELECT count(*),
+       max(CASE WHEN rn = CAST(f50 AS INTEGER) + (f50 > CAST(f50 AS INTEGER)) THEN v END),
+       max(CASE WHEN rn = CAST(f90 AS INTEGER) + (f90 > CAST(f90 AS INTEGER)) THEN v END),
+       max(CASE WHEN rn = CAST(f99 AS INTEGER) + (f99 > CAST(f99 AS INTEGER)) THEN v END),
+       max(v)
+FROM ranks
+
+-- name: slo
+-- The due executions of the SLO window: due_at in (:start, :now], not SKIPPED,
+-- not CANCELLED unless claimed; claimed_at is the first CLAIMED transition,
+-- finished_at the terminal transition (updated_at of a SUCCEEDED or FAILED row).
+-- A NULL claimed_at or finished_at makes the "met" comparison NULL: not met.
+-- One statement, so that the counts and the worst offenders agree: one row per
+-- offender, latest claimed first, each carrying the four counts (and with no
+-- offenders one row of counts, the offender columns NULL).
+-- MATERIALIZED: each execution's first claim is looked up once, not once per use.
+-- No index on due_at: the window (30 days by default) is usually most of the
+-- table, which prune keeps small, and every insert would pay for one.
+WITH due AS MATERIALIZED (
+    SELECT e.id, e.job, e.state, e.due_at,
+           CASE WHEN e.state IN ('FAILED', 'SUCCEEDED') THEN e.updated_at END AS finished_at,
+           (SELECT t.at FROM transitions AS t
+            WHERE t.execution_id = e.id AND t.event = 'CLAIMED'
+            ORDER BY t.seq LIMIT 1) AS claimed_at
+    FROM executions AS e
+    WHERE e.due_at > :start AND e.due_at <= :now AND e.state <> 'SKIPPED'
+),
+meant AS MATERIALIZED (
+    SELECT *, max(coalesce(claimed_at, :now) - due_at, 0) AS lateness
+    FROM due WHERE state <> 'CANCELLED' OR claimed_at IS NOT NULL
+),
+counts AS (
+    SELECT count(*) FILTER (WHERE claimed_at - due_at <= :claim_within) AS claim_met,
+           count(*) FILTER (WHERE claimed_at IS NOT NULL OR :now - due_at > :claim_within)
+               AS claim_total,
+           count(*) FILTER (WHERE finished_at - due_at <= :finish_within) AS finish_met,
+           count(*) FILTER (WHERE finished_at IS NOT NULL OR :now - due_at > :finish_within)
+               AS finish_total
+    FROM meant
+),
+worst AS (
+    SELECT * FROM meant ORDER BY lateness DESC, due_at, id LIMIT :worst
+)
+SELECT c.claim_met, c.claim_total, c.finish_met, c.finish_total,
+       w.id, w.job, w.due_at, w.claimed_at, w.lateness, w.state
+FROM counts AS c LEFT JOIN worst AS w ON true
+ORDER BY w.lateness DESC, w.due_at, w.id
+
+-- name: count_prunable
+SELECT count(*) FROM executions
+WHERE state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED') AND updated_at <= :cutoff
+
+-- name: prunable
+-- One batch of prune, oldest first, read through executions_finished (the state
+-- list repeats its WHERE clause).
+SELECT id FROM executions
+WHERE state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED') AND updated_at <= :cutoff
+ORDER BY updated_at
+LIMIT :batch
+
+-- name: prune_commands
+DELETE FROM commands WHERE execution_id IN (SELECT value FROM json_each(:ids))
+
+-- name: prune_transitions
+DELETE FROM transitions WHERE execution_id IN (SELECT value FROM json_each(:ids))
+
+-- name: prune_execution_data
+DELETE FROM execution_data WHERE execution_id IN (SELECT value FROM json_each(:ids))
+
+-- name: prune_executions
+DELETE FROM executions WHERE id IN (SELECT value FROM json_each(:ids))

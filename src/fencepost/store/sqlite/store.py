@@ -52,10 +52,12 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.nodes import Node
+from fencepost.domain.reports import Lateness, SloOffender, SloReport, Stats, share, tabulate
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import CommandKind, CommandState, Event, State
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
+    UNFINISHED_STATES,
     ExecutionFilter,
     Materialization,
     Outcome,
@@ -75,6 +77,7 @@ from fencepost.store.sqlite.connection import (
     Connections,
     migrate,
 )
+from fencepost.timing.planning import HELD
 
 Q = QUERIES
 _MICROSECOND = timedelta(microseconds=1)
@@ -166,6 +169,7 @@ class SqliteStore(Store):
             "job": filters.job,
             "schedule": filters.schedule,
             "bucket": filters.bucket,
+            "buckets": None if filters.buckets is None else json.dumps(filters.buckets),
             "due_after": rows.opt_us(filters.due_after),
             "due_before": rows.opt_us(filters.due_before),
             "limit": filters.limit + 1,
@@ -491,6 +495,105 @@ class SqliteStore(Store):
         with self._db.read() as conn:
             return [rows.execution(r) for r in conn.execute(Q["orphans"], params)]
 
+    # -- reports and housekeeping ----------------------------------------------------------
+
+    def _bucket_counts(self, states: tuple[State, ...]) -> dict[int, int]:
+        with self._db.read() as conn:
+            if set(states) == set(UNFINISHED_STATES):
+                found = conn.execute(Q["bucket_counts_unfinished"])
+            else:
+                found = conn.execute(Q["bucket_counts"], {"states": json.dumps(states)})
+            return {int(bucket): int(count) for bucket, count in found}
+
+    def _stats(self, window: timedelta) -> Stats:
+        now = self.clock.now()
+        params = {
+            "now": rows.to_us(now),
+            "start": rows.to_us(now - window),
+            "held": rows.to_us(HELD),
+        }
+        # One read transaction: every figure comes from the same snapshot.
+        with self._db.snapshot() as conn:
+            counts = conn.execute(Q["stats_counts"]).fetchall()
+            (backlog,) = conn.execute(Q["stats_backlog"], params).fetchone()
+            refused, expiries = conn.execute(Q["stats_events"], params).fetchone()
+            count, *ranks = conn.execute(Q["stats_lateness"], params).fetchone()
+        by_state, by_job = tabulate((job, State(state), n) for job, state, n in counts)
+        p50, p90, p99, longest = (None if v is None else rows.us_duration(v) for v in ranks)
+        return Stats(
+            at=now,
+            window=window,
+            by_state=by_state,
+            by_job=by_job,
+            due_backlog=backlog,
+            claim_lateness=Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest),
+            stale_refused=refused or 0,
+            lease_expiries=expiries or 0,
+        )
+
+    def _slo(
+        self,
+        *,
+        window: timedelta,
+        claim_within: timedelta,
+        finish_within: timedelta,
+        worst: int,
+    ) -> SloReport:
+        now = self.clock.now()
+        params = {
+            "now": rows.to_us(now),
+            "start": rows.to_us(now - window),
+            "claim_within": rows.duration_us(claim_within),
+            "finish_within": rows.duration_us(finish_within),
+            "worst": worst,
+        }
+        with self._db.read() as conn:
+            found = conn.execute(Q["slo"], params).fetchall()
+        claim_met, claim_total, finish_met, finish_total = found[0][:4]
+        return SloReport(
+            at=now,
+            window=window,
+            claim_within=claim_within,
+            finish_within=finish_within,
+            claimed=share(claim_met, claim_total),
+            finished=share(finish_met, finish_total),
+            worst=[
+                SloOffender(
+                    execution_id=id_,
+                    job=job,
+                    due_at=rows.from_us(due_at),
+                    claimed_at=None if claimed_at is None else rows.from_us(claimed_at),
+                    lateness=rows.us_duration(lateness),
+                    state=State(state),
+                )
+                for *_, id_, job, due_at, claimed_at, lateness, state in found
+                if id_ is not None
+            ],
+        )
+
+    def _store_now(self) -> datetime:
+        return self.clock.now()
+
+    def _count_prunable(self, cutoff: datetime) -> int:
+        with self._db.read() as conn:
+            (count,) = conn.execute(Q["count_prunable"], {"cutoff": rows.to_us(cutoff)}).fetchone()
+        return int(count)
+
+    def _prune_batch(self, cutoff: datetime, batch: int) -> int:
+        # One BEGIN IMMEDIATE of at most `batch` executions: the write lock is held
+        # for one batch, and claims run between batches.
+        with self._db.write() as conn:
+            found = conn.execute(Q["prunable"], {"cutoff": rows.to_us(cutoff), "batch": batch})
+            ids = [id_ for (id_,) in found]
+            if not ids:
+                return 0
+            params = {"ids": json.dumps(ids)}
+            conn.execute(Q["prune_commands"], params)
+            conn.execute(Q["prune_transitions"], params)
+            conn.execute(Q["prune_execution_data"], params)
+            conn.execute(Q["prune_executions"], params)
+        return len(ids)
+
     # -- schedules -------------------------------------------------------------------------
 
     def _add_schedule(self, spec: ScheduleSpec, schedule_id: str) -> Schedule:
@@ -518,9 +621,21 @@ class SqliteStore(Store):
         return rows.schedule(row)
 
     def _list_schedules(
-        self, *, job: str | None, paused: bool | None, limit: int, after: str | None
+        self,
+        *,
+        job: str | None,
+        paused: bool | None,
+        limit: int,
+        after: str | None,
+        due_before: datetime | None,
     ) -> SchedulePage:
-        params = {"job": job, "paused": paused, "after": after, "limit": limit + 1}
+        params = {
+            "job": job,
+            "paused": paused,
+            "after": after,
+            "due_before": rows.opt_us(due_before),
+            "limit": limit + 1,
+        }
         with self._db.read() as conn:
             items = [rows.schedule(r) for r in conn.execute(Q["list_schedules"], params)]
         more = len(items) > limit

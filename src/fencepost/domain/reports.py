@@ -1,0 +1,156 @@
+"""What the store reports about itself: operating statistics and the service-level report.
+
+Both are computed from what the store already keeps (execution rows and the
+audit trail), at the store's now; nothing is sampled or kept in memory between
+calls. The SQL backends aggregate in SQL; the helpers here are the same
+definitions in Python, for the memory backend and for reading the SQL results.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import NamedTuple, TypeVar
+
+from fencepost.domain.states import State
+
+_T = TypeVar("_T")
+
+#: The percentiles a :class:`Lateness` reports, as fractions.
+PERCENTILES = (0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Lateness:
+    """How late claims were: count and nearest-rank percentiles (None when count is 0).
+
+    The percentile of fraction ``f`` (0.5, 0.9, 0.99) of ``n`` sorted values is
+    the value at rank ``ceil(f * n)`` (1-based): always one of the values, never
+    interpolated (of the lateness values 1 s .. 100 s, p50 is 50 s and p99 99 s).
+    Every backend computes ``f * n`` in double precision, as PostgreSQL's
+    ``percentile_disc`` does, so all pick the same value.
+    """
+
+    count: int
+    p50: timedelta | None
+    p90: timedelta | None
+    p99: timedelta | None
+    max: timedelta | None
+
+
+#: The :class:`Lateness` of no claims at all.
+NO_LATENESS = Lateness(count=0, p50=None, p90=None, p99=None, max=None)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Stats:
+    """The store at one instant, and what happened in the window before it.
+
+    Counts by state cover every execution the store holds (pruned ones are gone).
+    Window figures count audit transitions with ``at`` in ``(at - window, at]``.
+    """
+
+    at: datetime  #: the store's now when the figures were taken
+    window: timedelta
+    by_state: dict[State, int]  #: every state, zeros included
+    by_job: dict[str, dict[State, int]]  #: per job (by name), every state, zeros included
+    #: Waiting executions (SCHEDULED, RETRY_WAIT) with ``due_at <= at``: claimable now and
+    #: not yet claimed. Occurrences held by an overlap policy are not due.
+    due_backlog: int
+    #: CLAIMED transitions in the window: ``claim at - due_at``, at least zero, where
+    #: ``due_at`` is the execution's current one (that of its latest attempt; an earlier
+    #: claim of a retried execution counts as on time). A takeover of an expired lease is
+    #: late by the time since the execution fell due.
+    claim_lateness: Lateness
+    stale_refused: int  #: STALE_REFUSED transitions in the window (stale workers refused)
+    #: Leases that ran out in the window: LEASE_EXPIRED transitions (the reaper) plus
+    #: takeovers (CLAIMED from RUNNING).
+    lease_expiries: int
+
+
+class SloShare(NamedTuple):
+    """One objective of a :class:`SloReport`: ``met`` out of ``total``, and their ratio."""
+
+    met: int
+    total: int
+    share: float | None  #: ``met / total``; None when ``total`` is 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SloOffender:
+    """One of the executions claimed latest (or not claimed yet) in an SLO window."""
+
+    execution_id: str
+    job: str
+    due_at: datetime
+    claimed_at: datetime | None  #: its first claim; None while never claimed
+    lateness: timedelta  #: ``claimed_at - due_at`` (at least zero), or ``now - due_at``
+    state: State
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SloReport:
+    """The scheduler's own service-level report, computed from stored timestamps.
+
+    Due executions: ``due_at`` in ``(at - window, at]``, meant to run (not SKIPPED,
+    and not CANCELLED before any claim). ``due_at`` is the execution's current one:
+    after a retry or a replay it is the due time of the latest attempt, so earlier
+    attempts are measured against it (and count as on time).
+
+    * ``claimed``: met when the first claim came at most ``claim_within`` after
+      ``due_at``. Decided once claimed, or once ``at - due_at > claim_within``
+      (unclaimed, then a miss); undecided executions are left out of ``total``.
+    * ``finished``: met when the execution reached SUCCEEDED or FAILED at most
+      ``finish_within`` after ``due_at`` (its ``updated_at``, the instant of that
+      terminal transition). Decided once finished, or once ``at - due_at >
+      finish_within``. An execution cancelled while running never finishes.
+    """
+
+    at: datetime  #: the store's now when the report was taken
+    window: timedelta
+    claim_within: timedelta
+    finish_within: timedelta
+    claimed: SloShare
+    finished: SloShare
+    #: Due executions by claim lateness, latest first (then by ``due_at``, then id).
+    worst: list[SloOffender]
+
+
+def share(met: int, total: int) -> SloShare:
+    """A :class:`SloShare` from its counts."""
+    return SloShare(met=met, total=total, share=met / total if total else None)
+
+
+def nearest_rank(ordered: Sequence[_T], fraction: float) -> _T:
+    """The nearest-rank percentile of ``fraction`` of ascending, non-empty ``ordered``."""
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def lateness(values: Iterable[timedelta]) -> Lateness:
+    """Count and nearest-rank percentiles of claim lateness values (see :class:`Lateness`)."""
+    ordered = sorted(values)
+    if not ordered:
+        return NO_LATENESS
+    p50, p90, p99 = (nearest_rank(ordered, p) for p in PERCENTILES)
+    return Lateness(count=len(ordered), p50=p50, p90=p90, p99=p99, max=ordered[-1])
+
+
+def counts_by_state(found: Mapping[State, int]) -> dict[State, int]:
+    """Every state in declaration order, with the count found (zero if absent)."""
+    return {state: found.get(state, 0) for state in State}
+
+
+def tabulate(
+    rows: Iterable[tuple[str, State, int]],
+) -> tuple[dict[State, int], dict[str, dict[State, int]]]:
+    """``(job, state, count)`` rows -> (by state, by job), every state listed, jobs by name."""
+    per_job: dict[str, dict[State, int]] = {}
+    totals: dict[State, int] = {}
+    for job, state, count in rows:
+        per_job.setdefault(job, {})[state] = per_job.get(job, {}).get(state, 0) + count
+        totals[state] = totals.get(state, 0) + count
+    by_job = {job: counts_by_state(per_job[job]) for job in sorted(per_job)}
+    return counts_by_state(totals), by_job

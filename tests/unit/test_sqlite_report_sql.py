@@ -1,0 +1,64 @@
+"""The SQLite report and prune statements read their indexes.
+
+Two reads scan on purpose: stats reads the audit trail's window without an index
+of it by time (see migrations/0005_housekeeping.sql), and the SLO reads the
+executions without an index on due_at.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from fencepost.store.sqlite.connection import QUERIES, migrate, open_connection
+
+
+@pytest.fixture
+def migrated(tmp_path: Path) -> sqlite3.Connection:
+    conn = open_connection(str(tmp_path / "x.db"), busy_timeout=1)
+    migrate(conn)
+    return conn
+
+
+def plan(conn: sqlite3.Connection, block: str) -> str:
+    rows = conn.execute(f"EXPLAIN QUERY PLAN {QUERIES[block]}", defaultdict(lambda: None))
+    return " | ".join(row[-1] for row in rows)
+
+
+@pytest.mark.parametrize(
+    ("block", "index"),
+    [
+        # A partial index is used only when the query repeats its WHERE clause.
+        ("prunable", "executions_finished"),
+        ("count_prunable", "executions_finished"),
+        ("stats_backlog", "executions_claimable"),
+        ("bucket_counts_unfinished", "executions_active_bucket"),
+        ("prune_transitions", "transitions_execution"),
+        ("prune_commands", "commands_execution"),
+    ],
+)
+def test_statements_read_their_index(migrated: sqlite3.Connection, block: str, index: str) -> None:
+    details = plan(migrated, block)
+    assert index in details, details
+    assert not re.search(r"SCAN (t|e|executions|transitions|commands)\b(?! USING)", details), (
+        details
+    )
+
+
+def test_slo_looks_each_first_claim_up_once(migrated: sqlite3.Connection) -> None:
+    details = plan(migrated, "slo")
+    assert details.count("CORRELATED SCALAR SUBQUERY") == 1, details
+    assert "SEARCH t USING INDEX transitions_execution" in details, details
+
+
+def test_stats_looks_claimed_executions_up_by_key(migrated: sqlite3.Connection) -> None:
+    assert "SEARCH e USING PRIMARY KEY (id=?)" in plan(migrated, "stats_lateness")
+
+
+def test_prune_deletes_by_key(migrated: sqlite3.Connection) -> None:
+    for block in ("prune_execution_data", "prune_executions"):
+        assert "USING PRIMARY KEY" in plan(migrated, block)
