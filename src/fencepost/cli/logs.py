@@ -45,6 +45,9 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    # On the handler too: libraries that set their own logger's level (psycopg sets
+    # WARNING) would otherwise print below the level asked for.
+    handler.setLevel(level.upper())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -1,8 +1,10 @@
 """``fencepost``: the operator command.
 
 ``fencepost worker`` runs a worker; ``fencepost db migrate`` prepares a
-database. The other operator commands (``serve``, ``ps``, ...) join them as
-they are built.
+database; the operator commands (``submit``, ``ps``, ``stats``, ``buckets``,
+``schedule``, ``reconcile``, ``dead-letters``, ``replay``, ``prune``, ``slo``)
+each live in a small module of their own and print tables or, with ``--json``,
+one JSON document (:mod:`fencepost.cli.output`).
 """
 
 from __future__ import annotations
@@ -12,15 +14,29 @@ import os
 import sys
 from collections.abc import Sequence
 
-from fencepost.cli import worker
+from fencepost.cli import (
+    buckets,
+    common,
+    executions,
+    maintenance,
+    report,
+    schedules,
+    submit,
+    worker,
+)
 from fencepost.domain.errors import FencepostError
 from fencepost.store import connect
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
-    parser = argparse.ArgumentParser(prog="fencepost", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = common.Parser(
+        prog="fencepost",
+        description="The operator command of fencepost, a durable job scheduler with fenced "
+        "leases. Every command takes --db URL (or $FENCEPOST_DB); the operator commands "
+        "print tables, or one JSON document with --json.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     db = commands.add_parser("db", help="database maintenance")
     db_commands = db.add_subparsers(dest="db_command", required=True)
     migrate = db_commands.add_parser(
@@ -32,7 +48,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="store URL (default: $FENCEPOST_DB)",
     )
     worker.add_parser(commands)
+    submit.add_parsers(commands)
+    executions.add_parsers(commands)
+    report.add_parsers(commands)
+    buckets.add_parsers(commands)
+    schedules.add_parsers(commands)
+    maintenance.add_parsers(commands)
     args = parser.parse_args(argv)
+    if getattr(args, "handler", None) is not None:
+        return common.dispatch(args)
     if args.command == "worker":
         return worker.run(args)
     if args.command == "db" and args.db_command == "migrate":

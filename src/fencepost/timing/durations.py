@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime, timedelta
 
 from fencepost.domain.errors import ValidationError
+
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+# "ms" before "m", or "500ms" would read as 500 minutes followed by a stray "s".
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_DURATION = re.compile(rf"(?:{_DURATION_PART.pattern})+")
 
 
 def as_duration(value: object, *, field: str, allow_zero: bool = False) -> timedelta:
@@ -34,3 +40,30 @@ def as_aware_utc(value: object, *, field: str) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValidationError(field, "must be timezone-aware (got a naive datetime)")
     return value.astimezone(UTC)
+
+
+def parse_duration(
+    value: object, *, field: str, allow_zero: bool = False, numbers: bool = True
+) -> timedelta:
+    """Seconds (a number) or a duration string (``"500ms"``, ``"10m"``, ``"1h30m"``) -> timedelta.
+
+    Units are ``ms``, ``s``, ``m``, ``h`` and ``d``; a string needs at least one
+    (``"600"`` is refused: in a file or on a command line, a bare number is too
+    easily read in the wrong unit). With ``numbers=False`` an int or float is
+    refused too (the message then offers only duration strings). Negative and
+    non-finite durations are refused with a :class:`ValidationError` on ``field``,
+    and so is zero unless ``allow_zero``.
+    """
+    seconds: float | None = None
+    if isinstance(value, str) and _DURATION.fullmatch(value):
+        seconds = sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(value))
+    elif numbers and isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = value
+    if seconds is not None:
+        try:
+            return as_duration(seconds, field=field, allow_zero=allow_zero)
+        except OverflowError:  # beyond timedelta's range (about 2.7 million years)
+            raise ValidationError(field, f"is too long, got {value!r}") from None
+    examples = "'30s', '10m', '1h', '500ms'"
+    kinds = "a number of seconds or a duration" if numbers else "a duration"
+    raise ValidationError(field, f"must be {kinds} like {examples}, got {value!r}")

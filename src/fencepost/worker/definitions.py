@@ -53,7 +53,6 @@ import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import replace
-from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -65,7 +64,7 @@ from fencepost.domain import payloads
 from fencepost.domain.checks import require_int, require_name
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.retry import RetryPolicy
-from fencepost.timing.durations import as_duration
+from fencepost.timing.durations import parse_duration
 from fencepost.worker.jobs import DEFAULT_LEASE_TTL, JobSpec, Runner, spec_from_function
 from fencepost.worker.runners import templates
 from fencepost.worker.runners.command import CommandRunner
@@ -80,11 +79,6 @@ _RUN_KINDS = ("command", "python", "http")
 _HTTP_KEYS = ("method", "url", "json", "headers", "timeout")
 
 _DEFAULT_MAX_DELAY = RetryPolicy().max_delay
-
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-# "ms" before "m", or "500ms" would read as 500 minutes followed by a stray "s".
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_DURATION = re.compile(rf"(?:{_DURATION_PART.pattern})+")
 
 _IDENTIFIER = r"[^\W\d]\w*"
 _PYTHON_TARGET = re.compile(
@@ -150,28 +144,6 @@ def load_definition(path: str | os.PathLike[str]) -> JobSpec:
         raise
     except ValidationError as exc:
         raise DefinitionError(file, exc.field, exc.message) from exc
-
-
-def parse_duration(value: object, *, field: str) -> timedelta:
-    """Seconds (a number) or a duration string (``"500ms"``, ``"10m"``, ``"1h30m"``) -> timedelta.
-
-    Zero, negative and non-finite durations are refused with a
-    :class:`ValidationError` on ``field``.
-    """
-    seconds: float | None = None
-    if isinstance(value, str) and _DURATION.fullmatch(value):
-        seconds = sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(value))
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = value
-    if seconds is not None:
-        try:
-            return as_duration(seconds, field=field)
-        except OverflowError:  # beyond timedelta's range (about 2.7 million years)
-            raise ValidationError(field, f"is too long, got {value!r}") from None
-    examples = "'30s', '10m', '1h', '500ms'"
-    raise ValidationError(
-        field, f"must be a number of seconds or a duration like {examples}, got {value!r}"
-    )
 
 
 # -- reading -------------------------------------------------------------------------

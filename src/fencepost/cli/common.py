@@ -1,0 +1,321 @@
+"""What every operator command shares: its parser, argument checks, and the store it opens.
+
+Arguments are checked before a store is opened — a bad one must not create a
+database file or touch a server — and every refusal is a
+:class:`~fencepost.domain.errors.ValidationError` whose field is the option as
+the operator typed it (``--state``, ``--owned-buckets``), so the one line on
+stderr reads ``fencepost ps: --state: unknown state 'NOPE' (one of ...)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import math
+import os
+import socket
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, NoReturn
+from urllib.parse import unquote, urlsplit
+
+from fencepost.cli import logs
+from fencepost.cli.output import Output
+from fencepost.domain import payloads
+from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS, parse_buckets
+from fencepost.domain.errors import FencepostError, ValidationError
+from fencepost.domain.states import State
+from fencepost.store import Store, connect
+from fencepost.timing.durations import as_aware_utc, parse_duration
+
+#: Exit code of a refused argument (argparse uses it too).
+EXIT_USAGE = 2
+#: Exit code of a failure at run time (an unknown id, a refused transition, an outage).
+EXIT_FAILED = 1
+
+#: The most rows one listing asks the store for.
+MAX_LIMIT = 10_000
+
+#: A command's body: parsed arguments and where to print -> exit code.
+Handler = Callable[[argparse.Namespace, Output], int]
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose refusals are one line: ``fencepost ps: argument ...``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {one_line(message)}\n")
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks folded into spaces."""
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def command(
+    commands: Any,
+    name: str,
+    handler: Handler,
+    *,
+    help: str,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """Add subcommand ``name`` running ``handler``, with ``--db`` and ``--json``."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name, help=help, description=description or help
+    )
+    parser.set_defaults(handler=handler, command_name=parser.prog.removeprefix("fencepost "))
+    parser.add_argument(
+        "--db",
+        default=os.environ.get("FENCEPOST_DB"),
+        metavar="URL",
+        help="store URL: sqlite:///path.db or postgresql://... (default: $FENCEPOST_DB)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    return parser
+
+
+def add_num_buckets(parser: argparse.ArgumentParser) -> None:
+    """``--num-buckets``: how many buckets the deployment spreads executions over."""
+    parser.add_argument(
+        "--num-buckets",
+        type=int,
+        default=DEFAULT_NUM_BUCKETS,
+        metavar="N",
+        help=f"buckets the deployment uses (default {DEFAULT_NUM_BUCKETS})",
+    )
+
+
+def add_logging(parser: argparse.ArgumentParser) -> None:
+    """``--log-level`` and ``--log-format`` for the commands that work for a while."""
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        type=str.upper,
+        help="log to stderr at this level (default WARNING; INFO logs every batch)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text lines, or one JSON object per line with execution_id, epoch and owner",
+    )
+
+
+def configure_logging(args: argparse.Namespace) -> None:
+    """Set up logging from ``--log-level``/``--log-format``."""
+    logs.configure(args.log_level, args.log_format)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run the chosen command; turn its errors into one line on stderr and an exit code."""
+    name = args.command_name
+    out = Output(as_json=args.json)
+    # Quiet unless the command has --log-level: a failure is the one line below, not
+    # also the driver's retries logged on the way there.
+    logs.configure("ERROR")
+    try:
+        return int(args.handler(args, out))
+    except ValidationError as exc:
+        return fail(name, str(exc), EXIT_USAGE)
+    except FencepostError as exc:
+        return fail(name, str(exc), EXIT_FAILED)
+    except KeyboardInterrupt:
+        return fail(name, "interrupted", 130)
+
+
+def fail(name: str, message: str, code: int) -> int:
+    """Print ``fencepost <name>: <message>`` on stderr (one line); return ``code``."""
+    print(f"fencepost {name}: {one_line(message)}", file=sys.stderr)
+    return code
+
+
+# -- argument checks --------------------------------------------------------------------
+
+
+@contextmanager
+def option(name: str) -> Iterator[None]:
+    """Re-raise a ValidationError from the block as one about option ``name``."""
+    try:
+        yield
+    except ValidationError as exc:
+        raise ValidationError(name, exc.message) from None
+
+
+def require_db(args: argparse.Namespace) -> str:
+    """The store URL, or a refusal naming ``--db``; checks the scheme without connecting."""
+    url = args.db
+    if not url:
+        raise ValidationError("--db", "is required (or set FENCEPOST_DB)")
+    scheme = urlsplit(url).scheme
+    if scheme == "memory":
+        raise ValidationError("--db", "memory:// lives and dies with one process; use a database")
+    if scheme not in ("sqlite", "postgresql", "postgres"):
+        raise ValidationError(
+            "--db", f"expected sqlite:///path.db or postgresql://..., got {url!r}"
+        )
+    return str(url)
+
+
+def open_store(args: argparse.Namespace, *, create: bool = False) -> Store:
+    """Open the store of ``--db`` (with ``--num-buckets`` when the command has it).
+
+    A SQLite file that does not exist is refused unless ``create``: a typo in a
+    path must not answer "no executions" from a fresh, empty database.
+    """
+    url = require_db(args)
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite" and not create:
+        path = unquote(parts.path)[1:]
+        if path and not Path(path).exists():
+            raise ValidationError(
+                "--db", f"no SQLite database at {path} (fencepost db migrate creates one)"
+            )
+    with option("--db"):
+        return connect(url, num_buckets=getattr(args, "num_buckets", DEFAULT_NUM_BUCKETS))
+
+
+def num_buckets(args: argparse.Namespace) -> int:
+    """``--num-buckets``, checked."""
+    value = int(args.num_buckets)
+    if not 1 <= value <= 65_536:
+        raise ValidationError("--num-buckets", f"must be between 1 and 65536, got {value}")
+    return value
+
+
+def bucket_spec(spec: str | None, name: str, buckets: int) -> tuple[int, ...] | None:
+    """A bucket spec (``0-15,20``) as sorted buckets; out of range is an error, never empty."""
+    if spec is None:
+        return None
+    with option(name):
+        return parse_buckets(spec, num_buckets=buckets)
+
+
+def limit(value: int, name: str = "--limit") -> int:
+    """A row limit between 1 and :data:`MAX_LIMIT`."""
+    if not 1 <= value <= MAX_LIMIT:
+        raise ValidationError(name, f"must be between 1 and {MAX_LIMIT}, got {value}")
+    return value
+
+
+def positive(value: int, name: str) -> int:
+    """An integer >= 1."""
+    if value < 1:
+        raise ValidationError(name, f"must be >= 1, got {value}")
+    return value
+
+
+def states(values: Sequence[str] | None) -> tuple[State, ...] | None:
+    """``--state`` values (repeated or comma-separated, any case) as states."""
+    if not values:
+        return None
+    chosen: list[State] = []
+    for value in values:
+        for part in value.split(","):
+            name = part.strip().upper()
+            try:
+                state = State(name)
+            except ValueError:
+                known = ", ".join(s.value for s in State)
+                raise ValidationError(
+                    "--state", f"unknown state {part.strip()!r} (one of {known})"
+                ) from None
+            if state not in chosen:
+                chosen.append(state)
+    return tuple(chosen)
+
+
+def duration(text: str, name: str, *, allow_zero: bool = False) -> timedelta:
+    """A duration with a unit (``30s``, ``10m``, ``14d``, ``1h30m``, ``500ms``).
+
+    A bare number is refused: ``--older-than 14`` is more likely 14 days than
+    14 seconds, and a prune that guesses wrong deletes the wrong rows.
+    """
+    stripped = text.strip()
+    try:
+        float(stripped)
+    except ValueError:
+        pass
+    else:
+        raise ValidationError(
+            name,
+            f"{text!r} has no unit; write e.g. {stripped}s, {stripped}m, {stripped}h or "
+            f"{stripped}d",
+        )
+    return parse_duration(stripped, field=name, allow_zero=allow_zero, numbers=False)
+
+
+def maybe_duration(text: str | None, name: str) -> timedelta | None:
+    """:func:`duration` of an option that may be left out."""
+    return None if text is None else duration(text, name)
+
+
+def instant(text: str | None, name: str) -> datetime | None:
+    """An ISO 8601 time with a UTC offset (``2026-05-01T10:00:00Z``, ``...+02:00``).
+
+    A time without an offset is refused, never guessed to be local or UTC.
+    """
+    if text is None:
+        return None
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValidationError(
+            name, f"{text!r} is not an ISO 8601 time like 2026-05-01T10:00:00Z"
+        ) from None
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValidationError(
+            name, f"{text!r} has no UTC offset; add Z or +HH:MM (a time is never guessed)"
+        )
+    return as_aware_utc(value, field=name)
+
+
+def inputs(pairs: Sequence[str] | None, document: str | None) -> Any:
+    """The inputs of ``--input-json DOC`` and ``--input KEY=VALUE`` (later pairs add keys).
+
+    A value is read as JSON when it parses (``n=5`` is 5, ``flag=true`` is True,
+    ``tags=["a"]`` a list), else it is the string as typed (``day=monday``).
+    """
+    value: Any = {}
+    if document is not None:
+        try:
+            value = json.loads(document)
+        except json.JSONDecodeError as exc:
+            raise ValidationError("--input-json", f"is not JSON: {exc}") from None
+        if pairs and not isinstance(value, dict):
+            raise ValidationError("--input-json", "must be an object when --input adds keys to it")
+    for pair in pairs or ():
+        key, equals, text = pair.partition("=")
+        if not equals or not key.strip():
+            raise ValidationError("--input", f"{pair!r} is not KEY=VALUE")
+        key = key.strip()
+        if key in value:
+            raise ValidationError("--input", f"{key!r} is given twice")
+        value[key] = _json_or_text(text)
+    with option("--input" if pairs else "--input-json"):
+        payloads.encode(value, field="inputs", limit=payloads.DEFAULT_MAX_PAYLOAD_BYTES)
+    return value
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    if isinstance(value, float) and not math.isfinite(value):
+        return text  # NaN and Infinity are not JSON: keep what was typed
+    return value
+
+
+def actor() -> str:
+    """Who the audit trail names for an operator's change: ``cli:user@host``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (containers)
+        user = f"uid{os.getuid()}"
+    return f"cli:{user}@{socket.gethostname()}"

@@ -1,0 +1,247 @@
+"""``fencepost ps``, ``cancel``, ``replay`` and ``dead-letters``: executions, one by one."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from fencepost.cli import common, records
+from fencepost.cli.output import Output, span, when
+from fencepost.domain.errors import FencepostError, InvalidTransition, ValidationError
+from fencepost.domain.models import Execution
+from fencepost.domain.states import CommandKind, State
+from fencepost.store import Store
+
+log = logging.getLogger("fencepost.cli")
+
+#: What ``ps`` lists unless told otherwise: everything that has not finished.
+UNFINISHED = (State.SCHEDULED, State.RETRY_WAIT, State.RUNNING)
+
+#: Dead letters replayed per page by ``replay --all-dead``.
+_REPLAY_PAGE = 500
+
+
+def add_parsers(commands: Any) -> None:
+    """Register ``ps``, ``cancel``, ``replay`` and ``dead-letters``."""
+    p = common.command(
+        commands,
+        "ps",
+        ps,
+        help="list executions: state, attempt, epoch, owner, lease left, due, lateness",
+        description="List executions (by default the unfinished ones: SCHEDULED, RETRY_WAIT, "
+        "RUNNING), oldest first.",
+    )
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--all", action="store_true", help="every state, finished ones too")
+    which.add_argument(
+        "--state", action="append", metavar="STATE", help="only these states (repeat or a,b)"
+    )
+    p.add_argument("--job", metavar="JOB", help="only this job")
+    p.add_argument(
+        "--owned-buckets", metavar="SPEC", help="this node's buckets (e.g. 0-15,20): marked *"
+    )
+    p.add_argument("--mine", action="store_true", help="only executions in --owned-buckets")
+    p.add_argument("--limit", type=int, default=100, metavar="N", help="at most N (default 100)")
+    common.add_num_buckets(p)
+
+    p = common.command(
+        commands,
+        "cancel",
+        cancel,
+        help="cancel executions: at once if not started, by command to the worker if running",
+    )
+    p.add_argument("ids", nargs="+", metavar="ID", help="execution id")
+
+    p = common.command(
+        commands,
+        "replay",
+        replay,
+        help="revive dead letters (FAILED -> SCHEDULED, due now, a fresh attempt budget)",
+        description="Revive dead letters: each FAILED execution named (or, with --all-dead, "
+        "every one, optionally of one --job) becomes SCHEDULED, due now, with a fresh "
+        "attempt budget. The audit trail names who replayed it.",
+    )
+    p.add_argument("ids", nargs="*", metavar="ID", help="execution id")
+    p.add_argument("--all-dead", action="store_true", help="every FAILED execution")
+    p.add_argument("--job", metavar="JOB", help="with --all-dead: only this job's")
+    common.add_logging(p)
+
+    p = common.command(
+        commands, "dead-letters", dead_letters, help="list FAILED executions with their errors"
+    )
+    p.add_argument("--job", metavar="JOB", help="only this job")
+    p.add_argument("--limit", type=int, default=100, metavar="N", help="at most N (default 100)")
+
+
+# -- ps ------------------------------------------------------------------------------------
+
+
+def ps(args: argparse.Namespace, out: Output) -> int:
+    """``fencepost ps``."""
+    chosen = None if args.all else (common.states(args.state) or UNFINISHED)
+    buckets = common.num_buckets(args)
+    owned = common.bucket_spec(args.owned_buckets, "--owned-buckets", buckets)
+    if args.mine and owned is None:
+        raise ValidationError("--mine", "needs --owned-buckets SPEC (which buckets are mine?)")
+    count = common.limit(args.limit)
+    common.require_db(args)
+    with common.open_store(args) as store:
+        page = store.query(
+            state=chosen,
+            job=args.job,
+            buckets=list(owned) if args.mine and owned is not None else None,
+            limit=count,
+        )
+        now = store.clock.now()
+    mine = None if owned is None else set(owned)
+    if out.as_json:
+        docs = []
+        for e in page.items:
+            doc = records.execution(e, now)
+            if mine is not None:
+                doc["mine"] = e.bucket in mine
+            docs.append(doc)
+        out.document(docs)
+        return 0
+    columns = ["id", "job", "state", "attempt", "epoch", "owner", "lease left", "due", "late"]
+    columns += ["bucket"] if mine is None else ["bucket", "mine"]
+    rows = []
+    for e in page.items:
+        row = [
+            e.id,
+            e.job,
+            e.state.value,
+            f"{e.attempt}/{e.max_attempts}",
+            e.epoch,
+            e.lease_owner,
+            span(records.lease_remaining(e, now)),
+            "held" if records.is_held(e) else when(e.due_at),
+            span(records.lateness(e, now)),
+            e.bucket,
+        ]
+        if mine is not None:
+            row.append("*" if e.bucket in mine else "")
+        rows.append(row)
+    shown = f"{len(rows)} execution{'' if len(rows) == 1 else 's'}"
+    caption = f"first {shown}; more match (raise --limit)" if page.next_cursor else shown
+    out.table(columns, rows, caption=caption, right=("attempt", "epoch", "lease left", "late"))
+    return 0
+
+
+# -- cancel and replay ---------------------------------------------------------------------
+
+
+def cancel(args: argparse.Namespace, out: Output) -> int:
+    """``fencepost cancel``: one request per id; the others still run if one fails."""
+    common.require_db(args)
+    who = common.actor()
+    done: list[tuple[Execution, str]] = []
+    failed = False
+    with common.open_store(args) as store:
+        for execution_id in args.ids:
+            try:
+                store.request(execution_id, CommandKind.CANCEL, actor=who)
+                execution = store.get(execution_id)
+            except FencepostError as exc:
+                failed = True
+                common.fail("cancel", str(exc), common.EXIT_FAILED)
+                continue
+            outcome = (
+                "cancelled"
+                if execution.state is State.CANCELLED
+                else "cancel requested: the worker holding it stops it"
+            )
+            done.append((execution, outcome))
+        now = store.clock.now()
+    if out.as_json:
+        out.document([records.execution(e, now) | {"outcome": o} for e, o in done])
+    elif done:
+        out.table(("id", "job", "state", "outcome"), [(e.id, e.job, e.state, o) for e, o in done])
+    return common.EXIT_FAILED if failed else 0
+
+
+def replay(args: argparse.Namespace, out: Output) -> int:
+    """``fencepost replay``: the ids given, or every dead letter (of ``--job``)."""
+    if args.all_dead and args.ids:
+        raise ValidationError("--all-dead", "give execution ids or --all-dead, not both")
+    if not args.all_dead and not args.ids:
+        raise ValidationError("ID", "give execution ids, or --all-dead (with --job J)")
+    if args.job is not None and not args.all_dead:
+        raise ValidationError("--job", "applies to --all-dead only")
+    common.require_db(args)
+    common.configure_logging(args)
+    who = common.actor()
+    replayed: list[Execution] = []
+    failed = False
+    with common.open_store(args) as store:
+        if args.all_dead:
+            replayed = _replay_all(store, args.job, who, out)
+        else:
+            for execution_id in args.ids:
+                try:
+                    replayed.append(store.replay(execution_id, actor=who))
+                except FencepostError as exc:
+                    failed = True
+                    common.fail("replay", str(exc), common.EXIT_FAILED)
+        now = store.clock.now()
+    if out.as_json:
+        out.document([records.execution(e, now) for e in replayed])
+    elif replayed or args.all_dead:
+        rows = [(e.id, e.job, e.state.value, when(e.due_at)) for e in replayed]
+        caption = f"{len(rows)} replayed"
+        out.table(("id", "job", "state", "due"), rows, caption=caption)
+    return common.EXIT_FAILED if failed else 0
+
+
+def _replay_all(store: Store, job: str | None, who: str, out: Output) -> list[Execution]:
+    replayed: list[Execution] = []
+    cursor: str | None = None
+    with out.progress("replaying dead letters") as update:
+        while True:
+            page = store.query(state=State.FAILED, job=job, limit=_REPLAY_PAGE, after=cursor)
+            for execution in page.items:
+                try:
+                    revived = store.replay(execution.id, actor=who)
+                except InvalidTransition:
+                    continue  # replayed by someone else meanwhile
+                log.info(
+                    "replayed by %s",
+                    who,
+                    extra={"execution_id": revived.id, "epoch": revived.epoch, "job": revived.job},
+                )
+                replayed.append(revived)
+                update(len(replayed))
+            if page.next_cursor is None:
+                return replayed
+            cursor = page.next_cursor
+
+
+# -- dead letters --------------------------------------------------------------------------
+
+
+def dead_letters(args: argparse.Namespace, out: Output) -> int:
+    """``fencepost dead-letters``: FAILED executions, oldest first, with their last error."""
+    count = common.limit(args.limit)
+    common.require_db(args)
+    with common.open_store(args) as store:
+        page = store.query(state=State.FAILED, job=args.job, limit=count)
+        now = store.clock.now()
+    if out.as_json:
+        out.document([records.execution(e, now) for e in page.items])
+        return 0
+    rows = [
+        (e.id, e.job, f"{e.attempt}/{e.max_attempts}", when(e.updated_at), _first_line(e.error))
+        for e in page.items
+    ]
+    shown = f"{len(rows)} dead letter{'' if len(rows) == 1 else 's'}"
+    caption = f"first {shown}; more exist (raise --limit)" if page.next_cursor else shown
+    out.table(("id", "job", "attempts", "failed at", "error"), rows, caption=caption)
+    return 0
+
+
+def _first_line(error: str | None, width: int = 100) -> str:
+    if not error:
+        return "-"
+    line = error.strip().splitlines()[0] if error.strip() else "-"
+    return line if len(line) <= width else line[: width - 1] + "…"

@@ -1,0 +1,116 @@
+"""``fencepost submit``: store one execution of a job, now or later."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from fencepost.cli import common, records
+from fencepost.cli.output import Output, when
+from fencepost.domain.errors import ValidationError
+from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
+from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS, prepare
+
+#: The option that sets each argument of ``Store.submit``, to name it in a refusal.
+OPTIONS = {
+    "job": "JOB",
+    "job_version": "--job-version",
+    "inputs": "--input",
+    "execute_at": "--at",
+    "delay": "--in",
+    "idempotency_key": "--key",
+    "max_attempts": "--max-attempts",
+    "timeout": "--timeout",
+    "bucket_key": "--bucket-key",
+    "priority": "--priority",
+}
+
+
+def add_parsers(commands: Any) -> None:
+    """Register ``submit``."""
+    p = common.command(
+        commands,
+        "submit",
+        run,
+        help="store an execution of JOB (due now, --at a time or --in a while)",
+    )
+    p.add_argument("job", metavar="JOB", help="the job's name")
+    add_input_options(p)
+    when_group = p.add_mutually_exclusive_group()
+    when_group.add_argument("--at", metavar="TIME", help="due at this ISO 8601 time (with offset)")
+    when_group.add_argument("--in", dest="delay", metavar="DURATION", help="due after e.g. 10m")
+    p.add_argument("--key", metavar="KEY", help="idempotency key: a repeat returns the first")
+    p.add_argument("--max-attempts", type=int, default=DEFAULT_MAX_ATTEMPTS, metavar="N")
+    p.add_argument("--timeout", metavar="DURATION", help="how long one attempt may run")
+    p.add_argument("--bucket-key", metavar="KEY", help="spread by this key (e.g. a tenant)")
+    p.add_argument("--priority", type=int, default=0, metavar="N", help="higher runs first")
+    p.add_argument("--job-version", type=int, metavar="N", help="pin the job version")
+    common.add_num_buckets(p)
+
+
+def add_input_options(p: argparse.ArgumentParser) -> None:
+    """``--input KEY=VALUE`` (repeatable) and ``--input-json DOC``."""
+    p.add_argument(
+        "--input",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an input (VALUE read as JSON when it parses: n=5, flag=true; else text)",
+    )
+    p.add_argument("--input-json", metavar="DOC", help="the whole inputs as a JSON document")
+
+
+def relabel(exc: ValidationError, options: Mapping[str, str]) -> ValidationError:
+    """``exc`` naming the option that set its field (``execute_at`` -> ``--at``)."""
+    return ValidationError(options.get(exc.field, exc.field), exc.message)
+
+
+def run(args: argparse.Namespace, out: Output) -> int:
+    """Check every argument, then submit and print the execution."""
+    arguments: dict[str, Any] = {
+        "inputs": common.inputs(args.input, args.input_json),
+        "execute_at": common.instant(args.at, "--at"),
+        "delay": common.maybe_duration(args.delay, "--in"),
+        "idempotency_key": args.key,
+        "max_attempts": args.max_attempts,
+        "timeout": common.maybe_duration(args.timeout, "--timeout"),
+        "bucket_key": args.bucket_key,
+        "priority": args.priority,
+        "job_version": args.job_version,
+    }
+    buckets = common.num_buckets(args)
+    common.require_db(args)
+    try:  # the store's own checks, before it is opened
+        prepare(
+            args.job,
+            new_id="check",
+            now=datetime.now(UTC),
+            max_payload_bytes=DEFAULT_MAX_PAYLOAD_BYTES,
+            num_buckets=buckets,
+            **arguments,
+        )
+    except ValidationError as exc:
+        raise relabel(exc, OPTIONS) from None
+    with common.open_store(args, create=True) as store:
+        try:
+            execution = store.submit(args.job, **arguments)
+        except ValidationError as exc:
+            raise relabel(exc, OPTIONS) from None
+        now = store.clock.now()
+    if out.as_json:
+        out.document(records.execution(execution, now))
+        return 0
+    out.fields(
+        [
+            ("id", execution.id),
+            ("job", execution.job),
+            ("state", execution.state.value),
+            ("due", when(execution.due_at)),
+            ("bucket", execution.bucket),
+            ("max attempts", execution.max_attempts),
+            ("idempotency key", execution.idempotency_key),
+        ],
+        title="submitted",
+    )
+    return 0

@@ -1,0 +1,138 @@
+"""``fencepost schedule add|ls|show|pause|resume|rm|preview`` on real databases."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+from tests.acceptance.cli import fencepost, fencepost_all
+from tests.acceptance.conftest import Database
+
+BERLIN = ZoneInfo("Europe/Berlin")
+
+
+def test_schedules_from_add_to_rm(database: Database) -> None:
+    db = database.url
+    add = (
+        "schedule",
+        "add",
+        "lunch-report",
+        "--cron",
+        "30 12 * * *",
+        "--timezone",
+        "Europe/Berlin",
+        "--id",
+        "lunch",
+        "--input",
+        "day=today",
+        "--misfire",
+        "skip",
+        "--overlap",
+        "buffer_one",
+        "--json",
+    )
+    lunch = fencepost(*add, db=db).json()
+    assert {k: lunch[k] for k in ("id", "job", "cron", "every", "timezone", "inputs")} == {
+        "id": "lunch",
+        "job": "lunch-report",
+        "cron": "30 12 * * *",
+        "every": None,
+        "timezone": "Europe/Berlin",
+        "inputs": {"day": "today"},
+    }
+    assert (lunch["misfire"], lunch["overlap"], lunch["paused"]) == ("skip", "buffer_one", False)
+    assert (lunch["misfire_grace"], lunch["dst_gap"], lunch["dst_fold"]) == (60.0, "shift", "once")
+    fires = [datetime.fromisoformat(f) for f in lunch["next_fires"]]
+    assert len(fires) == 5
+    assert {f.astimezone(BERLIN).strftime("%H:%M") for f in fires} == {"12:30"}
+
+    again, conflict, ticker = fencepost_all(
+        add,
+        ("schedule", "add", "other-job", "--cron", "0 * * * *", "--id", "lunch"),
+        ("schedule", "add", "tick", "--every", "10m", "--id", "ticker", "--paused", "--json"),
+        db=db,
+    )
+    assert again.json()["id"] == "lunch", "the same arguments return the stored schedule"
+    assert conflict.returncode == 1
+    assert conflict.errors == [
+        "fencepost schedule add: schedule id 'lunch' already names schedule lunch with a "
+        "different request"
+    ]
+    tick = ticker.json()
+    assert (tick["every"], tick["timezone"], tick["cron"], tick["paused"]) == (
+        600.0,
+        "UTC",
+        None,
+        True,
+    )
+
+    listing, paused, show, preview = fencepost_all(
+        ("schedule", "ls"),
+        ("schedule", "ls", "--paused", "--json"),
+        ("schedule", "show", "lunch", "--count", "3", "--json"),
+        ("schedule", "preview", "lunch", "--after", "2026-03-28T11:00:00Z", "--count", "2"),
+        db=db,
+    )
+    assert listing.ok().row("lunch")[1:4] == [
+        "lunch-report",
+        "cron 30 12 * * * (Europe/Berlin)",
+        "active",
+    ]
+    assert listing.row("ticker")[1:4] == ["tick", "every 10m", "paused"]
+    assert [s["id"] for s in paused.json()] == ["ticker"]
+    assert show.json()["next_fires"] == lunch["next_fires"][:3]
+    # Across the spring-forward of 2026-03-29: 12:30 in Berlin is 11:30Z, then 10:30Z.
+    assert preview.ok().row("1") == ["1", "2026-03-28 11:30:00Z", "2026-03-28T12:30:00+01:00"]
+    assert preview.row("2") == ["2", "2026-03-29 10:30:00Z", "2026-03-29T12:30:00+02:00"]
+
+    paused_lunch, resumed = fencepost_all(
+        ("schedule", "pause", "lunch", "--json"), ("schedule", "resume", "ticker"), db=db
+    )
+    assert paused_lunch.json()["paused"] is True
+    assert resumed.ok().row("state") == ["state", "active"]
+    store = database.store()
+    assert store.get_schedule("lunch").paused is True
+    assert store.get_schedule("ticker").paused is False
+
+    removed = fencepost("schedule", "rm", "ticker", "--json", db=db).json()
+    assert removed == {"id": "ticker", "deleted": True}
+    gone, unknown = fencepost_all(
+        ("schedule", "show", "ticker"), ("schedule", "pause", "nope"), db=db
+    )
+    assert (gone.returncode, gone.errors) == (
+        1,
+        ["fencepost schedule show: schedule ticker not found"],
+    )
+    assert (unknown.returncode, unknown.errors) == (
+        1,
+        ["fencepost schedule pause: schedule nope not found"],
+    )
+    assert [s.id for s in store.schedules().items] == ["lunch"]
+
+
+def test_preview_of_a_cron_without_a_stored_schedule_follows_dst() -> None:
+    run = fencepost(
+        "schedule",
+        "preview",
+        "--cron",
+        "30 2 * * *",
+        "--timezone",
+        "Europe/Berlin",
+        "--after",
+        "2026-03-27T00:00:00Z",
+        "--count",
+        "3",
+        "--json",
+    )
+    # 02:30 does not exist on 2026-03-29 in Berlin: shifted to the end of the gap, 03:00 CEST.
+    assert run.json() == [
+        {"slot": "2026-03-27T01:30:00Z", "local": "2026-03-27T02:30:00+01:00"},
+        {"slot": "2026-03-28T01:30:00Z", "local": "2026-03-28T02:30:00+01:00"},
+        {"slot": "2026-03-29T01:00:00Z", "local": "2026-03-29T03:00:00+02:00"},
+    ]
+    every = fencepost(
+        "schedule", "preview", "--every", "90m", "--after", "2026-01-01T00:00:00Z", "--count", "2"
+    ).ok()
+    assert every.row("1")[1] == "2026-01-01 01:30:00Z"
+    assert every.row("2")[1] == "2026-01-01 03:00:00Z"
+    assert datetime(2026, 1, 1, 3, tzinfo=UTC).isoformat() in every.stdout
