@@ -5,14 +5,14 @@ Run by hand::
     .venv/bin/python bench/prune_under_load.py [--n 1000000] [--batch 1000] [--db sqlite:///PATH]
 
 Setup (untimed): one execution is submitted, claimed and completed through the
-store; it is then copied ``--n`` times in SQL — its row, its payload row and its
-three audit rows — with ``updated_at`` 30 days ago. A claimer process then loops
-``claim(limit=16)`` + ``complete_many`` on fresh executions that a feeder thread in
-the same process submits at 500/s, timing every claim call. After 5 s of that
-baseline, ``fencepost prune --older-than 14d --batch N`` runs as a separate process
-(each batch its own short transaction). Reported: the claim latency p50 / p99 / max
-before and during the prune, the prune's duration and rate, and that every old
-execution is gone while every fresh one succeeded.
+store; it is copied ``--n`` times in SQL (its row, its payload row and its three
+audit rows) with ids of 1970 and ``updated_at`` 30 days ago, then removed. A
+claimer process loops ``claim(limit=16)`` + ``complete_many`` on fresh executions
+that a feeder thread in the same process submits at 500/s, timing every claim
+call. After 5 s of that baseline, ``fencepost prune --older-than 14d --batch N``
+runs as a separate process (each batch its own short transaction). Reported: the
+claim latency p50 / p99 / max before and during the prune, the prune's duration
+and rate, and that every old execution is gone while every fresh one succeeded.
 """
 
 from __future__ import annotations
@@ -70,6 +70,11 @@ def prepare(path: Path, count: int) -> None:
             conn.execute(sql.format(columns_but_id=rest), {"count": count, "template": template})
         old = int((time.time() - 30 * 86_400) * 1_000_000)
         conn.execute("UPDATE executions SET updated_at = ? WHERE job = 'old'", (old,))
+        # The template itself goes: its id says "created today", which no row that
+        # finished 30 days ago can have (prune on SQLite walks the time-ordered ids).
+        for table, column in (("transitions", "execution_id"), ("execution_data",
+                              "execution_id"), ("executions", "id")):  # fmt: skip
+            conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (template,))
         conn.execute("ANALYZE")
 
 

@@ -33,8 +33,9 @@ def plan(conn: sqlite3.Connection, block: str) -> str:
     ("block", "index"),
     [
         # A partial index is used only when the query repeats its WHERE clause.
-        ("prunable", "executions_finished"),
-        ("count_prunable", "executions_finished"),
+        # Prune walks the primary key (ids are time-ordered): no index of its own.
+        ("prunable", "USING PRIMARY KEY (id>? AND id<?)"),
+        ("count_prunable", "USING PRIMARY KEY (id<?)"),
         ("stats_backlog", "executions_claimable"),
         ("bucket_counts_unfinished", "executions_active_bucket"),
         ("prune_transitions", "transitions_execution"),

@@ -6,6 +6,12 @@ import os
 import threading
 
 
+def id_floor(unix_ms: int) -> str:
+    """The smallest id a row created at ``unix_ms`` can have: every earlier id sorts below it."""
+    h = ((unix_ms & 0xFFFF_FFFF_FFFF) << 80).to_bytes(16).hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 class IdGenerator:
     """Makes UUIDv7 text ids that sort in creation order, even within one millisecond.
 

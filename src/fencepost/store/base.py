@@ -835,7 +835,8 @@ class Store(ABC):
         its payload row and its commands; afterwards :meth:`get`,
         :meth:`transitions` and :meth:`commands` raise :class:`NotFound` for it.
 
-        Deleted oldest ``updated_at`` first, in batches of at most ``batch``, each
+        Deleted oldest first (by ``updated_at``; on SQLite by creation, walking the
+        time-ordered ids), in batches of at most ``batch``, each
         batch its own short transaction: claims and completions carry on between
         (and, on PostgreSQL, beside) them. After each full batch the call pauses
         as long as the batch took (at most 0.1 s), so that writers waiting for

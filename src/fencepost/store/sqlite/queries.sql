@@ -593,15 +593,21 @@ FROM counts AS c LEFT JOIN worst AS w ON true
 ORDER BY w.lateness DESC, w.due_at, w.id
 
 -- name: count_prunable
+-- What prune would delete (see prunable): rows created before the cutoff sort below
+-- :before, so this reads a range of the primary key.
 SELECT count(*) FROM executions
-WHERE state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED') AND updated_at <= :cutoff
+WHERE id < :before
+  AND state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED') AND updated_at <= :cutoff
 
 -- name: prunable
--- One batch of prune, oldest first, read through executions_finished (the state
--- list repeats its WHERE clause).
+-- One batch of prune: finished executions unchanged since the cutoff. Ids are
+-- time-ordered, so every row created before the cutoff sorts below :before; a
+-- batch walks the primary key from :after (where the previous batch stopped), so
+-- a prune reads each row once, with no index to maintain on the hot path.
 SELECT id FROM executions
-WHERE state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED') AND updated_at <= :cutoff
-ORDER BY updated_at
+WHERE id > :after AND id < :before
+  AND state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED') AND updated_at <= :cutoff
+ORDER BY id
 LIMIT :batch
 
 -- name: prune_commands

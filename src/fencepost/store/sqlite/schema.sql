@@ -16,11 +16,6 @@ CREATE INDEX executions_failed
     ON executions (id)
     WHERE state = 'FAILED';
 
--- index: executions_finished
-CREATE INDEX executions_finished
-    ON executions (updated_at)
-    WHERE state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED');
-
 -- index: executions_idempotency_key
 CREATE UNIQUE INDEX executions_idempotency_key
     ON executions (idempotency_key)

@@ -34,6 +34,7 @@ from fencepost.domain.events import (
     ExecutionSkipped,
     LeaseExpired,
 )
+from fencepost.domain.ids import id_floor
 from fencepost.domain.machine import (
     RECORDS_ERROR,
     Change,
@@ -96,6 +97,8 @@ class SqliteStore(Store):
         super().__init__(config or StoreConfig())
         self.path = path
         self._db = Connections(path, busy_timeout=busy_timeout)
+        #: (cutoff, last id deleted) of the prune in progress; see _prune_batch.
+        self._prune_cursor: tuple[datetime | None, str] = (None, "")
         with self._db.read() as conn:
             self.migrations_applied = migrate(conn)
         self.schema_version = latest_version(MIGRATIONS_PACKAGE)
@@ -575,18 +578,28 @@ class SqliteStore(Store):
         return self.clock.now()
 
     def _count_prunable(self, cutoff: datetime) -> int:
+        params = {"cutoff": rows.to_us(cutoff), "before": _id_after(cutoff)}
         with self._db.read() as conn:
-            (count,) = conn.execute(Q["count_prunable"], {"cutoff": rows.to_us(cutoff)}).fetchone()
+            (count,) = conn.execute(Q["count_prunable"], params).fetchone()
         return int(count)
 
     def _prune_batch(self, cutoff: datetime, batch: int) -> int:
         # One BEGIN IMMEDIATE of at most `batch` executions: the write lock is held
         # for one batch, and claims run between batches.
+        # Within one prune call (one cutoff) each batch resumes after the last id the
+        # previous one deleted: the walk along the primary key reads each row once.
+        start = self._prune_cursor[1] if self._prune_cursor[0] == cutoff else ""
+        params = {
+            "cutoff": rows.to_us(cutoff),
+            "before": _id_after(cutoff),
+            "after": start,
+            "batch": batch,
+        }
         with self._db.write() as conn:
-            found = conn.execute(Q["prunable"], {"cutoff": rows.to_us(cutoff), "batch": batch})
-            ids = [id_ for (id_,) in found]
+            ids = [id_ for (id_,) in conn.execute(Q["prunable"], params)]
             if not ids:
                 return 0
+            self._prune_cursor = (cutoff, ids[-1])
             params = {"ids": json.dumps(ids)}
             conn.execute(Q["prune_commands"], params)
             conn.execute(Q["prune_transitions"], params)
@@ -759,6 +772,11 @@ class SqliteStore(Store):
         change = apply(current, event, now)
         _write(conn, change, now)
         return change.execution
+
+
+def _id_after(instant: datetime) -> str:
+    """The first id of the millisecond after ``instant``: ids of rows created by then sort below."""
+    return id_floor(int(instant.timestamp() * 1000) + 1)
 
 
 def _write(conn: sqlite3.Connection, change: Change, now: datetime) -> None:
