@@ -1,0 +1,102 @@
+"""The application factory and its request-size guard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from fencepost.api import problems
+from fencepost.api.executions import router
+from fencepost.store.base import Store
+
+#: Default cap on a request body: 1 MiB, the store's default payload cap.
+DEFAULT_MAX_BODY_BYTES = 1_048_576
+
+
+def create_app(store: Store, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+    """A FastAPI application serving ``store``. The caller owns and closes the store."""
+    app = FastAPI(title="fencepost", version="0.1.0")
+    app.state.store = store
+    problems.install(app)
+    app.include_router(router)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = generate()  # cached by FastAPI after the first call; the fix is idempotent
+        _problem_media_type(schema)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+def _problem_media_type(schema: dict[str, Any]) -> None:
+    """Declare problem responses as ``application/problem+json`` only.
+
+    FastAPI files a response ``model`` under the route's media type
+    (``application/json``); move the schema to the media type actually sent.
+    """
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            for response in operation.get("responses", {}).values():
+                content = response.get("content", {})
+                if problems.MEDIA_TYPE in content and "application/json" in content:
+                    content[problems.MEDIA_TYPE] = content.pop("application/json")
+
+
+class BodyLimit:
+    """Refuse request bodies larger than ``max_bytes`` with a 413 problem.
+
+    ``Content-Length`` is checked first; a chunked or lying body is counted as it
+    streams in. The body is buffered (it is at most ``max_bytes``) so the refusal
+    happens before any route runs: nothing half-read reaches the store.
+    """
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                await self._refuse(scope, receive, send)
+                return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._refuse(scope, receive, send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = problems.problem(
+            problems.BODY_TOO_LARGE,
+            f"request body exceeds {self.max_bytes} bytes",
+            field="body",
+        )
+        await response(scope, receive, send)

@@ -1,0 +1,235 @@
+"""Routes for executions, dead letters and health checks.
+
+Every endpoint is a plain ``def``: the store is synchronous and may block on I/O,
+so FastAPI runs these in its thread pool rather than on the event loop.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
+
+from fencepost.api import problems as p
+from fencepost.api import schemas
+from fencepost.domain import models
+from fencepost.domain.errors import FencepostError, ValidationError
+from fencepost.domain.states import CommandKind, State
+from fencepost.store.base import Store
+
+router = APIRouter()
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: The API's names for submit arguments whose store names differ.
+_SUBMIT_FIELDS = {
+    "job_version": "version",
+    "delay": "delay_seconds",
+    "idempotency_key": "Idempotency-Key",
+}
+_MAX_PAGE = 1000
+
+
+def get_store(request: Request) -> Store:
+    """The store the application was created with."""
+    store: Store = request.app.state.store
+    return store
+
+
+StoreDep = Annotated[Store, Depends(get_store)]
+Cursor = Annotated[str | None, Query(description="next_cursor of the previous page")]
+Limit = Annotated[int, Query(ge=1, le=_MAX_PAGE)]
+
+
+def etag(execution: models.Execution) -> str:
+    """``"<epoch>-<updated_at in microseconds since 1970>"``: changes with every write."""
+    micros = (execution.updated_at - _EPOCH) // timedelta(microseconds=1)
+    return f'"{execution.epoch}-{micros}"'
+
+
+def _matches(if_none_match: str, tag: str) -> bool:
+    candidates = [c.strip().removeprefix("W/") for c in if_none_match.split(",")]
+    return "*" in candidates or tag in candidates
+
+
+@router.post(
+    "/executions",
+    status_code=status.HTTP_201_CREATED,
+    response_model=schemas.Execution,
+    responses={
+        200: {"model": schemas.Execution, "description": "Replay of an idempotent submit"},
+        **p.responses(p.VALIDATION, p.IDEMPOTENCY_CONFLICT, p.BODY_TOO_LARGE, p.STORE_UNAVAILABLE),
+    },
+)
+def submit(
+    body: schemas.SubmitRequest,
+    store: StoreDep,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> schemas.Execution:
+    """Submit an execution; with ``Idempotency-Key``, a repeat returns the first (200)."""
+    # 201 or 200? The store returns the existing execution for a repeated key without
+    # saying so, and has no lookup by key. Its created_at tells: a new execution is
+    # stamped with the store's clock at insert, which cannot be earlier than this
+    # reading; an existing one was stamped by an earlier request. Limits, all of which
+    # only blur 201/200 and never the execution returned: two racing first requests
+    # with one key may both answer 201; a pinned test clock (ManualClock) that does not
+    # move between requests answers 201 again; on PostgreSQL created_at is the
+    # server's clock, so a server clock behind ours by more than the request's latency
+    # would answer 200 for a new execution.
+    before = store.clock.now()
+    try:
+        execution = store.submit(
+            body.job,
+            inputs=body.inputs,
+            job_version=body.version,
+            execute_at=body.execute_at,
+            delay=body.delay_seconds,
+            idempotency_key=idempotency_key,
+            max_attempts=body.max_attempts,
+            bucket_key=body.bucket_key,
+            priority=body.priority,
+        )
+    except ValidationError as exc:
+        field = _SUBMIT_FIELDS.get(exc.field, exc.field)
+        raise ValidationError(field, exc.message) from None
+    if idempotency_key is not None and execution.created_at < before:
+        response.status_code = status.HTTP_200_OK
+    response.headers["ETag"] = etag(execution)
+    return schemas.Execution.of(execution)
+
+
+@router.get(
+    "/executions",
+    response_model=schemas.Page,
+    responses=p.responses(p.VALIDATION, p.STORE_UNAVAILABLE),
+)
+def list_executions(
+    store: StoreDep,
+    state: Annotated[list[str] | None, Query()] = None,
+    job: str | None = None,
+    schedule: str | None = None,
+    bucket: Annotated[int | None, Query(ge=0)] = None,
+    cursor: Cursor = None,
+    limit: Limit = 100,
+) -> schemas.Page:
+    """Executions matching every filter, oldest first; ``state`` may repeat."""
+    page = store.query(
+        state=state, job=job, schedule=schedule, bucket=bucket, after=cursor, limit=limit
+    )
+    return schemas.Page.of(page)
+
+
+@router.get(
+    "/executions/{execution_id}",
+    response_model=schemas.Execution,
+    responses={
+        304: {"description": "Not modified (If-None-Match)"},
+        **p.responses(p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
+    },
+)
+def get_execution(
+    execution_id: str,
+    store: StoreDep,
+    response: Response,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> schemas.Execution | Response:
+    """One execution, with an ``ETag``; ``If-None-Match`` answers 304 when unchanged."""
+    execution = store.get(execution_id)
+    tag = etag(execution)
+    if if_none_match is not None and _matches(if_none_match, tag):
+        return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers={"ETag": tag})
+    response.headers["ETag"] = tag
+    return schemas.Execution.of(execution)
+
+
+@router.get(
+    "/executions/{execution_id}/attempts",
+    response_model=list[schemas.Attempt],
+    responses=p.responses(p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
+)
+def get_attempts(execution_id: str, store: StoreDep) -> list[schemas.Attempt]:
+    """The attempts of one execution, oldest first."""
+    return [schemas.Attempt.of(a) for a in store.attempts(execution_id)]
+
+
+@router.get(
+    "/executions/{execution_id}/transitions",
+    response_model=list[schemas.Transition],
+    responses=p.responses(p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
+)
+def get_transitions(execution_id: str, store: StoreDep) -> list[schemas.Transition]:
+    """The audit trail of one execution, oldest first."""
+    return [schemas.Transition.of(t) for t in store.transitions(execution_id)]
+
+
+@router.delete(
+    "/executions/{execution_id}",
+    response_model=schemas.Execution,
+    responses=p.responses(p.VALIDATION, p.NOT_FOUND, p.INVALID_TRANSITION, p.STORE_UNAVAILABLE),
+)
+def cancel_execution(execution_id: str, store: StoreDep) -> schemas.Execution:
+    """Cancel an execution that has not started; one that has is a 409 (use POST .../cancel)."""
+    return schemas.Execution.of(store.cancel(execution_id, actor="api"))
+
+
+def _command_route(kind: CommandKind) -> None:
+    def request_command(execution_id: str, store: StoreDep) -> schemas.Command:
+        return schemas.Command.of(store.request(execution_id, kind, actor="api"))
+
+    request_command.__name__ = f"request_{kind.value}"
+    request_command.__doc__ = (
+        f"Ask the worker running this execution to {kind.value} it (202 with the command)."
+    )
+    router.post(
+        f"/executions/{{execution_id}}/{kind.value}",
+        status_code=status.HTTP_202_ACCEPTED,
+        response_model=schemas.Command,
+        responses=p.responses(p.VALIDATION, p.NOT_FOUND, p.NOT_RUNNING, p.STORE_UNAVAILABLE),
+    )(request_command)
+
+
+for _kind in CommandKind:
+    _command_route(_kind)
+
+
+@router.post(
+    "/executions/{execution_id}/replay",
+    response_model=schemas.Execution,
+    responses=p.responses(p.VALIDATION, p.NOT_FOUND, p.INVALID_TRANSITION, p.STORE_UNAVAILABLE),
+)
+def replay_execution(execution_id: str, store: StoreDep) -> schemas.Execution:
+    """Revive a dead letter (FAILED -> SCHEDULED, due now, fresh attempts)."""
+    return schemas.Execution.of(store.replay(execution_id, actor="api"))
+
+
+@router.get(
+    "/dead-letters",
+    response_model=schemas.Page,
+    responses=p.responses(p.VALIDATION, p.STORE_UNAVAILABLE),
+)
+def dead_letters(
+    store: StoreDep, job: str | None = None, cursor: Cursor = None, limit: Limit = 100
+) -> schemas.Page:
+    """FAILED executions, oldest first."""
+    return schemas.Page.of(store.query(state=State.FAILED, job=job, after=cursor, limit=limit))
+
+
+@router.get("/healthz", response_model=schemas.Health)
+def healthz() -> schemas.Health:
+    """Liveness: the process answers. Never touches the store."""
+    return schemas.Health(status="ok")
+
+
+@router.get(
+    "/readyz",
+    response_model=schemas.Health,
+    responses=p.responses(p.STORE_UNAVAILABLE),
+)
+def readyz(store: StoreDep) -> schemas.Health | Response:
+    """Readiness: a one-row query succeeds, else 503."""
+    try:
+        store.query(limit=1)
+    except FencepostError as exc:
+        return p.problem(p.STORE_UNAVAILABLE, str(exc))
+    return schemas.Health(status="ok")

@@ -1,0 +1,145 @@
+"""RFC 9457 problem details: one stable ``type`` URI per kind of error.
+
+Every error the service answers with is ``application/problem+json``::
+
+    {"type": "https://fencepost.dev/problems/validation", "title": "Invalid request",
+     "status": 422, "detail": "execute_at: must be timezone-aware", "field": "execute_at"}
+
+``field`` is present when one input is to blame. Clients branch on ``type``, never
+on ``title`` or ``detail`` (those are for people and may change).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from fencepost.domain.errors import (
+    FencepostError,
+    IdempotencyConflict,
+    InvalidTransition,
+    NotFound,
+    NotRunning,
+    StaleLease,
+    StoreUnavailable,
+    ValidationError,
+)
+
+MEDIA_TYPE = "application/problem+json"
+_BASE = "https://fencepost.dev/problems/"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Kind:
+    """One kind of problem: its stable ``type`` URI, title and HTTP status."""
+
+    type: str
+    title: str
+    status: int
+
+
+VALIDATION = Kind(type=_BASE + "validation", title="Invalid request", status=422)
+NOT_FOUND = Kind(type=_BASE + "not-found", title="Not found", status=404)
+INVALID_TRANSITION = Kind(
+    type=_BASE + "invalid-transition", title="Not allowed in this state", status=409
+)
+IDEMPOTENCY_CONFLICT = Kind(
+    type=_BASE + "idempotency-conflict", title="Idempotency key reused", status=409
+)
+STALE_LEASE = Kind(type=_BASE + "stale-lease", title="Lease no longer held", status=409)
+NOT_RUNNING = Kind(type=_BASE + "not-running", title="Execution not running", status=409)
+STORE_UNAVAILABLE = Kind(type=_BASE + "store-unavailable", title="Store unavailable", status=503)
+BODY_TOO_LARGE = Kind(type=_BASE + "body-too-large", title="Request body too large", status=413)
+#: A FencepostError this module has no specific kind for (a bug if ever seen).
+INTERNAL = Kind(type=_BASE + "internal", title="Internal error", status=500)
+
+#: Most specific first: the first matching class decides the kind.
+_KINDS: tuple[tuple[type[FencepostError], Kind], ...] = (
+    (ValidationError, VALIDATION),
+    (NotFound, NOT_FOUND),
+    (InvalidTransition, INVALID_TRANSITION),
+    (IdempotencyConflict, IDEMPOTENCY_CONFLICT),
+    (StaleLease, STALE_LEASE),
+    (NotRunning, NOT_RUNNING),
+    (StoreUnavailable, STORE_UNAVAILABLE),
+)
+
+
+class Problem(BaseModel):
+    """The body of every error response (RFC 9457)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    field: str | None = None
+
+
+def problem(kind: Kind, detail: str, *, field: str | None = None) -> JSONResponse:
+    """A problem-details response of ``kind``; ``field`` is omitted when None."""
+    body: dict[str, Any] = {
+        "type": kind.type,
+        "title": kind.title,
+        "status": kind.status,
+        "detail": detail,
+    }
+    if field is not None:
+        body["field"] = field
+    return JSONResponse(body, status_code=kind.status, media_type=MEDIA_TYPE)
+
+
+def responses(*kinds: Kind) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries declaring these problems on a route."""
+    out: dict[int | str, dict[str, Any]] = {}
+    for kind in kinds:
+        entry = out.setdefault(
+            kind.status, {"model": Problem, "content": {MEDIA_TYPE: {}}, "description": ""}
+        )
+        entry["description"] = " / ".join(filter(None, [entry["description"], kind.title]))
+    return out
+
+
+def kind_of(exc: FencepostError) -> Kind:
+    """The problem kind a fencepost error maps to."""
+    for cls, kind in _KINDS:
+        if isinstance(exc, cls):
+            return kind
+    return INTERNAL
+
+
+def _fencepost_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, FencepostError)
+    field = exc.field if isinstance(exc, ValidationError) else None
+    return problem(kind_of(exc), str(exc), field=field)
+
+
+def _request_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    first = errors[0] if errors else {}
+    field = field_of(first)
+    message = str(first.get("msg", "invalid request"))
+    return problem(VALIDATION, f"{field}: {message}", field=field)
+
+
+def field_of(error: dict[str, Any]) -> str:
+    """Name the offending input of one pydantic error from its ``loc``.
+
+    ``("body", "execute_at")`` names ``execute_at``, ``("query", "limit")`` names
+    ``limit``; a body that is not JSON at all (``("body", 12)``) names ``body``.
+    """
+    loc = [str(part) for part in error.get("loc", ())]
+    if error.get("type") == "json_invalid" or loc[1:] == []:
+        return loc[0] if loc else "body"
+    return ".".join(loc[1:])
+
+
+def install(app: FastAPI) -> None:
+    """Register the exception handlers that turn errors into problem details."""
+    app.add_exception_handler(FencepostError, _fencepost_error)
+    app.add_exception_handler(RequestValidationError, _request_validation_error)
