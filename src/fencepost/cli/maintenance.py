@@ -22,7 +22,12 @@ from fencepost.cli.output import Output, span, when
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import Execution, Schedule
 from fencepost.domain.states import State
-from fencepost.scheduler.materializer import Materializer, MaterializerOptions, rule_of
+from fencepost.scheduler.materializer import (
+    Materializer,
+    MaterializerOptions,
+    in_flight_of,
+    rule_of,
+)
 from fencepost.store import Store
 from fencepost.store.base import default_node_id
 from fencepost.timing.planning import HELD, InFlight, Plan, plan
@@ -221,7 +226,7 @@ def _plan_due(
         page = store.schedules(due_before=now, limit=_PAGE, after=cursor)
         for schedule in page.items:
             in_flight = (
-                InFlight() if schedule.overlap is Overlap.ALLOW else _in_flight(store, schedule)
+                InFlight() if schedule.overlap is Overlap.ALLOW else in_flight_of(store, schedule)
             )
             result = plan(
                 schedule,
@@ -244,17 +249,6 @@ def _plan_due(
         if page.next_cursor is None:
             return planned
         cursor = page.next_cursor
-
-
-def _in_flight(store: Store, schedule: Schedule) -> InFlight:
-    # The same reading as the materializer's (Materializer._in_flight), so that the
-    # dry run plans exactly what a pass would.
-    running = store.query(schedule=schedule.id, state=State.RUNNING, limit=2).items
-    unstarted = store.query(
-        schedule=schedule.id, state=[State.SCHEDULED, State.RETRY_WAIT], limit=1000
-    ).items
-    held = sum(1 for e in unstarted if e.due_at >= HELD)
-    return InFlight(running=len(running), waiting=len(unstarted) - held, held=held)
 
 
 def _expired(store: Store, now: datetime) -> list[Execution]:

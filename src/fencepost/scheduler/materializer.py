@@ -59,6 +59,16 @@ def rule_of(schedule: Schedule) -> Rule:
     )
 
 
+def in_flight_of(store: Store, schedule: Schedule) -> InFlight:
+    """What ``schedule`` has stored and not finished: what its overlap policy judges."""
+    running = store.query(schedule=schedule.id, state=State.RUNNING, limit=2).items
+    unstarted = store.query(
+        schedule=schedule.id, state=[State.SCHEDULED, State.RETRY_WAIT], limit=1000
+    ).items
+    held = sum(1 for e in unstarted if e.due_at >= HELD)
+    return InFlight(running=len(running), waiting=len(unstarted) - held, held=held)
+
+
 class Materializer:
     """Plans due schedules and stores their occurrences; see the module docstring."""
 
@@ -80,7 +90,9 @@ class Materializer:
         work: list[tuple[Schedule, Plan]] = []
         for schedule in schedules:
             in_flight = (
-                InFlight() if schedule.overlap is Overlap.ALLOW else self._in_flight(schedule)
+                InFlight()
+                if schedule.overlap is Overlap.ALLOW
+                else in_flight_of(self.store, schedule)
             )
             planned = plan(
                 schedule,
@@ -130,14 +142,6 @@ class Materializer:
             self._thread.join(timeout)
 
     # -- overlap follow-ups -----------------------------------------------------------
-
-    def _in_flight(self, schedule: Schedule) -> InFlight:
-        running = self.store.query(schedule=schedule.id, state=State.RUNNING, limit=2).items
-        unstarted = self.store.query(
-            schedule=schedule.id, state=[State.SCHEDULED, State.RETRY_WAIT], limit=1000
-        ).items
-        held = sum(1 for e in unstarted if e.due_at >= HELD)
-        return InFlight(running=len(running), waiting=len(unstarted) - held, held=held)
 
     def _follow_up(self, schedule: Schedule, planned: Plan, now: datetime) -> None:
         """Carry out what a plan asks beyond storing: cancel, supersede, release a held run."""
