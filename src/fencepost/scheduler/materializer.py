@@ -148,13 +148,10 @@ class Materializer:
         if planned.cancel_running or planned.supersede_before is not None:
             self._supersede(schedule, planned)
         if planned.release_held:
-            held = [
-                e
-                for e in self.store.query(
-                    schedule=schedule.id, state=State.SCHEDULED, due_after=HELD, limit=1000
-                ).items
-                if e.due_at >= HELD
-            ]
+            # due_after is inclusive: exactly the held occurrences.
+            held = self.store.query(
+                schedule=schedule.id, state=State.SCHEDULED, due_after=HELD, limit=1000
+            ).items
             if held:
                 oldest = min(held, key=lambda e: e.slot or "")
                 self.store.reschedule(

@@ -294,31 +294,34 @@ class MemoryStore(Store):
     def _fail(
         self, lease: Lease, error: str, *, retryable: bool, delay: timedelta, timed_out: bool
     ) -> Execution:
-        with self._lock:
-            now = self.clock.now()
-            current = self._fenced(lease, "fail", now)
-            if isinstance(current, StaleLease):
-                raise current
-            event = failure(
+        return self._fenced_change(
+            lease,
+            "fail",
+            lambda now: failure(
                 lease, error, retryable=retryable, timed_out=timed_out, retry_at=now + delay
-            )
-            return self._apply(current.id, event, now)
+            ),
+        )
 
     def _release(self, lease: Lease, reason: str) -> Execution:
-        with self._lock:
-            now = self.clock.now()
-            current = self._fenced(lease, "release", now)
-            if isinstance(current, StaleLease):
-                raise current
-            return self._apply(current.id, ExecutionReleased(owner=lease.owner, reason=reason), now)
+        return self._fenced_change(
+            lease, "release", lambda _: ExecutionReleased(owner=lease.owner, reason=reason)
+        )
 
     def _abort(self, lease: Lease, reason: str) -> Execution:
+        return self._fenced_change(
+            lease, "abort", lambda _: ExecutionAborted(owner=lease.owner, reason=reason)
+        )
+
+    def _fenced_change(
+        self, lease: Lease, verb: str, event_at: Callable[[datetime], ExecutionEvent]
+    ) -> Execution:
+        """Apply the event ``event_at(now)`` under the lease's fence, or raise StaleLease."""
         with self._lock:
             now = self.clock.now()
-            current = self._fenced(lease, "abort", now)
+            current = self._fenced(lease, verb, now)
             if isinstance(current, StaleLease):
                 raise current
-            return self._apply(current.id, ExecutionAborted(owner=lease.owner, reason=reason), now)
+            return self._apply(current.id, event_at(now), now)
 
     def reap_expired(self, *, limit: int = 1000) -> int:
         with self._lock:

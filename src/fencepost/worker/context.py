@@ -127,19 +127,20 @@ class Context:
         the execution is paused (returning when it is resumed). Progress is
         stored with the worker's next heartbeat, within about a second.
         """
-        if progress is not None:
-            payloads.encode(progress, field="progress", limit=payloads.DEFAULT_MAX_PAYLOAD_BYTES)
-        with self._lock:
-            if progress is not None:
-                self._progress = progress
-            self._progress_dirty = True
-        self._wake()
+        self._record(progress)
         while self._paused and not self._should_stop():
             time.sleep(_PAUSE_POLL)
         self._raise_if_stopping()
 
     async def acheckpoint(self, progress: JSON = None) -> None:
         """:meth:`checkpoint` for coroutines: waits without blocking the event loop."""
+        self._record(progress)
+        while self._paused and not self._should_stop():
+            await asyncio.sleep(_PAUSE_POLL)
+        self._raise_if_stopping()
+
+    def _record(self, progress: JSON) -> None:
+        """Keep ``progress`` (refused at once if it is not JSON) for the next heartbeat."""
         if progress is not None:
             payloads.encode(progress, field="progress", limit=payloads.DEFAULT_MAX_PAYLOAD_BYTES)
         with self._lock:
@@ -147,9 +148,6 @@ class Context:
                 self._progress = progress
             self._progress_dirty = True
         self._wake()
-        while self._paused and not self._should_stop():
-            await asyncio.sleep(_PAUSE_POLL)
-        self._raise_if_stopping()
 
     def _should_stop(self) -> bool:
         return self._stopped or self._lost

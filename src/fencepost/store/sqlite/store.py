@@ -348,30 +348,31 @@ class SqliteStore(Store):
     def _fail(
         self, lease: Lease, error: str, *, retryable: bool, delay: timedelta, timed_out: bool
     ) -> Execution:
-        with self._db.write() as conn:
-            now = self.clock.now()
-            event = failure(
+        return self._fenced_change(
+            lease,
+            "fail",
+            lambda now: failure(
                 lease, error, retryable=retryable, timed_out=timed_out, retry_at=now + delay
-            )
-            outcome = self._fenced_apply(conn, lease, "fail", event, now)
-        if isinstance(outcome, StaleLease):
-            raise outcome
-        return outcome
+            ),
+        )
 
     def _release(self, lease: Lease, reason: str) -> Execution:
-        with self._db.write() as conn:
-            now = self.clock.now()
-            event = ExecutionReleased(owner=lease.owner, reason=reason)
-            outcome = self._fenced_apply(conn, lease, "release", event, now)
-        if isinstance(outcome, StaleLease):
-            raise outcome
-        return outcome
+        return self._fenced_change(
+            lease, "release", lambda _: ExecutionReleased(owner=lease.owner, reason=reason)
+        )
 
     def _abort(self, lease: Lease, reason: str) -> Execution:
+        return self._fenced_change(
+            lease, "abort", lambda _: ExecutionAborted(owner=lease.owner, reason=reason)
+        )
+
+    def _fenced_change(
+        self, lease: Lease, verb: str, event_at: Callable[[datetime], ExecutionEvent]
+    ) -> Execution:
+        """Apply the event ``event_at(now)`` under the lease's fence, or raise StaleLease."""
         with self._db.write() as conn:
             now = self.clock.now()
-            event = ExecutionAborted(owner=lease.owner, reason=reason)
-            outcome = self._fenced_apply(conn, lease, "abort", event, now)
+            outcome = self._fenced_apply(conn, lease, verb, event_at(now), now)
         if isinstance(outcome, StaleLease):
             raise outcome
         return outcome
