@@ -1,8 +1,8 @@
 """The HTTP service: a FastAPI application over a :class:`~fencepost.store.base.Store`.
 
-This first slice serves executions (submit, read, list, cancel, commands, replay),
-dead letters and health checks. Errors are RFC 9457 problem details
-(:mod:`fencepost.api.problems`).
+Executions, schedules, the worker protocol, metrics and the dashboard, each in its
+own module; :mod:`fencepost.api.auth` decides who may call what. Errors are RFC
+9457 problem details (:mod:`fencepost.api.problems`).
 """
 
 from __future__ import annotations

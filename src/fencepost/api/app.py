@@ -7,20 +7,30 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fencepost.api import problems
-from fencepost.api.executions import router
+from fencepost.api import executions, problems
+from fencepost.api.auth import Auth
 from fencepost.store.base import Store
 
 #: Default cap on a request body: 1 MiB, the store's default payload cap.
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 
 
-def create_app(store: Store, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
-    """A FastAPI application serving ``store``. The caller owns and closes the store."""
+def create_app(
+    store: Store,
+    *,
+    auth: Auth | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> FastAPI:
+    """A FastAPI application serving ``store``. The caller owns and closes the store.
+
+    ``auth`` holds the tokens; None (or an :class:`Auth` without tokens) turns
+    authentication off, which only a loopback bind should do.
+    """
     app = FastAPI(title="fencepost", version="0.1.0")
     app.state.store = store
+    app.state.auth = auth if auth is not None else Auth()
     problems.install(app)
-    app.include_router(router)
+    app.include_router(executions.router)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     generate = app.openapi
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
+from fastapi import APIRouter, Header, Query, Response, status
 
 from fencepost.api import problems as p
 from fencepost.api import schemas
+from fencepost.api.auth import Scope
+from fencepost.api.deps import Cursor, Limit, StoreDep, guarded
 from fencepost.domain import models
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.domain.states import CommandKind, State
-from fencepost.store.base import Store
 
 router = APIRouter()
 
@@ -27,18 +28,6 @@ _SUBMIT_FIELDS = {
     "delay": "delay_seconds",
     "idempotency_key": "Idempotency-Key",
 }
-_MAX_PAGE = 1000
-
-
-def get_store(request: Request) -> Store:
-    """The store the application was created with."""
-    store: Store = request.app.state.store
-    return store
-
-
-StoreDep = Annotated[Store, Depends(get_store)]
-Cursor = Annotated[str | None, Query(description="next_cursor of the previous page")]
-Limit = Annotated[int, Query(ge=1, le=_MAX_PAGE)]
 
 
 def etag(execution: models.Execution) -> str:
@@ -56,10 +45,14 @@ def _matches(if_none_match: str, tag: str) -> bool:
     "/executions",
     status_code=status.HTTP_201_CREATED,
     response_model=schemas.Execution,
-    responses={
-        200: {"model": schemas.Execution, "description": "Replay of an idempotent submit"},
-        **p.responses(p.VALIDATION, p.IDEMPOTENCY_CONFLICT, p.BODY_TOO_LARGE, p.STORE_UNAVAILABLE),
-    },
+    **guarded(
+        Scope.SUBMIT,
+        p.VALIDATION,
+        p.IDEMPOTENCY_CONFLICT,
+        p.BODY_TOO_LARGE,
+        p.STORE_UNAVAILABLE,
+        **{"200": {"model": schemas.Execution, "description": "Replay of an idempotent submit"}},
+    ),
 )
 def submit(
     body: schemas.SubmitRequest,
@@ -102,7 +95,7 @@ def submit(
 @router.get(
     "/executions",
     response_model=schemas.Page,
-    responses=p.responses(p.VALIDATION, p.STORE_UNAVAILABLE),
+    **guarded(Scope.READ, p.VALIDATION, p.STORE_UNAVAILABLE),
 )
 def list_executions(
     store: StoreDep,
@@ -123,10 +116,13 @@ def list_executions(
 @router.get(
     "/executions/{execution_id}",
     response_model=schemas.Execution,
-    responses={
-        304: {"description": "Not modified (If-None-Match)"},
-        **p.responses(p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
-    },
+    **guarded(
+        Scope.READ,
+        p.VALIDATION,
+        p.NOT_FOUND,
+        p.STORE_UNAVAILABLE,
+        **{"304": {"description": "Not modified (If-None-Match)"}},
+    ),
 )
 def get_execution(
     execution_id: str,
@@ -146,7 +142,7 @@ def get_execution(
 @router.get(
     "/executions/{execution_id}/attempts",
     response_model=list[schemas.Attempt],
-    responses=p.responses(p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
+    **guarded(Scope.READ, p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
 )
 def get_attempts(execution_id: str, store: StoreDep) -> list[schemas.Attempt]:
     """The attempts of one execution, oldest first."""
@@ -156,7 +152,7 @@ def get_attempts(execution_id: str, store: StoreDep) -> list[schemas.Attempt]:
 @router.get(
     "/executions/{execution_id}/transitions",
     response_model=list[schemas.Transition],
-    responses=p.responses(p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
+    **guarded(Scope.READ, p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
 )
 def get_transitions(execution_id: str, store: StoreDep) -> list[schemas.Transition]:
     """The audit trail of one execution, oldest first."""
@@ -166,7 +162,7 @@ def get_transitions(execution_id: str, store: StoreDep) -> list[schemas.Transiti
 @router.delete(
     "/executions/{execution_id}",
     response_model=schemas.Execution,
-    responses=p.responses(p.VALIDATION, p.NOT_FOUND, p.INVALID_TRANSITION, p.STORE_UNAVAILABLE),
+    **guarded(Scope.ADMIN, p.VALIDATION, p.NOT_FOUND, p.INVALID_TRANSITION, p.STORE_UNAVAILABLE),
 )
 def cancel_execution(execution_id: str, store: StoreDep) -> schemas.Execution:
     """Cancel an execution that has not started; one that has is a 409 (use POST .../cancel)."""
@@ -185,7 +181,7 @@ def _command_route(kind: CommandKind) -> None:
         f"/executions/{{execution_id}}/{kind.value}",
         status_code=status.HTTP_202_ACCEPTED,
         response_model=schemas.Command,
-        responses=p.responses(p.VALIDATION, p.NOT_FOUND, p.NOT_RUNNING, p.STORE_UNAVAILABLE),
+        **guarded(Scope.ADMIN, p.VALIDATION, p.NOT_FOUND, p.NOT_RUNNING, p.STORE_UNAVAILABLE),
     )(request_command)
 
 
@@ -196,7 +192,7 @@ for _kind in CommandKind:
 @router.post(
     "/executions/{execution_id}/replay",
     response_model=schemas.Execution,
-    responses=p.responses(p.VALIDATION, p.NOT_FOUND, p.INVALID_TRANSITION, p.STORE_UNAVAILABLE),
+    **guarded(Scope.ADMIN, p.VALIDATION, p.NOT_FOUND, p.INVALID_TRANSITION, p.STORE_UNAVAILABLE),
 )
 def replay_execution(execution_id: str, store: StoreDep) -> schemas.Execution:
     """Revive a dead letter (FAILED -> SCHEDULED, due now, fresh attempts)."""
@@ -206,7 +202,7 @@ def replay_execution(execution_id: str, store: StoreDep) -> schemas.Execution:
 @router.get(
     "/dead-letters",
     response_model=schemas.Page,
-    responses=p.responses(p.VALIDATION, p.STORE_UNAVAILABLE),
+    **guarded(Scope.READ, p.VALIDATION, p.STORE_UNAVAILABLE),
 )
 def dead_letters(
     store: StoreDep, job: str | None = None, cursor: Cursor = None, limit: Limit = 100

@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from fencepost.api.auth import CsrfRefused, Forbidden, Unauthorized
 from fencepost.domain.errors import (
     FencepostError,
     IdempotencyConflict,
@@ -55,6 +56,9 @@ STALE_LEASE = Kind(type=_BASE + "stale-lease", title="Lease no longer held", sta
 NOT_RUNNING = Kind(type=_BASE + "not-running", title="Execution not running", status=409)
 STORE_UNAVAILABLE = Kind(type=_BASE + "store-unavailable", title="Store unavailable", status=503)
 BODY_TOO_LARGE = Kind(type=_BASE + "body-too-large", title="Request body too large", status=413)
+UNAUTHORIZED = Kind(type=_BASE + "unauthorized", title="Authentication required", status=401)
+FORBIDDEN = Kind(type=_BASE + "forbidden", title="Scope missing", status=403)
+CSRF = Kind(type=_BASE + "csrf", title="CSRF check failed", status=403)
 #: A FencepostError this module has no specific kind for (a bug if ever seen).
 INTERNAL = Kind(type=_BASE + "internal", title="Internal error", status=500)
 
@@ -67,6 +71,9 @@ _KINDS: tuple[tuple[type[FencepostError], Kind], ...] = (
     (StaleLease, STALE_LEASE),
     (NotRunning, NOT_RUNNING),
     (StoreUnavailable, STORE_UNAVAILABLE),
+    (Unauthorized, UNAUTHORIZED),
+    (Forbidden, FORBIDDEN),
+    (CsrfRefused, CSRF),
 )
 
 
@@ -115,7 +122,10 @@ def kind_of(exc: FencepostError) -> Kind:
 def _fencepost_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, FencepostError)
     field = exc.field if isinstance(exc, ValidationError) else None
-    return problem(kind_of(exc), str(exc), field=field)
+    response = problem(kind_of(exc), str(exc), field=field)
+    if isinstance(exc, Unauthorized):
+        response.headers["WWW-Authenticate"] = 'Bearer realm="fencepost"'
+    return response
 
 
 def _request_validation_error(request: Request, exc: Exception) -> JSONResponse:

@@ -1,0 +1,37 @@
+"""What every router shares: the store dependency, paging parameters and route guards."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, Query, Request
+
+from fencepost.api import problems as p
+from fencepost.api.auth import Scope, require
+from fencepost.store.base import Store
+
+#: The largest page a list endpoint returns.
+MAX_PAGE = 1000
+
+
+def get_store(request: Request) -> Store:
+    """The store the application was created with."""
+    store: Store = request.app.state.store
+    return store
+
+
+StoreDep = Annotated[Store, Depends(get_store)]
+Cursor = Annotated[str | None, Query(description="next_cursor of the previous page")]
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+
+
+def guarded(scope: Scope, *kinds: p.Kind, **extra: dict[str, Any]) -> dict[str, Any]:
+    """Route keyword arguments: require ``scope`` and declare its problems and ``kinds``.
+
+    ``extra`` adds non-problem responses (``**guarded(Scope.READ, p.NOT_FOUND,
+    **{"304": {...}})``). Reads need no CSRF check, so they do not declare it.
+    """
+    auth = (p.UNAUTHORIZED, p.FORBIDDEN) if scope is Scope.READ else (p.UNAUTHORIZED, p.CSRF)
+    responses: dict[int | str, dict[str, Any]] = {**extra}
+    responses.update(p.responses(*kinds, *auth))
+    return {"dependencies": [Depends(require(scope))], "responses": responses}
