@@ -32,6 +32,6 @@ def guarded(scope: Scope, *kinds: p.Kind, **extra: dict[str, Any]) -> dict[str, 
     **{"304": {...}})``). Reads need no CSRF check, so they do not declare it.
     """
     auth = (p.UNAUTHORIZED, p.FORBIDDEN) if scope is Scope.READ else (p.UNAUTHORIZED, p.CSRF)
-    responses: dict[int | str, dict[str, Any]] = {**extra}
-    responses.update(p.responses(*kinds, *auth))
+    responses = p.responses(*kinds, *auth)
+    responses.update(extra)
     return {"dependencies": [Depends(require(scope))], "responses": responses}
