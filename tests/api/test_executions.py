@@ -2,63 +2,14 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from starlette.exceptions import StarletteDeprecationWarning
 
-import fencepost
-from fencepost.api import create_app
 from fencepost.domain.errors import StoreUnavailable
 from fencepost.store.base import Store
-
-# Starlette warns at import when it finds httpx rather than its fork httpx2; the client
-# works the same, and the suite turns warnings into errors, so that one is silenced here.
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", StarletteDeprecationWarning)
-    from fastapi.testclient import TestClient
-
-PROBLEMS = "https://fencepost.dev/problems/"
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'api.db'}"
-    opened = fencepost.connect(url)
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
-@pytest.fixture
-def client(store: Store) -> Iterator[TestClient]:
-    with TestClient(create_app(store, max_body_bytes=4096)) as c:
-        yield c
-
-
-def assert_problem(response: Any, status: int, kind: str, field: str | None = None) -> None:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/problem+json"
-    body = response.json()
-    assert body["type"] == PROBLEMS + kind
-    assert body["status"] == status
-    assert body["title"]
-    assert body["detail"]
-    if field is not None:
-        assert body["field"] == field
-
-
-def running(store: Store, job: str = "work", **options: Any) -> str:
-    """Submit and claim an execution; return its id."""
-    execution = store.submit(job, **options)
-    [lease] = store.claim("worker-1", jobs=[job])
-    assert lease.execution_id == execution.id
-    return execution.id
-
+from tests.api.support import TestClient, assert_problem, running
 
 # -- submit -----------------------------------------------------------------------------
 

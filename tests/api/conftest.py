@@ -1,0 +1,30 @@
+"""Fixtures for the HTTP service's tests: a store on each backend and a client for it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import fencepost
+from fencepost.api import create_app
+from fencepost.store.base import Store
+from tests.api.support import TestClient
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'api.db'}"
+    opened = fencepost.connect(url)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def client(store: Store) -> Iterator[TestClient]:
+    """An in-process client of an app with auth off and a 4 KiB body cap."""
+    with TestClient(create_app(store, max_body_bytes=4096)) as c:
+        yield c
