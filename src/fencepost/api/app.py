@@ -10,6 +10,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from fencepost.api import executions, problems
 from fencepost.api.auth import Auth
 from fencepost.store.base import Store
+from fencepost.worker.registry import JobRegistry
 
 #: Default cap on a request body: 1 MiB, the store's default payload cap.
 DEFAULT_MAX_BODY_BYTES = 1_048_576
@@ -19,16 +20,23 @@ def create_app(
     store: Store,
     *,
     auth: Auth | None = None,
+    registry: JobRegistry | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
     """A FastAPI application serving ``store``. The caller owns and closes the store.
 
     ``auth`` holds the tokens; None (or an :class:`Auth` without tokens) turns
-    authentication off, which only a loopback bind should do.
+    authentication off, which only a loopback bind should do. With a job
+    ``registry``, submits and schedules must name a registered job, their inputs
+    are checked against its schema (naming the field, ``inputs.day``), the
+    version is pinned to the latest when not given, and the job's
+    ``max_attempts`` and ``timeout`` are the defaults. Without one, any job name
+    is accepted (the workers decide what they run).
     """
     app = FastAPI(title="fencepost", version="0.1.0")
     app.state.store = store
     app.state.auth = auth if auth is not None else Auth()
+    app.state.registry = registry
     problems.install(app)
     app.include_router(executions.router)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)

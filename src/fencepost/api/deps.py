@@ -9,6 +9,7 @@ from fastapi import Depends, Query, Request
 from fencepost.api import problems as p
 from fencepost.api.auth import Scope, require
 from fencepost.store.base import Store
+from fencepost.worker.registry import JobRegistry
 
 #: The largest page a list endpoint returns.
 MAX_PAGE = 1000
@@ -20,7 +21,14 @@ def get_store(request: Request) -> Store:
     return store
 
 
+def get_registry(request: Request) -> JobRegistry | None:
+    """The registered jobs submits are checked against; None: any job name is accepted."""
+    registry: JobRegistry | None = request.app.state.registry
+    return registry
+
+
 StoreDep = Annotated[Store, Depends(get_store)]
+RegistryDep = Annotated[JobRegistry | None, Depends(get_registry)]
 Cursor = Annotated[str | None, Query(description="next_cursor of the previous page")]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
 

@@ -7,14 +7,14 @@ so FastAPI runs these in its thread pool rather than on the event loop.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response, status
 
 from fencepost.api import problems as p
 from fencepost.api import schemas
 from fencepost.api.auth import Scope
-from fencepost.api.deps import Cursor, Limit, StoreDep, guarded
+from fencepost.api.deps import Cursor, Limit, RegistryDep, StoreDep, guarded
 from fencepost.domain import models
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.domain.states import CommandKind, State
@@ -57,6 +57,7 @@ def _matches(if_none_match: str, tag: str) -> bool:
 def submit(
     body: schemas.SubmitRequest,
     store: StoreDep,
+    registry: RegistryDep,
     response: Response,
     idempotency_key: Annotated[str | None, Header()] = None,
 ) -> schemas.Execution:
@@ -71,17 +72,28 @@ def submit(
     # server's clock, so a server clock behind ours by more than the request's latency
     # would answer 200 for a new execution.
     before = store.clock.now()
+    job, version, inputs = body.job, body.version, body.inputs
+    options: dict[str, Any] = {}
+    if body.max_attempts is not None:
+        options["max_attempts"] = body.max_attempts
+    if registry is not None:
+        spec = registry.get(job, version)
+        job, version, inputs = spec.name, spec.version, spec.check_inputs(inputs)
+        if spec.max_attempts is not None:
+            options.setdefault("max_attempts", spec.max_attempts)
+        if spec.timeout is not None:
+            options["timeout"] = spec.timeout
     try:
         execution = store.submit(
-            body.job,
-            inputs=body.inputs,
-            job_version=body.version,
+            job,
+            inputs=inputs,
+            job_version=version,
             execute_at=body.execute_at,
             delay=body.delay_seconds,
             idempotency_key=idempotency_key,
-            max_attempts=body.max_attempts,
             bucket_key=body.bucket_key,
             priority=body.priority,
+            **options,
         )
     except ValidationError as exc:
         field = _SUBMIT_FIELDS.get(exc.field, exc.field)

@@ -8,7 +8,6 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from fencepost.domain import models
-from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS
 
 
 class SubmitRequest(BaseModel):
@@ -23,7 +22,8 @@ class SubmitRequest(BaseModel):
     execute_at: AwareDatetime | None = None
     #: Seconds from the store's now; strict, so ``"5"`` and ``true`` are refused.
     delay_seconds: float | None = Field(default=None, ge=0, strict=True)
-    max_attempts: StrictInt = DEFAULT_MAX_ATTEMPTS
+    #: None: the job's own (with a registry), else the store's default.
+    max_attempts: StrictInt | None = None
     bucket_key: str | None = None
     priority: StrictInt = 0
 
