@@ -66,6 +66,7 @@ def main(url: str, dsn: str, held_json: str) -> None:
                 owner=owner,
                 epoch=epoch,
                 lease_until=datetime.fromtimestamp(time.time() + 3600).astimezone(),
+                due_at=template.due_at,
                 attempt=template.attempt,
                 max_attempts=template.max_attempts,
                 job=template.job,

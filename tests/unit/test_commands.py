@@ -34,6 +34,7 @@ def lease(**changes: object) -> Lease:
         owner="w",
         epoch=1,
         lease_until=T0 + timedelta(seconds=30),
+        due_at=T0,
         attempt=1,
         max_attempts=3,
         job="job",

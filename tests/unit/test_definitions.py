@@ -75,6 +75,7 @@ def context(**changes: Any) -> Context:
         "owner": "w",
         "epoch": 1,
         "lease_until": datetime.now(UTC) + timedelta(seconds=30),
+        "due_at": datetime.now(UTC),
         "attempt": 1,
         "max_attempts": 3,
         "job": "job",

@@ -33,6 +33,7 @@ def context(**changes: Any) -> Context:
         "owner": "worker-1",
         "epoch": 7,
         "lease_until": datetime.now(UTC) + timedelta(seconds=30),
+        "due_at": datetime.now(UTC),
         "attempt": 2,
         "max_attempts": 5,
         "job": "report",

@@ -23,4 +23,15 @@ def require_name(value: object, field: str, *, max_len: int = _MAX_NAME) -> str:
         raise ValidationError(field, f"must be a non-empty string, got {value!r}")
     if len(value) > max_len:
         raise ValidationError(field, f"must be at most {max_len} characters, got {len(value)}")
+    if "\x00" in value or (not value.isascii() and not _is_text(value)):
+        raise ValidationError(field, "must be text without U+0000 or lone surrogates")
     return value
+
+
+def _is_text(value: str) -> bool:
+    """True if ``value`` can be stored as UTF-8 (no lone surrogates)."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -133,5 +133,14 @@ class IdempotencyConflict(FencepostError):
         )
 
 
+class NotDue(FencepostError):
+    """An occurrence of a schedule was asked for before its time (or while held or paused)."""
+
+    def __init__(self, schedule_id: str, slot: str, why: str) -> None:
+        self.schedule_id = schedule_id
+        self.slot = slot
+        super().__init__(f"schedule {schedule_id} slot {slot}: {why}")
+
+
 class StoreUnavailable(FencepostError):
     """The storage backend could not be reached or failed; safe to retry later."""

@@ -58,6 +58,9 @@ class Lease:
     owner: str
     epoch: int
     lease_until: datetime
+    #: The execution's ``due_at`` when it was claimed (for a takeover, its current one):
+    #: claim lateness is measured from it. Heartbeats carry it unchanged.
+    due_at: datetime
     attempt: int
     max_attempts: int
     job: str

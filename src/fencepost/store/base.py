@@ -295,6 +295,20 @@ class Store(ABC):
     def _query(self, filters: ExecutionFilter) -> Page:
         """Run a validated query: at most ``limit`` items, ``next_cursor`` if more exist."""
 
+    def find(self, idempotency_key: str) -> Execution | None:
+        """The execution submitted (or materialized) under ``idempotency_key``, or None.
+
+        A materialized occurrence's key is ``schedule_id:slot``
+        (:func:`fencepost.domain.schedules.occurrence_key`).
+        """
+        # Longer than a submit's key may be: occurrence keys carry a schedule id and a slot.
+        key = require_name(idempotency_key, "idempotency_key", max_len=1024)
+        return self._find(key)
+
+    @abstractmethod
+    def _find(self, idempotency_key: str) -> Execution | None:
+        """Look up a validated key (see :meth:`find`)."""
+
     @abstractmethod
     def transitions(self, execution_id: str) -> list[Transition]:
         """The audit trail of one execution, oldest first; :class:`NotFound` if unknown."""
@@ -315,6 +329,7 @@ class Store(ABC):
         buckets: Iterable[int] | None = None,
         max_per_bucket: int | None = None,
         versions: Iterable[tuple[str, int]] | None = None,
+        ids: Iterable[str] | None = None,
     ) -> list[Lease]:
         """Atomically lease up to ``limit`` claimable executions to ``owner`` for ``ttl``.
 
@@ -325,7 +340,9 @@ class Store(ABC):
           (a takeover; the old attempt ends TIMED_OUT). Expired ones without
           attempts left are for :meth:`reap_expired` to fail.
 
-        Restricted to ``jobs`` and ``buckets`` when given. With ``versions`` — the
+        Restricted to ``jobs``, ``buckets`` and execution ``ids`` when given (``ids``
+        serves a claim of one known execution, such as one occurrence of a schedule;
+        it is not meant for long lists). With ``versions`` — the
         ``(job, job_version)`` pairs the claimer can run — an execution pinned to a
         version (``job_version`` not None) is claimable only if its pair is listed;
         unpinned executions run on any version and are not affected. Highest ``priority``
@@ -352,6 +369,7 @@ class Store(ABC):
             if max_per_bucket is None
             else require_int(max_per_bucket, "max_per_bucket", low=1),
             versions=None if versions is None else _versions(versions),
+            ids=None if ids is None else _names(ids, "ids"),
         )
 
     @abstractmethod
@@ -365,6 +383,7 @@ class Store(ABC):
         buckets: tuple[int, ...] | None,
         max_per_bucket: int | None,
         versions: tuple[tuple[str, int], ...] | None,
+        ids: tuple[str, ...] | None = None,
     ) -> list[Lease]:
         """Claim with validated arguments (see :meth:`claim`)."""
 

@@ -188,6 +188,11 @@ class MemoryStore(Store):
         with self._lock:
             return self._row(execution_id)
 
+    def _find(self, idempotency_key: str) -> Execution | None:
+        with self._lock:
+            found = self._by_key.get(idempotency_key)
+            return None if found is None else self._rows[found]
+
     def _query(self, filters: ExecutionFilter) -> Page:
         with self._lock:
             rows = sorted(
@@ -212,6 +217,7 @@ class MemoryStore(Store):
         buckets: tuple[int, ...] | None,
         max_per_bucket: int | None,
         versions: tuple[tuple[str, int], ...] | None,
+        ids: tuple[str, ...] | None = None,
     ) -> list[Lease]:
         with self._lock:
             now = self.clock.now()
@@ -221,6 +227,7 @@ class MemoryStore(Store):
                     for e in self._rows.values()
                     if _claimable(e, now)
                     and (jobs is None or e.job in jobs)
+                    and (ids is None or e.id in ids)
                     and (buckets is None or e.bucket in buckets)
                     and (
                         versions is None
@@ -773,6 +780,7 @@ def _lease(e: Execution) -> Lease:
         owner=e.lease_owner,
         epoch=e.epoch,
         lease_until=e.lease_until,
+        due_at=e.due_at,
         attempt=e.attempt,
         max_attempts=e.max_attempts,
         job=e.job,

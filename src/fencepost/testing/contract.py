@@ -224,6 +224,9 @@ class StoreContract:
             pytest.param({"idempotency_key": ""}, "idempotency_key", id="empty-key"),
             pytest.param({"bucket_key": 7}, "bucket_key", id="int-bucket-key"),
             pytest.param({"job_version": 0}, "job_version", id="zero-version"),
+            pytest.param({"inputs": {"s": "a\ud800"}}, "inputs", id="surrogate-in-inputs"),
+            pytest.param({"bucket_key": "k\x00"}, "bucket_key", id="nul-in-bucket-key"),
+            pytest.param({"idempotency_key": "\udfff"}, "idempotency_key", id="surrogate-key"),
         ],
     )
     def test_bad_submit_names_the_field_and_writes_nothing(
@@ -236,7 +239,7 @@ class StoreContract:
         assert store.query().items == []
 
     def test_bad_job_name(self, store: Store) -> None:
-        for job in ("", "   ", None, "x" * 201):
+        for job in ("", "   ", None, "x" * 201, "a\x00b", "\ud800"):
             with pytest.raises(ValidationError) as caught:
                 store.submit(job)  # type: ignore[arg-type]
             assert caught.value.field == "job"
@@ -262,6 +265,17 @@ class StoreContract:
         assert again == first
         assert len(store.query().items) == 1
         assert len(store.transitions(first.id)) == 1
+
+    def test_find_by_idempotency_key(self, store: Store, make: ExecutionFactory) -> None:
+        keyed = store.submit("job", idempotency_key="order-8", delay=60)
+        store.submit("job", delay=60)
+        assert store.find("order-8") == keyed
+        assert store.find("order-9") is None
+        done = make.succeeded("job", idempotency_key="k")
+        assert store.find("k") == store.get(done.id)
+        with pytest.raises(ValidationError) as caught:
+            store.find("")
+        assert caught.value.field == "idempotency_key"
 
     def test_idempotent_resubmit_after_it_ran(self, store: Store, make: ExecutionFactory) -> None:
         done = make.succeeded("job", idempotency_key="k")
@@ -380,6 +394,7 @@ class StoreContract:
             owner="w",
             epoch=1,
             lease_until=at(9),
+            due_at=at(1),
             attempt=1,
             max_attempts=4,
             job="job",
@@ -405,6 +420,19 @@ class StoreContract:
         other = [n for n in range(64) if n != a.bucket]
         assert store.claim("w", buckets=other) == []
         assert [lease.execution_id for lease in store.claim("w", buckets=[a.bucket])] == [a.id]
+
+    def test_claim_restricted_to_ids(self, store: Store, clock: ManualClock) -> None:
+        first = store.submit("job", priority=9)
+        wanted = store.submit("job")
+        later = store.submit("job", delay=60)
+        assert store.claim("w", ids=["no-such-id"]) == []
+        assert store.claim("w", ids=[later.id]) == []  # not due yet
+        [lease] = store.claim("w", ids=[wanted.id], limit=5)
+        assert lease.execution_id == wanted.id
+        assert store.claim("w", ids=[wanted.id]) == []  # leased: not claimable again
+        assert store.get(first.id).state is State.SCHEDULED
+        clock.advance(61)
+        assert [le.execution_id for le in store.claim("w", ids=[later.id])] == [later.id]
 
     @pytest.mark.parametrize(
         ("arguments", "field"),
@@ -475,6 +503,25 @@ class StoreContract:
         (second,) = store.claim("b", ttl=5)
         assert (second.execution_id, second.epoch, second.attempt) == (e.id, 2, 2)
         assert first.epoch == 1
+
+    def test_lease_due_at_is_the_due_time_claimed(self, store: Store, clock: ManualClock) -> None:
+        e = store.submit("job", execute_at=at(3))
+        clock.set(4)
+        (first,) = store.claim("a", ttl=5)
+        assert first.due_at == at(3)
+        clock.set(6)
+        assert store.heartbeat(first, ttl=5).due_at == at(3), "a heartbeat keeps it"
+        (beat,) = store.heartbeat_many([(first, None)], ttl=5)
+        assert isinstance(beat, Lease)
+        assert beat.due_at == at(3)
+        clock.set(20)
+        (taken,) = store.claim("b", ttl=5)
+        assert (taken.epoch, taken.due_at) == (2, at(3)), "a takeover: the current due_at"
+        store.fail(taken, "boom", retry_in=10)
+        assert store.get(e.id).due_at == at(30)
+        clock.set(31)
+        (retried,) = store.claim("c", ttl=5)
+        assert (retried.epoch, retried.due_at) == (3, at(30)), "a retry: its new due time"
 
     def test_no_takeover_without_attempts_left(self, store: Store, clock: ManualClock) -> None:
         e = store.submit("job", max_attempts=1)

@@ -92,6 +92,10 @@ WHERE idempotency_key = ANY(%(keys)s::text[])
 -- name: get_execution
 SELECT * FROM execution_rows WHERE id = %(id)s::uuid
 
+-- name: find_execution
+-- By idempotency key (a submit's, or a materialized occurrence's): its unique index.
+SELECT * FROM execution_rows WHERE idempotency_key = %(key)s
+
 -- name: lock_execution
 -- Read-decide-write verbs (fail, cancel, replay) hold the row until they commit.
 SELECT * FROM execution_rows WHERE id = %(id)s::uuid FOR UPDATE
@@ -119,14 +123,15 @@ SELECT 1 FROM executions WHERE id = %(id)s::uuid
 -- name: claim
 -- One statement: pick due rows (skipping rows another claim has locked), lease
 -- them, write their CLAIMED transitions, and return them with their inputs.
--- Candidates are restricted to %(jobs)s, %(buckets)s and the 'job:version' pairs
--- in %(versions)s (rows without a job_version run on any version).
+-- Candidates are restricted to %(jobs)s, %(ids)s, %(buckets)s and the 'job:version'
+-- pairs in %(versions)s (rows without a job_version run on any version).
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 waiting AS (
     SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at
     FROM executions AS e, clock
     WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= clock.now
       AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
+      AND (%(ids)s::uuid[] IS NULL OR e.id = ANY(%(ids)s::uuid[]))
       AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
       AND (%(versions)s::text[] IS NULL OR e.job_version IS NULL
            OR e.job || ':' || e.job_version = ANY(%(versions)s::text[]))
@@ -142,6 +147,7 @@ expired AS (
     WHERE e.state = 'RUNNING' AND e.lease_until <= (SELECT now FROM clock)
       AND e.attempt < e.max_attempts
       AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
+      AND (%(ids)s::uuid[] IS NULL OR e.id = ANY(%(ids)s::uuid[]))
       AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
       AND (%(versions)s::text[] IS NULL OR e.job_version IS NULL
            OR e.job || ':' || e.job_version = ANY(%(versions)s::text[]))
@@ -176,7 +182,7 @@ audit AS (
     FROM claimed
 )
 SELECT c.id, c.epoch, c.attempt, c.max_attempts, c.job, c.job_version, c.timeout,
-       c.schedule_id, c.slot, c.lease_until, d.inputs
+       c.schedule_id, c.slot, c.lease_until, c.due_at, d.inputs
 FROM claimed AS c JOIN execution_data AS d ON d.execution_id = c.id
 ORDER BY c.priority DESC, c.due_at, c.id
 
@@ -198,6 +204,7 @@ ranked AS (
     FROM executions AS e, clock
     WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= clock.now
       AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
+      AND (%(ids)s::uuid[] IS NULL OR e.id = ANY(%(ids)s::uuid[]))
       AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
       AND (%(versions)s::text[] IS NULL OR e.job_version IS NULL
            OR e.job || ':' || e.job_version = ANY(%(versions)s::text[]))
@@ -222,6 +229,7 @@ expired AS (
     WHERE e.state = 'RUNNING' AND e.lease_until <= (SELECT now FROM clock)
       AND e.attempt < e.max_attempts
       AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
+      AND (%(ids)s::uuid[] IS NULL OR e.id = ANY(%(ids)s::uuid[]))
       AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
       AND (%(versions)s::text[] IS NULL OR e.job_version IS NULL
            OR e.job || ':' || e.job_version = ANY(%(versions)s::text[]))
@@ -256,7 +264,7 @@ audit AS (
     FROM claimed
 )
 SELECT c.id, c.epoch, c.attempt, c.max_attempts, c.job, c.job_version, c.timeout,
-       c.schedule_id, c.slot, c.lease_until, d.inputs
+       c.schedule_id, c.slot, c.lease_until, c.due_at, d.inputs
 FROM claimed AS c JOIN execution_data AS d ON d.execution_id = c.id
 ORDER BY c.priority DESC, c.due_at, c.id
 

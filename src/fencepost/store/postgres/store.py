@@ -238,6 +238,11 @@ class PostgresStore(Store):
             raise NotFound(execution_id)
         return rows.execution(row)
 
+    def _find(self, idempotency_key: str) -> Execution | None:
+        with self._db.connection() as conn:
+            row = conn.execute(Q["find_execution"], {"key": idempotency_key}).fetchone()
+        return None if row is None else rows.execution(row)
+
     def _query(self, filters: ExecutionFilter) -> Page:
         if filters.after is not None and not _is_uuid(filters.after):
             return Page(items=[], next_cursor=None)
@@ -283,13 +288,19 @@ class PostgresStore(Store):
         buckets: tuple[int, ...] | None,
         max_per_bucket: int | None,
         versions: tuple[tuple[str, int], ...] | None,
+        ids: tuple[str, ...] | None = None,
     ) -> list[Lease]:
+        if ids is not None:
+            ids = tuple(i for i in ids if _is_uuid(i))  # others name no execution here
+            if not ids:
+                return []
         params = {
             "now": self._pinned_now(),
             "owner": owner,
             "limit": limit,
             "ttl": ttl,
             "jobs": None if jobs is None else list(jobs),
+            "ids": None if ids is None else list(ids),
             "buckets": None if buckets is None else list(buckets),
             "versions": None if versions is None else version_keys(versions),
             "takeover_reason": TAKEOVER_REASON_FORMAT,
@@ -310,6 +321,7 @@ class PostgresStore(Store):
                 owner=owner,
                 epoch=epoch,
                 lease_until=lease_until,
+                due_at=due_at,
                 attempt=attempt,
                 max_attempts=max_attempts,
                 job=job,
@@ -330,6 +342,7 @@ class PostgresStore(Store):
                 schedule_id,
                 slot,
                 lease_until,
+                due_at,
                 inputs,
             ) in claimed
         ]

@@ -51,6 +51,11 @@ INSERT INTO fencepost_migrations (version, name, applied_at) VALUES (:version, :
 SELECT * FROM execution_rows AS e
 WHERE e.id = :id
 
+-- name: find_execution
+-- By idempotency key (a submit's, or a materialized occurrence's): its unique index.
+SELECT * FROM execution_rows AS e
+WHERE e.idempotency_key = :key
+
 -- name: query_executions
 SELECT * FROM execution_rows AS e
 WHERE e.id > coalesce(:after, '')
@@ -120,7 +125,7 @@ SELECT 1 FROM executions WHERE id = :id
 
 -- name: claim_candidates
 -- Waiting rows that are due, in claim order, then expired leases with attempts
--- left (takeovers); both restricted to :jobs, :buckets and the 'job:version'
+-- left (takeovers); both restricted to :jobs, :ids, :buckets and the 'job:version'
 -- pairs in :versions (rows without a job_version run on any version). Each
 -- branch reads its own partial index and returns at most
 -- :limit rows. Usually the second branch is empty and the first is the answer;
@@ -134,6 +139,7 @@ SELECT * FROM (
     JOIN execution_data AS d ON d.execution_id = e.id
     WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
       AND (:jobs IS NULL OR e.job IN (SELECT value FROM json_each(:jobs)))
+      AND (:ids IS NULL OR e.id IN (SELECT value FROM json_each(:ids)))
       AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
       AND (:versions IS NULL OR e.job_version IS NULL
            OR e.job || ':' || e.job_version IN (SELECT value FROM json_each(:versions)))
@@ -148,6 +154,7 @@ SELECT * FROM (
     JOIN execution_data AS d ON d.execution_id = e.id
     WHERE e.state = 'RUNNING' AND e.lease_until <= :now AND e.attempt < e.max_attempts
       AND (:jobs IS NULL OR e.job IN (SELECT value FROM json_each(:jobs)))
+      AND (:ids IS NULL OR e.id IN (SELECT value FROM json_each(:ids)))
       AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
       AND (:versions IS NULL OR e.job_version IS NULL
            OR e.job || ':' || e.job_version IN (SELECT value FROM json_each(:versions)))
@@ -171,6 +178,7 @@ ranked AS (
     FROM executions AS e
     WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
       AND (:jobs IS NULL OR e.job IN (SELECT value FROM json_each(:jobs)))
+      AND (:ids IS NULL OR e.id IN (SELECT value FROM json_each(:ids)))
       AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
       AND (:versions IS NULL OR e.job_version IS NULL
            OR e.job || ':' || e.job_version IN (SELECT value FROM json_each(:versions)))
@@ -193,6 +201,7 @@ SELECT * FROM (
     JOIN execution_data AS d ON d.execution_id = e.id
     WHERE e.state = 'RUNNING' AND e.lease_until <= :now AND e.attempt < e.max_attempts
       AND (:jobs IS NULL OR e.job IN (SELECT value FROM json_each(:jobs)))
+      AND (:ids IS NULL OR e.id IN (SELECT value FROM json_each(:ids)))
       AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
       AND (:versions IS NULL OR e.job_version IS NULL
            OR e.job || ':' || e.job_version IN (SELECT value FROM json_each(:versions)))

@@ -165,6 +165,11 @@ class SqliteStore(Store):
             raise NotFound(execution_id)
         return rows.execution(row)
 
+    def _find(self, idempotency_key: str) -> Execution | None:
+        with self._db.read() as conn:
+            row = conn.execute(Q["find_execution"], {"key": idempotency_key}).fetchone()
+        return None if row is None else rows.execution(row)
+
     def _query(self, filters: ExecutionFilter) -> Page:
         params = {
             "after": filters.after,
@@ -206,6 +211,7 @@ class SqliteStore(Store):
         buckets: tuple[int, ...] | None,
         max_per_bucket: int | None,
         versions: tuple[tuple[str, int], ...] | None,
+        ids: tuple[str, ...] | None = None,
     ) -> list[Lease]:
         pinned = None if versions is None else json.dumps(version_keys(versions))
         with self._db.write() as conn:
@@ -219,6 +225,7 @@ class SqliteStore(Store):
                         "now": now_us,
                         "limit": limit,
                         "jobs": None if jobs is None else json.dumps(jobs),
+                        "ids": None if ids is None else json.dumps(ids),
                         "buckets": None if buckets is None else json.dumps(buckets),
                         "versions": pinned,
                         "cap": max_per_bucket,
@@ -258,6 +265,7 @@ class SqliteStore(Store):
                 owner=owner,
                 epoch=epoch + 1,
                 lease_until=until,
+                due_at=rows.from_us(due_us),
                 attempt=attempt + 1,
                 max_attempts=max_attempts,
                 job=job,
@@ -279,7 +287,9 @@ class SqliteStore(Store):
                 timeout_us,
                 schedule_id,
                 slot,
-                *_,
+                _,
+                _,
+                due_us,
             ) in enumerate(candidates)
         ]
 
