@@ -7,8 +7,10 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fencepost.api import executions, problems
+from fencepost.api import dashboard, executions, problems, reports, schedules, work
 from fencepost.api.auth import Auth
+from fencepost.api.metrics import Metrics, create_metrics
+from fencepost.api.metrics import router as metrics_router
 from fencepost.store.base import Store
 from fencepost.worker.registry import JobRegistry
 
@@ -22,6 +24,7 @@ def create_app(
     auth: Auth | None = None,
     registry: JobRegistry | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    metrics: Metrics | None = None,
 ) -> FastAPI:
     """A FastAPI application serving ``store``. The caller owns and closes the store.
 
@@ -32,13 +35,24 @@ def create_app(
     version is pinned to the latest when not given, and the job's
     ``max_attempts`` and ``timeout`` are the defaults. Without one, any job name
     is accepted (the workers decide what they run).
+
+    ``metrics`` (from :func:`~fencepost.api.metrics.create_metrics`) is what
+    ``GET /metrics`` serves; give this app its ``metrics.store`` so that the
+    requests are counted too. None: metrics over ``store``, counting nothing of
+    this process's work.
     """
     app = FastAPI(title="fencepost", version="0.1.0")
     app.state.store = store
     app.state.auth = auth if auth is not None else Auth()
     app.state.registry = registry
+    app.state.metrics = metrics if metrics is not None else create_metrics(store)
     problems.install(app)
     app.include_router(executions.router)
+    app.include_router(metrics_router)
+    app.include_router(schedules.router)
+    app.include_router(reports.router)
+    app.include_router(dashboard.router)
+    app.include_router(work.router)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     generate = app.openapi
 

@@ -109,7 +109,8 @@ def parse_env_tokens(text: str) -> dict[str, Principal]:
     tokens: dict[str, Principal] = {}
     for index, entry in enumerate(filter(None, (e.strip() for e in text.split(";")))):
         where = f"{TOKENS_ENV} entry {index + 1}"
-        token, sep, scopes = entry.partition("=")
+        # The last '=': a base64 token may end in '=' padding; scope names never hold one.
+        token, sep, scopes = entry.rpartition("=")
         if not sep:
             raise ValueError(f"{where}: expected token=scope[,scope...]")
         token = _check_token(token.strip(), where)
@@ -129,7 +130,7 @@ def parse_token_file(path: Path) -> dict[str, Principal]:
 
     try:
         data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ValueError(f"{path}: cannot read tokens: {exc}") from None
     entries = data.get("tokens") if isinstance(data, Mapping) else None
     if not isinstance(entries, list):
@@ -190,8 +191,12 @@ class Auth:
     def open_session(self, principal: Principal) -> str:
         """A new dashboard session id for ``principal``."""
         session = secrets.token_urlsafe(32)
+        now = self._monotonic()
         with self._lock:
-            self._sessions[session] = (principal, self._monotonic() + SESSION_TTL)
+            # Forget abandoned sessions here, so that memory stays bounded by live ones.
+            for stale in [k for k, (_, until) in self._sessions.items() if until <= now]:
+                del self._sessions[stale]
+            self._sessions[session] = (principal, now + SESSION_TTL)
         return session
 
     def session(self, session: str) -> Principal | None:

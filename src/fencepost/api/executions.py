@@ -18,6 +18,7 @@ from fencepost.api.deps import Cursor, Limit, RegistryDep, StoreDep, guarded
 from fencepost.domain import models
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.domain.states import CommandKind, State
+from fencepost.worker.registry import JobRegistry
 
 router = APIRouter()
 
@@ -62,46 +63,88 @@ def submit(
     idempotency_key: Annotated[str | None, Header()] = None,
 ) -> schemas.Execution:
     """Submit an execution; with ``Idempotency-Key``, a repeat returns the first (200)."""
-    # 201 or 200? The store returns the existing execution for a repeated key without
-    # saying so, and has no lookup by key. Its created_at tells: a new execution is
-    # stamped with the store's clock at insert, which cannot be earlier than this
-    # reading; an existing one was stamped by an earlier request. Limits, all of which
-    # only blur 201/200 and never the execution returned: two racing first requests
-    # with one key may both answer 201; a pinned test clock (ManualClock) that does not
-    # move between requests answers 201 again; on PostgreSQL created_at is the
-    # server's clock, so a server clock behind ours by more than the request's latency
-    # would answer 200 for a new execution.
-    before = store.clock.now()
+    # 201 or 200: a key already stored means this is a repeat. Two first requests
+    # racing with one key may both answer 201; both get the same execution.
+    arguments = _submit_arguments(body, registry, idempotency_key)
+    try:
+        existed = idempotency_key is not None and store.find(idempotency_key) is not None
+        execution = store.submit(**arguments)
+    except ValidationError as exc:
+        raise ValidationError(_api_field(exc.field), exc.message) from None
+    if existed:
+        response.status_code = status.HTTP_200_OK
+    response.headers["ETag"] = etag(execution)
+    return schemas.Execution.of(execution)
+
+
+def _submit_arguments(
+    body: schemas.SubmitRequest, registry: JobRegistry | None, idempotency_key: str | None
+) -> dict[str, Any]:
+    """``Store.submit``'s arguments for one request, checked against the registry if any."""
     job, version, inputs = body.job, body.version, body.inputs
-    options: dict[str, Any] = {}
+    arguments: dict[str, Any] = {}
     if body.max_attempts is not None:
-        options["max_attempts"] = body.max_attempts
+        arguments["max_attempts"] = body.max_attempts
     if registry is not None:
         spec = registry.get(job, version)
         job, version, inputs = spec.name, spec.version, spec.check_inputs(inputs)
         if spec.max_attempts is not None:
-            options.setdefault("max_attempts", spec.max_attempts)
+            arguments.setdefault("max_attempts", spec.max_attempts)
         if spec.timeout is not None:
-            options["timeout"] = spec.timeout
+            arguments["timeout"] = spec.timeout
+    return {
+        "job": job,
+        "inputs": inputs,
+        "job_version": version,
+        "execute_at": body.execute_at,
+        "delay": body.delay_seconds,
+        "idempotency_key": idempotency_key,
+        "bucket_key": body.bucket_key,
+        "priority": body.priority,
+        **arguments,
+    }
+
+
+def _api_field(store_field: str) -> str:
+    """The API's name for a field the store named (``job_version`` is ``version``)."""
+    return _SUBMIT_FIELDS.get(store_field, store_field)
+
+
+@router.post(
+    "/executions/batch",
+    status_code=status.HTTP_201_CREATED,
+    response_model=schemas.SubmitBatchResult,
+    **guarded(
+        Scope.SUBMIT,
+        p.VALIDATION,
+        p.IDEMPOTENCY_CONFLICT,
+        p.BODY_TOO_LARGE,
+        p.STORE_UNAVAILABLE,
+    ),
+)
+def submit_batch(
+    body: schemas.SubmitBatch, store: StoreDep, registry: RegistryDep
+) -> schemas.SubmitBatchResult:
+    """Submit many executions in one transaction: all are stored, or none (the field says why).
+
+    Each item is a ``POST /executions`` body plus its own ``idempotency_key``; an
+    item whose key was seen before (with the same body) returns the existing
+    execution. A bad item is a 422 naming it (``items.3.inputs``), as pydantic names
+    fields elsewhere.
+    """
+    requests = []
+    for index, item in enumerate(body.items):
+        try:
+            requests.append(_submit_arguments(item, registry, item.idempotency_key))
+        except ValidationError as exc:
+            raise ValidationError(f"items.{index}.{exc.field}", exc.message) from None
     try:
-        execution = store.submit(
-            job,
-            inputs=inputs,
-            job_version=version,
-            execute_at=body.execute_at,
-            delay=body.delay_seconds,
-            idempotency_key=idempotency_key,
-            bucket_key=body.bucket_key,
-            priority=body.priority,
-            **options,
-        )
-    except ValidationError as exc:
-        field = _SUBMIT_FIELDS.get(exc.field, exc.field)
-        raise ValidationError(field, exc.message) from None
-    if idempotency_key is not None and execution.created_at < before:
-        response.status_code = status.HTTP_200_OK
-    response.headers["ETag"] = etag(execution)
-    return schemas.Execution.of(execution)
+        executions = store.submit_many(requests)
+    except ValidationError as exc:  # the store names "[3].inputs"
+        position, _, field = exc.field.removeprefix("[").partition("].")
+        name = field if field == "idempotency_key" else _api_field(field)
+        raise ValidationError(f"items.{position}.{name}", exc.message) from None
+    return schemas.SubmitBatchResult(items=[schemas.Execution.of(e) for e in executions])
 
 
 @router.get(
@@ -114,7 +157,7 @@ def list_executions(
     state: Annotated[list[str] | None, Query()] = None,
     job: str | None = None,
     schedule: str | None = None,
-    bucket: Annotated[int | None, Query(ge=0)] = None,
+    bucket: Annotated[int | None, Query(ge=0, le=schemas.INT32_MAX)] = None,
     cursor: Cursor = None,
     limit: Limit = 100,
 ) -> schemas.Page:

@@ -11,19 +11,24 @@ on ``title`` or ``detail`` (those are for people and may change).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException
 
 from fencepost.api.auth import CsrfRefused, Forbidden, Unauthorized
 from fencepost.domain.errors import (
     FencepostError,
     IdempotencyConflict,
     InvalidTransition,
+    NotDue,
     NotFound,
     NotRunning,
     StaleLease,
@@ -53,12 +58,14 @@ IDEMPOTENCY_CONFLICT = Kind(
     type=_BASE + "idempotency-conflict", title="Idempotency key reused", status=409
 )
 STALE_LEASE = Kind(type=_BASE + "stale-lease", title="Lease no longer held", status=409)
+NOT_DUE = Kind(type=_BASE + "not-due", title="Occurrence not due", status=409)
 NOT_RUNNING = Kind(type=_BASE + "not-running", title="Execution not running", status=409)
 STORE_UNAVAILABLE = Kind(type=_BASE + "store-unavailable", title="Store unavailable", status=503)
 BODY_TOO_LARGE = Kind(type=_BASE + "body-too-large", title="Request body too large", status=413)
 UNAUTHORIZED = Kind(type=_BASE + "unauthorized", title="Authentication required", status=401)
 FORBIDDEN = Kind(type=_BASE + "forbidden", title="Scope missing", status=403)
 CSRF = Kind(type=_BASE + "csrf", title="CSRF check failed", status=403)
+METHOD_NOT_ALLOWED = Kind(type=_BASE + "method-not-allowed", title="Method not allowed", status=405)
 #: A FencepostError this module has no specific kind for (a bug if ever seen).
 INTERNAL = Kind(type=_BASE + "internal", title="Internal error", status=500)
 
@@ -70,6 +77,7 @@ _KINDS: tuple[tuple[type[FencepostError], Kind], ...] = (
     (IdempotencyConflict, IDEMPOTENCY_CONFLICT),
     (StaleLease, STALE_LEASE),
     (NotRunning, NOT_RUNNING),
+    (NotDue, NOT_DUE),
     (StoreUnavailable, STORE_UNAVAILABLE),
     (Unauthorized, UNAUTHORIZED),
     (Forbidden, FORBIDDEN),
@@ -137,6 +145,27 @@ def _request_validation_error(request: Request, exc: Exception) -> JSONResponse:
     return problem(VALIDATION, f"{field}: {message}", field=field)
 
 
+def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == HTTPStatus.BAD_REQUEST:
+        # FastAPI's one 400: a body it cannot decode at all (not UTF-8, a broken form).
+        # Malformed JSON is already a 422 naming ``body``; this is the same mistake.
+        response = problem(VALIDATION, "body: cannot be decoded (send UTF-8 JSON)", field="body")
+    else:
+        response = problem(_http_kind(exc.status_code), str(exc.detail))
+    response.headers.update(exc.headers or {})  # Allow on a 405
+    return response
+
+
+def _http_kind(status: int) -> Kind:
+    """The kind of a framework error (an unknown path, a method the path lacks)."""
+    known = {NOT_FOUND.status: NOT_FOUND, METHOD_NOT_ALLOWED.status: METHOD_NOT_ALLOWED}
+    if status in known:
+        return known[status]
+    phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
+    return Kind(type=_BASE + phrase.lower().replace(" ", "-"), title=phrase, status=status)
+
+
 def field_of(error: dict[str, Any]) -> str:
     """Name the offending input of one pydantic error from its ``loc``.
 
@@ -150,6 +179,39 @@ def field_of(error: dict[str, Any]) -> str:
 
 
 def install(app: FastAPI) -> None:
-    """Register the exception handlers that turn errors into problem details."""
+    """Register the exception handlers that turn errors into problem details.
+
+    Also make the OpenAPI spec say so: FastAPI documents a 422 ``HTTPValidationError``
+    body on every route with parameters, but the handler above answers a
+    :class:`Problem` as ``application/problem+json``.
+    """
     app.add_exception_handler(FencepostError, _fencepost_error)
     app.add_exception_handler(RequestValidationError, _request_validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.openapi = _declaring_problems(app.openapi)  # type: ignore[method-assign]
+
+
+_FASTAPI_422 = "#/components/schemas/HTTPValidationError"
+_PROBLEM_REF = "#/components/schemas/Problem"
+
+
+def _declaring_problems(generate: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    def openapi() -> dict[str, Any]:
+        schema = generate()  # FastAPI caches it: the edit below must be idempotent
+        replaced = False
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                response = operation.get("responses", {}).get("422")
+                if response is not None and _FASTAPI_422 in json.dumps(response):
+                    response["content"] = {MEDIA_TYPE: {"schema": {"$ref": _PROBLEM_REF}}}
+                    replaced = True
+        if replaced:
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.setdefault("Problem", Problem.model_json_schema())
+            # FastAPI's model, now unused, and its item type unless a route uses it.
+            components.pop("HTTPValidationError", None)
+            if '"#/components/schemas/ValidationError"' not in json.dumps(schema):
+                components.pop("ValidationError", None)
+        return schema
+
+    return openapi

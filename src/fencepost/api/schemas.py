@@ -2,12 +2,52 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictInt, field_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    field_validator,
+)
 
 from fencepost.domain import models
+from fencepost.domain.submission import PRIORITY_RANGE
+
+#: The stores keep versions and attempt counts in 32-bit integer columns.
+INT32_MAX = 2**31 - 1
+#: The longest ``delay_seconds`` accepted (100 years): anything longer is a mistake,
+#: and a due time past year 9999 cannot be represented at all.
+MAX_DELAY_SECONDS = 100 * 365.25 * 86400
+
+
+def _storable(value: str) -> str:
+    # JSON may spell an unpaired surrogate (\ud800), which no store can encode as
+    # UTF-8, and U+0000, which PostgreSQL cannot store in text: refuse both here
+    # rather than fail on one backend only.
+    if "\x00" in value:
+        raise ValueError("must not contain the character U+0000")
+    _utf8(value)
+    return value
+
+
+def _utf8(value: object) -> object:
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise ValueError("must not contain an unpaired surrogate (U+D800 to U+DFFF)") from None
+    return value
+
+
+#: A string every store can hold.
+Text = Annotated[str, AfterValidator(_storable)]
+#: Any JSON value whose strings are valid Unicode (U+0000 is refused by the store).
+Json = Annotated[Any, AfterValidator(_utf8)]
 
 
 class SubmitRequest(BaseModel):
@@ -15,17 +55,17 @@ class SubmitRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    job: str
-    version: StrictInt | None = None
-    inputs: Any = None
+    job: Text
+    version: StrictInt | None = Field(default=None, ge=1, le=INT32_MAX)
+    inputs: Json = None
     #: When to run; must carry a UTC offset (naive times are refused, never guessed).
     execute_at: AwareDatetime | None = None
     #: Seconds from the store's now; strict, so ``"5"`` and ``true`` are refused.
-    delay_seconds: float | None = Field(default=None, ge=0, strict=True)
+    delay_seconds: float | None = Field(default=None, ge=0, le=MAX_DELAY_SECONDS, strict=True)
     #: None: the job's own (with a registry), else the store's default.
-    max_attempts: StrictInt | None = None
-    bucket_key: str | None = None
-    priority: StrictInt = 0
+    max_attempts: StrictInt | None = Field(default=None, ge=1, le=INT32_MAX)
+    bucket_key: Text | None = None
+    priority: StrictInt = Field(default=0, ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])
 
     @field_validator("execute_at", mode="before")
     @classmethod
@@ -34,6 +74,29 @@ class SubmitRequest(BaseModel):
         if value is not None and not isinstance(value, str):
             raise ValueError("must be an ISO 8601 string with a UTC offset")
         return value
+
+    @field_validator("execute_at")
+    @classmethod
+    def _in_utc_range(cls, value: datetime | None) -> datetime | None:
+        # 0001-01-01T00:00+01:00 parses, but is before the first instant UTC can name.
+        try:
+            return None if value is None else value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("must fall between years 1 and 9999 in UTC") from None
+
+
+class SubmitItem(SubmitRequest):
+    """One submit of a batch: a ``POST /executions`` body plus its idempotency key."""
+
+    idempotency_key: Text | None = Field(default=None, min_length=1, max_length=200)
+
+
+class SubmitBatch(BaseModel):
+    """The body of ``POST /executions/batch``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[SubmitItem] = Field(min_length=1, max_length=1000)
 
 
 class Execution(BaseModel):
@@ -103,6 +166,12 @@ class Page(BaseModel):
     def of(cls, page: models.Page) -> Page:
         """The response body of a domain page."""
         return cls(items=[Execution.of(e) for e in page.items], next_cursor=page.next_cursor)
+
+
+class SubmitBatchResult(BaseModel):
+    """The executions of a batch submit, in request order."""
+
+    items: list[Execution]
 
 
 class Attempt(BaseModel):

@@ -1,8 +1,9 @@
 """``fencepost``: the operator command.
 
-``fencepost worker`` runs a worker; ``fencepost db migrate`` prepares a
-database; the operator commands (``submit``, ``ps``, ``stats``, ``buckets``,
-``schedule``, ``reconcile``, ``dead-letters``, ``replay``, ``prune``, ``slo``)
+``fencepost serve`` runs the HTTP service; ``fencepost worker`` runs a worker;
+``fencepost db migrate`` prepares a database; the operator commands (``submit``,
+``ps``, ``stats``, ``buckets``, ``schedule``, ``reconcile``, ``dead-letters``,
+``replay``, ``prune``, ``slo``)
 each live in a small module of their own and print tables or, with ``--json``,
 one JSON document (:mod:`fencepost.cli.output`).
 """
@@ -21,6 +22,7 @@ from fencepost.cli import (
     maintenance,
     report,
     schedules,
+    serve,
     submit,
     worker,
 )
@@ -47,6 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=os.environ.get("FENCEPOST_DB"),
         help="store URL (default: $FENCEPOST_DB)",
     )
+    serve.add_parser(commands)
     worker.add_parser(commands)
     submit.add_parsers(commands)
     executions.add_parsers(commands)
@@ -59,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return common.dispatch(args)
     if args.command == "worker":
         return worker.run(args)
+    if args.command == "serve":
+        return serve.run(args)
     if args.command == "db" and args.db_command == "migrate":
         return _migrate(args.db, parser)
     parser.error("unknown command")  # pragma: no cover - argparse rejects it first

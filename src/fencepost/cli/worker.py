@@ -11,13 +11,16 @@ from typing import Any
 
 from fencepost.app import App
 from fencepost.cli import logs
+from fencepost.client import TOKEN_ENV, Client
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS, parse_buckets
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.scheduler.materializer import Materializer, MaterializerOptions
 from fencepost.store import connect
+from fencepost.store.base import Store
 from fencepost.worker.definitions import load_definitions
 from fencepost.worker.registry import JobRegistry
 from fencepost.worker.runtime import Worker, WorkerOptions
+from fencepost.worker.source import WorkSource
 
 
 def add_parser(commands: Any) -> None:
@@ -32,6 +35,15 @@ def add_parser(commands: Any) -> None:
     p.add_argument("app", nargs="?", help="MODULE:ATTRIBUTE naming a fencepost.App")
     p.add_argument("--definitions", type=Path, help="directory of job definition files")
     p.add_argument("--db", default=os.environ.get("FENCEPOST_DB"), help="store URL")
+    p.add_argument(
+        "--server",
+        help="a fencepost service URL: work through its worker protocol instead of --db",
+    )
+    p.add_argument(
+        "--token",
+        default=os.environ.get(TOKEN_ENV),
+        help=f"bearer token (scope 'work') for --server (default ${TOKEN_ENV})",
+    )
     p.add_argument("--concurrency", type=int, default=8, help="handlers at once (default 8)")
     p.add_argument("--jobs", help="run only these jobs (comma-separated names)")
     p.add_argument("--owner", help="lease owner / node id (default host:pid)")
@@ -64,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     materializer = None
     if args.with_scheduler:
+        assert isinstance(worker.store, Store)  # _build refuses --with-scheduler with --server
         materializer = Materializer(
             worker.store, MaterializerOptions(owner=f"{worker.owner}:scheduler")
         )
@@ -83,7 +96,7 @@ def _build(args: argparse.Namespace) -> Worker:
     if args.concurrency < 1:
         raise ValidationError("concurrency", f"must be >= 1, got {args.concurrency}")
     registry = JobRegistry()
-    app = _import_app(args.app) if args.app else None
+    app = import_app(args.app) if args.app else None
     if app is not None:
         for spec in app.registry:
             registry.add(spec)
@@ -95,12 +108,21 @@ def _build(args: argparse.Namespace) -> Worker:
     buckets = (
         None if args.buckets is None else parse_buckets(args.buckets, num_buckets=args.num_buckets)
     )
-    if args.db:
+    store: WorkSource
+    if args.server:
+        if args.db:
+            raise ValidationError("server", "give --server or --db, not both")
+        if args.with_scheduler:
+            raise ValidationError(
+                "with-scheduler", "needs --db: the service materializes its schedules itself"
+            )
+        store = Client(args.server, token=args.token)
+    elif args.db:
         store = connect(args.db, num_buckets=args.num_buckets)
     elif app is not None:
         store = app.store
     else:
-        raise ValidationError("db", "is required (or set FENCEPOST_DB)")
+        raise ValidationError("db", "is required (or set FENCEPOST_DB, or give --server)")
     options = WorkerOptions(
         owner=args.owner,
         concurrency=args.concurrency,
@@ -112,7 +134,8 @@ def _build(args: argparse.Namespace) -> Worker:
     return Worker(store, registry, options)
 
 
-def _import_app(target: str) -> App:
+def import_app(target: str) -> App:
+    """The fencepost.App that ``module:attribute`` names (the current directory is importable)."""
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise ValidationError("app", f"must look like module:attribute, got {target!r}")

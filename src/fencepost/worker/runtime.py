@@ -43,6 +43,7 @@ from fencepost.worker.context import Context
 from fencepost.worker.errors import Cancelled, PermanentFailure
 from fencepost.worker.jobs import JobSpec
 from fencepost.worker.registry import JobRegistry
+from fencepost.worker.source import WorkSource
 
 log = logging.getLogger("fencepost.worker")
 
@@ -117,13 +118,17 @@ class WorkerCounters:
 class Worker:
     """Claims and runs executions of the jobs in ``registry`` from ``store``.
 
+    ``store`` is a :class:`~fencepost.store.base.Store` or anything else that
+    serves the leasing verbs (:class:`~fencepost.worker.source.WorkSource`), such
+    as the HTTP client of a ``fencepost serve``.
+
     Use :meth:`run` in a process's main thread (it handles SIGTERM and SIGINT),
     or :meth:`start` / :meth:`stop` / :meth:`join` to run it in the background.
     """
 
     def __init__(
         self,
-        store: Store,
+        store: WorkSource,
         registry: JobRegistry,
         options: WorkerOptions | None = None,
         *,

@@ -1,0 +1,248 @@
+"""Request and response bodies of the schedules routes.
+
+The API names a few fields differently from the store, in the units it takes them
+in: ``version`` (the store's ``job_version``), ``every_seconds`` (``every``) and
+``misfire_grace_seconds`` (``misfire_grace``). :data:`STORE_NAMES` maps them.
+Times are ISO 8601 strings with a UTC offset (UTC on output).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    field_validator,
+)
+
+from fencepost.domain import models
+from fencepost.domain import schedules as plans
+from fencepost.domain.submission import PRIORITY_RANGE
+from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
+
+#: API field name -> the store's name, where they differ.
+STORE_NAMES = {
+    "version": "job_version",
+    "every_seconds": "every",
+    "misfire_grace_seconds": "misfire_grace",
+}
+#: The store's field name -> the API's (errors name the API's field).
+API_NAMES = {store: api for api, store in STORE_NAMES.items()}
+
+# PostgreSQL keeps these counts in ``integer`` columns; a larger number would be a
+# database error (a 5xx) instead of a refusal naming the field.
+_MAX_INT = 2**31 - 1
+# Long enough for any real schedule, short enough that every backend can store the
+# duration and a slot computed from it stays within datetime's range.
+_MAX_SECONDS = 100 * 366 * 86_400
+# The store keeps durations to the microsecond: a shorter interval would round to zero.
+_MIN_INTERVAL = 1e-6
+
+
+def _iso_text(value: object) -> object:
+    # Pydantic would read a number, or a string of digits, as Unix seconds; the API
+    # promises ISO 8601 only (as SubmitRequest.execute_at does).
+    if not isinstance(value, str):
+        raise ValueError("must be an ISO 8601 string with a UTC offset")
+    try:
+        float(value)
+    except ValueError:
+        return value
+    raise ValueError("must be an ISO 8601 string with a UTC offset, not a number")
+
+
+def _in_utc(value: datetime) -> datetime:
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+05:00 is before datetime.min in UTC
+        raise ValueError("is out of range once converted to UTC") from None
+
+
+def _no_nul(value: str) -> str:
+    # PostgreSQL text cannot hold U+0000: without this check the store would fail
+    # with a 503 (store unavailable) rather than refuse the input.
+    if "\x00" in value:
+        raise ValueError("must not contain the character U+0000")
+    return value
+
+
+#: An aware instant given as ISO 8601 text; naive times and numbers are refused.
+Instant = Annotated[AwareDatetime, BeforeValidator(_iso_text), AfterValidator(_in_utc)]
+#: A name that every backend can store.
+_Name = Annotated[str, AfterValidator(_no_nul)]
+
+_Count = Annotated[StrictInt, Field(ge=1, le=_MAX_INT)]
+_Priority = Annotated[StrictInt, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])]
+_Interval = Annotated[float, Field(ge=_MIN_INTERVAL, le=_MAX_SECONDS, strict=True)]
+_Grace = Annotated[float, Field(ge=0, le=_MAX_SECONDS, strict=True)]
+
+
+class ScheduleCreate(BaseModel):
+    """The body of ``POST /schedules``; unknown fields are refused.
+
+    Exactly one rule: ``cron`` (5 fields, or 6 with leading seconds, evaluated in
+    ``timezone``) or ``every_seconds`` (a fixed interval on the UTC timeline).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    job: _Name
+    #: None: the latest registered version (with a job registry), else unpinned.
+    version: _Count | None = None
+    inputs: Any = None
+    cron: str | None = None
+    every_seconds: _Interval | None = None
+    #: The IANA zone ``cron`` runs in; an interval schedule must keep "UTC".
+    timezone: str = "UTC"
+    misfire: Misfire = Misfire.COALESCE
+    misfire_grace_seconds: _Grace = plans.DEFAULT_MISFIRE_GRACE
+    max_catch_up: _Count = plans.DEFAULT_MAX_CATCH_UP
+    overlap: Overlap = Overlap.ALLOW
+    dst_gap: DstGap = DstGap.SHIFT
+    dst_fold: DstFold = DstFold.ONCE
+    #: No slot before this instant (inclusive).
+    start_at: Instant | None = None
+    #: No slot after this instant (inclusive).
+    end_at: Instant | None = None
+    #: None: the job's own (with a registry), else the store's default.
+    max_attempts: _Count | None = None
+    priority: _Priority = 0
+    #: Store it paused (its slots are recorded SKIPPED until it is resumed).
+    paused: StrictBool = False
+    #: Makes the request idempotent: the same id and body again return the schedule.
+    id: _Name | None = Field(default=None, min_length=1, max_length=plans.MAX_SCHEDULE_ID)
+
+    @field_validator("id")
+    @classmethod
+    def _addressable(cls, value: str | None) -> str | None:
+        # The id becomes a path segment (/schedules/{id}); a "/" would make the
+        # schedule unreachable through this API.
+        if value is not None and "/" in value:
+            raise ValueError("must not contain '/'")
+        return value
+
+    def arguments(self) -> dict[str, Any]:
+        """The store's ``add_schedule`` keyword arguments besides ``job`` and ``id``.
+
+        ``max_attempts`` is left out when not given, so the store's default applies.
+        """
+        given = self.model_dump(exclude={"job", "id"})
+        if given["max_attempts"] is None:
+            del given["max_attempts"]
+        return {STORE_NAMES.get(name, name): value for name, value in given.items()}
+
+
+class ScheduleUpdate(BaseModel):
+    """The body of ``PATCH /schedules/{id}``: the fields to change; unknown ones are refused.
+
+    A field sent as ``null`` is cleared (``end_at``, ``version``), or refused where
+    a schedule must have a value. Giving one rule (``cron`` or ``every_seconds``)
+    replaces the other kind; switching to an interval resets ``timezone`` to
+    "UTC" unless it is given too.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    job: _Name | None = None
+    version: _Count | None = None
+    inputs: Any = None
+    cron: str | None = None
+    every_seconds: _Interval | None = None
+    timezone: str | None = None
+    misfire: Misfire | None = None
+    misfire_grace_seconds: _Grace | None = None
+    max_catch_up: _Count | None = None
+    overlap: Overlap | None = None
+    dst_gap: DstGap | None = None
+    dst_fold: DstFold | None = None
+    start_at: Instant | None = None
+    end_at: Instant | None = None
+    max_attempts: _Count | None = None
+    priority: _Priority | None = None
+    paused: StrictBool | None = None
+
+    def changes(self) -> dict[str, Any]:
+        """The fields present in the request, under the store's names."""
+        given = self.model_dump(include=self.model_fields_set)
+        return {STORE_NAMES.get(name, name): value for name, value in given.items()}
+
+
+class Schedule(BaseModel):
+    """One schedule as the store holds it, with its next fire time."""
+
+    id: str
+    job: str
+    version: int | None
+    inputs: Any
+    cron: str | None
+    every_seconds: float | None
+    timezone: str
+    dst_gap: DstGap
+    dst_fold: DstFold
+    misfire: Misfire
+    misfire_grace_seconds: float
+    max_catch_up: int
+    overlap: Overlap
+    start_at: datetime | None
+    end_at: datetime | None
+    max_attempts: int
+    priority: int
+    paused: bool
+    #: Every slot at or before this instant has been materialized or recorded.
+    watermark: datetime
+    #: When a materializer next looks at the schedule.
+    next_due: datetime
+    created_at: datetime
+    updated_at: datetime
+    #: The next slot after the store's now; null when paused or when none is left.
+    next_fire_at: datetime | None
+
+    @classmethod
+    def of(cls, s: models.Schedule, next_fire_at: datetime | None) -> Schedule:
+        """The response body of a domain schedule."""
+        return cls(
+            id=s.id,
+            job=s.job,
+            version=s.job_version,
+            inputs=s.inputs,
+            cron=s.cron,
+            every_seconds=None if s.every is None else s.every.total_seconds(),
+            timezone=s.timezone,
+            dst_gap=s.dst_gap,
+            dst_fold=s.dst_fold,
+            misfire=s.misfire,
+            misfire_grace_seconds=s.misfire_grace.total_seconds(),
+            max_catch_up=s.max_catch_up,
+            overlap=s.overlap,
+            start_at=s.start_at,
+            end_at=s.end_at,
+            max_attempts=s.max_attempts,
+            priority=s.priority,
+            paused=s.paused,
+            watermark=s.watermark,
+            next_due=s.next_due,
+            created_at=s.created_at,
+            updated_at=s.updated_at,
+            next_fire_at=next_fire_at,
+        )
+
+
+class SchedulePage(BaseModel):
+    """One page of schedules by id; pass ``next_cursor`` as ``cursor`` for the next one."""
+
+    items: list[Schedule]
+    next_cursor: str | None
+
+
+class FireTimes(BaseModel):
+    """The next fire instants of a schedule, in UTC, oldest first."""
+
+    fire_times: list[datetime]

@@ -1,0 +1,228 @@
+"""Routes for schedules: add, list, read, change, pause, resume, delete and preview.
+
+Every endpoint is a plain ``def`` (the store is synchronous; FastAPI runs these in
+its thread pool). Errors raised by the store name its fields; they are renamed to
+the API's (``every`` -> ``every_seconds``, see :mod:`fencepost.api.schedule_schemas`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response, status
+
+from fencepost.api import problems as p
+from fencepost.api import schedule_schemas as schemas
+from fencepost.api.auth import Scope
+from fencepost.api.deps import Cursor, Limit, RegistryDep, StoreDep, guarded
+from fencepost.domain import models
+from fencepost.domain.errors import NotFound, ValidationError
+from fencepost.scheduler.handle import ScheduleHandle
+from fencepost.store.base import Store
+from fencepost.worker.registry import JobRegistry
+
+router = APIRouter(tags=["schedules"])
+
+#: The most fire times one preview returns.
+MAX_PREVIEW = 1000
+
+_ONE_RULE = "give exactly one of cron or every_seconds"
+
+
+@contextmanager
+def _api_names(**extra: str) -> Iterator[None]:
+    """Rename the field of a store's ValidationError to the API's name for it."""
+    try:
+        yield
+    except ValidationError as exc:
+        names = schemas.API_NAMES | extra
+        raise ValidationError(names.get(exc.field, exc.field), exc.message) from None
+
+
+def _next_fire(store: Store, schedule: models.Schedule, now: datetime) -> datetime | None:
+    if schedule.paused:
+        return None
+    fires = ScheduleHandle(store, schedule).preview(1, after=now)
+    return fires[0] if fires else None
+
+
+def _view(store: Store, schedule: models.Schedule) -> schemas.Schedule:
+    return schemas.Schedule.of(schedule, _next_fire(store, schedule, store.clock.now()))
+
+
+def _exists(store: Store, schedule_id: str) -> bool:
+    try:
+        store.get_schedule(schedule_id)
+    except NotFound:
+        return False
+    return True
+
+
+def _pinned(
+    registry: JobRegistry, current: models.Schedule, changes: dict[str, Any]
+) -> dict[str, Any]:
+    """``changes`` checked against the registered job they leave the schedule with.
+
+    A new job without a version is pinned to its latest; the inputs (changed or
+    not) must match that job's schema.
+    """
+    if not {"job", "job_version", "inputs"} & changes.keys():
+        return changes
+    job = changes.get("job", current.job)
+    # A different job without a version gets its latest, not the old job's number.
+    version = changes.get("job_version", None if "job" in changes else current.job_version)
+    spec = registry.get(job, version)
+    inputs = spec.check_inputs(changes.get("inputs", current.inputs))
+    return changes | {"job": spec.name, "job_version": spec.version, "inputs": inputs}
+
+
+@router.post(
+    "/schedules",
+    status_code=status.HTTP_201_CREATED,
+    response_model=schemas.Schedule,
+    **guarded(
+        Scope.ADMIN,
+        p.VALIDATION,
+        p.IDEMPOTENCY_CONFLICT,
+        p.BODY_TOO_LARGE,
+        p.STORE_UNAVAILABLE,
+        **{"200": {"model": schemas.Schedule, "description": "Replay of an idempotent add"}},
+    ),
+)
+def add_schedule(
+    body: schemas.ScheduleCreate, store: StoreDep, registry: RegistryDep, response: Response
+) -> schemas.Schedule:
+    """Store a schedule (201); with ``id``, the same body again returns it (200)."""
+    if (body.cron is None) == (body.every_seconds is None):
+        raise ValidationError("cron", _ONE_RULE + (", not both" if body.cron is not None else ""))
+    job, arguments = body.job, body.arguments()
+    if registry is not None:  # as App.schedule does
+        spec = registry.get(job, body.version)
+        job = spec.name
+        arguments["job_version"] = spec.version
+        arguments["inputs"] = spec.check_inputs(body.inputs)
+        if body.max_attempts is None and spec.max_attempts is not None:
+            arguments["max_attempts"] = spec.max_attempts
+    # The store returns an existing schedule for a repeated id without saying so.
+    # Looking first tells 200 from 201, except for two racing first requests with
+    # one id, which may both answer 201 (with the same schedule).
+    existed = body.id is not None and _exists(store, body.id)
+    with _api_names():
+        schedule = store.add_schedule(job, id=body.id, **arguments)
+    if existed:
+        response.status_code = status.HTTP_200_OK
+    return _view(store, schedule)
+
+
+@router.get(
+    "/schedules",
+    response_model=schemas.SchedulePage,
+    **guarded(Scope.READ, p.VALIDATION, p.STORE_UNAVAILABLE),
+)
+def list_schedules(
+    store: StoreDep,
+    job: str | None = None,
+    paused: bool | None = None,
+    cursor: Cursor = None,
+    limit: Limit = 100,
+) -> schemas.SchedulePage:
+    """Schedules matching every filter, ordered by id."""
+    with _api_names(after="cursor"):
+        page = store.schedules(job=job, paused=paused, limit=limit, after=cursor)
+    now = store.clock.now()
+    items = [schemas.Schedule.of(s, _next_fire(store, s, now)) for s in page.items]
+    return schemas.SchedulePage(items=items, next_cursor=page.next_cursor)
+
+
+@router.get(
+    "/schedules/{schedule_id}",
+    response_model=schemas.Schedule,
+    **guarded(Scope.READ, p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
+)
+def get_schedule(schedule_id: str, store: StoreDep) -> schemas.Schedule:
+    """One schedule."""
+    return _view(store, store.get_schedule(schedule_id))
+
+
+@router.patch(
+    "/schedules/{schedule_id}",
+    response_model=schemas.Schedule,
+    **guarded(Scope.ADMIN, p.VALIDATION, p.NOT_FOUND, p.BODY_TOO_LARGE, p.STORE_UNAVAILABLE),
+)
+def update_schedule(
+    schedule_id: str, body: schemas.ScheduleUpdate, store: StoreDep, registry: RegistryDep
+) -> schemas.Schedule:
+    """Change the given fields; the change applies to slots not materialized yet."""
+    changes = body.changes()
+    if not changes:
+        raise ValidationError("body", "give at least one field to change")
+    current = store.get_schedule(schedule_id)
+    # One rule given replaces the other kind, so {"every_seconds": 60} turns a cron
+    # schedule into an interval one without the client also sending "cron": null.
+    for rule, other in (("cron", "every"), ("every", "cron")):
+        if changes.get(rule) is not None and other not in changes:
+            changes[other] = None
+    if (changes.get("cron", current.cron) is None) == (changes.get("every", current.every) is None):
+        given = changes.get("cron") is not None
+        raise ValidationError("cron", _ONE_RULE + (", not both" if given else ""))
+    if registry is not None:
+        changes = _pinned(registry, current, changes)
+    with _api_names():
+        updated = store.update_schedule(schedule_id, **changes)
+    return _view(store, updated)
+
+
+@router.delete(
+    "/schedules/{schedule_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    **guarded(Scope.ADMIN, p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
+)
+def delete_schedule(schedule_id: str, store: StoreDep) -> Response:
+    """Remove a schedule; its executions that have not started are cancelled."""
+    store.delete_schedule(schedule_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/schedules/{schedule_id}/pause",
+    response_model=schemas.Schedule,
+    **guarded(Scope.ADMIN, p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
+)
+def pause_schedule(schedule_id: str, store: StoreDep) -> schemas.Schedule:
+    """Pause a schedule: its slots are recorded SKIPPED until it is resumed (idempotent)."""
+    return _view(store, store.pause_schedule(schedule_id))
+
+
+@router.post(
+    "/schedules/{schedule_id}/resume",
+    response_model=schemas.Schedule,
+    **guarded(Scope.ADMIN, p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
+)
+def resume_schedule(schedule_id: str, store: StoreDep) -> schemas.Schedule:
+    """Resume a paused schedule from its next slot (idempotent)."""
+    return _view(store, store.resume_schedule(schedule_id))
+
+
+@router.get(
+    "/schedules/{schedule_id}/preview",
+    response_model=schemas.FireTimes,
+    **guarded(Scope.READ, p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
+)
+def preview_schedule(
+    schedule_id: str,
+    store: StoreDep,
+    count: Annotated[int, Query(ge=1, le=MAX_PREVIEW)] = 10,
+    after: Annotated[
+        schemas.Instant | None, Query(description="ISO 8601 with offset; default: now")
+    ] = None,
+) -> schemas.FireTimes:
+    """The next ``count`` fire times after ``after``, per the rule, time zone and DST policy.
+
+    Paused or not: this is what the rule says, not what will run.
+    """
+    handle = ScheduleHandle(store, store.get_schedule(schedule_id))
+    return schemas.FireTimes(fire_times=handle.preview(count, after=after))

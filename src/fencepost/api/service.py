@@ -1,0 +1,194 @@
+"""One process that is the whole scheduler: the API, a materializer, a reaper, workers.
+
+``fencepost serve`` builds a :class:`Service` and runs it. Every part shares one
+store, wrapped so that ``/metrics`` counts what each does
+(:func:`~fencepost.api.metrics.create_metrics`). Several services may share one
+PostgreSQL database: materializers and workers coordinate through leases, never
+through each other.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import signal
+import threading
+from dataclasses import dataclass, field, replace
+from types import FrameType
+
+import uvicorn
+from fastapi import FastAPI
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+from fencepost.api.app import DEFAULT_MAX_BODY_BYTES, create_app
+from fencepost.api.auth import Auth
+from fencepost.api.metrics import Metrics, create_metrics
+from fencepost.domain.errors import StoreUnavailable
+from fencepost.scheduler.materializer import Materializer, MaterializerOptions
+from fencepost.store.base import Store, default_node_id
+from fencepost.worker.registry import JobRegistry
+from fencepost.worker.runtime import Worker, WorkerOptions
+
+log = logging.getLogger("fencepost.service")
+
+#: The Host header values accepted when auth is off (the port is ignored).
+LOOPBACK_NAMES = ["localhost", "127.0.0.1", "::1", "[::1]"]
+
+
+class _StopServing(Exception):
+    """Raised by our signal handler when uvicorn re-raises the signal it handled."""
+
+
+def _stop_serving(signum: int, frame: FrameType | None) -> None:
+    raise _StopServing
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceOptions:
+    """What runs in the process besides the API."""
+
+    #: Embedded worker runtimes for the registered jobs (0: remote workers only).
+    workers: int = 1
+    #: Handlers each embedded worker runs at once.
+    concurrency: int = 4
+    #: Run a materializer (schedules -> executions). Safe in several services at once.
+    materializer: bool = True
+    #: How often expired leases are timed out, in seconds.
+    reap_interval: float = 1.0
+    #: Node id prefix for the parts of this process; default ``host:pid``.
+    node: str = field(default_factory=default_node_id)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    #: Worker options other than owner and concurrency (grace, poll interval, ...).
+    worker: WorkerOptions = field(default_factory=WorkerOptions)
+
+
+class Service:
+    """The API over ``store`` plus the background parts :class:`ServiceOptions` asks for.
+
+    :meth:`start` and :meth:`stop` run the background parts; :meth:`serve` runs
+    them around a uvicorn server until SIGTERM/SIGINT. The caller owns ``store``.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        registry: JobRegistry | None = None,
+        auth: Auth | None = None,
+        options: ServiceOptions | None = None,
+    ) -> None:
+        self.options = options if options is not None else ServiceOptions()
+        self.auth = auth if auth is not None else Auth()
+        self.metrics: Metrics = create_metrics(store)
+        metered = self.metrics.store
+        self.store = metered
+        jobs = registry if registry is not None and len(registry) else None
+        self.app: FastAPI = create_app(
+            metered,
+            auth=self.auth,
+            registry=jobs,
+            metrics=self.metrics,
+            max_body_bytes=self.options.max_body_bytes,
+        )
+        if not self.auth.enabled:
+            # Without tokens, only loopback names may reach us: a hostile page that
+            # rebinds its own name to 127.0.0.1 (DNS rebinding) would otherwise count as
+            # same-origin, set its own CSRF cookie and drive the API from a browser.
+            self.app.add_middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_NAMES)
+        node = self.options.node
+        self.materializer = (
+            Materializer(metered, MaterializerOptions(owner=f"{node}:scheduler"))
+            if self.options.materializer
+            else None
+        )
+        self.workers: list[Worker] = []
+        if jobs is not None:
+            for i in range(self.options.workers):
+                worker_options = replace(
+                    self.options.worker,
+                    owner=f"{node}:worker-{i + 1}",
+                    concurrency=self.options.concurrency,
+                )
+                self.workers.append(Worker(metered, jobs, worker_options))
+        self._stop = threading.Event()
+        self._reaper = threading.Thread(target=self._reap, name="fencepost-reaper", daemon=True)
+
+    def start(self) -> None:
+        """Start the materializer, the reaper and the embedded workers."""
+        if self.materializer is not None:
+            self.materializer.start()
+        self._reaper.start()
+        for worker in self.workers:
+            worker.start()
+
+    def stop(self) -> None:
+        """Stop claiming, let running handlers finish (their grace), stop everything."""
+        for worker in self.workers:
+            worker.stop()
+        for worker in self.workers:
+            worker.join()
+        if self.materializer is not None:
+            self.materializer.stop()
+        self._stop.set()
+        if self._reaper.is_alive():
+            self._reaper.join(5)
+
+    def serve(self, host: str = "127.0.0.1", port: int = 8080, *, log_level: str = "info") -> None:
+        """Run everything until SIGTERM/SIGINT, then stop gracefully.
+
+        The first signal stops the HTTP server (uvicorn finishes open requests),
+        then the workers drain within their grace; a second signal during the
+        drain stops them at once, releasing their leases.
+        """
+        if self.auth.enabled is False and not is_loopback(host):
+            raise ValueError(
+                f"refusing to listen on {host} without tokens: anyone who can reach it "
+                "could run jobs. Configure tokens (--tokens FILE or $FENCEPOST_TOKENS) "
+                "or bind to 127.0.0.1"
+            )
+        config = uvicorn.Config(self.app, host=host, port=port, log_level=log_level, lifespan="off")
+        server = uvicorn.Server(config)
+        # uvicorn captures SIGTERM/SIGINT while it runs, shuts down, restores the handlers
+        # it found and raises the signal again. Ours turn that into a return, so the
+        # workers still drain (the default SIGTERM action would kill the process).
+        previous = {s: signal.signal(s, _stop_serving) for s in (signal.SIGTERM, signal.SIGINT)}
+        self.start()
+        try:
+            server.run()
+        except _StopServing:
+            pass
+        finally:
+            for signum in previous:
+                signal.signal(signum, self._hurry)
+            try:
+                self.stop()
+            finally:
+                for signum, handler in previous.items():
+                    signal.signal(signum, handler)
+
+    def _hurry(self, signum: int, frame: FrameType | None) -> None:
+        """A second signal while draining: stop the workers now, releasing their leases."""
+        log.warning("signal %d during shutdown: stopping workers at once", signum)
+        for worker in self.workers:
+            worker.stop(immediate=True)
+
+    def _reap(self) -> None:
+        """Time out expired leases even when no embedded worker runs (remote workers only)."""
+        while not self._stop.wait(self.options.reap_interval):
+            try:
+                while self.store.reap_expired(limit=1000) == 1000:
+                    pass
+            except StoreUnavailable as exc:
+                log.warning("reaper: store unavailable (%s); retrying", exc)
+            except Exception:  # the reaper must outlive any one bad pass
+                log.exception("reaper pass failed")

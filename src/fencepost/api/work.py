@@ -1,0 +1,609 @@
+"""The worker protocol: leases over HTTP, for workers that cannot reach the database.
+
+A remote worker claims (``POST /claims``), renews (``.../heartbeat``), and reports
+(``.../complete``, ``.../fail``, ``.../release``, ``.../abort``) exactly as a
+worker with a database URL does, and the store applies the same fence: every
+report names the ``owner`` and ``epoch`` of the lease it was given, and a stale
+one is refused with a 409 ``stale-lease`` problem and audited. Batch forms
+(``/completions``, ``/heartbeats``) keep a busy worker to one round trip per
+batch, as the store's ``*_many`` verbs do.
+
+The fence reads only a lease's execution id, owner and epoch, so the server
+rebuilds a :class:`~fencepost.domain.models.Lease` from those three; the other
+fields are filled with neutral values that no backend reads.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Response, status
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+
+from fencepost.api import problems as p
+from fencepost.api import schemas
+from fencepost.api.auth import Scope
+from fencepost.api.deps import StoreDep, guarded
+from fencepost.domain import models
+from fencepost.domain.errors import (
+    InvalidTransition,
+    NotDue,
+    NotFound,
+    ResultInvalid,
+    StaleLease,
+    ValidationError,
+)
+from fencepost.domain.models import Occurrence, Schedule
+from fencepost.domain.nodes import Node
+from fencepost.domain.schedules import occurrence_key, slot_text
+from fencepost.domain.states import CommandKind, CommandState, State
+from fencepost.scheduler.materializer import rule_of
+from fencepost.store.base import Store
+from fencepost.timing.durations import as_aware_utc
+
+router = APIRouter(tags=["worker protocol"])
+
+_NEUTRAL_TIME = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+#: The store's own cap on one claim or batch.
+MAX_BATCH = 1000
+Owner = Annotated[str, Field(min_length=1, max_length=200)]
+#: Epochs are 64-bit in every backend; larger numbers name no lease (and would overflow).
+Epoch = Annotated[StrictInt, Field(ge=1, le=2**63 - 1)]
+Ttl = Annotated[float, Field(gt=0, le=86_400, strict=True)]
+
+
+def lease_of(execution_id: str, owner: str, epoch: int, attempt: int = 0) -> models.Lease:
+    """A lease as the fence sees it: execution id, owner and epoch (see the module doc)."""
+    return models.Lease(
+        execution_id=execution_id,
+        owner=owner,
+        epoch=epoch,
+        lease_until=_NEUTRAL_TIME,
+        attempt=attempt,
+        max_attempts=0,
+        job="",
+        job_version=None,
+        inputs=None,
+        timeout=None,
+        schedule_id=None,
+        slot=None,
+        due_at=_NEUTRAL_TIME,
+    )
+
+
+# -- wire models ---------------------------------------------------------------------------
+
+
+class Strict(BaseModel):
+    """Request bodies refuse unknown fields: a typo must not silently do nothing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class JobVersion(Strict):
+    """A ``(job, version)`` pair the claimer can run."""
+
+    job: str = Field(min_length=1)
+    version: StrictInt
+
+
+class ClaimRequest(Strict):
+    """The body of ``POST /claims``; see ``Store.claim``."""
+
+    owner: Owner
+    limit: StrictInt = Field(default=1, ge=1, le=MAX_BATCH)
+    ttl_seconds: Ttl = 30.0
+    jobs: list[str] | None = None
+    versions: list[JobVersion] | None = None
+    buckets: list[StrictInt] | None = None
+    max_per_bucket: StrictInt | None = Field(default=None, ge=1, le=2**31 - 1)
+
+
+class Lease(BaseModel):
+    """Proof that ``owner`` holds the execution at ``epoch`` until ``lease_until``."""
+
+    execution_id: str
+    owner: str
+    epoch: int
+    lease_until: datetime
+    attempt: int
+    max_attempts: int
+    job: str
+    version: int | None
+    inputs: Any
+    timeout_seconds: float | None
+    schedule_id: str | None
+    slot: str | None
+    due_at: datetime
+
+    @classmethod
+    def of(cls, lease: models.Lease) -> Lease:
+        """The wire form of a domain lease."""
+        return cls(
+            execution_id=lease.execution_id,
+            owner=lease.owner,
+            epoch=lease.epoch,
+            lease_until=lease.lease_until,
+            attempt=lease.attempt,
+            max_attempts=lease.max_attempts,
+            job=lease.job,
+            version=lease.job_version,
+            inputs=lease.inputs,
+            timeout_seconds=None if lease.timeout is None else lease.timeout.total_seconds(),
+            schedule_id=lease.schedule_id,
+            slot=lease.slot,
+            due_at=lease.due_at,
+        )
+
+
+class Leases(BaseModel):
+    """The leases one claim took (possibly none)."""
+
+    leases: list[Lease]
+
+
+class LeaseReport(Strict):
+    """The lease a report is made under."""
+
+    owner: Owner
+    epoch: Epoch
+
+
+class HeartbeatRequest(LeaseReport):
+    """Renew a lease to now + ``ttl_seconds``; ``progress`` (JSON) replaces the stored one."""
+
+    ttl_seconds: Ttl = 30.0
+    progress: Any = None
+
+
+class CompleteRequest(LeaseReport):
+    """Report success with a JSON ``result``."""
+
+    result: Any = None
+
+
+class FailRequest(LeaseReport):
+    """Report a failed attempt; see ``Store.fail``."""
+
+    error: str = Field(max_length=65_536)
+    retryable: StrictBool = True
+    retry_in_seconds: float | None = Field(default=None, ge=0, strict=True)
+    timed_out: StrictBool = False
+
+
+class ReasonRequest(LeaseReport):
+    """Give a lease back (release) or stop to honour a cancel (abort)."""
+
+    reason: str | None = Field(default=None, min_length=1, max_length=8192)
+
+
+class CompletionItem(CompleteRequest):
+    """One completion of a batch."""
+
+    execution_id: str = Field(min_length=1)
+
+
+class CompletionBatch(Strict):
+    """The body of ``POST /completions``: applied in one transaction, in order."""
+
+    items: list[CompletionItem] = Field(max_length=MAX_BATCH)
+
+
+class HeartbeatItem(LeaseReport):
+    """One renewal of a batch."""
+
+    execution_id: str = Field(min_length=1)
+    progress: Any = None
+
+
+class HeartbeatBatch(Strict):
+    """The body of ``POST /heartbeats``: every lease renewed to now + ``ttl_seconds``."""
+
+    ttl_seconds: Ttl = 30.0
+    items: list[HeartbeatItem] = Field(max_length=MAX_BATCH)
+
+
+class Refusal(BaseModel):
+    """Why one item of a batch was refused (the problem its single form would answer)."""
+
+    type: str
+    detail: str
+
+
+class CompletionResults(BaseModel):
+    """Per item, in order: null where accepted, else the refusal."""
+
+    results: list[Refusal | None]
+
+
+class HeartbeatResults(BaseModel):
+    """Per item, in order: the renewed lease, or the refusal."""
+
+    results: list[Lease | Refusal]
+
+
+class CommandClaimRequest(Strict):
+    """The body of ``POST /commands/claims``; see ``Store.claim_commands``."""
+
+    owner: Owner
+    execution_ids: list[str] = Field(max_length=MAX_BATCH)
+    ttl_seconds: Ttl = 10.0
+    limit: StrictInt = Field(default=100, ge=1, le=MAX_BATCH)
+
+
+class ClaimedCommand(BaseModel):
+    """A command as its claimer holds it."""
+
+    id: str
+    execution_id: str
+    kind: str
+    state: str
+    requested_by: str
+    requested_at: datetime
+    owner: str | None
+    claim_until: datetime | None
+    epoch: int | None
+    done_at: datetime | None
+
+    @classmethod
+    def of(cls, c: models.Command) -> ClaimedCommand:
+        """The wire form of a domain command."""
+        return cls(
+            id=c.id,
+            execution_id=c.execution_id,
+            kind=c.kind.value,
+            state=c.state.value,
+            requested_by=c.requested_by,
+            requested_at=c.requested_at,
+            owner=c.owner,
+            claim_until=c.claim_until,
+            epoch=c.epoch,
+            done_at=c.done_at,
+        )
+
+
+class ClaimedCommands(BaseModel):
+    """The commands one claim took."""
+
+    commands: list[ClaimedCommand]
+
+
+class CommandReport(Strict):
+    """Deliver (complete) or give back (release) a claimed command."""
+
+    owner: Owner
+    execution_id: str = Field(min_length=1)
+    #: The epoch of the execution lease the command is delivered under (complete only).
+    epoch: Epoch | None = None
+
+
+class NodeRegistration(Strict):
+    """The body of ``PUT /nodes/{node_id}``."""
+
+    kind: str = Field(default="worker", min_length=1, max_length=100)
+    buckets: list[StrictInt] | None = None
+    ttl_seconds: Ttl = 30.0
+
+
+class NodeOut(BaseModel):
+    """A registered process."""
+
+    id: str
+    kind: str
+    buckets: list[int] | None
+    started_at: datetime
+    heartbeat_at: datetime
+    expires_at: datetime
+
+    @classmethod
+    def of(cls, node: Node) -> NodeOut:
+        """The wire form of a node."""
+        return cls(
+            id=node.id,
+            kind=node.kind,
+            buckets=None if node.buckets is None else list(node.buckets),
+            started_at=node.started_at,
+            heartbeat_at=node.heartbeat_at,
+            expires_at=node.expires_at,
+        )
+
+
+def _command_of(command_id: str, report: CommandReport) -> models.Command:
+    # Like leases, the command fence reads only the id, execution id and owner.
+    return models.Command(
+        id=command_id,
+        execution_id=report.execution_id,
+        kind=CommandKind.CANCEL,
+        state=CommandState.CLAIMED,
+        requested_by="",
+        requested_at=_NEUTRAL_TIME,
+        owner=report.owner,
+        claim_until=None,
+        epoch=None,
+        done_at=None,
+    )
+
+
+def _refusal(exc: Exception) -> Refusal:
+    assert isinstance(exc, StaleLease)
+    return Refusal(type=p.STALE_LEASE.type, detail=str(exc))
+
+
+# -- routes ----------------------------------------------------------------------------------
+
+ExecutionId = Annotated[str, Path(min_length=1)]
+_REPORT = (p.VALIDATION, p.NOT_FOUND, p.STALE_LEASE, p.STORE_UNAVAILABLE)
+
+
+@router.post(
+    "/claims",
+    response_model=Leases,
+    **guarded(Scope.WORK, p.VALIDATION, p.STORE_UNAVAILABLE),
+)
+def claim(body: ClaimRequest, store: StoreDep) -> Leases:
+    """Lease up to ``limit`` due executions to ``owner`` for ``ttl_seconds`` (maybe none)."""
+    leases = store.claim(
+        body.owner,
+        limit=body.limit,
+        ttl=body.ttl_seconds,
+        jobs=body.jobs,
+        versions=None if body.versions is None else [(v.job, v.version) for v in body.versions],
+        buckets=body.buckets,
+        max_per_bucket=body.max_per_bucket,
+    )
+    return Leases(leases=[Lease.of(lease) for lease in leases])
+
+
+class OccurrenceClaim(Strict):
+    """The body of ``POST /jobs/{task}/{slot}/claim``."""
+
+    owner: Owner
+    ttl_seconds: Ttl = 30.0
+
+
+def _occurrence(store: Store, task: str, slot: str) -> tuple[Schedule, datetime]:
+    """The schedule ``task`` and the instant of ``slot``, if the rule fires then (else 404)."""
+    schedule = store.get_schedule(task)
+    try:
+        parsed = datetime.fromisoformat(slot)
+    except ValueError:
+        raise ValidationError("slot", f"must be an ISO 8601 instant, got {slot!r}") from None
+    instant = as_aware_utc(parsed, field="slot")
+    fired = next(iter(rule_of(schedule).slots(instant - _MICROSECOND, instant)), None)
+    if fired != instant:
+        raise NotFound(f"{task}/{slot_text(instant)}", subject="occurrence")
+    return schedule, instant
+
+
+@router.post(
+    "/jobs/{task}/{slot}/claim",
+    response_model=Lease,
+    **guarded(
+        Scope.WORK, p.VALIDATION, p.NOT_FOUND, p.NOT_DUE, p.INVALID_TRANSITION, p.STORE_UNAVAILABLE
+    ),
+)
+def claim_occurrence(
+    task: Annotated[str, Path(min_length=1, description="the schedule id")],
+    slot: Annotated[str, Path(min_length=1, description="the occurrence's instant, ISO 8601")],
+    body: OccurrenceClaim,
+    store: StoreDep,
+) -> Lease:
+    """Claim the occurrence of schedule ``task`` at ``slot``, if it is due.
+
+    The slot must be one the schedule's rule fires at (404 otherwise) and not
+    in the future (409 ``not-due``). Its execution is created if no materializer
+    has stored it yet (the same insert-if-absent under ``task:slot``, so the two
+    never make two), then leased like any claim. An occurrence that is already
+    leased, finished or skipped is a 409 ``invalid-transition``; one held back by
+    the overlap policy, or of a paused schedule, is ``not-due``.
+    """
+    schedule, instant = _occurrence(store, task, slot)
+    text = slot_text(instant)
+    if instant > store.clock.now():
+        raise NotDue(task, text, "its time has not come")
+    existing = store.find(occurrence_key(task, instant))
+    if existing is None:
+        if schedule.paused:
+            raise NotDue(task, text, "the schedule is paused")
+        [existing] = store.add_occurrences(task, [Occurrence(slot=instant, due_at=instant)])
+    leases = store.claim(body.owner, ttl=body.ttl_seconds, ids=[existing.id])
+    if leases:
+        return Lease.of(leases[0])
+    current = store.get(existing.id)
+    if current.state in (State.SCHEDULED, State.RETRY_WAIT):
+        raise NotDue(task, text, f"{current.state.value} until {current.due_at.isoformat()}")
+    raise InvalidTransition(current.id, current.state.value, "CLAIMED")
+
+
+@router.post(
+    "/jobs/{task}/{slot}/complete",
+    response_model=schemas.Execution,
+    **guarded(Scope.WORK, *_REPORT),
+)
+def complete_occurrence(
+    task: Annotated[str, Path(min_length=1, description="the schedule id")],
+    slot: Annotated[str, Path(min_length=1, description="the occurrence's instant, ISO 8601")],
+    body: CompleteRequest,
+    store: StoreDep,
+) -> Any:
+    """Record the success of an occurrence under its lease; 409 ``stale-lease`` if stale."""
+    _, instant = _occurrence(store, task, slot)
+    execution = store.find(occurrence_key(task, instant))
+    if execution is None:
+        raise NotFound(f"{task}/{slot_text(instant)}", subject="occurrence")
+    return complete(execution.id, body, store)
+
+
+@router.post(
+    "/executions/{execution_id}/heartbeat",
+    response_model=Lease,
+    **guarded(Scope.WORK, *_REPORT),
+)
+def heartbeat(execution_id: ExecutionId, body: HeartbeatRequest, store: StoreDep) -> Lease:
+    """Renew a live lease (never shortening it); 409 ``stale-lease`` if it is not held."""
+    lease = lease_of(execution_id, body.owner, body.epoch)
+    return Lease.of(store.heartbeat(lease, ttl=body.ttl_seconds, progress=body.progress))
+
+
+@router.post(
+    "/executions/{execution_id}/complete",
+    response_model=schemas.Execution,
+    **guarded(Scope.WORK, *_REPORT),
+)
+def complete(execution_id: ExecutionId, body: CompleteRequest, store: StoreDep) -> Any:
+    """Record success; 409 ``stale-lease`` if the lease was replaced or ran out."""
+    lease = lease_of(execution_id, body.owner, body.epoch)
+    try:
+        return schemas.Execution.of(store.complete(lease, body.result))
+    except ResultInvalid as exc:  # recorded as FAILED result_invalid; say so with the field
+        return p.problem(p.VALIDATION, str(exc), field="result")
+
+
+@router.post(
+    "/executions/{execution_id}/fail",
+    response_model=schemas.Execution,
+    **guarded(Scope.WORK, *_REPORT),
+)
+def fail(execution_id: ExecutionId, body: FailRequest, store: StoreDep) -> schemas.Execution:
+    """Record a failed attempt (retry with backoff, or dead letter); 409 if stale."""
+    # The backoff grows with the attempt number; read it from the row. A stale
+    # report is refused by the fence whatever attempt it carries.
+    attempt = store.get(execution_id).attempt
+    lease = lease_of(execution_id, body.owner, body.epoch, attempt)
+    return schemas.Execution.of(
+        store.fail(
+            lease,
+            body.error,
+            retryable=body.retryable,
+            retry_in=body.retry_in_seconds,
+            timed_out=body.timed_out,
+        )
+    )
+
+
+@router.post(
+    "/executions/{execution_id}/release",
+    response_model=schemas.Execution,
+    **guarded(Scope.WORK, *_REPORT),
+)
+def release(execution_id: ExecutionId, body: ReasonRequest, store: StoreDep) -> schemas.Execution:
+    """Give a live lease back unfinished (claimable again at once); 409 if stale."""
+    lease = lease_of(execution_id, body.owner, body.epoch)
+    reason = {"reason": body.reason} if body.reason is not None else {}
+    return schemas.Execution.of(store.release(lease, **reason))
+
+
+@router.post(
+    "/executions/{execution_id}/abort",
+    response_model=schemas.Execution,
+    **guarded(Scope.WORK, *_REPORT),
+)
+def abort(execution_id: ExecutionId, body: ReasonRequest, store: StoreDep) -> schemas.Execution:
+    """Stop a running execution to honour a cancel command (CANCELLED); 409 if stale."""
+    lease = lease_of(execution_id, body.owner, body.epoch)
+    reason = {"reason": body.reason} if body.reason is not None else {}
+    return schemas.Execution.of(store.abort(lease, **reason))
+
+
+@router.post(
+    "/completions",
+    response_model=CompletionResults,
+    **guarded(Scope.WORK, p.VALIDATION, p.STORE_UNAVAILABLE),
+)
+def complete_many(body: CompletionBatch, store: StoreDep) -> CompletionResults:
+    """Complete many leases in one transaction; per item, null or the refusal."""
+    outcomes = store.complete_many(
+        [(lease_of(i.execution_id, i.owner, i.epoch), i.result) for i in body.items]
+    )
+    return CompletionResults(results=[None if o is None else _refusal(o) for o in outcomes])
+
+
+@router.post(
+    "/heartbeats",
+    response_model=HeartbeatResults,
+    **guarded(Scope.WORK, p.VALIDATION, p.STORE_UNAVAILABLE),
+)
+def heartbeat_many(body: HeartbeatBatch, store: StoreDep) -> HeartbeatResults:
+    """Renew many leases in one transaction; per item, the renewed lease or the refusal."""
+    outcomes = store.heartbeat_many(
+        [(lease_of(i.execution_id, i.owner, i.epoch), i.progress) for i in body.items],
+        ttl=body.ttl_seconds,
+    )
+    return HeartbeatResults(
+        results=[_refusal(o) if isinstance(o, StaleLease) else Lease.of(o) for o in outcomes]
+    )
+
+
+@router.post(
+    "/commands/claims",
+    response_model=ClaimedCommands,
+    **guarded(Scope.WORK, p.VALIDATION, p.STORE_UNAVAILABLE),
+)
+def claim_commands(body: CommandClaimRequest, store: StoreDep) -> ClaimedCommands:
+    """Claim open commands (cancel, pause, resume) addressed to these executions."""
+    commands = store.claim_commands(
+        body.owner, body.execution_ids, ttl=body.ttl_seconds, limit=body.limit
+    )
+    return ClaimedCommands(commands=[ClaimedCommand.of(c) for c in commands])
+
+
+@router.post(
+    "/commands/{command_id}/complete",
+    response_model=ClaimedCommand,
+    **guarded(Scope.WORK, p.VALIDATION, p.STALE_LEASE, p.STORE_UNAVAILABLE),
+)
+def complete_command(
+    command_id: Annotated[str, Path(min_length=1)], body: CommandReport, store: StoreDep
+) -> ClaimedCommand:
+    """Mark a claimed command delivered, under the execution lease ``owner``/``epoch``."""
+    if body.epoch is None:
+        raise ValidationError("epoch", "is required to complete a command")
+    lease = lease_of(body.execution_id, body.owner, body.epoch)
+    return ClaimedCommand.of(store.complete_command(_command_of(command_id, body), lease))
+
+
+@router.post(
+    "/commands/{command_id}/release",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    **guarded(Scope.WORK, p.VALIDATION, p.STORE_UNAVAILABLE),
+)
+def release_command(
+    command_id: Annotated[str, Path(min_length=1)], body: CommandReport, store: StoreDep
+) -> Response:
+    """Give a claimed command back for the execution's holder to claim."""
+    store.release_command(_command_of(command_id, body))
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.put(
+    "/nodes/{node_id}",
+    response_model=NodeOut,
+    **guarded(Scope.WORK, p.VALIDATION, p.STORE_UNAVAILABLE),
+)
+def register_node(
+    node_id: Annotated[str, Path(min_length=1, max_length=200)],
+    body: NodeRegistration,
+    store: StoreDep,
+) -> NodeOut:
+    """Register or renew a live node (a remote worker) for ``ttl_seconds``."""
+    node = store.register_node(
+        node_id, kind=body.kind, buckets=body.buckets, ttl=timedelta(seconds=body.ttl_seconds)
+    )
+    return NodeOut.of(node)
+
+
+@router.delete(
+    "/nodes/{node_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    **guarded(Scope.WORK, p.VALIDATION, p.STORE_UNAVAILABLE),
+)
+def deregister_node(
+    node_id: Annotated[str, Path(min_length=1, max_length=200)], store: StoreDep
+) -> Response:
+    """Forget a node at once (a clean shutdown); unknown ids are ignored."""
+    store.deregister_node(node_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

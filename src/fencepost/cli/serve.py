@@ -1,0 +1,119 @@
+"""``fencepost serve``: the HTTP API, dashboard and metrics, a materializer, a reaper, workers."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from fencepost.api.auth import TOKENS_ENV, Auth, load_tokens
+from fencepost.api.service import Service, ServiceOptions, is_loopback
+from fencepost.cli import logs
+from fencepost.cli.worker import import_app
+from fencepost.domain.errors import FencepostError, ValidationError
+from fencepost.store import connect
+from fencepost.worker.definitions import load_definitions
+from fencepost.worker.registry import JobRegistry
+from fencepost.worker.runtime import WorkerOptions
+
+DEFAULT_DB = "sqlite:///fencepost.db"
+
+
+def add_parser(commands: Any) -> None:
+    """Register the ``serve`` subcommand on ``commands`` (an argparse subparsers object)."""
+    p = commands.add_parser(
+        "serve",
+        help="run the HTTP service: API, dashboard, metrics, scheduler and workers",
+        description="Serve the HTTP API, the dashboard at / and Prometheus metrics at "
+        "/metrics; materialize schedules, time out expired leases, and run the registered "
+        "jobs on embedded workers. Several services may share one PostgreSQL database. "
+        "Stops gracefully on SIGTERM/SIGINT.",
+    )
+    p.add_argument("app", nargs="?", help="MODULE:ATTRIBUTE naming a fencepost.App")
+    p.add_argument(
+        "--db",
+        default=os.environ.get("FENCEPOST_DB", DEFAULT_DB),
+        help=f"store URL (default $FENCEPOST_DB or {DEFAULT_DB})",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port to bind (default 8080)")
+    p.add_argument("--definitions", type=Path, help="directory of job definition files")
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="embedded workers for the registered jobs (default 1 when jobs are "
+        "registered; 0 leaves the work to remote workers)",
+    )
+    p.add_argument("--concurrency", type=int, default=4, help="handlers per worker (default 4)")
+    p.add_argument(
+        "--tokens",
+        type=Path,
+        help=f"bearer tokens file (JSON or YAML); also ${TOKENS_ENV}. Without tokens "
+        "the service only binds to a loopback address",
+    )
+    p.add_argument("--no-scheduler", action="store_true", help="do not materialize schedules")
+    p.add_argument("--grace", type=float, default=30.0, help="shutdown grace, seconds")
+    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    p.add_argument("--log-format", choices=("text", "json"), default="text")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the service from ``args`` and serve until a signal; the exit code."""
+    logs.configure(args.log_level, args.log_format)
+    try:
+        auth, registry = _check(args)
+    except (FencepostError, ValueError, ImportError, AttributeError) as exc:
+        print(f"fencepost serve: {exc}", file=sys.stderr)
+        return 2
+    try:
+        store = connect(args.db)
+    except FencepostError as exc:
+        print(f"fencepost serve: {exc}", file=sys.stderr)
+        return 1
+    workers = args.workers if args.workers is not None else (1 if len(registry) else 0)
+    options = ServiceOptions(
+        workers=workers,
+        concurrency=args.concurrency,
+        materializer=not args.no_scheduler,
+        worker=WorkerOptions(grace=args.grace),
+    )
+    service = Service(store, registry=registry, auth=auth, options=options)
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    print(
+        f"fencepost: serving {args.db} at http://{host}:{args.port}/ "
+        f"(dashboard /, API /docs, metrics /metrics); {len(service.workers)} embedded "
+        f"worker(s) for {len(registry)} job(s); auth {'on' if auth.enabled else 'off'}",
+        flush=True,
+    )
+    try:
+        service.serve(args.host, args.port, log_level=args.log_level.lower())
+    finally:
+        store.close()
+    return 0
+
+
+def _check(args: argparse.Namespace) -> tuple[Auth, JobRegistry]:
+    """Everything that can be refused before the store is opened."""
+    if not 0 < args.port < 65536:
+        raise ValidationError("port", f"must be 1-65535, got {args.port}")
+    if args.workers is not None and args.workers < 0:
+        raise ValidationError("workers", f"must be >= 0, got {args.workers}")
+    if args.concurrency < 1:
+        raise ValidationError("concurrency", f"must be >= 1, got {args.concurrency}")
+    auth = Auth(load_tokens(args.tokens))
+    if not auth.enabled and not is_loopback(args.host):
+        raise ValidationError(
+            "host",
+            f"refusing to listen on {args.host} without tokens: configure --tokens FILE "
+            f"or ${TOKENS_ENV}, or bind to 127.0.0.1",
+        )
+    registry = JobRegistry()
+    if args.app:
+        for spec in import_app(args.app).registry:
+            registry.add(spec)
+    if args.definitions is not None:
+        for spec in load_definitions(args.definitions):
+            registry.add(spec)
+    return auth, registry

@@ -1,0 +1,576 @@
+"""``Client``: the store's verbs over HTTP, against a ``fencepost serve``.
+
+The same names, arguments, return types and errors as
+:class:`~fencepost.store.base.Store`, so code written against a store — a
+submitter, an operator script, a :class:`~fencepost.worker.runtime.Worker` —
+runs against the service unchanged::
+
+    with Client("http://scheduler:8080", token=os.environ["FENCEPOST_TOKEN"]) as client:
+        client.submit("report", {"day": "2026-11-29"}, idempotency_key="report:2026-11-29")
+
+A network failure or a 5xx answer raises :class:`StoreUnavailable`, which a
+worker treats as it treats a database outage: it stops claiming, keeps its
+outcomes while their leases can still hold, and resumes by itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from fencepost.client import convert
+from fencepost.client.errors import RemoteStaleLease, error_of
+from fencepost.domain import payloads
+from fencepost.domain.errors import ResultInvalid, StaleLease, StoreUnavailable
+from fencepost.domain.models import (
+    JSON,
+    Attempt,
+    Command,
+    Execution,
+    Lease,
+    Page,
+    Schedule,
+    SchedulePage,
+    Transition,
+)
+from fencepost.domain.nodes import Node
+from fencepost.domain.states import CommandKind, State
+from fencepost.store.base import DEFAULT_COMMAND_TTL, DEFAULT_TTL, default_node_id
+
+#: The environment variable ``fencepost worker --server`` reads its token from.
+TOKEN_ENV = "FENCEPOST_TOKEN"
+#: Large enough for any payload the service accepts; the service enforces its own cap.
+_ENCODE_LIMIT = 64 * 1024 * 1024
+
+
+def _seconds(value: float | timedelta) -> float:
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def _path(value: str) -> str:
+    return quote(value, safe="")
+
+
+class Client:
+    """A connection to a fencepost service, mirroring the store's verbs.
+
+    ``token`` is sent as ``Authorization: Bearer``. ``http`` replaces the
+    underlying :class:`httpx.Client` (tests pass an in-process one). The client
+    keeps one connection pool; close it (or use ``with``) when done.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 30.0,
+        http: httpx.Client | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if http is None:
+            http = httpx.Client(base_url=base_url, timeout=timeout)
+        http.headers.update(headers)
+        self.base_url = base_url
+        self._http = http
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    # -- transport -------------------------------------------------------------------
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        """One request; the decoded JSON answer, or the matching error raised."""
+        content = None
+        send_headers = dict(headers or {})
+        if body is not None:
+            # Strict JSON (no NaN), so what the service stores is what was meant.
+            content = payloads.encode(body, field="body", limit=_ENCODE_LIMIT)
+            send_headers["Content-Type"] = "application/json"
+        query = None if params is None else {k: v for k, v in params.items() if v is not None}
+        try:
+            response = self._http.request(
+                method, path, content=content, params=query, headers=send_headers
+            )
+        except httpx.HTTPError as exc:
+            raise StoreUnavailable(f"{self.base_url}: {exc.__class__.__name__}: {exc}") from exc
+        if response.status_code >= 400:
+            try:
+                problem = response.json()
+            except ValueError:
+                problem = {"detail": response.text[:500]}
+            if not isinstance(problem, dict):
+                problem = {"detail": str(problem)[:500]}
+            raise error_of(response.status_code, problem)
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+    # -- submitting and reading --------------------------------------------------------
+
+    def submit(
+        self,
+        job: str,
+        inputs: JSON = None,
+        *,
+        job_version: int | None = None,
+        execute_at: datetime | None = None,
+        delay: float | timedelta | None = None,
+        idempotency_key: str | None = None,
+        max_attempts: int | None = None,
+        bucket_key: str | None = None,
+        priority: int = 0,
+    ) -> Execution:
+        """Submit one execution (``POST /executions``); see ``Store.submit``."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
+        body = _submit_body(
+            job, inputs, job_version, execute_at, delay, max_attempts, bucket_key, priority
+        )
+        return convert.execution(self._call("POST", "/executions", body=body, headers=headers))
+
+    def submit_many(self, requests: Iterable[Mapping[str, Any]]) -> list[Execution]:
+        """Submit a batch in one transaction (``POST /executions/batch``): all or none.
+
+        Each mapping holds :meth:`submit`'s arguments (``job`` included).
+        """
+        items = []
+        for request in requests:
+            r = dict(request)
+            item = _submit_body(
+                r.pop("job"),
+                r.pop("inputs", None),
+                r.pop("job_version", None),
+                r.pop("execute_at", None),
+                r.pop("delay", None),
+                r.pop("max_attempts", None),
+                r.pop("bucket_key", None),
+                r.pop("priority", 0),
+            )
+            key = r.pop("idempotency_key", None)
+            if key is not None:
+                item["idempotency_key"] = key
+            if r:
+                raise TypeError(f"submit_many: unexpected arguments {sorted(r)}")
+            items.append(item)
+        if not items:
+            return []
+        answer = self._call("POST", "/executions/batch", body={"items": items})
+        return [convert.execution(e) for e in answer["items"]]
+
+    def get(self, execution_id: str) -> Execution:
+        """One execution; :class:`NotFound` if unknown."""
+        return convert.execution(self._call("GET", f"/executions/{_path(execution_id)}"))
+
+    def query(
+        self,
+        *,
+        state: State | str | Iterable[State | str] | None = None,
+        job: str | None = None,
+        schedule: str | None = None,
+        bucket: int | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> Page:
+        """Executions matching every given filter, by id; see ``Store.query``."""
+        states = [state] if isinstance(state, str) else None if state is None else list(state)
+        params = {
+            "state": states,
+            "job": job,
+            "schedule": schedule,
+            "bucket": bucket,
+            "limit": limit,
+            "cursor": after,
+        }
+        return convert.page(self._call("GET", "/executions", params=params))
+
+    def dead_letters(
+        self, *, job: str | None = None, limit: int = 100, after: str | None = None
+    ) -> Page:
+        """FAILED executions, oldest first."""
+        params = {"job": job, "limit": limit, "cursor": after}
+        return convert.page(self._call("GET", "/dead-letters", params=params))
+
+    def transitions(self, execution_id: str) -> list[Transition]:
+        """The audit trail of one execution, oldest first."""
+        rows = self._call("GET", f"/executions/{_path(execution_id)}/transitions")
+        return [convert.transition(t, execution_id) for t in rows]
+
+    def attempts(self, execution_id: str) -> list[Attempt]:
+        """The attempts of one execution, oldest first."""
+        rows = self._call("GET", f"/executions/{_path(execution_id)}/attempts")
+        return [convert.attempt(a, execution_id) for a in rows]
+
+    # -- operator actions ------------------------------------------------------------
+
+    def cancel(self, execution_id: str) -> Execution:
+        """Cancel an execution that has not started (``DELETE /executions/{id}``)."""
+        return convert.execution(self._call("DELETE", f"/executions/{_path(execution_id)}"))
+
+    def request(self, execution_id: str, kind: CommandKind | str) -> Command:
+        """Ask the worker running an execution to cancel, pause or resume it."""
+        value = CommandKind(kind).value
+        answer = self._call("POST", f"/executions/{_path(execution_id)}/{value}")
+        return convert.command(answer)
+
+    def replay(self, execution_id: str) -> Execution:
+        """Revive a dead letter (FAILED -> SCHEDULED, due now, fresh attempts)."""
+        answer = self._call("POST", f"/executions/{_path(execution_id)}/replay")
+        return convert.execution(answer)
+
+    # -- schedules ---------------------------------------------------------------------
+
+    def add_schedule(self, job: str, **arguments: Any) -> Schedule:
+        """Add a schedule (``POST /schedules``); ``Store.add_schedule``'s arguments."""
+        body = _schedule_body({"job": job, **arguments})
+        return convert.schedule(self._call("POST", "/schedules", body=body))
+
+    def get_schedule(self, schedule_id: str) -> Schedule:
+        """One schedule; :class:`NotFound` if unknown."""
+        return convert.schedule(self._call("GET", f"/schedules/{_path(schedule_id)}"))
+
+    def schedules(
+        self,
+        *,
+        job: str | None = None,
+        paused: bool | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> SchedulePage:
+        """Schedules by id, filtered; pass ``next_cursor`` as ``after``."""
+        params = {
+            "job": job,
+            "paused": None if paused is None else str(paused).lower(),
+            "limit": limit,
+            "cursor": after,
+        }
+        return convert.schedule_page(self._call("GET", "/schedules", params=params))
+
+    def update_schedule(self, schedule_id: str, /, **changes: Any) -> Schedule:
+        """Change a schedule (``PATCH /schedules/{id}``); ``Store.update_schedule``'s names."""
+        answer = self._call(
+            "PATCH", f"/schedules/{_path(schedule_id)}", body=_schedule_body(changes)
+        )
+        return convert.schedule(answer)
+
+    def pause_schedule(self, schedule_id: str) -> Schedule:
+        """Stop materializing a schedule until resumed."""
+        return convert.schedule(self._call("POST", f"/schedules/{_path(schedule_id)}/pause"))
+
+    def resume_schedule(self, schedule_id: str) -> Schedule:
+        """Materialize a paused schedule again."""
+        return convert.schedule(self._call("POST", f"/schedules/{_path(schedule_id)}/resume"))
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        """Delete a schedule (its executions stay)."""
+        self._call("DELETE", f"/schedules/{_path(schedule_id)}")
+
+    def preview(
+        self, schedule_id: str, count: int = 10, *, after: datetime | None = None
+    ) -> list[datetime]:
+        """The next ``count`` fire times of a schedule, after ``after`` (default: now)."""
+        params = {"count": count, "after": convert.iso(after)}
+        answer = self._call("GET", f"/schedules/{_path(schedule_id)}/preview", params=params)
+        return [datetime.fromisoformat(t) for t in answer["fire_times"]]
+
+    # -- the worker protocol -------------------------------------------------------------
+
+    def claim(
+        self,
+        owner: str,
+        *,
+        limit: int = 1,
+        ttl: float | timedelta = DEFAULT_TTL,
+        jobs: Iterable[str] | None = None,
+        buckets: Iterable[int] | None = None,
+        max_per_bucket: int | None = None,
+        versions: Iterable[tuple[str, int]] | None = None,
+    ) -> list[Lease]:
+        """Lease up to ``limit`` due executions (``POST /claims``); see ``Store.claim``."""
+        body: dict[str, Any] = {"owner": owner, "limit": limit, "ttl_seconds": _seconds(ttl)}
+        if jobs is not None:
+            body["jobs"] = list(jobs)
+        if versions is not None:
+            body["versions"] = [{"job": j, "version": v} for j, v in versions]
+        if buckets is not None:
+            body["buckets"] = list(buckets)
+        if max_per_bucket is not None:
+            body["max_per_bucket"] = max_per_bucket
+        answer = self._call("POST", "/claims", body=body)
+        return [convert.lease(d) for d in answer["leases"]]
+
+    def claim_occurrence(
+        self, schedule_id: str, slot: str, owner: str, *, ttl: float | timedelta = DEFAULT_TTL
+    ) -> Lease:
+        """Claim one occurrence of a schedule if it is due (``POST /jobs/{task}/{slot}/claim``)."""
+        answer = self._call(
+            "POST",
+            f"/jobs/{_path(schedule_id)}/{_path(slot)}/claim",
+            body={"owner": owner, "ttl_seconds": _seconds(ttl)},
+        )
+        return convert.lease(answer)
+
+    def complete_occurrence(
+        self, schedule_id: str, slot: str, lease: Lease, result: JSON = None
+    ) -> Execution:
+        """Complete one occurrence under its lease (``POST /jobs/{task}/{slot}/complete``)."""
+        answer = self._call(
+            "POST",
+            f"/jobs/{_path(schedule_id)}/{_path(slot)}/complete",
+            body={"owner": lease.owner, "epoch": lease.epoch, "result": result},
+        )
+        return convert.execution(answer)
+
+    def heartbeat(
+        self, lease: Lease, *, ttl: float | timedelta = DEFAULT_TTL, progress: JSON = None
+    ) -> Lease:
+        """Renew a live lease; :class:`StaleLease` if it is no longer held."""
+        body = _report(lease, ttl_seconds=_seconds(ttl), progress=progress)
+        try:
+            answer = self._call("POST", _on(lease, "heartbeat"), body=body)
+        except RemoteStaleLease:
+            raise StaleLease(lease.execution_id, lease.owner, lease.epoch) from None
+        return convert.lease(answer)
+
+    def heartbeat_many(
+        self, beats: Sequence[tuple[Lease, JSON]], *, ttl: float | timedelta = DEFAULT_TTL
+    ) -> list[Lease | StaleLease]:
+        """Renew many leases in one round trip; per item the lease or its refusal."""
+        if not beats:
+            return []
+        items = [{"execution_id": le.execution_id, **_report(le, progress=p)} for le, p in beats]
+        answer = self._call(
+            "POST", "/heartbeats", body={"ttl_seconds": _seconds(ttl), "items": items}
+        )
+        out: list[Lease | StaleLease] = []
+        for (lease, _), result in zip(beats, answer["results"], strict=True):
+            if "execution_id" in result:
+                out.append(convert.lease(result))
+            else:
+                out.append(StaleLease(lease.execution_id, lease.owner, lease.epoch))
+        return out
+
+    def complete(self, lease: Lease, result: JSON = None) -> Execution:
+        """Record success; see ``Store.complete`` (a non-JSON result fails it for good)."""
+        invalid = _invalid(result)
+        if invalid is not None:
+            self._fail_invalid(lease, invalid)
+            raise ResultInvalid(lease.execution_id, invalid)
+        try:
+            answer = self._call("POST", _on(lease, "complete"), body=_report(lease, result=result))
+        except RemoteStaleLease:
+            raise StaleLease(lease.execution_id, lease.owner, lease.epoch) from None
+        return convert.execution(answer)
+
+    def complete_many(self, results: Sequence[tuple[Lease, JSON]]) -> list[StaleLease | None]:
+        """Complete many leases in one round trip; per item None or its refusal.
+
+        A result that is not JSON cannot be sent: that lease is failed for good
+        with ``result_invalid``, as the store would, and counts as accepted.
+        """
+        out: list[StaleLease | None] = [None] * len(results)
+        items, positions = [], []
+        for index, (lease, result) in enumerate(results):
+            invalid = _invalid(result)
+            if invalid is not None:
+                try:
+                    self._fail_invalid(lease, invalid)
+                except StaleLease as refused:
+                    out[index] = refused
+                continue
+            items.append({"execution_id": lease.execution_id, **_report(lease, result=result)})
+            positions.append(index)
+        if items:
+            answer = self._call("POST", "/completions", body={"items": items})
+            for index, refusal in zip(positions, answer["results"], strict=True):
+                if refusal is not None:
+                    lease = results[index][0]
+                    out[index] = StaleLease(lease.execution_id, lease.owner, lease.epoch)
+        return out
+
+    def _fail_invalid(self, lease: Lease, invalid: str) -> None:
+        self.fail(lease, f"result_invalid: {invalid}", retryable=False)
+
+    def fail(
+        self,
+        lease: Lease,
+        error: str,
+        *,
+        retryable: bool = True,
+        retry_in: float | timedelta | None = None,
+        timed_out: bool = False,
+    ) -> Execution:
+        """Record a failed attempt; see ``Store.fail``."""
+        body = _report(
+            lease,
+            error=error,
+            retryable=retryable,
+            timed_out=timed_out,
+            retry_in_seconds=None if retry_in is None else _seconds(retry_in),
+        )
+        return self._lease_verb(lease, "fail", body)
+
+    def release(self, lease: Lease, *, reason: str = "released") -> Execution:
+        """Give a live lease back unfinished; see ``Store.release``."""
+        return self._lease_verb(lease, "release", _report(lease, reason=reason))
+
+    def abort(self, lease: Lease, *, reason: str = "cancel requested") -> Execution:
+        """Stop a running execution to honour a cancel; see ``Store.abort``."""
+        return self._lease_verb(lease, "abort", _report(lease, reason=reason))
+
+    def _lease_verb(self, lease: Lease, verb: str, body: dict[str, Any]) -> Execution:
+        try:
+            return convert.execution(self._call("POST", _on(lease, verb), body=body))
+        except RemoteStaleLease:
+            raise StaleLease(lease.execution_id, lease.owner, lease.epoch) from None
+
+    def reap_expired(self, *, limit: int = 1000) -> int:
+        """Nothing to do here: the service reaps expired leases itself. Returns 0."""
+        return 0
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """Wait ``timeout`` seconds (the service does not push); the worker then polls."""
+        time.sleep(max(0.0, timeout))
+        return False
+
+    def claim_commands(
+        self,
+        owner: str,
+        execution_ids: Iterable[str],
+        *,
+        ttl: float | timedelta = DEFAULT_COMMAND_TTL,
+        limit: int = 100,
+    ) -> list[Command]:
+        """Claim open commands addressed to these executions; see ``Store.claim_commands``."""
+        ids = list(dict.fromkeys(execution_ids))
+        if not ids:
+            return []
+        body = {"owner": owner, "execution_ids": ids, "ttl_seconds": _seconds(ttl), "limit": limit}
+        answer = self._call("POST", "/commands/claims", body=body)
+        return [convert.command(c) for c in answer["commands"]]
+
+    def complete_command(self, command: Command, lease: Lease) -> Command:
+        """Mark a claimed command delivered under ``lease``; see ``Store.complete_command``."""
+        if command.owner != lease.owner or command.execution_id != lease.execution_id:
+            raise StaleLease(command.execution_id, lease.owner, lease.epoch)
+        body = {"owner": lease.owner, "execution_id": lease.execution_id, "epoch": lease.epoch}
+        try:
+            answer = self._call("POST", f"/commands/{_path(command.id)}/complete", body=body)
+        except RemoteStaleLease:
+            raise StaleLease(command.execution_id, lease.owner, lease.epoch) from None
+        return convert.command(answer)
+
+    def release_command(self, command: Command) -> None:
+        """Give a claimed command back; see ``Store.release_command``."""
+        if command.owner is None:
+            return
+        body = {"owner": command.owner, "execution_id": command.execution_id}
+        self._call("POST", f"/commands/{_path(command.id)}/release", body=body)
+
+    def register_node(
+        self,
+        node_id: str | None = None,
+        *,
+        kind: str = "worker",
+        buckets: Iterable[int] | None = None,
+        ttl: float | timedelta = DEFAULT_TTL,
+    ) -> Node:
+        """Register (or renew) this process as a live node; see ``Store.register_node``."""
+        body: dict[str, Any] = {"kind": kind, "ttl_seconds": _seconds(ttl)}
+        if buckets is not None:
+            body["buckets"] = list(buckets)
+        name = node_id if node_id is not None else default_node_id()
+        return convert.node(self._call("PUT", f"/nodes/{_path(name)}", body=body))
+
+    def deregister_node(self, node_id: str) -> None:
+        """Forget a node at once (a clean shutdown)."""
+        self._call("DELETE", f"/nodes/{_path(node_id)}")
+
+    def nodes(self) -> list[Node]:
+        """The live nodes."""
+        answer = self._call("GET", "/nodes")
+        rows = answer["items"] if isinstance(answer, dict) else answer
+        return [convert.node(n) for n in rows]
+
+
+def _on(lease: Lease, verb: str) -> str:
+    return f"/executions/{_path(lease.execution_id)}/{verb}"
+
+
+def _report(lease: Lease, **fields: Any) -> dict[str, Any]:
+    """A report body: the lease's owner and epoch, and ``fields`` that are not None."""
+    body = {k: v for k, v in fields.items() if v is not None or k in ("result", "progress")}
+    return {"owner": lease.owner, "epoch": lease.epoch, **body}
+
+
+def _invalid(result: JSON) -> str | None:
+    """Why ``result`` cannot be sent as JSON, or None."""
+    try:
+        payloads.encode(result, field="result", limit=_ENCODE_LIMIT)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _submit_body(
+    job: str,
+    inputs: JSON,
+    job_version: int | None,
+    execute_at: datetime | None,
+    delay: float | timedelta | None,
+    max_attempts: int | None,
+    bucket_key: str | None,
+    priority: int,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"job": job, "inputs": inputs, "priority": priority}
+    if job_version is not None:
+        body["version"] = job_version
+    if execute_at is not None:
+        body["execute_at"] = convert.iso(execute_at)
+    if delay is not None:
+        body["delay_seconds"] = _seconds(delay)
+    if max_attempts is not None:
+        body["max_attempts"] = max_attempts
+    if bucket_key is not None:
+        body["bucket_key"] = bucket_key
+    return body
+
+
+#: ``Store.add_schedule`` / ``update_schedule`` argument names that the API spells otherwise.
+_SCHEDULE_NAMES = {
+    "every": "every_seconds",
+    "job_version": "version",
+    "misfire_grace": "misfire_grace_seconds",
+}
+
+
+def _schedule_body(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    for name, value in arguments.items():
+        if isinstance(value, timedelta):
+            value = value.total_seconds()
+        elif isinstance(value, datetime):
+            value = value.isoformat()
+        elif hasattr(value, "value") and isinstance(value.value, str):  # a policy enum
+            value = value.value
+        body[_SCHEDULE_NAMES.get(name, name)] = value
+    return body

@@ -1,0 +1,273 @@
+"""The dashboard in a real browser: Debian's chromium, driven by Playwright.
+
+A uvicorn server on a free loopback port serves the app over a SQLite store that
+the test seeds and then checks directly: a click in the page must change the
+store, and a hostile job name must reach the screen as text. Every test also
+fails on any console error or uncaught exception in the page.
+
+Chromium comes from Debian (``apt-get install chromium``), never from
+``playwright install``; without it these tests fail rather than skip, since CI
+installs it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from playwright.sync_api import Browser, ConsoleMessage, Dialog, Page, expect, sync_playwright
+
+import fencepost
+from fencepost.api import create_app
+from fencepost.api.auth import Auth, Principal, Scope
+from fencepost.domain.states import State
+from fencepost.store.base import Store
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+#: A job name that would load an image and run a script if it were ever parsed as HTML.
+HOSTILE = "<img src=x onerror=alert(1)>"
+#: How long a page may take to show what the test waits for (polls run every 2.5 s).
+PATIENCE_MS = 10_000
+#: How long the server may take to start listening before the test gives up.
+STARTUP_SECONDS = 15.0
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: the dashboard test needs Debian's chromium "
+            "(apt-get install chromium); do not use 'playwright install'"
+        )
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            headless=True,
+            # This machine has no outside network: keep Chromium from trying to reach it.
+            args=[
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-gpu",
+            ],
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = fencepost.connect(f"sqlite:///{tmp_path / 'dashboard.db'}")
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def auth() -> Auth | None:
+    """The server's credentials: none (auth off) unless a test parametrizes ``auth``."""
+    return None
+
+
+@pytest.fixture
+def base_url(store: Store, auth: Auth | None) -> Iterator[str]:
+    """A real uvicorn server over ``store``, on a free loopback port."""
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(store, auth=auth), host="127.0.0.1", port=0, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, name="dashboard-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            pytest.fail("the uvicorn server did not start")
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join()
+
+
+class PageTrouble:
+    """Everything a page reports that a normal session never should."""
+
+    def __init__(self, page: Page) -> None:
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        page.on("console", self._console)
+        page.on("pageerror", lambda error: self.errors.append(f"uncaught: {error}"))
+        page.on("dialog", self._dialog)
+
+    def _console(self, message: ConsoleMessage) -> None:
+        # Chromium also reports failed requests (4xx/5xx) here, as errors.
+        if message.type == "error":
+            self.errors.append(message.text)
+
+    def _dialog(self, dialog: Dialog) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+
+@pytest.fixture
+def page(browser: Browser, base_url: str) -> Iterator[tuple[Page, PageTrouble]]:
+    context = browser.new_context(base_url=base_url)
+    opened = context.new_page()
+    opened.set_default_timeout(PATIENCE_MS)
+    expect.set_options(timeout=PATIENCE_MS)
+    trouble = PageTrouble(opened)
+    try:
+        yield opened, trouble
+    finally:
+        context.close()
+
+
+def dead_letter(store: Store, job: str) -> str:
+    """A FAILED execution: one attempt, failed for good."""
+    execution = store.submit(job, max_attempts=1, inputs={"to": "ops@example.com"})
+    [lease] = store.claim("worker-1", jobs=[job])
+    store.fail(lease, "SMTP refused <b>550</b>", retryable=False)
+    return execution.id
+
+
+def seed(store: Store) -> dict[str, str]:
+    """Three ordinary executions, one with a hostile job name, and one dead letter."""
+    ids = {name: store.submit(name, inputs={"n": 1}).id for name in ("report", "email", "sync")}
+    ids["hostile"] = store.submit(HOSTILE, inputs={"html": "<script>alert(2)</script>"}).id
+    ids["dead"] = dead_letter(store, "notify")
+    return ids
+
+
+def test_page_lists_executions_and_shows_hostile_names_as_text(
+    page: tuple[Page, PageTrouble], store: Store
+) -> None:
+    tab, trouble = page
+    ids = seed(store)
+    tab.goto("/")
+    executions = tab.locator("#executions tr")
+    expect(executions).to_have_count(5)
+    for execution_id in ids.values():
+        expect(tab.locator(f'#executions tr[data-id="{execution_id}"]')).to_be_visible()
+    hostile = tab.locator(f'#executions tr[data-id="{ids["hostile"]}"] td.job')
+    expect(hostile).to_have_text(HOSTILE)
+    # Rendered as text: no element was made from it, no handler of it ran.
+    assert tab.locator("img").count() == 0
+    # Live refresh: an execution submitted after the page loaded appears by itself.
+    late = store.submit("arrived-later").id
+    expect(tab.locator(f'#executions tr[data-id="{late}"]')).to_be_visible()
+    # The filters narrow the list to one job.
+    tab.fill("#filter-job", "email")
+    tab.get_by_role("button", name="Apply").click()
+    expect(executions).to_have_count(1)
+    expect(executions.first).to_have_attribute("data-id", ids["email"])
+    # The lateness chart has drawn the dead letter's claim.
+    expect(tab.locator("#chart .series").first).to_be_attached()
+    assert tab.locator("img").count() == 0
+    assert trouble.dialogs == []
+    assert trouble.errors == []
+
+
+def test_cancel_from_the_execution_view(page: tuple[Page, PageTrouble], store: Store) -> None:
+    tab, trouble = page
+    ids = seed(store)
+    tab.goto("/")
+    tab.locator(f'#executions tr[data-id="{ids["hostile"]}"] a').click()
+    expect(tab.locator("#execution-id")).to_have_text(ids["hostile"])
+    expect(tab.locator('dd[data-field="job"]')).to_have_text(HOSTILE)
+    expect(tab.locator("#execution-inputs")).to_contain_text("<script>alert(2)</script>")
+    tab.get_by_role("button", name="Cancel").click()
+    expect(tab.locator('dd[data-field="state"]')).to_have_text("CANCELLED")
+    expect(tab.locator("#transitions")).to_contain_text("CANCELLED")
+    assert store.get(ids["hostile"]).state is State.CANCELLED
+    assert [store.get(ids[name]).state for name in ("report", "email", "sync")] == [
+        State.SCHEDULED
+    ] * 3
+    assert tab.locator("img").count() == 0
+    assert trouble.dialogs == []
+    assert trouble.errors == []
+
+
+def test_replay_a_dead_letter(page: tuple[Page, PageTrouble], store: Store) -> None:
+    tab, trouble = page
+    ids = seed(store)
+    tab.goto("/")
+    tab.get_by_role("link", name="Dead letters").click()
+    dead = tab.locator(f'#dead-letters tr[data-id="{ids["dead"]}"]')
+    expect(dead).to_contain_text("SMTP refused <b>550</b>")
+    dead.get_by_role("button", name="Replay").click()
+    expect(tab.locator("#notice")).to_have_text("Execution replayed.")
+    expect(dead).to_have_count(0)
+    expect(tab.locator("#dead-letters")).to_have_text("No dead letters.")
+    replayed = store.get(ids["dead"])
+    assert replayed.state is State.SCHEDULED
+    assert replayed.attempt == 0
+    assert trouble.dialogs == []
+    assert trouble.errors == []
+
+
+def test_pause_a_schedule_and_see_nodes_and_buckets(
+    page: tuple[Page, PageTrouble], store: Store
+) -> None:
+    tab, trouble = page
+    store.add_schedule(HOSTILE, cron="0 3 * * *", timezone="Europe/London", id="nightly")
+    store.register_node("node-a", buckets=range(0, 40), ttl=3600)
+    store.register_node("node-b", buckets=range(30, 64), ttl=3600)
+    tab.goto("/#/schedules")
+    nightly = tab.locator('#schedules tr[data-id="nightly"]')
+    expect(nightly.locator("td.job")).to_have_text(HOSTILE)
+    expect(nightly).to_contain_text("0 3 * * * (Europe/London)")
+    nightly.get_by_role("button", name="Pause").click()
+    expect(nightly.get_by_role("button", name="Resume")).to_be_visible()
+    assert store.get_schedule("nightly").paused is True
+    tab.get_by_role("link", name="Nodes & buckets").click()
+    expect(tab.locator("#nodes tr")).to_have_count(2)
+    expect(tab.locator('dd[data-field="owned twice"]')).to_have_text("30-39 (node-a, node-b)")
+    expect(tab.locator('dd[data-field="holes (no live owner)"]')).to_have_text("none")
+    expect(tab.locator("#bucket-grid .duplicated")).to_have_count(10)
+    assert tab.locator("img").count() == 0
+    assert trouble.dialogs == []
+    assert trouble.errors == []
+
+
+TOKEN = "dashboard-admin-token-0123456789"
+
+
+@pytest.mark.parametrize(
+    "auth", [Auth({TOKEN: Principal(name="ops", scopes=frozenset({Scope.ADMIN}))})]
+)
+def test_sign_in_when_auth_is_on(page: tuple[Page, PageTrouble], store: Store, auth: Auth) -> None:
+    tab, trouble = page
+    ids = seed(store)
+    tab.goto("/")
+    expect(tab.locator("#sign-in")).to_be_visible()
+    expect(tab.locator("#main")).to_be_hidden()
+    tab.fill("#token", TOKEN)
+    tab.get_by_role("button", name="Sign in").click()
+    expect(tab.locator("#executions tr")).to_have_count(5)
+    expect(tab.locator("#who")).to_have_text("signed in as ops")
+    # The session cookie is out of the page's reach; the CSRF cookie is meant to be read.
+    cookies = tab.evaluate("document.cookie")
+    assert "fencepost_csrf=" in cookies
+    assert "fencepost_session" not in cookies
+    # State-changing requests work over the session (cookie plus CSRF header).
+    tab.locator(f'#executions tr[data-id="{ids["report"]}"] a').click()
+    tab.get_by_role("button", name="Cancel").click()
+    expect(tab.locator('dd[data-field="state"]')).to_have_text("CANCELLED")
+    assert store.get(ids["report"]).state is State.CANCELLED
+    assert trouble.errors == []
+    # The session ends on the server: the next poll is refused and the page asks again.
+    [session] = [c["value"] for c in tab.context.cookies() if c["name"] == "fencepost_session"]
+    auth.close_session(session)
+    expect(tab.locator("#sign-in")).to_be_visible()
+    assert trouble.errors
+    assert all("401" in error for error in trouble.errors), trouble.errors
+    assert trouble.dialogs == []

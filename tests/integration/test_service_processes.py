@@ -1,0 +1,214 @@
+"""``fencepost serve`` and ``fencepost worker --server`` as real processes on real sockets."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import fencepost
+from fencepost.client import Client
+from fencepost.domain.states import Event, State
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+FENCEPOST = str(Path(sys.executable).with_name("fencepost"))
+APP = "tests.integration._worker_app:app"
+TOKEN = "remote-worker-token-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Processes:
+    """Starts ``fencepost`` processes and makes sure none outlives the test."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(
+        self, name: str, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        with (self.tmp_path / f"{name}.log").open("wb") as log:
+            proc = subprocess.Popen(
+                [FENCEPOST, *args],
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+            )
+        self.procs.append(proc)
+        return proc
+
+    def log(self, name: str) -> str:
+        return (self.tmp_path / f"{name}.log").read_text()
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(10)
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[Processes]:
+    procs = Processes(tmp_path)
+    try:
+        yield procs
+    finally:
+        procs.close()
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the service exited"
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{url} not ready after {timeout}s")
+
+
+def test_remote_workers_drain_2000_executions_without_duplicates(
+    processes: Processes, tmp_path: Path
+) -> None:
+    db = f"sqlite:///{tmp_path / 'service.db'}"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    tokens = {"FENCEPOST_TOKENS": f"{TOKEN}=work,submit,read"}
+    service = processes.start(
+        "serve", "serve", APP, "--db", db, "--port", str(port), "--workers", "0", env=tokens
+    )
+    wait_ready(url, service)
+    with Client(url, token=TOKEN) as client:
+        ids = []
+        for start in range(0, 2000, 500):
+            batch = [{"job": "lease-echo"} for _ in range(start, start + 500)]
+            ids += [e.id for e in client.submit_many(batch)]
+    assert len(set(ids)) == 2000
+
+    workers = [
+        processes.start(
+            owner,
+            "worker",
+            APP,
+            "--server",
+            url,
+            "--owner",
+            owner,
+            "--jobs",
+            "lease-echo",
+            "--concurrency",
+            "16",
+            env={"FENCEPOST_TOKEN": TOKEN},
+        )
+        for owner in ("remote-1", "remote-2")
+    ]
+    store = fencepost.connect(db)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if store.stats().by_state[State.SUCCEEDED] == 2000:
+                break
+            for proc in workers:
+                assert proc.poll() is None, "a remote worker exited"
+            time.sleep(0.25)
+        for proc in workers:
+            proc.send_signal(signal.SIGTERM)
+        for proc, owner in zip(workers, ("remote-1", "remote-2"), strict=True):
+            assert proc.wait(30) == 0, processes.log(owner)
+
+        executions = [store.get(i) for i in ids]
+        assert collections.Counter(e.state for e in executions) == {State.SUCCEEDED: 2000}
+        # Each ran once: one claim, epoch 1, its result names the lease that produced it.
+        assert {e.epoch for e in executions} == {1}
+        owners = collections.Counter(e.result["owner"] for e in executions)  # type: ignore[index]
+        assert set(owners) <= {"remote-1", "remote-2"}
+        for execution in executions[::50]:
+            events = [t.event for t in store.transitions(execution.id)]
+            assert events == [Event.SUBMITTED, Event.CLAIMED, Event.COMPLETED]
+        refused = store.stats().stale_refused
+        assert refused == 0
+    finally:
+        store.close()
+    service.send_signal(signal.SIGTERM)
+    assert service.wait(30) == 0, processes.log("serve")
+
+
+def test_serve_refuses_a_public_bind_without_tokens(processes: Processes, tmp_path: Path) -> None:
+    db = tmp_path / "never.db"
+    proc = processes.start("public", "serve", "--db", f"sqlite:///{db}", "--host", "0.0.0.0")
+    assert proc.wait(20) == 2
+    assert "host" in processes.log("public")
+    assert "tokens" in processes.log("public")
+    assert not db.exists()
+
+
+def test_a_public_bind_with_tokens_requires_them(processes: Processes, tmp_path: Path) -> None:
+    port = free_port()
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text(f"tokens:\n  - name: ops\n    token: {TOKEN}\n    scopes: [read]\n")
+    proc = processes.start(
+        "public",
+        "serve",
+        "--db",
+        f"sqlite:///{tmp_path / 'public.db'}",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(port),
+        "--tokens",
+        str(tokens),
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(url, proc)
+    assert httpx.get(f"{url}/executions").status_code == 401
+    authorized = httpx.get(f"{url}/executions", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert authorized.status_code == 200
+    refused = httpx.post(
+        f"{url}/executions",
+        json={"job": "x"},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    assert refused.status_code == 403
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(30) == 0, processes.log("public")
+
+
+def test_without_tokens_only_loopback_host_names_are_served(
+    processes: Processes, tmp_path: Path
+) -> None:
+    """A page that rebinds its own name to 127.0.0.1 (DNS rebinding) is turned away."""
+    port = free_port()
+    proc = processes.start(
+        "local", "serve", "--db", f"sqlite:///{tmp_path / 'local.db'}", "--port", str(port)
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(url, proc)
+    assert httpx.get(f"{url}/executions").status_code == 200
+    assert httpx.get(f"{url}/executions", headers={"Host": f"localhost:{port}"}).status_code == 200
+    rebound = httpx.post(
+        f"{url}/executions", json={"job": "x"}, headers={"Host": f"evil.example:{port}"}
+    )
+    assert rebound.status_code == 400
+    assert httpx.get(f"{url}/executions").json()["items"] == []
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0, processes.log("local")
