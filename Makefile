@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint typecheck pytest demo bench clean
+.PHONY: install test lint typecheck pytest demo bench bench-api clean system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,16 +23,30 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+# Debian packages some tests drive: libfaketime (a worker with a skewed clock) and
+# chromium (the dashboard test, through Playwright). Installed when missing and apt-get
+# is usable; the tests fail with a message naming the package otherwise.
+system-deps:
+	@command -v faketime >/dev/null && command -v chromium >/dev/null || \
+		{ command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+		  (apt-get update -qq && apt-get install -y -qq faketime chromium >/dev/null) || \
+		  echo "warning: install faketime and chromium for the full test suite"; }
+
+pytest: $(STAMP) system-deps
 	$(BIN)/pytest
 
 test: lint typecheck pytest
 
+# The service with the example jobs and an every-minute schedule, until Ctrl-C.
+# (examples/lease_timeline.py shows the lease timeline on the store alone.)
 demo: $(STAMP)
-	$(BIN)/python examples/lease_timeline.py
+	$(BIN)/python examples/service_demo.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/store_throughput.py
+
+bench-api: $(STAMP)
+	$(BIN)/python bench/api_throughput.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
