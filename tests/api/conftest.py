@@ -10,13 +10,22 @@ import pytest
 import fencepost
 from fencepost.api import create_app
 from fencepost.store.base import Store
+from fencepost.testing import ManualClock
 from tests.api.support import TestClient
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """The pinned clock of stores in modules marked ``manual_clock`` (at t = 0)."""
+    return ManualClock()
 
 
 @pytest.fixture(params=["memory", "sqlite"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A fresh store; on the ``clock`` fixture when the test is marked ``manual_clock``."""
     url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'api.db'}"
-    opened = fencepost.connect(url)
+    pinned = request.node.get_closest_marker("manual_clock") is not None
+    opened = fencepost.connect(url, clock=request.getfixturevalue("clock") if pinned else None)
     try:
         yield opened
     finally:

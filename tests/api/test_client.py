@@ -201,3 +201,8 @@ def test_one_occurrence_through_the_client(remote: Client, store: Store) -> None
     assert done.state is State.SUCCEEDED
     with pytest.raises(InvalidTransition):
         remote.claim_occurrence("tick", text, "other")
+
+
+def test_query_newest_first(remote: Client, store: Store) -> None:
+    made = [store.submit("x").id for _ in range(3)]
+    assert [e.id for e in remote.query(newest_first=True).items] == made[::-1]

@@ -11,12 +11,10 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from html.parser import HTMLParser
 from http.cookies import SimpleCookie
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-import fencepost
 from fencepost.api import create_app
 from fencepost.api.auth import Auth, Principal, Scope
 from fencepost.domain.buckets import bucket_for
@@ -33,20 +31,7 @@ TOKENS = {
 }
 CROSS_SITE = "https://evil.example"
 
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
-    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'dash.db'}"
-    opened = fencepost.connect(url, clock=clock)
-    try:
-        yield opened
-    finally:
-        opened.close()
+pytestmark = pytest.mark.manual_clock
 
 
 @pytest.fixture

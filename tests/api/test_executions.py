@@ -289,3 +289,15 @@ def test_openapi_declares_routes_and_problems(client: TestClient) -> None:
         for operation in operations.values():
             if "422" in operation["responses"]:
                 assert set(operation["responses"]["422"]["content"]) == {"application/problem+json"}
+
+
+def test_list_newest_first_pages_backwards(client: TestClient, store: Store) -> None:
+    made = [store.submit("x").id for _ in range(5)]
+    first = client.get("/executions", params={"order": "desc", "limit": 3}).json()
+    assert [e["id"] for e in first["items"]] == made[::-1][:3]
+    rest = client.get(
+        "/executions", params={"order": "desc", "limit": 3, "cursor": first["next_cursor"]}
+    ).json()
+    assert [e["id"] for e in rest["items"]] == made[::-1][3:]
+    assert rest["next_cursor"] is None
+    assert_problem(client.get("/executions", params={"order": "up"}), 422, "validation", "order")

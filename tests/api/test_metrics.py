@@ -37,25 +37,12 @@ from tests.api.support import TestClient, assert_problem
 READ_TOKEN = "read-token-0123456789"
 WORK_TOKEN = "work-token-0123456789"
 
+pytestmark = pytest.mark.manual_clock
+
 
 def at(seconds: float) -> datetime:
     """The instant "t = seconds" of the ManualClock timeline."""
     return MANUAL_EPOCH + timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
-    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'metrics.db'}"
-    opened = fencepost.connect(url, clock=clock)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 @pytest.fixture

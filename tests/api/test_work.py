@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-import fencepost
 from fencepost.api import create_app
 from fencepost.domain.schedules import slot_text
 from fencepost.domain.states import Event, State
@@ -18,20 +16,7 @@ from fencepost.store.base import Store
 from fencepost.testing import ManualClock
 from tests.api.support import TestClient, assert_problem
 
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1000)
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
-    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'work.db'}"
-    opened = fencepost.connect(url, clock=clock)
-    try:
-        yield opened
-    finally:
-        opened.close()
+pytestmark = pytest.mark.manual_clock
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Query, Request
 
@@ -31,6 +31,10 @@ StoreDep = Annotated[Store, Depends(get_store)]
 RegistryDep = Annotated[JobRegistry | None, Depends(get_registry)]
 Cursor = Annotated[str | None, Query(description="next_cursor of the previous page")]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+Order = Annotated[
+    Literal["asc", "desc"],
+    Query(description="by id, which is by creation: asc (oldest first) or desc (newest first)"),
+]
 
 
 def guarded(scope: Scope, *kinds: p.Kind, **extra: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Header, Query, Response, status
 from fencepost.api import problems as p
 from fencepost.api import schemas
 from fencepost.api.auth import Scope
-from fencepost.api.deps import Cursor, Limit, RegistryDep, StoreDep, guarded
+from fencepost.api.deps import Cursor, Limit, Order, RegistryDep, StoreDep, guarded
 from fencepost.domain import models
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.domain.states import CommandKind, State
@@ -160,10 +160,20 @@ def list_executions(
     bucket: Annotated[int | None, Query(ge=0, le=schemas.INT32_MAX)] = None,
     cursor: Cursor = None,
     limit: Limit = 100,
+    order: Order = "asc",
 ) -> schemas.Page:
-    """Executions matching every filter, oldest first; ``state`` may repeat."""
+    """Executions matching every filter, oldest first (``order=desc``: newest first).
+
+    ``state`` may repeat. Pass ``next_cursor`` as ``cursor`` with the same ``order``.
+    """
     page = store.query(
-        state=state, job=job, schedule=schedule, bucket=bucket, after=cursor, limit=limit
+        state=state,
+        job=job,
+        schedule=schedule,
+        bucket=bucket,
+        after=cursor,
+        limit=limit,
+        newest_first=order == "desc",
     )
     return schemas.Page.of(page)
 
@@ -260,10 +270,17 @@ def replay_execution(execution_id: str, store: StoreDep) -> schemas.Execution:
     **guarded(Scope.READ, p.VALIDATION, p.STORE_UNAVAILABLE),
 )
 def dead_letters(
-    store: StoreDep, job: str | None = None, cursor: Cursor = None, limit: Limit = 100
+    store: StoreDep,
+    job: str | None = None,
+    cursor: Cursor = None,
+    limit: Limit = 100,
+    order: Order = "asc",
 ) -> schemas.Page:
-    """FAILED executions, oldest first."""
-    return schemas.Page.of(store.query(state=State.FAILED, job=job, after=cursor, limit=limit))
+    """FAILED executions, oldest first (``order=desc``: newest first)."""
+    page = store.query(
+        state=State.FAILED, job=job, after=cursor, limit=limit, newest_first=order == "desc"
+    )
+    return schemas.Page.of(page)
 
 
 @router.get("/healthz", response_model=schemas.Health)

@@ -25,6 +25,7 @@ from fencepost.api import problems as p
 from fencepost.api import schemas
 from fencepost.api.auth import Scope
 from fencepost.api.deps import StoreDep, guarded
+from fencepost.api.reports import Node
 from fencepost.domain import models
 from fencepost.domain.errors import (
     InvalidTransition,
@@ -35,7 +36,6 @@ from fencepost.domain.errors import (
     ValidationError,
 )
 from fencepost.domain.models import Occurrence, Schedule
-from fencepost.domain.nodes import Node
 from fencepost.domain.schedules import occurrence_key, slot_text
 from fencepost.domain.states import CommandKind, CommandState, State
 from fencepost.scheduler.materializer import rule_of
@@ -233,35 +233,18 @@ class CommandClaimRequest(Strict):
     limit: StrictInt = Field(default=100, ge=1, le=MAX_BATCH)
 
 
-class ClaimedCommand(BaseModel):
-    """A command as its claimer holds it."""
+class ClaimedCommand(schemas.Command):
+    """A command as its claimer holds it: the command plus its claim."""
 
-    id: str
-    execution_id: str
-    kind: str
-    state: str
-    requested_by: str
-    requested_at: datetime
     owner: str | None
     claim_until: datetime | None
     epoch: int | None
-    done_at: datetime | None
 
     @classmethod
     def of(cls, c: models.Command) -> ClaimedCommand:
-        """The wire form of a domain command."""
-        return cls(
-            id=c.id,
-            execution_id=c.execution_id,
-            kind=c.kind.value,
-            state=c.state.value,
-            requested_by=c.requested_by,
-            requested_at=c.requested_at,
-            owner=c.owner,
-            claim_until=c.claim_until,
-            epoch=c.epoch,
-            done_at=c.done_at,
-        )
+        """The wire form of a domain command, claim included."""
+        base = schemas.Command.of(c).model_dump()
+        return cls(**base, owner=c.owner, claim_until=c.claim_until, epoch=c.epoch)
 
 
 class ClaimedCommands(BaseModel):
@@ -285,29 +268,6 @@ class NodeRegistration(Strict):
     kind: str = Field(default="worker", min_length=1, max_length=100)
     buckets: list[StrictInt] | None = None
     ttl_seconds: Ttl = 30.0
-
-
-class NodeOut(BaseModel):
-    """A registered process."""
-
-    id: str
-    kind: str
-    buckets: list[int] | None
-    started_at: datetime
-    heartbeat_at: datetime
-    expires_at: datetime
-
-    @classmethod
-    def of(cls, node: Node) -> NodeOut:
-        """The wire form of a node."""
-        return cls(
-            id=node.id,
-            kind=node.kind,
-            buckets=None if node.buckets is None else list(node.buckets),
-            started_at=node.started_at,
-            heartbeat_at=node.heartbeat_at,
-            expires_at=node.expires_at,
-        )
 
 
 def _command_of(command_id: str, report: CommandReport) -> models.Command:
@@ -580,19 +540,19 @@ def release_command(
 
 @router.put(
     "/nodes/{node_id}",
-    response_model=NodeOut,
+    response_model=Node,
     **guarded(Scope.WORK, p.VALIDATION, p.STORE_UNAVAILABLE),
 )
 def register_node(
     node_id: Annotated[str, Path(min_length=1, max_length=200)],
     body: NodeRegistration,
     store: StoreDep,
-) -> NodeOut:
+) -> Node:
     """Register or renew a live node (a remote worker) for ``ttl_seconds``."""
     node = store.register_node(
         node_id, kind=body.kind, buckets=body.buckets, ttl=timedelta(seconds=body.ttl_seconds)
     )
-    return NodeOut.of(node)
+    return Node.of(node)
 
 
 @router.delete(

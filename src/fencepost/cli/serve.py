@@ -89,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         service.serve(args.host, args.port, log_level=args.log_level.lower())
+    except KeyboardInterrupt:  # a signal after the service had already stopped
+        return 130
     finally:
         store.close()
     return 0

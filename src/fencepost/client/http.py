@@ -190,6 +190,7 @@ class Client:
         bucket: int | None = None,
         limit: int = 100,
         after: str | None = None,
+        newest_first: bool = False,
     ) -> Page:
         """Executions matching every given filter, by id; see ``Store.query``."""
         states = [state] if isinstance(state, str) else None if state is None else list(state)
@@ -200,6 +201,7 @@ class Client:
             "bucket": bucket,
             "limit": limit,
             "cursor": after,
+            "order": "desc" if newest_first else "asc",
         }
         return convert.page(self._call("GET", "/executions", params=params))
 

@@ -116,6 +116,7 @@ class ExecutionFilter:
     due_before: datetime | None
     limit: int
     after: str | None
+    newest_first: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -263,6 +264,7 @@ class Store(ABC):
         limit: int = 100,
         after: str | None = None,
         buckets: Iterable[int] | None = None,
+        newest_first: bool = False,
     ) -> Page:
         """Executions matching every given filter, ordered by id (creation order).
 
@@ -272,6 +274,8 @@ class Store(ABC):
         ``due_after <= due_at < due_before``;
         ``after`` is the ``next_cursor`` of the previous page (keyset pagination:
         ids strictly greater). ``next_cursor`` is None on the last page.
+        ``newest_first`` orders by id descending instead (ids are time-ordered), and
+        its cursor then means ids strictly smaller.
         """
         if bucket is not None and buckets is not None:
             raise ValidationError("buckets", "give bucket or buckets, not both")
@@ -288,6 +292,7 @@ class Store(ABC):
                 else as_aware_utc(due_before, field="due_before"),
                 limit=require_int(limit, "limit", low=1, high=_MAX_LIMIT),
                 after=after,
+                newest_first=bool(newest_first),
             )
         )
 

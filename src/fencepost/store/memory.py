@@ -196,7 +196,9 @@ class MemoryStore(Store):
     def _query(self, filters: ExecutionFilter) -> Page:
         with self._lock:
             rows = sorted(
-                (e for e in self._rows.values() if _matches(e, filters)), key=lambda e: e.id
+                (e for e in self._rows.values() if _matches(e, filters)),
+                key=lambda e: e.id,
+                reverse=filters.newest_first,
             )
         items = rows[: filters.limit]
         more = len(rows) > filters.limit
@@ -761,7 +763,7 @@ def _prunable(e: Execution, cutoff: datetime) -> bool:
 
 def _matches(e: Execution, f: ExecutionFilter) -> bool:
     return (
-        (f.after is None or e.id > f.after)
+        (f.after is None or (e.id < f.after if f.newest_first else e.id > f.after))
         and (f.states is None or e.state in f.states)
         and (f.job is None or e.job == f.job)
         and (f.schedule is None or e.schedule_id == f.schedule)

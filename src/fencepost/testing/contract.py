@@ -1404,6 +1404,30 @@ class StoreContract:
         exact = store.query(limit=25)
         assert (len(exact.items), exact.next_cursor) == (25, None)
 
+    @pytest.mark.parametrize("schedule", [None, "s"], ids=["all", "one-schedule"])
+    def test_query_newest_first(
+        self, store: Store, clock: ManualClock, schedule: str | None
+    ) -> None:
+        if schedule is not None:
+            store.add_schedule("j", every=60, id=schedule)
+            clock.advance(3600)
+            store.add_occurrences(
+                schedule, [Occurrence(slot=at(60 * i), due_at=at(60 * i)) for i in range(25)]
+            )
+            made = [e.id for e in store.query(schedule=schedule, limit=100).items]
+        else:
+            made = [e.id for e in store.submit_many([{"job": "j"} for _ in range(25)])]
+        seen: list[str] = []
+        cursor = None
+        while True:
+            page = store.query(schedule=schedule, limit=10, after=cursor, newest_first=True)
+            seen.extend(e.id for e in page.items)
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        assert len(made) == 25
+        assert seen == sorted(made, reverse=True)
+
     @pytest.mark.parametrize(
         ("arguments", "field"),
         [

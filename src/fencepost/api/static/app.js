@@ -448,7 +448,10 @@ async function loadExecutions(route) {
   };
   showFilters(filters);
   const pager = pagerFor("executions", JSON.stringify(filters));
-  const page = await api("GET", `/executions${query({ ...filters, cursor: pager.cursor, limit: PAGE_SIZE })}`);
+  const page = await api(
+    "GET",
+    `/executions${query({ ...filters, order: "desc", cursor: pager.cursor, limit: PAGE_SIZE })}`,
+  );
   return () => {
     updatePager("executions", page.next_cursor);
     if (!changed("executions", page)) return;
@@ -590,7 +593,10 @@ async function loadSchedules() {
 
 async function loadDeadLetters() {
   const pager = pagerFor("dead-letters", "");
-  const page = await api("GET", `/dead-letters${query({ cursor: pager.cursor, limit: PAGE_SIZE })}`);
+  const page = await api(
+    "GET",
+    `/dead-letters${query({ order: "desc", cursor: pager.cursor, limit: PAGE_SIZE })}`,
+  );
   return () => {
     updatePager("dead-letters", page.next_cursor);
     if (!changed("dead-letters", page)) return;

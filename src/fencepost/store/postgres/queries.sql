@@ -113,6 +113,20 @@ WHERE (%(after)s::uuid IS NULL OR id > %(after)s::uuid)
 ORDER BY id
 LIMIT %(limit)s
 
+-- name: query_executions_newest_first
+-- query_executions, newest first: the cursor is the last id of the previous page.
+SELECT * FROM execution_rows
+WHERE (%(after)s::uuid IS NULL OR id < %(after)s::uuid)
+  AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
+  AND (%(job)s::text IS NULL OR job = %(job)s::text)
+  AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+  AND (%(bucket)s::integer IS NULL OR bucket = %(bucket)s::integer)
+  AND (%(buckets)s::integer[] IS NULL OR bucket = ANY(%(buckets)s::integer[]))
+  AND (%(due_after)s::timestamptz IS NULL OR due_at >= %(due_after)s::timestamptz)
+  AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
+ORDER BY id DESC
+LIMIT %(limit)s
+
 -- name: select_transitions
 SELECT seq, execution_id, event, from_state, to_state, epoch, actor, reason, at
 FROM transitions WHERE execution_id = %(id)s::uuid ORDER BY seq
@@ -490,6 +504,21 @@ WHERE schedule_id = %(schedule)s::text
   AND (%(due_after)s::timestamptz IS NULL OR due_at >= %(due_after)s::timestamptz)
   AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
 ORDER BY id
+LIMIT %(limit)s
+
+-- name: query_schedule_executions_newest_first
+-- query_schedule_executions, newest first: the cursor is the last id of the previous
+-- page.
+SELECT * FROM execution_rows
+WHERE schedule_id = %(schedule)s::text
+  AND (%(after)s::uuid IS NULL OR id < %(after)s::uuid)
+  AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
+  AND (%(job)s::text IS NULL OR job = %(job)s::text)
+  AND (%(bucket)s::integer IS NULL OR bucket = %(bucket)s::integer)
+  AND (%(buckets)s::integer[] IS NULL OR bucket = ANY(%(buckets)s::integer[]))
+  AND (%(due_after)s::timestamptz IS NULL OR due_at >= %(due_after)s::timestamptz)
+  AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
+ORDER BY id DESC
 LIMIT %(limit)s
 
 -- name: insert_schedule

@@ -80,6 +80,16 @@ from fencepost.timing.planning import HELD
 Q = QUERIES
 
 
+#: The query block by (one schedule?, newest first?). A schedule's executions are read
+#: through their own index (see the blocks).
+_QUERY_BLOCKS = {
+    (False, False): "query_executions",
+    (False, True): "query_executions_newest_first",
+    (True, False): "query_schedule_executions",
+    (True, True): "query_schedule_executions_newest_first",
+}
+
+
 class PostgresStore(Store):
     """Executions in a PostgreSQL database shared by any number of processes and machines."""
 
@@ -257,8 +267,7 @@ class PostgresStore(Store):
             "due_before": filters.due_before,
             "limit": filters.limit + 1,
         }
-        # A schedule's executions are read through their own index (see the block).
-        query = Q["query_executions" if filters.schedule is None else "query_schedule_executions"]
+        query = Q[_QUERY_BLOCKS[filters.schedule is not None, filters.newest_first]]
         with self._db.connection() as conn:
             items = [rows.execution(r) for r in conn.execute(query, params)]
         more = len(items) > filters.limit

@@ -69,6 +69,21 @@ WHERE e.id > coalesce(:after, '')
 ORDER BY e.id
 LIMIT :limit
 
+-- name: query_executions_newest_first
+-- query_executions, newest first: the cursor is the last id of the previous page;
+-- without one, 'g' sorts after every id (lowercase hex).
+SELECT * FROM execution_rows AS e
+WHERE e.id < coalesce(:after, 'g')
+  AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
+  AND (:job IS NULL OR e.job = :job)
+  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+  AND (:bucket IS NULL OR e.bucket = :bucket)
+  AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
+  AND (:due_after IS NULL OR e.due_at >= :due_after)
+  AND (:due_before IS NULL OR e.due_at < :due_before)
+ORDER BY e.id DESC
+LIMIT :limit
+
 -- name: find_idempotency_keys
 SELECT idempotency_key, id, request_hash
 FROM executions
@@ -373,6 +388,21 @@ WHERE e.schedule_id = :schedule
   AND (:due_after IS NULL OR e.due_at >= :due_after)
   AND (:due_before IS NULL OR e.due_at < :due_before)
 ORDER BY e.id
+LIMIT :limit
+
+-- name: query_schedule_executions_newest_first
+-- query_schedule_executions, newest first: the cursor is the last id of the previous
+-- page; without one, 'g' sorts after every id (lowercase hex).
+SELECT * FROM execution_rows AS e
+WHERE e.schedule_id = :schedule
+  AND e.id < coalesce(:after, 'g')
+  AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
+  AND (:job IS NULL OR e.job = :job)
+  AND (:bucket IS NULL OR e.bucket = :bucket)
+  AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
+  AND (:due_after IS NULL OR e.due_at >= :due_after)
+  AND (:due_before IS NULL OR e.due_at < :due_before)
+ORDER BY e.id DESC
 LIMIT :limit
 
 -- name: insert_schedule

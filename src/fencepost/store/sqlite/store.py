@@ -84,6 +84,16 @@ Q = QUERIES
 _MICROSECOND = timedelta(microseconds=1)
 
 
+#: The query block by (one schedule?, newest first?). A schedule's executions are read
+#: through their own index (see the blocks).
+_QUERY_BLOCKS = {
+    (False, False): "query_executions",
+    (False, True): "query_executions_newest_first",
+    (True, False): "query_schedule_executions",
+    (True, True): "query_schedule_executions_newest_first",
+}
+
+
 class SqliteStore(Store):
     """Executions in one SQLite file (WAL mode), shared safely by processes on one machine."""
 
@@ -182,8 +192,7 @@ class SqliteStore(Store):
             "due_before": rows.opt_us(filters.due_before),
             "limit": filters.limit + 1,
         }
-        # A schedule's executions are read through their own index (see the block).
-        query = Q["query_executions" if filters.schedule is None else "query_schedule_executions"]
+        query = Q[_QUERY_BLOCKS[filters.schedule is not None, filters.newest_first]]
         with self._db.read() as conn:
             items = [rows.execution(r) for r in conn.execute(query, params)]
         more = len(items) > filters.limit
