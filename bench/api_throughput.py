@@ -12,6 +12,8 @@ talks HTTP, its own ``fencepost serve --workers 0 --no-scheduler`` process on a
 free loopback port, with access logs off. The figures are wall-clock times on this
 machine, with the client, the service and the database sharing its cores.
 
+* **HTTP floor**: ``GET /healthz`` ``--submits`` times over one keep-alive
+  connection: what a request costs before the store, auth and validation.
 * **POST /executions**: ``--submits`` single submissions (``{"job": "noop",
   "inputs": {"n": i}}``), each one request over a keep-alive ``httpx.Client``;
   then the same number again from ``--threads`` threads, each with its own
@@ -176,6 +178,16 @@ def post_each(url: str, numbers: range, start: threading.Barrier | None = None) 
                 raise SystemExit(f"POST /executions: {response.status_code} {response.text}")
 
 
+def get_health(url: str, n: int) -> Run:
+    """``GET /healthz`` ``n`` times: the HTTP floor (uvicorn, FastAPI, the thread hop, httpx)."""
+    with httpx.Client(base_url=url, timeout=30.0) as http:
+        started = time.perf_counter()
+        for _ in range(n):
+            if http.get("/healthz").status_code != 200:
+                raise SystemExit("GET /healthz: not 200")
+        return Run(n, time.perf_counter() - started)
+
+
 def submit_single(url: str, n: int) -> Run:
     started = time.perf_counter()
     post_each(url, range(n))
@@ -323,6 +335,8 @@ def main() -> None:
 
     with wt.database(args.db) as db:
         with service(db) as url:
+            progress(f"GET /healthz x {args.submits:,}, one thread")
+            floor = get_health(url, args.submits)
             progress(f"POST /executions x {args.submits:,}, one thread")
             single = submit_single(url, args.submits)
             progress(f"POST /executions x {args.submits:,}, {args.threads} threads")
@@ -338,6 +352,10 @@ def main() -> None:
     print()
     print("| measure | figure |")
     print("|---|---:|")
+    print(
+        f"| `GET /healthz` (no store, no auth: the HTTP floor), 1 client thread | "
+        f"{floor.rate:,.0f} requests/s |"
+    )
     print(
         f"| `POST /executions`, {args.submits:,} single submits, 1 client thread | "
         f"{single.rate:,.0f} submissions/s |"
