@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import pytest
 
-import fencepost
 from fencepost.api import create_app
 from fencepost.store.base import Store
 from fencepost.testing import ManualClock
@@ -20,16 +18,14 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """A fresh store; on the ``clock`` fixture when the test is marked ``manual_clock``."""
-    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'api.db'}"
+@pytest.fixture
+def store(request: pytest.FixtureRequest, store_factory: Callable[..., Store]) -> Store:
+    """A fresh store of each backend (memory, SQLite, PostgreSQL; see tests/conftest.py).
+
+    On the ``clock`` fixture when the test is marked ``manual_clock``.
+    """
     pinned = request.node.get_closest_marker("manual_clock") is not None
-    opened = fencepost.connect(url, clock=request.getfixturevalue("clock") if pinned else None)
-    try:
-        yield opened
-    finally:
-        opened.close()
+    return store_factory(request.getfixturevalue("clock") if pinned else None)
 
 
 @pytest.fixture

@@ -430,7 +430,8 @@ def fail(execution_id: ExecutionId, body: FailRequest, store: StoreDep) -> schem
     """Record a failed attempt (retry with backoff, or dead letter); 409 if stale."""
     # The backoff grows with the attempt number; read it from the row. A stale
     # report is refused by the fence whatever attempt it carries.
-    attempt = store.get(execution_id).attempt
+    # (At least 1: an execution never claimed has attempt 0, and is refused as stale.)
+    attempt = max(1, store.get(execution_id).attempt)
     lease = lease_of(execution_id, body.owner, body.epoch, attempt)
     return schemas.Execution.of(
         store.fail(

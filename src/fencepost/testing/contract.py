@@ -421,6 +421,27 @@ class StoreContract:
         assert store.claim("w", buckets=other) == []
         assert [lease.execution_id for lease in store.claim("w", buckets=[a.bucket])] == [a.id]
 
+    @pytest.mark.parametrize("execution_id", ["not-an-id", "01a22855-f771-73a3-922b-7f26eef558a3"])
+    def test_fenced_calls_on_unknown_executions_are_stale(
+        self, store: Store, execution_id: str
+    ) -> None:
+        [real] = store.claim("w", ids=[store.submit("job").id])
+        lease = Lease(**{**_fields(real), "execution_id": execution_id})
+        for call in (
+            lambda: store.complete(lease, 1),
+            lambda: store.heartbeat(lease),
+            lambda: store.fail(lease, "x"),
+            lambda: store.release(lease),
+            lambda: store.abort(lease),
+        ):
+            with pytest.raises(StaleLease):
+                call()
+        refused, accepted = store.complete_many([(lease, 1), (real, 2)])
+        assert isinstance(refused, StaleLease)
+        assert accepted is None
+        assert isinstance(store.heartbeat_many([(lease, None)])[0], StaleLease)
+        assert store.get(real.execution_id).result == 2
+
     def test_claim_restricted_to_ids(self, store: Store, clock: ManualClock) -> None:
         first = store.submit("job", priority=9)
         wanted = store.submit("job")

@@ -360,9 +360,11 @@ class PostgresStore(Store):
         self, beats: Sequence[tuple[Lease, str | None]], *, ttl: timedelta
     ) -> list[Lease | StaleLease]:
         renewed: dict[int, datetime] = {}
+        # An id that is not a UUID names no execution here: refused without asking.
+        usable = [i for i, (lease, _) in enumerate(beats) if _is_uuid(lease.execution_id)]
         with self._db.transaction() as conn:
-            for round_ in rounds([lease for lease, _ in beats]):
-                chosen = [beats[i] for _, i in sorted(round_.items())]
+            for round_ in rounds([beats[i][0] for i in usable]):
+                chosen = [beats[usable[i]] for _, i in sorted(round_.items())]
                 found = conn.execute(
                     Q["heartbeat_fenced"],
                     {
@@ -374,10 +376,8 @@ class PostgresStore(Store):
                         "progress": [progress for _, progress in chosen],
                     },
                 )
-                renewed.update((round_[id_], until) for id_, until in found)
-            self._refuse(
-                conn, [lease for i, (lease, _) in enumerate(beats) if i not in renewed], "heartbeat"
-            )
+                renewed.update((usable[round_[id_]], until) for id_, until in found)
+            self._refuse(conn, [beats[i][0] for i in usable if i not in renewed], "heartbeat")
         return [
             replace(lease, lease_until=renewed[i])
             if i in renewed
@@ -386,7 +386,12 @@ class PostgresStore(Store):
         ]
 
     def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
-        valid = [(i, o) for i, o in enumerate(outcomes) if o.invalid is None]
+        # An id that is not a UUID names no execution here: refused without asking.
+        valid = [
+            (i, o)
+            for i, o in enumerate(outcomes)
+            if o.invalid is None and _is_uuid(o.lease.execution_id)
+        ]
         accepted: set[int] = set()
         out: list[StaleLease | None] = []
         batches = list(rounds([o.lease for _, o in valid]))
