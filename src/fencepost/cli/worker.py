@@ -51,7 +51,11 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--buckets", help="claim only from these buckets, e.g. 0-15,20")
     p.add_argument("--num-buckets", type=int, default=DEFAULT_NUM_BUCKETS, help=argparse.SUPPRESS)
     p.add_argument("--max-per-bucket", type=int, help="cap RUNNING executions per bucket")
-    p.add_argument("--poll-interval", type=float, default=0.05, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--poll-interval",
+        type=float,
+        help="idle wait between claims, seconds (default 0.05 with --db, 0.5 with --server)",
+    )
     p.add_argument(
         "--with-scheduler",
         action="store_true",
@@ -129,9 +133,23 @@ def _build(args: argparse.Namespace) -> Worker:
         buckets=buckets,
         max_per_bucket=args.max_per_bucket,
         grace=args.grace,
-        poll_interval=args.poll_interval,
+        poll_interval=_poll_interval(args),
     )
     return Worker(store, registry, options)
+
+
+def _poll_interval(args: argparse.Namespace) -> float:
+    """An idle worker's wait between claims.
+
+    Over HTTP every empty claim is a request the service must answer, so a remote
+    worker polls ten times less often than one on the database (a busy worker does
+    not wait: it claims again as soon as a claim returned work).
+    """
+    if args.poll_interval is not None:
+        if args.poll_interval <= 0:
+            raise ValidationError("poll-interval", f"must be > 0, got {args.poll_interval}")
+        return float(args.poll_interval)
+    return 0.5 if args.server else 0.05
 
 
 def import_app(target: str) -> App:
