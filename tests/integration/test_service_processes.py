@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -18,6 +19,7 @@ import pytest
 import fencepost
 from fencepost.client import Client
 from fencepost.domain.states import Event, State
+from tests.integration.test_worker_processes import running_under, wait_until, write_definition
 
 pytestmark = pytest.mark.slow
 
@@ -212,3 +214,63 @@ def test_without_tokens_only_loopback_host_names_are_served(
     assert httpx.get(f"{url}/executions").json()["items"] == []
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0, processes.log("local")
+
+
+SLOW = """
+name: slow
+version: 1
+lease_ttl: 2
+timeout: 60
+retry: {max_attempts: 3, base_delay: 0.1, max_delay: 0.1}
+run:
+  command:
+    - python
+    - -c
+    - "import os, time; time.sleep(3); print('epoch', os.environ['FENCEPOST_EPOCH'])"
+"""
+
+
+def test_a_frozen_remote_worker_s_completion_is_refused_over_http(
+    processes: Processes, tmp_path: Path
+) -> None:
+    """The lease timeline through the worker protocol, with real processes and SIGSTOP."""
+    db = f"sqlite:///{tmp_path / 'stale.db'}"
+    definitions = write_definition(tmp_path / "defs", "slow", SLOW)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    service = processes.start(
+        "serve", "serve", "--db", db, "--port", str(port), "--workers", "0",
+        "--definitions", str(definitions),
+    )  # fmt: skip
+    wait_ready(url, service)
+    remote = ("worker", "--server", url, "--definitions", str(definitions), "--concurrency", "1")
+    store = fencepost.connect(db)
+    try:
+        a = processes.start("worker-a", *remote, "--owner", "worker-a")
+        eid = store.submit("slow", job_version=1).id
+        wait_until(lambda: running_under(store, eid, "worker-a", 1), 15, "A to claim")
+        a.send_signal(signal.SIGSTOP)  # A holds the lease and stops answering
+        processes.start("worker-b", *remote, "--owner", "worker-b")
+        done = wait_until(
+            lambda: store.get(eid).state is State.SUCCEEDED and store.get(eid), 20, "B to finish"
+        )
+        assert (done.epoch, done.result) == (2, "epoch 2")
+        a.send_signal(signal.SIGCONT)  # A's command finishes; its completion arrives late
+
+        def refused() -> Any:
+            return next(
+                (
+                    t
+                    for t in store.transitions(eid)
+                    if t.event is Event.STALE_REFUSED and "complete" in (t.reason or "")
+                ),
+                None,
+            )
+
+        refusal = wait_until(refused, 15, "A's completion to be refused")
+        assert (refusal.actor, refusal.epoch) == ("worker-a", 1)
+        final = store.get(eid)
+        assert (final.state, final.epoch, final.result) == (State.SUCCEEDED, 2, "epoch 2")
+        assert "complete refused" in processes.log("worker-a")
+    finally:
+        store.close()
