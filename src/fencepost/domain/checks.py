@@ -7,13 +7,18 @@ from fencepost.domain.errors import ValidationError
 _MAX_NAME = 200
 
 
+#: The largest count or version a store keeps (PostgreSQL ``integer``).
+INT32_MAX = 2**31 - 1
+
+
 def require_int(value: object, field: str, *, low: int, high: int | None = None) -> int:
     """An ``int`` (not a ``bool``) within ``[low, high]``, or a ValidationError on ``field``."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise ValidationError(field, f"must be an integer, got {value!r}")
-    if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"between {low} and {high}"
-        raise ValidationError(field, f"must be {bound}, got {value}")
+    if value < low:
+        raise ValidationError(field, f"must be >= {low}, got {value}")
+    if high is not None and value > high:
+        raise ValidationError(field, f"must be <= {high}, got {value}")
     return value
 
 

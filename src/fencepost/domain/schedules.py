@@ -17,7 +17,7 @@ from typing import Any
 
 from fencepost.domain import payloads
 from fencepost.domain.buckets import bucket_for
-from fencepost.domain.checks import require_int, require_name
+from fencepost.domain.checks import INT32_MAX, require_int, require_name
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import JSON, Execution, Occurrence, Schedule
 from fencepost.domain.states import State
@@ -168,7 +168,11 @@ def define(
 ) -> ScheduleSpec:
     """Validate a schedule definition; every error names its field, nothing is guessed."""
     name = require_name(job, "job")
-    version = None if job_version is None else require_int(job_version, "job_version", low=1)
+    version = (
+        None
+        if job_version is None
+        else require_int(job_version, "job_version", low=1, high=INT32_MAX)
+    )
     if inputs is None:
         inputs = {}
     inputs_json = payloads.encode(inputs, field="inputs", limit=max_payload_bytes)
@@ -190,7 +194,7 @@ def define(
     fold = parse_policy(DstFold, dst_fold, "dst_fold")
     mis = parse_policy(Misfire, misfire, "misfire")
     grace = as_duration(misfire_grace, field="misfire_grace", allow_zero=True)
-    catch_up = require_int(max_catch_up, "max_catch_up", low=1)
+    catch_up = require_int(max_catch_up, "max_catch_up", low=1, high=INT32_MAX)
     lap = parse_policy(Overlap, overlap, "overlap")
     start = None if start_at is None else as_aware_utc(start_at, field="start_at")
     end = None if end_at is None else as_aware_utc(end_at, field="end_at")
@@ -198,7 +202,7 @@ def define(
         raise ValidationError(
             "end_at", f"must be after start_at ({start.isoformat()}), got {end.isoformat()}"
         )
-    attempts = require_int(max_attempts, "max_attempts", low=1)
+    attempts = require_int(max_attempts, "max_attempts", low=1, high=INT32_MAX)
     prio = require_int(priority, "priority", low=PRIORITY_RANGE[0], high=PRIORITY_RANGE[1])
     if not isinstance(paused, bool):
         raise ValidationError("paused", f"must be True or False, got {paused!r}")

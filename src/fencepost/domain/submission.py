@@ -9,7 +9,7 @@ from typing import Any
 
 from fencepost.domain import payloads
 from fencepost.domain.buckets import bucket_for
-from fencepost.domain.checks import require_int, require_name
+from fencepost.domain.checks import INT32_MAX, require_int, require_name
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import JSON, Execution
 from fencepost.domain.states import State
@@ -108,7 +108,11 @@ def prepare(
 ) -> NewExecution:
     """Validate one submit request; every error names its field. ``now`` is the store's."""
     job = require_name(job, "job")
-    version = None if job_version is None else require_int(job_version, "job_version", low=1)
+    version = (
+        None
+        if job_version is None
+        else require_int(job_version, "job_version", low=1, high=INT32_MAX)
+    )
     if inputs is None:
         inputs = {}
     inputs_json = payloads.encode(inputs, field="inputs", limit=max_payload_bytes)
@@ -126,7 +130,7 @@ def prepare(
         if idempotency_key is None
         else require_name(idempotency_key, "idempotency_key", max_len=_MAX_KEY)
     )
-    attempts = require_int(max_attempts, "max_attempts", low=1)
+    attempts = require_int(max_attempts, "max_attempts", low=1, high=INT32_MAX)
     limit = None if timeout is None else as_duration(timeout, field="timeout")
     bkey = None if bucket_key is None else require_name(bucket_key, "bucket_key", max_len=_MAX_KEY)
     prio = require_int(priority, "priority", low=PRIORITY_RANGE[0], high=PRIORITY_RANGE[1])

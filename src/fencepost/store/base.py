@@ -35,7 +35,7 @@ from typing import Any, Self
 from fencepost.domain import payloads
 from fencepost.domain import schedules as plans
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS
-from fencepost.domain.checks import require_int, require_name
+from fencepost.domain.checks import INT32_MAX, require_int, require_name
 from fencepost.domain.errors import ResultInvalid, StaleLease, ValidationError
 from fencepost.domain.events import ExecutionFailed, ExecutionRescheduled, ExecutionTimedOut
 from fencepost.domain.ids import IdGenerator
@@ -284,7 +284,9 @@ class Store(ABC):
                 states=_states(state),
                 job=job,
                 schedule=schedule,
-                bucket=None if bucket is None else require_int(bucket, "bucket", low=0),
+                bucket=None
+                if bucket is None
+                else require_int(bucket, "bucket", low=0, high=self.config.num_buckets - 1),
                 buckets=None if buckets is None else tuple(sorted(set(self._buckets(buckets)))),
                 due_after=None if due_after is None else as_aware_utc(due_after, field="due_after"),
                 due_before=None
@@ -372,7 +374,7 @@ class Store(ABC):
             buckets=None if buckets is None else self._buckets(buckets),
             max_per_bucket=None
             if max_per_bucket is None
-            else require_int(max_per_bucket, "max_per_bucket", low=1),
+            else require_int(max_per_bucket, "max_per_bucket", low=1, high=INT32_MAX),
             versions=None if versions is None else _versions(versions),
             ids=None if ids is None else _names(ids, "ids"),
         )
@@ -1383,6 +1385,6 @@ def _versions(values: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
         job, version = pair
         if not isinstance(job, str) or not job:
             raise ValidationError("versions", f"job names must be non-empty strings, got {job!r}")
-        require_int(version, "versions", low=1)
+        require_int(version, "versions", low=1, high=INT32_MAX)
         pairs.append((job, version))
     return tuple(pairs)

@@ -225,6 +225,10 @@ class StoreContract:
             pytest.param({"bucket_key": 7}, "bucket_key", id="int-bucket-key"),
             pytest.param({"job_version": 0}, "job_version", id="zero-version"),
             pytest.param({"inputs": {"s": "a\ud800"}}, "inputs", id="surrogate-in-inputs"),
+            pytest.param({"max_attempts": 2**31}, "max_attempts", id="huge-attempts"),
+            pytest.param({"job_version": 2**40}, "job_version", id="huge-version"),
+            pytest.param({"delay": 1e20}, "delay", id="overflowing-delay"),
+            pytest.param({"timeout": 1e-9}, "timeout", id="timeout-rounds-to-zero"),
             pytest.param({"bucket_key": "k\x00"}, "bucket_key", id="nul-in-bucket-key"),
             pytest.param({"idempotency_key": "\udfff"}, "idempotency_key", id="surrogate-key"),
         ],
@@ -1612,6 +1616,10 @@ class StoreContract:
             pytest.param({"every": 60, "max_attempts": 0}, "max_attempts", id="attempts"),
             pytest.param({"every": 60, "priority": 2**40}, "priority", id="priority"),
             pytest.param({"every": 60, "paused": "yes"}, "paused", id="paused"),
+            pytest.param({"every": 1e-9}, "every", id="every-rounds-to-zero"),
+            pytest.param({"every": 1e20}, "every", id="overflowing-every"),
+            pytest.param({"every": 60, "max_catch_up": 2**40}, "max_catch_up", id="huge-catch-up"),
+            pytest.param({"every": 60, "id": "a\x00"}, "id", id="nul-in-id"),
         ],
     )
     def test_bad_add_schedule_names_the_field_and_writes_nothing(

@@ -14,6 +14,11 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _DURATION = re.compile(rf"(?:{_DURATION_PART.pattern})+")
 
 
+#: The longest duration accepted anywhere (a delay, a timeout, an interval): 100 years.
+#: Longer ones are mistakes, and would overflow the calendar when added to a time.
+MAX_DURATION = timedelta(days=36_525)
+
+
 def as_duration(value: object, *, field: str, allow_zero: bool = False) -> timedelta:
     """Seconds (int or float) or a ``timedelta`` -> ``timedelta``; anything else names ``field``.
 
@@ -30,7 +35,12 @@ def as_duration(value: object, *, field: str, allow_zero: bool = False) -> timed
     if seconds < 0 or (seconds == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise ValidationError(field, f"must be {bound} seconds, got {seconds:g}")
-    return value if isinstance(value, timedelta) else timedelta(seconds=seconds)
+    if seconds > MAX_DURATION.total_seconds():
+        raise ValidationError(field, f"is too long: at most 100 years, got {seconds:g} seconds")
+    duration = value if isinstance(value, timedelta) else timedelta(seconds=seconds)
+    if not duration and not allow_zero:  # below a microsecond: it would be stored as zero
+        raise ValidationError(field, f"must be at least one microsecond, got {seconds:g}")
+    return duration
 
 
 def as_aware_utc(value: object, *, field: str) -> datetime:
@@ -60,10 +70,7 @@ def parse_duration(
     elif numbers and isinstance(value, int | float) and not isinstance(value, bool):
         seconds = value
     if seconds is not None:
-        try:
-            return as_duration(seconds, field=field, allow_zero=allow_zero)
-        except OverflowError:  # beyond timedelta's range (about 2.7 million years)
-            raise ValidationError(field, f"is too long, got {value!r}") from None
+        return as_duration(seconds, field=field, allow_zero=allow_zero)
     examples = "'30s', '10m', '1h', '500ms'"
     kinds = "a number of seconds or a duration" if numbers else "a duration"
     raise ValidationError(field, f"must be {kinds} like {examples}, got {value!r}")
