@@ -184,6 +184,18 @@ def kind_of_refusal(
     return SAME_OWNER_NEWER_LEASE
 
 
+def refused_completion(store: fencepost.Store, execution_id: str) -> Transition | None:
+    """The first completion of ``execution_id`` the store refused as stale, if any."""
+    return next(
+        (
+            t
+            for t in store.transitions(execution_id)
+            if t.event is Event.STALE_REFUSED and "complete" in (t.reason or "")
+        ),
+        None,
+    )
+
+
 def show(trail: Iterable[Transition]) -> str:
     return "; ".join(f"#{t.seq} {t.event} e{t.epoch} {t.actor} {t.at.isoformat()}" for t in trail)
 

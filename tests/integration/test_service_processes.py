@@ -11,7 +11,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -19,6 +18,7 @@ import pytest
 import fencepost
 from fencepost.client import Client
 from fencepost.domain.states import Event, State
+from tests.integration._audit import refused_completion
 from tests.integration.test_worker_processes import running_under, wait_until, write_definition
 
 pytestmark = pytest.mark.slow
@@ -257,17 +257,9 @@ def test_a_frozen_remote_worker_s_completion_is_refused_over_http(
         assert (done.epoch, done.result) == (2, "epoch 2")
         a.send_signal(signal.SIGCONT)  # A's command finishes; its completion arrives late
 
-        def refused() -> Any:
-            return next(
-                (
-                    t
-                    for t in store.transitions(eid)
-                    if t.event is Event.STALE_REFUSED and "complete" in (t.reason or "")
-                ),
-                None,
-            )
-
-        refusal = wait_until(refused, 15, "A's completion to be refused")
+        refusal = wait_until(
+            lambda: refused_completion(store, eid), 15, "A's completion to be refused"
+        )
         assert (refusal.actor, refusal.epoch) == ("worker-a", 1)
         final = store.get(eid)
         assert (final.state, final.epoch, final.result) == (State.SUCCEEDED, 2, "epoch 2")

@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 import fencepost
-from fencepost import AttemptOutcome, Event, Execution, State, Store
+from fencepost import AttemptOutcome, Execution, State, Store
 from fencepost.domain.states import CommandState
+from tests.integration._audit import refused_completion
 
 pytestmark = pytest.mark.slow
 
@@ -161,17 +162,7 @@ run:
     assert (done.epoch, done.result) == (2, "epoch 2")
     a.send_signal(signal.SIGCONT)
 
-    def refused_completion() -> Any:
-        return next(
-            (
-                t
-                for t in store.transitions(eid)
-                if t.event is Event.STALE_REFUSED and "complete" in (t.reason or "")
-            ),
-            None,
-        )
-
-    refusal = wait_until(refused_completion, 15, "A's completion to be refused")
+    refusal = wait_until(lambda: refused_completion(store, eid), 15, "A's completion to be refused")
     assert (refusal.actor, refusal.epoch) == ("worker-a", 1)
     final = store.get(eid)
     assert (final.state, final.epoch, final.result) == (State.SUCCEEDED, 2, "epoch 2")
