@@ -206,3 +206,17 @@ def test_one_occurrence_through_the_client(remote: Client, store: Store) -> None
 def test_query_newest_first(remote: Client, store: Store) -> None:
     made = [store.submit("x").id for _ in range(3)]
     assert [e.id for e in remote.query(newest_first=True).items] == made[::-1]
+
+
+def test_stats_are_the_stores(remote: Client, store: Store) -> None:
+    store.submit("a")
+    [lease] = store.claim("w", ids=[store.submit("b").id])
+    store.complete(lease, None)
+    got, want = remote.stats(window=60), store.stats(window=60)
+    assert (got.by_state, got.by_job, got.due_backlog) == (
+        want.by_state,
+        want.by_job,
+        want.due_backlog,
+    )
+    assert got.claim_lateness.count == want.claim_lateness.count == 1
+    assert got.window.total_seconds() == 60

@@ -16,6 +16,7 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.nodes import Node
+from fencepost.domain.reports import Lateness, Stats
 from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
 from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
 
@@ -182,3 +183,28 @@ def schedule(d: dict[str, Any]) -> Schedule:
 def schedule_page(d: dict[str, Any]) -> SchedulePage:
     """A page of schedules."""
     return SchedulePage(items=[schedule(s) for s in d["items"]], next_cursor=d["next_cursor"])
+
+
+def lateness(d: dict[str, Any]) -> Lateness:
+    """A claim-lateness summary (seconds on the wire)."""
+    return Lateness(
+        count=d["count"],
+        p50=seconds(d["p50"]),
+        p90=seconds(d["p90"]),
+        p99=seconds(d["p99"]),
+        max=seconds(d["max"]),
+    )
+
+
+def stats(d: dict[str, Any]) -> Stats:
+    """The body of ``GET /stats``."""
+    return Stats(
+        at=_at(d["at"]),
+        window=timedelta(seconds=d["window_seconds"]),
+        by_state={State(k): v for k, v in d["by_state"].items()},
+        by_job={job: {State(k): v for k, v in c.items()} for job, c in d["by_job"].items()},
+        due_backlog=d["due_backlog"],
+        claim_lateness=lateness(d["claim_lateness"]),
+        stale_refused=d["stale_refused"],
+        lease_expiries=d["lease_expiries"],
+    )

@@ -39,6 +39,7 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.nodes import Node
+from fencepost.domain.reports import Stats
 from fencepost.domain.states import CommandKind, State
 from fencepost.store.base import DEFAULT_COMMAND_TTL, DEFAULT_TTL, default_node_id
 
@@ -221,6 +222,11 @@ class Client:
         """The attempts of one execution, oldest first."""
         rows = self._call("GET", f"/executions/{_path(execution_id)}/attempts")
         return [convert.attempt(a, execution_id) for a in rows]
+
+    def stats(self, *, window: float | timedelta = 3600.0) -> Stats:
+        """Counts by state and job, backlog, and the window's lateness; see ``Store.stats``."""
+        answer = self._call("GET", "/stats", params={"window": _seconds(window)})
+        return convert.stats(answer)
 
     # -- operator actions ------------------------------------------------------------
 
