@@ -18,6 +18,7 @@ import pytest
 import fencepost
 from fencepost.client import Client
 from fencepost.domain.states import Event, State
+from tests import postgres
 from tests.integration._audit import refused_completion
 from tests.integration.test_worker_processes import running_under, wait_until, write_definition
 
@@ -89,42 +90,49 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 20.0) -
     raise AssertionError(f"{url} not ready after {timeout}s")
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database URL that several processes share: a SQLite file, or a PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'service.db'}"
+        return
+    postgres.require_postgres()
+    schema = postgres.new_schema()
+    try:
+        yield postgres.store_url(schema)
+    finally:
+        postgres.drop_schema(schema)
+
+
 def test_remote_workers_drain_2000_executions_without_duplicates(
-    processes: Processes, tmp_path: Path
+    processes: Processes, shared_db: str
 ) -> None:
-    db = f"sqlite:///{tmp_path / 'service.db'}"
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    """Two services on one database, a remote worker on each: every execution runs once."""
     tokens = {"FENCEPOST_TOKENS": f"{TOKEN}=work,submit,read"}
-    service = processes.start(
-        "serve", "serve", APP, "--db", db, "--port", str(port), "--workers", "0", env=tokens
-    )
-    wait_ready(url, service)
-    with Client(url, token=TOKEN) as client:
-        ids = []
-        for start in range(0, 2000, 500):
-            batch = [{"job": "lease-echo"} for _ in range(start, start + 500)]
-            ids += [e.id for e in client.submit_many(batch)]
+    urls = []
+    for name in ("serve-1", "serve-2"):
+        port = free_port()
+        urls.append(f"http://127.0.0.1:{port}")
+        service = processes.start(
+            name, "serve", APP, "--db", shared_db, "--port", str(port), "--workers", "0",
+            env=tokens,
+        )  # fmt: skip
+        wait_ready(urls[-1], service)
+    ids = []
+    for start in range(0, 2000, 500):
+        with Client(urls[start // 500 % 2], token=TOKEN) as client:
+            ids += [e.id for e in client.submit_many([{"job": "lease-echo"}] * 500)]
     assert len(set(ids)) == 2000
 
+    owners = ("remote-1", "remote-2")
+    remote = ("worker", APP, "--jobs", "lease-echo", "--concurrency", "16")
     workers = [
         processes.start(
-            owner,
-            "worker",
-            APP,
-            "--server",
-            url,
-            "--owner",
-            owner,
-            "--jobs",
-            "lease-echo",
-            "--concurrency",
-            "16",
-            env={"FENCEPOST_TOKEN": TOKEN},
+            owner, *remote, "--server", url, "--owner", owner, env={"FENCEPOST_TOKEN": TOKEN}
         )
-        for owner in ("remote-1", "remote-2")
+        for owner, url in zip(owners, urls, strict=True)
     ]
-    store = fencepost.connect(db)
+    store = fencepost.connect(shared_db)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -135,24 +143,24 @@ def test_remote_workers_drain_2000_executions_without_duplicates(
             time.sleep(0.25)
         for proc in workers:
             proc.send_signal(signal.SIGTERM)
-        for proc, owner in zip(workers, ("remote-1", "remote-2"), strict=True):
+        for proc, owner in zip(workers, owners, strict=True):
             assert proc.wait(30) == 0, processes.log(owner)
 
         executions = [store.get(i) for i in ids]
         assert collections.Counter(e.state for e in executions) == {State.SUCCEEDED: 2000}
         # Each ran once: one claim, epoch 1, its result names the lease that produced it.
         assert {e.epoch for e in executions} == {1}
-        owners = collections.Counter(e.result["owner"] for e in executions)  # type: ignore[index]
-        assert set(owners) <= {"remote-1", "remote-2"}
+        by_owner = collections.Counter(e.result["owner"] for e in executions)  # type: ignore[index]
+        assert set(by_owner) <= set(owners)
         for execution in executions[::50]:
             events = [t.event for t in store.transitions(execution.id)]
             assert events == [Event.SUBMITTED, Event.CLAIMED, Event.COMPLETED]
-        refused = store.stats().stale_refused
-        assert refused == 0
+        assert store.stats().stale_refused == 0
     finally:
         store.close()
-    service.send_signal(signal.SIGTERM)
-    assert service.wait(30) == 0, processes.log("serve")
+    for name, proc in zip(("serve-1", "serve-2"), processes.procs, strict=False):
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, processes.log(name)
 
 
 def test_serve_refuses_a_public_bind_without_tokens(processes: Processes, tmp_path: Path) -> None:
