@@ -301,3 +301,13 @@ def test_list_newest_first_pages_backwards(client: TestClient, store: Store) -> 
     assert [e["id"] for e in rest["items"]] == made[::-1][3:]
     assert rest["next_cursor"] is None
     assert_problem(client.get("/executions", params={"order": "up"}), 422, "validation", "order")
+
+
+def test_every_answer_forbids_content_sniffing(client: TestClient, store: Store) -> None:
+    for response in (
+        client.get("/executions"),
+        client.get("/executions/missing"),
+        client.post("/executions", json={"job": "x"}),
+        client.get("/healthz"),
+    ):
+        assert response.headers["x-content-type-options"] == "nosniff"

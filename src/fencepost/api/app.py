@@ -54,6 +54,7 @@ def create_app(
     app.include_router(dashboard.router)
     app.include_router(work.router)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(NoSniff)
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -77,6 +78,33 @@ def _problem_media_type(schema: dict[str, Any]) -> None:
                 content = response.get("content", {})
                 if problems.MEDIA_TYPE in content and "application/json" in content:
                     content[problems.MEDIA_TYPE] = content.pop("application/json")
+
+
+class NoSniff:
+    """``X-Content-Type-Options: nosniff`` on every response.
+
+    A browser then never reads an API answer (JSON, a problem, metrics) as HTML or
+    script, whatever it contains. The dashboard's own responses add a CSP on top.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_header(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [
+                    (k, v) for k, v in message.get("headers", []) if k != b"x-content-type-options"
+                ]
+                headers.append((b"x-content-type-options", b"nosniff"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_header)
 
 
 class BodyLimit:
