@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 from collections.abc import Iterator
@@ -220,3 +221,20 @@ def test_stats_are_the_stores(remote: Client, store: Store) -> None:
     )
     assert got.claim_lateness.count == want.claim_lateness.count == 1
     assert got.window.total_seconds() == 60
+
+
+def test_slo_and_buckets_are_the_stores(remote: Client, store: Store) -> None:
+    store.submit("a", bucket_key="k")
+    [lease] = store.claim("w")
+    store.complete(lease, None)
+    store.register_node("n1", buckets=[0, 1])
+    store.register_node("n2", buckets=[1])
+    got, want = remote.slo(window=3600, worst=5), store.slo(window=3600, worst=5)
+    assert dataclasses.replace(got, at=want.at) == want  # taken a moment apart
+    assert got.claimed.total == 1
+    waiting = store.submit("b", bucket_key="tenant-9")
+    report = remote.bucket_report(orphaned_after=0)
+    assert report == store.bucket_report(orphaned_after=0)
+    assert (report.duplicated, report.owners[0]) == ({1: ["n1", "n2"]}, ["n1"])
+    assert waiting.bucket not in (0, 1)  # blake2b("tenant-9") lands in a hole
+    assert [e.id for e in report.orphans] == [waiting.id]

@@ -15,8 +15,8 @@ from fencepost.domain.models import (
     SchedulePage,
     Transition,
 )
-from fencepost.domain.nodes import Node
-from fencepost.domain.reports import Lateness, Stats
+from fencepost.domain.nodes import BucketReport, Node
+from fencepost.domain.reports import Lateness, SloOffender, SloReport, SloShare, Stats
 from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
 from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
 
@@ -207,4 +207,40 @@ def stats(d: dict[str, Any]) -> Stats:
         claim_lateness=lateness(d["claim_lateness"]),
         stale_refused=d["stale_refused"],
         lease_expiries=d["lease_expiries"],
+    )
+
+
+def slo(d: dict[str, Any]) -> SloReport:
+    """The body of ``GET /slo``."""
+    return SloReport(
+        at=_at(d["at"]),
+        window=timedelta(seconds=d["window_seconds"]),
+        claim_within=timedelta(seconds=d["claim_within_seconds"]),
+        finish_within=timedelta(seconds=d["finish_within_seconds"]),
+        claimed=SloShare(**d["claimed"]),
+        finished=SloShare(**d["finished"]),
+        worst=[
+            SloOffender(
+                execution_id=o["execution_id"],
+                job=o["job"],
+                due_at=_at(o["due_at"]),
+                claimed_at=when(o["claimed_at"]),
+                lateness=timedelta(seconds=o["lateness_seconds"]),
+                state=State(o["state"]),
+            )
+            for o in d["worst"]
+        ],
+    )
+
+
+def bucket_report(d: dict[str, Any]) -> BucketReport:
+    """The body of ``GET /buckets`` (its per-bucket counts are left out)."""
+    owners = {b["bucket"]: b["owners"] for b in d["buckets"] if b["owners"]}
+    return BucketReport(
+        num_buckets=d["num_buckets"],
+        owners=owners,
+        duplicated={b: owners[b] for b in d["duplicated"]},
+        unowned=d["unowned"],
+        floating=d["floating"],
+        orphans=[execution(e) for e in d["orphans"]],
     )

@@ -38,8 +38,8 @@ from fencepost.domain.models import (
     SchedulePage,
     Transition,
 )
-from fencepost.domain.nodes import Node
-from fencepost.domain.reports import Stats
+from fencepost.domain.nodes import BucketReport, Node
+from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.states import CommandKind, State
 from fencepost.store.base import DEFAULT_COMMAND_TTL, DEFAULT_TTL, default_node_id
 
@@ -227,6 +227,30 @@ class Client:
         """Counts by state and job, backlog, and the window's lateness; see ``Store.stats``."""
         answer = self._call("GET", "/stats", params={"window": _seconds(window)})
         return convert.stats(answer)
+
+    def slo(
+        self,
+        *,
+        window: float | timedelta = 30 * 86400.0,
+        claim_within: float | timedelta = 10.0,
+        finish_within: float | timedelta = 300.0,
+        worst: int = 10,
+    ) -> SloReport:
+        """The scheduler's service-level report; see ``Store.slo``."""
+        params = {
+            "window": _seconds(window),
+            "claim_within": _seconds(claim_within),
+            "finish_within": _seconds(finish_within),
+            "worst": worst,
+        }
+        return convert.slo(self._call("GET", "/slo", params=params))
+
+    def bucket_report(
+        self, *, orphaned_after: float | timedelta = 300, limit: int = 100
+    ) -> BucketReport:
+        """Buckets owned twice, holes, and orphans; see ``Store.bucket_report``."""
+        params = {"orphaned_after": _seconds(orphaned_after), "limit": limit}
+        return convert.bucket_report(self._call("GET", "/buckets", params=params))
 
     # -- operator actions ------------------------------------------------------------
 
