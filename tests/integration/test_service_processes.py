@@ -274,3 +274,37 @@ def test_a_frozen_remote_worker_s_completion_is_refused_over_http(
         assert "complete refused" in processes.log("worker-a")
     finally:
         store.close()
+
+
+def test_a_remote_worker_rides_out_a_killed_service(processes: Processes, tmp_path: Path) -> None:
+    """SIGKILL the service mid-run and start it again: every execution completes exactly once."""
+    db = f"sqlite:///{tmp_path / 'outage.db'}"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    serve = ("serve", APP, "--db", db, "--port", str(port), "--workers", "0")
+    service = processes.start("serve-1", *serve)
+    wait_ready(url, service)
+    store = fencepost.connect(db)
+    try:
+        ids = [e.id for e in store.submit_many([{"job": "lease-echo"}] * 1000)]
+        worker = processes.start(
+            "remote", "worker", APP, "--server", url, "--owner", "remote", "--jobs", "lease-echo",
+            "--concurrency", "8",
+        )  # fmt: skip
+        wait_until(lambda: store.stats().by_state[State.SUCCEEDED] >= 200, 30, "200 to finish")
+        service.kill()  # no shutdown: requests in flight are cut off
+        service.wait(10)
+        time.sleep(1.0)
+        wait_ready(url, processes.start("serve-2", *serve))
+        wait_until(
+            lambda: store.stats().by_state[State.SUCCEEDED] == 1000, 60, "all 1,000 to finish"
+        )
+        assert worker.poll() is None, processes.log("remote")
+        for execution in (store.get(i) for i in ids):
+            completed = [t for t in store.transitions(execution.id) if t.event is Event.COMPLETED]
+            # One accepted result, from the lease that holds it now.
+            assert len(completed) == 1
+            assert execution.result == {"owner": "remote", "epoch": execution.epoch}
+        assert "unreachable" in processes.log("remote")  # it noticed, and resumed by itself
+    finally:
+        store.close()
