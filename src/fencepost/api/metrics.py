@@ -34,8 +34,7 @@ from prometheus_client.registry import Collector
 
 from fencepost.api.auth import Scope
 from fencepost.api.deps import guarded
-from fencepost.domain import payloads
-from fencepost.domain.errors import ResultInvalid, StaleLease, StoreUnavailable, ValidationError
+from fencepost.domain.errors import ResultInvalid, StaleLease, StoreUnavailable
 from fencepost.domain.models import JSON, Execution, Lease, Occurrence, Schedule
 from fencepost.domain.states import State
 from fencepost.store.base import DEFAULT_TTL, Store
@@ -215,17 +214,16 @@ class MeteredStore:
 
     def complete_many(self, results: Sequence[tuple[Lease, JSON]]) -> list[StaleLease | None]:
         """:meth:`Store.complete_many`, counting attempts and refusals."""
-        items = list(results)
-        verdicts = self.wrapped.complete_many(items)
         # An accepted completion is SUCCEEDED or FAILED (result_invalid), and the
-        # verdict does not say which: the result is checked again exactly as the
-        # store checked it. It costs one more encoding of each result.
-        limit = self.wrapped.config.max_payload_bytes
-        for (_, result), verdict in zip(items, verdicts, strict=True):
+        # verdict does not say which; the prepared outcome does. So this takes the
+        # two steps Store.complete_many takes, keeping each result encoded once.
+        outcomes = [self.wrapped._outcome(lease, result) for lease, result in results]
+        verdicts = self.wrapped._complete(outcomes)
+        for outcome, verdict in zip(outcomes, verdicts, strict=True):
             if verdict is not None:
                 self._refused("complete_many")
             else:
-                self._ended("succeeded" if _encodes(result, limit) else "result_invalid")
+                self._ended("succeeded" if outcome.invalid is None else "result_invalid")
         return verdicts
 
     def fail(self, lease: Lease, error: str, **options: Any) -> Execution:
@@ -310,14 +308,6 @@ class MeteredStore:
 # Virtual subclass: code that takes "an open Store" by isinstance (fencepost.App)
 # takes the wrapper too. Typing still needs cast(Store, ...): mypy ignores this.
 Store.register(MeteredStore)
-
-
-def _encodes(result: JSON, limit: int) -> bool:
-    try:
-        payloads.encode(result, field="result", limit=limit)
-    except ValidationError:
-        return False
-    return True
 
 
 class StoreCollector(Collector):
