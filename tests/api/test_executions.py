@@ -79,6 +79,9 @@ def test_submit_without_key_always_creates(client: TestClient, store: Store) -> 
         pytest.param(
             {"job": "x", "execute_at": 1_900_000_000}, "execute_at", id="execute-at-as-number"
         ),
+        pytest.param(
+            {"job": "x", "execute_at": "1900000000"}, "execute_at", id="execute-at-as-digits"
+        ),
         pytest.param({"job": "x", "delay_seconds": -1}, "delay_seconds", id="negative-delay"),
         pytest.param({"job": "x", "delay_seconds": "5"}, "delay_seconds", id="delay-as-string"),
         pytest.param(

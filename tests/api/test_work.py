@@ -343,3 +343,16 @@ def test_a_paused_schedule_offers_no_occurrence(
     response = client.post(f"/jobs/tick/{first}/claim", json={"owner": "w"})
     assert_problem(response, 409, "not-due")
     assert store.query(schedule="tick").items == []
+
+
+def test_an_occurrence_claimed_before_its_schedule_changed_can_still_complete(
+    client: TestClient, store: Store, clock: ManualClock
+) -> None:
+    store.add_schedule("tick", every=60, id="tick")
+    [first] = slots_of(store, "tick", 1)
+    clock.advance(60)
+    lease = client.post(f"/jobs/tick/{first}/claim", json={"owner": "w"}).json()
+    store.update_schedule("tick", every=45)  # the slot is no longer a fire time of the rule
+    done = client.post(f"/jobs/tick/{first}/complete", json={"owner": "w", "epoch": lease["epoch"]})
+    assert done.status_code == 200, done.text
+    assert done.json()["state"] == "SUCCEEDED"

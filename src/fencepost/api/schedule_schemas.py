@@ -8,14 +8,11 @@ Times are ISO 8601 strings with a UTC offset (UTC on output).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import (
-    AfterValidator,
-    AwareDatetime,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -23,9 +20,12 @@ from pydantic import (
     field_validator,
 )
 
+from fencepost.api.schemas import Instant
 from fencepost.domain import models
 from fencepost.domain import schedules as plans
+from fencepost.domain.checks import INT32_MAX
 from fencepost.domain.submission import PRIORITY_RANGE
+from fencepost.timing.durations import MAX_DURATION
 from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
 
 #: API field name -> the store's name, where they differ.
@@ -37,49 +37,11 @@ STORE_NAMES = {
 #: The store's field name -> the API's (errors name the API's field).
 API_NAMES = {store: api for api, store in STORE_NAMES.items()}
 
-# PostgreSQL keeps these counts in ``integer`` columns; a larger number would be a
-# database error (a 5xx) instead of a refusal naming the field.
-_MAX_INT = 2**31 - 1
-# Long enough for any real schedule, short enough that every backend can store the
-# duration and a slot computed from it stays within datetime's range.
-_MAX_SECONDS = 100 * 366 * 86_400
 # The store keeps durations to the microsecond: a shorter interval would round to zero.
 _MIN_INTERVAL = 1e-6
+_MAX_SECONDS = MAX_DURATION.total_seconds()
 
-
-def _iso_text(value: object) -> object:
-    # Pydantic would read a number, or a string of digits, as Unix seconds; the API
-    # promises ISO 8601 only (as SubmitRequest.execute_at does).
-    if not isinstance(value, str):
-        raise ValueError("must be an ISO 8601 string with a UTC offset")
-    try:
-        float(value)
-    except ValueError:
-        return value
-    raise ValueError("must be an ISO 8601 string with a UTC offset, not a number")
-
-
-def _in_utc(value: datetime) -> datetime:
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:  # e.g. 0001-01-01T00:00:00+05:00 is before datetime.min in UTC
-        raise ValueError("is out of range once converted to UTC") from None
-
-
-def _no_nul(value: str) -> str:
-    # PostgreSQL text cannot hold U+0000: without this check the store would fail
-    # with a 503 (store unavailable) rather than refuse the input.
-    if "\x00" in value:
-        raise ValueError("must not contain the character U+0000")
-    return value
-
-
-#: An aware instant given as ISO 8601 text; naive times and numbers are refused.
-Instant = Annotated[AwareDatetime, BeforeValidator(_iso_text), AfterValidator(_in_utc)]
-#: A name that every backend can store.
-_Name = Annotated[str, AfterValidator(_no_nul)]
-
-_Count = Annotated[StrictInt, Field(ge=1, le=_MAX_INT)]
+_Count = Annotated[StrictInt, Field(ge=1, le=INT32_MAX)]
 _Priority = Annotated[StrictInt, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])]
 _Interval = Annotated[float, Field(ge=_MIN_INTERVAL, le=_MAX_SECONDS, strict=True)]
 _Grace = Annotated[float, Field(ge=0, le=_MAX_SECONDS, strict=True)]
@@ -94,7 +56,7 @@ class ScheduleCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    job: _Name
+    job: str
     #: None: the latest registered version (with a job registry), else unpinned.
     version: _Count | None = None
     inputs: Any = None
@@ -118,7 +80,7 @@ class ScheduleCreate(BaseModel):
     #: Store it paused (its slots are recorded SKIPPED until it is resumed).
     paused: StrictBool = False
     #: Makes the request idempotent: the same id and body again return the schedule.
-    id: _Name | None = Field(default=None, min_length=1, max_length=plans.MAX_SCHEDULE_ID)
+    id: str | None = Field(default=None, min_length=1, max_length=plans.MAX_SCHEDULE_ID)
 
     @field_validator("id")
     @classmethod
@@ -151,7 +113,7 @@ class ScheduleUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    job: _Name | None = None
+    job: str | None = None
     version: _Count | None = None
     inputs: Any = None
     cron: str | None = None

@@ -18,6 +18,7 @@ from fencepost.api import problems as p
 from fencepost.api import schedule_schemas as schemas
 from fencepost.api.auth import Scope
 from fencepost.api.deps import Cursor, Limit, RegistryDep, StoreDep, guarded
+from fencepost.api.schemas import Instant
 from fencepost.domain import models
 from fencepost.domain.errors import NotFound, ValidationError
 from fencepost.scheduler.handle import ScheduleHandle
@@ -217,7 +218,7 @@ def preview_schedule(
     store: StoreDep,
     count: Annotated[int, Query(ge=1, le=MAX_PREVIEW)] = 10,
     after: Annotated[
-        schemas.Instant | None, Query(description="ISO 8601 with offset; default: now")
+        Instant | None, Query(description="ISO 8601 with offset; default: now")
     ] = None,
 ) -> schemas.FireTimes:
     """The next ``count`` fire times after ``after``, per the rule, time zone and DST policy.

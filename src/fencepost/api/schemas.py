@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -10,44 +9,42 @@ from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictInt,
-    field_validator,
 )
 
 from fencepost.domain import models
-from fencepost.domain.submission import PRIORITY_RANGE
+from fencepost.domain.checks import INT32_MAX
+from fencepost.domain.submission import MAX_KEY, PRIORITY_RANGE
+from fencepost.timing.durations import MAX_DURATION
 
-#: The stores keep versions and attempt counts in 32-bit integer columns.
-INT32_MAX = 2**31 - 1
-#: The longest ``delay_seconds`` accepted (100 years): anything longer is a mistake,
-#: and a due time past year 9999 cannot be represented at all.
-MAX_DELAY_SECONDS = 100 * 365.25 * 86400
-
-
-def _storable(value: str) -> str:
-    # JSON may spell an unpaired surrogate (\ud800), which no store can encode as
-    # UTF-8, and U+0000, which PostgreSQL cannot store in text: refuse both here
-    # rather than fail on one backend only.
-    if "\x00" in value:
-        raise ValueError("must not contain the character U+0000")
-    _utf8(value)
-    return value
+#: The longest ``delay_seconds`` accepted: the store's longest duration (100 years).
+MAX_DELAY_SECONDS = MAX_DURATION.total_seconds()
 
 
-def _utf8(value: object) -> object:
+def _iso_text(value: object) -> object:
+    # Pydantic would read a number, or a string of digits, as Unix seconds; the API
+    # promises ISO 8601 only.
+    if not isinstance(value, str):
+        raise ValueError("must be an ISO 8601 string with a UTC offset")
     try:
-        json.dumps(value, ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        raise ValueError("must not contain an unpaired surrogate (U+D800 to U+DFFF)") from None
-    return value
+        float(value)
+    except ValueError:
+        return value
+    raise ValueError("must be an ISO 8601 string with a UTC offset, not a number")
 
 
-#: A string every store can hold.
-Text = Annotated[str, AfterValidator(_storable)]
-#: Any JSON value whose strings are valid Unicode (U+0000 is refused by the store).
-Json = Annotated[Any, AfterValidator(_utf8)]
+def _in_utc(value: datetime) -> datetime:
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+05:00 is before datetime.min in UTC
+        raise ValueError("is out of range once converted to UTC") from None
+
+
+#: An aware instant given as ISO 8601 text; naive times and numbers are refused.
+Instant = Annotated[AwareDatetime, BeforeValidator(_iso_text), AfterValidator(_in_utc)]
 
 
 class SubmitRequest(BaseModel):
@@ -55,40 +52,23 @@ class SubmitRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    job: Text
+    job: str
     version: StrictInt | None = Field(default=None, ge=1, le=INT32_MAX)
-    inputs: Json = None
+    inputs: Any = None
     #: When to run; must carry a UTC offset (naive times are refused, never guessed).
-    execute_at: AwareDatetime | None = None
+    execute_at: Instant | None = None
     #: Seconds from the store's now; strict, so ``"5"`` and ``true`` are refused.
     delay_seconds: float | None = Field(default=None, ge=0, le=MAX_DELAY_SECONDS, strict=True)
     #: None: the job's own (with a registry), else the store's default.
     max_attempts: StrictInt | None = Field(default=None, ge=1, le=INT32_MAX)
-    bucket_key: Text | None = None
+    bucket_key: str | None = None
     priority: StrictInt = Field(default=0, ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])
-
-    @field_validator("execute_at", mode="before")
-    @classmethod
-    def _iso_text(cls, value: object) -> object:
-        # Pydantic would read a number as Unix seconds; the API promises ISO 8601 only.
-        if value is not None and not isinstance(value, str):
-            raise ValueError("must be an ISO 8601 string with a UTC offset")
-        return value
-
-    @field_validator("execute_at")
-    @classmethod
-    def _in_utc_range(cls, value: datetime | None) -> datetime | None:
-        # 0001-01-01T00:00+01:00 parses, but is before the first instant UTC can name.
-        try:
-            return None if value is None else value.astimezone(UTC)
-        except OverflowError:
-            raise ValueError("must fall between years 1 and 9999 in UTC") from None
 
 
 class SubmitItem(SubmitRequest):
     """One submit of a batch: a ``POST /executions`` body plus its idempotency key."""
 
-    idempotency_key: Text | None = Field(default=None, min_length=1, max_length=200)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=MAX_KEY)
 
 
 class SubmitBatch(BaseModel):

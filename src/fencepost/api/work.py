@@ -132,14 +132,19 @@ def claim(body: ClaimRequest, store: StoreDep) -> Leases:
     return Leases(leases=[Lease.of(lease) for lease in leases])
 
 
-def _occurrence(store: Store, task: str, slot: str) -> tuple[Schedule, datetime]:
-    """The schedule ``task`` and the instant of ``slot``, if the rule fires then (else 404)."""
-    schedule = store.get_schedule(task)
+def _instant(slot: str) -> datetime:
+    """The aware UTC instant a ``slot`` path segment names (422 if it names none)."""
     try:
         parsed = datetime.fromisoformat(slot)
     except ValueError:
         raise ValidationError("slot", f"must be an ISO 8601 instant, got {slot!r}") from None
-    instant = as_aware_utc(parsed, field="slot")
+    return as_aware_utc(parsed, field="slot")
+
+
+def _occurrence(store: Store, task: str, slot: str) -> tuple[Schedule, datetime]:
+    """The schedule ``task`` and the instant of ``slot``, if the rule fires then (else 404)."""
+    schedule = store.get_schedule(task)
+    instant = _instant(slot)
     fired = next(iter(rule_of(schedule).slots(instant - _MICROSECOND, instant)), None)
     if fired != instant:
         raise NotFound(f"{task}/{slot_text(instant)}", subject="occurrence")
@@ -197,8 +202,12 @@ def complete_occurrence(
     body: CompleteRequest,
     store: StoreDep,
 ) -> Any:
-    """Record the success of an occurrence under its lease; 409 ``stale-lease`` if stale."""
-    _, instant = _occurrence(store, task, slot)
+    """Record the success of an occurrence under its lease; 409 ``stale-lease`` if stale.
+
+    The occurrence is found by its key alone: a lease taken before the schedule
+    changed (or was deleted) can still report.
+    """
+    instant = _instant(slot)
     execution = store.find(occurrence_key(task, instant))
     if execution is None:
         raise NotFound(f"{task}/{slot_text(instant)}", subject="occurrence")

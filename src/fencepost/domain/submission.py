@@ -34,7 +34,8 @@ SUBMIT_ARGUMENTS = frozenset(
     }
 )
 
-_MAX_KEY = 255
+#: The longest idempotency or bucket key.
+MAX_KEY = 255
 #: The range of ``priority`` (a 32-bit integer in SQL).
 PRIORITY_RANGE = (-(2**31), 2**31 - 1)
 
@@ -128,11 +129,11 @@ def prepare(
     key = (
         None
         if idempotency_key is None
-        else require_name(idempotency_key, "idempotency_key", max_len=_MAX_KEY)
+        else require_name(idempotency_key, "idempotency_key", max_len=MAX_KEY)
     )
     attempts = require_int(max_attempts, "max_attempts", low=1, high=INT32_MAX)
     limit = None if timeout is None else as_duration(timeout, field="timeout")
-    bkey = None if bucket_key is None else require_name(bucket_key, "bucket_key", max_len=_MAX_KEY)
+    bkey = None if bucket_key is None else require_name(bucket_key, "bucket_key", max_len=MAX_KEY)
     prio = require_int(priority, "priority", low=PRIORITY_RANGE[0], high=PRIORITY_RANGE[1])
     request_hash = None
     if key is not None:

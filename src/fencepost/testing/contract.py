@@ -1631,6 +1631,25 @@ class StoreContract:
         assert field in str(caught.value)
         assert store.schedules().items == []
 
+    def test_text_no_store_can_hold_names_nothing(self, store: Store) -> None:
+        """U+0000 cannot be stored, so an id or filter holding it finds nothing (never a 5xx)."""
+        store.add_schedule("job", every=60, id="s")
+        store.submit("job")
+        for verb in (
+            store.get_schedule,
+            store.pause_schedule,
+            store.resume_schedule,
+            store.delete_schedule,
+            lambda i: store.update_schedule(i, priority=1),
+            lambda i: store.add_occurrences(i, []),
+        ):
+            with pytest.raises(NotFound):
+                verb("s\x00")
+        assert store.query(job="job\x00").items == []
+        assert store.query(schedule="s\x00").items == []
+        assert store.schedules(after="s\x00").items == []
+        assert [s.id for s in store.schedules().items] == ["s"]
+
     def test_bad_schedule_job(self, store: Store) -> None:
         for job in ("", "  ", None, "x" * 201):
             with pytest.raises(ValidationError) as caught:

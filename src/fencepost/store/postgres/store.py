@@ -256,6 +256,8 @@ class PostgresStore(Store):
     def _query(self, filters: ExecutionFilter) -> Page:
         if filters.after is not None and not _is_uuid(filters.after):
             return Page(items=[], next_cursor=None)
+        if not (_storable(filters.job) and _storable(filters.schedule)):
+            return Page(items=[], next_cursor=None)  # no stored text holds U+0000
         params = {
             "after": filters.after,
             "states": None if filters.states is None else [str(s) for s in filters.states],
@@ -707,6 +709,8 @@ class PostgresStore(Store):
         raise StoreUnavailable(f"schedule {schedule_id!r} kept being added and deleted; try again")
 
     def get_schedule(self, schedule_id: str) -> Schedule:
+        if not _storable(schedule_id):
+            raise NotFound(schedule_id, subject="schedule")
         with self._db.connection() as conn:
             row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
         if row is None:
@@ -729,6 +733,8 @@ class PostgresStore(Store):
             "due_before": due_before,
             "limit": limit + 1,
         }
+        if not _storable(after):
+            return SchedulePage(items=[], next_cursor=None)
         with self._db.connection() as conn:
             items = [rows.schedule(r) for r in conn.execute(Q["list_schedules"], params)]
         more = len(items) > limit
@@ -738,6 +744,8 @@ class PostgresStore(Store):
     def _change_schedule(
         self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
     ) -> Schedule:
+        if not _storable(schedule_id):
+            raise NotFound(schedule_id, subject="schedule")
         with self._db.transaction() as conn:
             row = conn.execute(Q["lock_schedule"], {"id": schedule_id}).fetchone()
             if row is None:
@@ -751,6 +759,8 @@ class PostgresStore(Store):
         return changed
 
     def delete_schedule(self, schedule_id: str) -> None:
+        if not _storable(schedule_id):
+            raise NotFound(schedule_id, subject="schedule")
         with self._db.transaction() as conn:
             if conn.execute(Q["delete_schedule"], {"id": schedule_id}).fetchone() is None:
                 raise NotFound(schedule_id, subject="schedule")
@@ -796,6 +806,8 @@ class PostgresStore(Store):
     def _add_occurrences(
         self, schedule_id: str, occurrences: tuple[NewOccurrence, ...]
     ) -> list[Execution]:
+        if not _storable(schedule_id):
+            raise NotFound(schedule_id, subject="schedule")
         with self._db.transaction() as conn:
             if conn.execute(Q["share_schedule"], {"id": schedule_id}).fetchone() is None:
                 raise NotFound(schedule_id, subject="schedule")
@@ -966,6 +978,11 @@ def _node(row: Any) -> Node:
         heartbeat_at=heartbeat_at,
         expires_at=expires_at,
     )
+
+
+def _storable(value: str | None) -> bool:
+    """False for text PostgreSQL cannot hold (U+0000): such an id or filter names nothing."""
+    return value is None or "\x00" not in value
 
 
 def _is_uuid(value: str) -> bool:
