@@ -6,7 +6,7 @@ import dataclasses
 import socket
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -17,6 +17,7 @@ from fencepost.client import Client, Forbidden, Unauthorized
 from fencepost.domain.errors import (
     IdempotencyConflict,
     InvalidTransition,
+    NotDue,
     NotFound,
     NotRunning,
     ResultInvalid,
@@ -202,6 +203,9 @@ def test_one_occurrence_through_the_client(remote: Client, store: Store) -> None
     assert done.state is State.SUCCEEDED
     with pytest.raises(InvalidTransition):
         remote.claim_occurrence("tick", text, "other")
+    later = slot_text(next(rule_of(schedule).slots(slot + timedelta(seconds=5))))
+    with pytest.raises(NotDue):
+        remote.claim_occurrence("tick", later, "w")
 
 
 def test_query_newest_first(remote: Client, store: Store) -> None:

@@ -12,7 +12,6 @@ from fencepost.api.auth import (
     TOKENS_ENV,
     Principal,
     Scope,
-    dumps_tokens,
     load_tokens,
     parse_env_tokens,
     parse_token_file,
@@ -104,12 +103,6 @@ def test_json_file(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert parse_token_file(path) == {CI_TOKEN: principal("w", Scope.WORK)}
-
-
-def test_dumps_tokens_round_trips(tmp_path: Path) -> None:
-    path = tmp_path / "tokens.json"
-    path.write_text(dumps_tokens({ADMIN_TOKEN: [Scope.ADMIN, Scope.READ]}), encoding="utf-8")
-    assert parse_token_file(path) == {ADMIN_TOKEN: principal("token-1", Scope.ADMIN, Scope.READ)}
 
 
 def entry(**fields: object) -> str:

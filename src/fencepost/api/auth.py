@@ -23,7 +23,6 @@ another site could otherwise make the user's browser POST to localhost.
 from __future__ import annotations
 
 import hmac
-import json
 import os
 import secrets
 import threading
@@ -280,12 +279,3 @@ def require(scope: Scope) -> Callable[[Request], Principal]:
 def csrf_token() -> str:
     """A fresh CSRF token for the dashboard's cookie."""
     return secrets.token_urlsafe(24)
-
-
-def dumps_tokens(tokens: Mapping[str, Iterable[Scope]]) -> str:
-    """A tokens file's JSON text (for tests and ``make demo``)."""
-    entries = [
-        {"name": f"token-{i + 1}", "token": t, "scopes": sorted(s.value for s in scopes)}
-        for i, (t, scopes) in enumerate(tokens.items())
-    ]
-    return json.dumps({"tokens": entries}, indent=2)

@@ -52,10 +52,9 @@ CONTENT_SECURITY_POLICY = "; ".join(
     ]
 )
 
-#: Sent with the page and its assets.
+#: Sent with the page and its assets (``nosniff`` is on every response: app.NoSniff).
 SECURITY_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-    "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
     # Small files: always revalidate, so a new release's page never meets an old script.

@@ -127,7 +127,8 @@ class Service:
         """Start the materializer, the reaper and the embedded workers."""
         if self.materializer is not None:
             self.materializer.start()
-        self._reaper.start()
+        if not self.workers:  # embedded workers reap as part of their loop
+            self._reaper.start()
         for worker in self.workers:
             worker.start()
 

@@ -90,14 +90,19 @@ def add_num_buckets(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_logging(parser: argparse.ArgumentParser) -> None:
+def add_logging(
+    parser: argparse.ArgumentParser,
+    *,
+    default: str = "WARNING",
+    note: str = "; INFO logs every batch",
+) -> None:
     """``--log-level`` and ``--log-format`` for the commands that work for a while."""
     parser.add_argument(
         "--log-level",
-        default="WARNING",
+        default=default,
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
         type=str.upper,
-        help="log to stderr at this level (default WARNING; INFO logs every batch)",
+        help=f"log to stderr at this level (default {default}{note})",
     )
     parser.add_argument(
         "--log-format",

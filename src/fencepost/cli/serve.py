@@ -10,11 +10,10 @@ from typing import Any
 
 from fencepost.api.auth import TOKENS_ENV, Auth, load_tokens
 from fencepost.api.service import Service, ServiceOptions, is_loopback
-from fencepost.cli import logs
-from fencepost.cli.worker import import_app
+from fencepost.cli import common, logs
+from fencepost.cli.worker import import_app, load_registry
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.store import connect
-from fencepost.worker.definitions import load_definitions
 from fencepost.worker.registry import JobRegistry
 from fencepost.worker.runtime import WorkerOptions
 
@@ -55,8 +54,7 @@ def add_parser(commands: Any) -> None:
     )
     p.add_argument("--no-scheduler", action="store_true", help="do not materialize schedules")
     p.add_argument("--grace", type=float, default=30.0, help="shutdown grace, seconds")
-    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
-    p.add_argument("--log-format", choices=("text", "json"), default="text")
+    common.add_logging(p, default="INFO", note="")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,11 +109,5 @@ def _check(args: argparse.Namespace) -> tuple[Auth, JobRegistry]:
             f"refusing to listen on {args.host} without tokens: configure --tokens FILE "
             f"or ${TOKENS_ENV}, or bind to 127.0.0.1",
         )
-    registry = JobRegistry()
-    if args.app:
-        for spec in import_app(args.app).registry:
-            registry.add(spec)
-    if args.definitions is not None:
-        for spec in load_definitions(args.definitions):
-            registry.add(spec)
-    return auth, registry
+    app = import_app(args.app) if args.app else None
+    return auth, load_registry(app, args.definitions)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fencepost.app import App
-from fencepost.cli import logs
+from fencepost.cli import common, logs
 from fencepost.client import TOKEN_ENV, Client
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS, parse_buckets
 from fencepost.domain.errors import FencepostError, ValidationError
@@ -61,13 +61,7 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="also materialize schedules in this process (safe in several processes at once)",
     )
-    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
-    p.add_argument(
-        "--log-format",
-        choices=("text", "json"),
-        default="text",
-        help="text lines, or one JSON object per line with execution_id, epoch and owner",
-    )
+    common.add_logging(p, default="INFO", note="")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,14 +93,8 @@ def _build(args: argparse.Namespace) -> Worker:
         raise ValidationError("app", "give MODULE:ATTRIBUTE, --definitions DIR, or both")
     if args.concurrency < 1:
         raise ValidationError("concurrency", f"must be >= 1, got {args.concurrency}")
-    registry = JobRegistry()
     app = import_app(args.app) if args.app else None
-    if app is not None:
-        for spec in app.registry:
-            registry.add(spec)
-    if args.definitions is not None:
-        for spec in load_definitions(args.definitions):
-            registry.add(spec)
+    registry = load_registry(app, args.definitions)
     if args.jobs:
         registry = registry.restricted(j.strip() for j in args.jobs.split(",") if j.strip())
     buckets = (
@@ -150,6 +138,14 @@ def _poll_interval(args: argparse.Namespace) -> float:
             raise ValidationError("poll-interval", f"must be > 0, got {args.poll_interval}")
         return float(args.poll_interval)
     return 0.5 if args.server else 0.05
+
+
+def load_registry(app: App | None, definitions: Path | None) -> JobRegistry:
+    """The jobs of ``app`` and of the definition files in ``definitions``, together."""
+    specs = [] if app is None else list(app.registry)
+    if definitions is not None:
+        specs += load_definitions(definitions)
+    return JobRegistry(specs)
 
 
 def import_app(target: str) -> App:

@@ -14,6 +14,7 @@ from fencepost.domain.errors import (
     FencepostError,
     IdempotencyConflict,
     InvalidTransition,
+    NotDue,
     NotFound,
     NotRunning,
     StaleLease,
@@ -74,6 +75,10 @@ class RemoteIdempotencyConflict(ApiError, IdempotencyConflict):
     """409: an :class:`IdempotencyConflict` (a key reused with a different request)."""
 
 
+class RemoteNotDue(ApiError, NotDue):
+    """409: a :class:`NotDue` (an occurrence asked for before its time, held or paused)."""
+
+
 class RemoteStaleLease(ApiError, StaleLease):
     """409: a :class:`StaleLease` (the lease was replaced or ran out)."""
 
@@ -88,6 +93,7 @@ _BY_TYPE: dict[str, type[ApiError]] = {
     _BASE + "not-found": RemoteNotFound,
     _BASE + "invalid-transition": RemoteInvalidTransition,
     _BASE + "not-running": RemoteNotRunning,
+    _BASE + "not-due": RemoteNotDue,
     _BASE + "idempotency-conflict": RemoteIdempotencyConflict,
     _BASE + "stale-lease": RemoteStaleLease,
     _BASE + "store-unavailable": RemoteStoreUnavailable,

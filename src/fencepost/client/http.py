@@ -539,9 +539,7 @@ class Client:
 
     def nodes(self) -> list[Node]:
         """The live nodes."""
-        answer = self._call("GET", "/nodes")
-        rows = answer["items"] if isinstance(answer, dict) else answer
-        return [convert.node(n) for n in rows]
+        return [convert.node(n) for n in self._call("GET", "/nodes")]
 
 
 def _on(lease: Lease, verb: str) -> str:

@@ -46,17 +46,6 @@ class JobRegistry:
             )
         return spec
 
-    def find(self, name: str, version: int | None) -> JobSpec | None:
-        """Like :meth:`get`, but None instead of an error."""
-        try:
-            return self.get(name, version)
-        except ValidationError:
-            return None
-
-    def names(self) -> list[str]:
-        """Every job name, sorted."""
-        return sorted(self._specs)
-
     def restricted(self, names: Iterable[str]) -> JobRegistry:
         """A registry holding only the jobs called ``names`` (each must be known)."""
         wanted = list(names)

@@ -28,7 +28,7 @@ import threading
 import time
 import traceback
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -38,7 +38,7 @@ from typing import Any
 from fencepost.domain.errors import StaleLease, StoreUnavailable
 from fencepost.domain.models import JSON, Command, Lease
 from fencepost.domain.states import CommandKind
-from fencepost.store.base import Store, default_node_id
+from fencepost.store.base import default_node_id
 from fencepost.worker.context import Context
 from fencepost.worker.errors import Cancelled, PermanentFailure
 from fencepost.worker.jobs import JobSpec
@@ -758,18 +758,3 @@ def _claim_groups(
             names.append(spec.name)
         versions.append(spec.key)
     return groups
-
-
-def run_worker(
-    store: Store,
-    registry: JobRegistry,
-    options: WorkerOptions | None = None,
-    *,
-    jobs: Iterable[str] | None = None,
-) -> Worker:
-    """Run a worker in this thread until SIGTERM/SIGINT; returns it (with its counters)."""
-    if jobs is not None:
-        registry = registry.restricted(jobs)
-    worker = Worker(store, registry, options)
-    worker.run()
-    return worker
