@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from fencepost.api import schemas
 from fencepost.domain import models
+from fencepost.domain.checks import INT32_MAX
 
 #: The store's own cap on one claim or batch.
 MAX_BATCH = 1000
@@ -40,7 +41,7 @@ class ClaimRequest(Strict):
     jobs: list[str] | None = None
     versions: list[JobVersion] | None = None
     buckets: list[StrictInt] | None = None
-    max_per_bucket: StrictInt | None = Field(default=None, ge=1, le=2**31 - 1)
+    max_per_bucket: StrictInt | None = Field(default=None, ge=1, le=INT32_MAX)
 
 
 class Lease(BaseModel):

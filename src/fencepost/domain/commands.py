@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from fencepost.domain.errors import NotRunning
-from fencepost.domain.machine import holds
+from fencepost.domain.machine import holds, lease_is_live
 from fencepost.domain.models import Command, Execution, Lease
 from fencepost.domain.states import WAITING_STATES, CommandKind, CommandState, State
 
@@ -54,9 +54,9 @@ def new_command(
     )
 
 
-def claim_is_live(claim_until: datetime | None, now: datetime) -> bool:
-    """A command claim is live strictly before ``claim_until``; at that instant it has expired."""
-    return claim_until is not None and now < claim_until
+#: A command claim is live strictly before ``claim_until``, as a lease is before its
+#: ``lease_until``: the same rule.
+claim_is_live = lease_is_live
 
 
 def claimable(command: Command, now: datetime) -> bool:

@@ -21,8 +21,6 @@ DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 # A JSON escape of U+0000: "\u0000" not itself preceded by an escaped backslash.
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
-# A lone surrogate (half of a UTF-16 pair): a Python string may hold one, UTF-8 cannot.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _canonical = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, separators=(",", ":"), sort_keys=True
 )
@@ -70,11 +68,18 @@ def encode(value: Any, *, field: str, limit: int) -> str:
         # JSON allows it, but PostgreSQL's JSONB cannot store it: refuse it everywhere,
         # so that a payload valid on one backend is valid on all of them.
         raise ValidationError(field, "contains the character U+0000, which cannot be stored")
-    if not text.isascii() and _SURROGATE.search(text):
-        raise ValidationError(field, "contains a lone surrogate, which is not valid Unicode text")
-    # Most payloads are ASCII, where characters are bytes; only measure bytes when needed.
-    if len(text) > limit // 4 and len(text.encode()) > limit:
-        raise ValidationError(field, f"is {len(text.encode())} bytes encoded; the limit is {limit}")
+    # Most payloads are ASCII, where characters are bytes; others are encoded once,
+    # which both measures them and refuses a lone surrogate (UTF-8 cannot hold one).
+    size = len(text)
+    if not text.isascii():
+        try:
+            size = len(text.encode())
+        except UnicodeEncodeError:
+            raise ValidationError(
+                field, "contains a lone surrogate, which is not valid Unicode text"
+            ) from None
+    if size > limit:
+        raise ValidationError(field, f"is {size} bytes encoded; the limit is {limit}")
     return text
 
 

@@ -37,7 +37,7 @@ SUBMIT_ARGUMENTS = frozenset(
 #: The longest idempotency or bucket key.
 MAX_KEY = 255
 #: The range of ``priority`` (a 32-bit integer in SQL).
-PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+PRIORITY_RANGE = (-INT32_MAX - 1, INT32_MAX)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

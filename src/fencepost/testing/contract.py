@@ -458,6 +458,10 @@ class StoreContract:
         assert store.get(first.id).state is State.SCHEDULED
         clock.advance(61)
         assert [le.execution_id for le in store.claim("w", ids=[later.id])] == [later.id]
+        capped = store.submit("job")
+        got = store.claim("w", ids=[capped.id], limit=5, max_per_bucket=10)
+        assert [le.execution_id for le in got] == [capped.id]  # first is due too, and left
+        assert store.get(first.id).state is State.SCHEDULED
 
     @pytest.mark.parametrize(
         ("arguments", "field"),
@@ -1634,6 +1638,7 @@ class StoreContract:
     def test_text_no_store_can_hold_names_nothing(self, store: Store) -> None:
         """U+0000 cannot be stored, so an id or filter holding it finds nothing (never a 5xx)."""
         store.add_schedule("job", every=60, id="s")
+        store.add_schedule("job", every=60, id="t")
         store.submit("job")
         for verb in (
             store.get_schedule,
@@ -1647,8 +1652,8 @@ class StoreContract:
                 verb("s\x00")
         assert store.query(job="job\x00").items == []
         assert store.query(schedule="s\x00").items == []
-        assert store.schedules(after="s\x00").items == []
-        assert [s.id for s in store.schedules().items] == ["s"]
+        assert [s.id for s in store.schedules(after="s\x00").items] == ["t"]
+        assert [s.id for s in store.schedules().items] == ["s", "t"]
 
     def test_bad_schedule_job(self, store: Store) -> None:
         for job in ("", "  ", None, "x" * 201):
@@ -2802,6 +2807,19 @@ class StoreContract:
         totals.clear()
         assert store.prune(older_than=0, batch=2, on_batch=totals.append) == 4
         assert totals == [2, 4], "an empty last batch is not reported"
+
+    def test_a_second_prune_with_the_same_cutoff_starts_over(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        early, late = store.submit_many([{"job": "job"}, {"job": "job"}])
+        [lease_late] = store.claim("w", ids=[late.id])
+        store.complete(lease_late, None)
+        assert store.prune(older_than=0) == 1  # the later id only; the earlier one is running
+        [lease_early] = store.claim("w", ids=[early.id])
+        store.complete(lease_early, None)
+        assert store.prune(older_than=0, dry_run=True) == 1
+        assert store.prune(older_than=0) == 1, "the earlier id is not skipped"
+        assert executions(store) == []
 
     def test_prune_batches_that_are_done_stay_done(self, store: Store, clock: ManualClock) -> None:
         made = []

@@ -75,10 +75,8 @@ class Rule:
         if self.cron is not None:
             self._set("cron", parse_cron(self.cron, "cron"))
         else:
-            every = as_duration(self.every, field="every")
-            if every <= timedelta(0):  # e.g. 1e-9 seconds, rounded to 0 microseconds
-                raise ValidationError("every", f"must be > 0, got {every}")
-            self._set("every", every)
+            # as_duration refuses zero, and anything that would round to zero.
+            self._set("every", as_duration(self.every, field="every"))
         zone(self.timezone)
         if self.every is not None and self.timezone != "UTC":
             # Refused rather than ignored: "every day in Paris" would drift an hour

@@ -729,12 +729,12 @@ class PostgresStore(Store):
         params = {
             "job": job,
             "paused": paused,
-            "after": after,
+            # A cursor is a bound, not a name: no stored id holds U+0000, so the ids
+            # after "s\x00..." are exactly the ids after "s", which PostgreSQL can take.
+            "after": None if after is None else after.partition("\x00")[0],
             "due_before": due_before,
             "limit": limit + 1,
         }
-        if not _storable(after):
-            return SchedulePage(items=[], next_cursor=None)
         with self._db.connection() as conn:
             items = [rows.schedule(r) for r in conn.execute(Q["list_schedules"], params)]
         more = len(items) > limit

@@ -617,9 +617,11 @@ class SqliteStore(Store):
         }
         with self._db.write() as conn:
             ids = [id_ for (id_,) in conn.execute(Q["prunable"], params)]
+            # A short batch ends the prune call (Store.prune stops there): the next
+            # call, even with the same cutoff, walks from the start again.
+            self._prune_cursor = (cutoff, ids[-1]) if len(ids) == batch else (None, "")
             if not ids:
                 return 0
-            self._prune_cursor = (cutoff, ids[-1])
             params = {"ids": json.dumps(ids)}
             conn.execute(Q["prune_commands"], params)
             conn.execute(Q["prune_transitions"], params)
