@@ -98,15 +98,20 @@ class Client:
         path: str,
         *,
         body: Any = None,
+        body_json: str | None = None,
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Any:
-        """One request; the decoded JSON answer, or the matching error raised."""
-        content = None
+        """One request; the decoded JSON answer, or the matching error raised.
+
+        ``body`` is encoded here; ``body_json`` is a body already encoded.
+        """
+        content = body_json
         send_headers = dict(headers or {})
         if body is not None:
             # Strict JSON (no NaN), so what the service stores is what was meant.
             content = payloads.encode(body, field="body", limit=_ENCODE_LIMIT)
+        if content is not None:
             send_headers["Content-Type"] = "application/json"
         query = None if params is None else {k: v for k, v in params.items() if v is not None}
         try:
@@ -403,12 +408,13 @@ class Client:
 
     def complete(self, lease: Lease, result: JSON = None) -> Execution:
         """Record success; see ``Store.complete`` (a non-JSON result fails it for good)."""
-        invalid = _invalid(result)
-        if invalid is not None:
+        encoded, invalid = _result_json(result)
+        if encoded is None:
             self._fail_invalid(lease, invalid)
             raise ResultInvalid(lease.execution_id, invalid)
         try:
-            answer = self._call("POST", _on(lease, "complete"), body=_report(lease, result=result))
+            body = _completion_json(lease, encoded, with_id=False)
+            answer = self._call("POST", _on(lease, "complete"), body_json=body)
         except RemoteStaleLease:
             raise StaleLease(lease.execution_id, lease.owner, lease.epoch) from None
         return convert.execution(answer)
@@ -422,17 +428,18 @@ class Client:
         out: list[StaleLease | None] = [None] * len(results)
         items, positions = [], []
         for index, (lease, result) in enumerate(results):
-            invalid = _invalid(result)
-            if invalid is not None:
+            encoded, invalid = _result_json(result)
+            if encoded is None:
                 try:
                     self._fail_invalid(lease, invalid)
                 except StaleLease as refused:
                     out[index] = refused
                 continue
-            items.append({"execution_id": lease.execution_id, **_report(lease, result=result)})
+            items.append(_completion_json(lease, encoded, with_id=True))
             positions.append(index)
         if items:
-            answer = self._call("POST", "/completions", body={"items": items})
+            body = '{"items":[' + ",".join(items) + "]}"
+            answer = self._call("POST", "/completions", body_json=body)
             for index, refusal in zip(positions, answer["results"], strict=True):
                 if refusal is not None:
                     lease = results[index][0]
@@ -548,17 +555,25 @@ def _on(lease: Lease, verb: str) -> str:
 
 def _report(lease: Lease, **fields: Any) -> dict[str, Any]:
     """A report body: the lease's owner and epoch, and ``fields`` that are not None."""
-    body = {k: v for k, v in fields.items() if v is not None or k in ("result", "progress")}
+    body = {k: v for k, v in fields.items() if v is not None or k == "progress"}
     return {"owner": lease.owner, "epoch": lease.epoch, **body}
 
 
-def _invalid(result: JSON) -> str | None:
-    """Why ``result`` cannot be sent as JSON, or None."""
+def _result_json(result: JSON) -> tuple[str | None, str]:
+    """``result`` as JSON text, or None and why it cannot be sent as JSON."""
     try:
-        payloads.encode(result, field="result", limit=_ENCODE_LIMIT)
+        return payloads.encode(result, field="result", limit=_ENCODE_LIMIT), ""
     except ValueError as exc:
-        return str(exc)
-    return None
+        return None, str(exc)
+
+
+def _completion_json(lease: Lease, result_json: str, *, with_id: bool) -> str:
+    """A completion body around an already encoded result: each result is encoded once."""
+    head: dict[str, Any] = {"execution_id": lease.execution_id} if with_id else {}
+    fields = payloads.encode(
+        {**head, "owner": lease.owner, "epoch": lease.epoch}, field="body", limit=_ENCODE_LIMIT
+    )
+    return f'{fields[:-1]},"result":{result_json}}}'
 
 
 def _submit_body(
