@@ -160,9 +160,11 @@ def test_a_worker_runs_through_the_client(remote: Client, store: Store) -> None:
             if all(store.get(i).state is State.SUCCEEDED for i in ids):
                 break
             worker.join(0.05)
+        registered = [n.id for n in store.nodes()]
     finally:
         worker.stop()
         worker.join(10)
+    assert registered == ["remote-1"]  # through PUT /nodes/{id}
     assert [store.get(i).result for i in ids] == [i * 2 for i in range(20)]
     assert sorted(seen) == list(range(20))
     assert store.nodes() == []  # it registered through the service and left on stop

@@ -79,6 +79,7 @@ def test_bad_schedules_name_the_field_and_store_nothing(
 
 def test_preview_is_fire_times_from_now(app: fencepost.App, clock: ManualClock) -> None:
     schedule = app.schedule("report", cron="30 2 * * *", timezone="America/New_York")
+    clock.advance(timedelta(days=3))  # "from now", not from when the schedule was made
     expected = fencepost.fire_times(
         "30 2 * * *", timezone="America/New_York", after=clock.now(), count=5
     )

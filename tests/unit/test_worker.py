@@ -8,6 +8,7 @@ timeouts, commands, heartbeats, shutdown and store outages.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -292,6 +293,7 @@ def test_graceful_stop_waits_for_short_handlers_and_releases_long_ones(app: App)
     worker = app.worker(concurrency=3, grace=1.0)
     worker.start()
     wait_until(lambda: len(worker.running) == 3)
+    assert [n.id for n in app.store.nodes()] == [worker.owner]  # registered while running
     worker.stop()
     assert worker.join(10)
     never.set()
@@ -375,7 +377,9 @@ def test_outcomes_wait_out_a_store_outage_and_claims_resume_after_it(app: App) -
     assert w.counters.dropped == 0
 
 
-def test_a_command_for_an_execution_the_worker_does_not_hold_is_released(app: App) -> None:
+def test_a_command_for_an_execution_the_worker_does_not_hold_is_released(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
     gate = threading.Event()
 
     @app.job("held", lease_ttl=0.5)
@@ -392,7 +396,9 @@ def test_a_command_for_an_execution_the_worker_does_not_hold_is_released(app: Ap
         (taken,) = app.store.claim("other-worker", ttl=30)
         app.request(eid, "cancel")
         # ... so when this worker polls the command, it finds it is not the holder.
-        worker._poll_commands(time.monotonic())
+        with caplog.at_level(logging.INFO, logger="fencepost.worker"):
+            worker._poll_commands(time.monotonic())
+        assert f"command cancel for {eid}: not held by" in caplog.text  # claimed, then given back
         (command,) = app.store.commands(eid)
         assert command.state is CommandState.PENDING
         assert command.owner is None
