@@ -23,14 +23,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Debian packages some tests drive: libfaketime (a worker with a skewed clock) and
-# chromium (the dashboard test, through Playwright). Installed when missing and apt-get
-# is usable; the tests fail with a message naming the package otherwise.
+# Debian packages some tests drive: libfaketime (a worker with a skewed clock),
+# chromium (the dashboard test, through Playwright) and strace (the SQLite durability
+# test counts fsyncs). Installed when missing and apt-get is usable; the tests fail with
+# a message naming the package otherwise.
 system-deps:
-	@command -v faketime >/dev/null && command -v chromium >/dev/null || \
+	@command -v faketime >/dev/null && command -v chromium >/dev/null && \
+		command -v strace >/dev/null || \
 		{ command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
-		  (apt-get update -qq && apt-get install -y -qq faketime chromium >/dev/null) || \
-		  echo "warning: install faketime and chromium for the full test suite"; }
+		  (apt-get update -qq && apt-get install -y -qq faketime chromium strace >/dev/null) || \
+		  echo "warning: install faketime, chromium and strace for the full test suite"; }
 
 pytest: $(STAMP) system-deps
 	$(BIN)/pytest

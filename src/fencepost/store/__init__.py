@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS
@@ -11,6 +12,9 @@ from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
 from fencepost.domain.retry import RetryPolicy
 from fencepost.store.base import Store, StoreConfig
 from fencepost.timing.clock import Clock, SystemClock
+
+if TYPE_CHECKING:
+    from fencepost.store.sqlite.connection import Synchronous
 
 __all__ = ["Store", "StoreConfig", "connect"]
 
@@ -29,6 +33,9 @@ def connect(
     * ``memory://`` — in this process only;
     * ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` — one file,
       created and migrated if needed; ``?busy_timeout=SECONDS`` tunes lock waits;
+      ``?synchronous=normal`` trades durability for speed: by default (``full``) an
+      acknowledged write survives a power loss or OS crash, with ``normal`` the last
+      transactions before one may roll back (an application crash loses nothing);
     * ``postgresql://user@host:5432/db`` — a shared server (needs the ``postgres``
       extra), migrated on connect under an advisory lock; ``?schema=NAME`` keeps
       fencepost's tables in one schema, ``?pool_max=N`` sizes the connection pool.
@@ -53,6 +60,7 @@ def connect(
         return MemoryStore(config)
     if parts.scheme == "sqlite":
         from fencepost.store.sqlite import SqliteStore
+        from fencepost.store.sqlite.connection import DEFAULT_SYNCHRONOUS
 
         path = unquote(parts.path)
         if parts.netloc or not path.startswith("/") or path in ("/", "/:memory:"):
@@ -62,8 +70,16 @@ def connect(
                 f"(use memory:// for an in-process store), got {url!r}",
             )
         busy = _float_option(options, "busy_timeout")
+        synchronous = _synchronous_option(options)
         kwargs = {} if busy is None else {"busy_timeout": busy}
-        return SqliteStore(path[1:], config, **kwargs)
+        store = SqliteStore(path[1:], config, **kwargs)
+        if synchronous != DEFAULT_SYNCHRONOUS:
+            # SqliteStore takes no synchronous= yet, so its connections (the one that
+            # migrated the file, on this thread, and those it opens later) are switched
+            # here, before anything else can use them. Once it takes the argument, pass
+            # it above and drop this.
+            store._db.use_synchronous(synchronous)
+        return store
     if parts.scheme in ("postgresql", "postgres"):
         try:
             from fencepost.store.postgres import PostgresStore
@@ -75,6 +91,19 @@ def connect(
     raise ValidationError(
         "url",
         f"unsupported store URL {url!r}: expected memory://, sqlite:///path or postgresql://...",
+    )
+
+
+def _synchronous_option(options: dict[str, str]) -> Synchronous:
+    from fencepost.store.sqlite.connection import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_CHOICES
+
+    value = options.get("synchronous", DEFAULT_SYNCHRONOUS).lower()
+    for choice in SYNCHRONOUS_CHOICES:
+        if value == choice:
+            return choice
+    raise ValidationError(
+        "url.synchronous",
+        f"must be {' or '.join(SYNCHRONOUS_CHOICES)}, got {options['synchronous']!r}",
     )
 
 

@@ -5,11 +5,23 @@
 -- Times are INTEGER microseconds since the epoch; see migrations/0001_initial.sql.
 
 -- name: pragmas
+-- Every connection's settings but one: PRAGMA synchronous comes from one of the
+-- two blocks below, chosen by the URL (PRAGMA takes no bound parameters).
 PRAGMA journal_mode = WAL;
-PRAGMA synchronous = NORMAL;
 PRAGMA foreign_keys = OFF;
 PRAGMA temp_store = MEMORY;
 PRAGMA cache_size = -65536;
+
+-- name: synchronous_full
+-- The default. In WAL mode every COMMIT syncs the WAL before it returns, so an
+-- acknowledged write survives a power loss or an OS crash: one fsync per transaction.
+PRAGMA synchronous = FULL
+
+-- name: synchronous_normal
+-- ?synchronous=normal. The WAL is synced only at checkpoints: the last transactions
+-- committed before a power loss or an OS crash may roll back (an application crash
+-- loses nothing, and the file is never corrupted).
+PRAGMA synchronous = NORMAL
 
 -- name: begin_immediate
 BEGIN IMMEDIATE
