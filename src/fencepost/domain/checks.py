@@ -7,6 +7,9 @@ from fencepost.domain.errors import ValidationError
 _MAX_NAME = 200
 
 
+#: The longest error text a store keeps, in characters; longer ones are cut.
+MAX_ERROR_CHARS = 8_192
+
 #: The largest count or version a store keeps (PostgreSQL ``integer``).
 INT32_MAX = 2**31 - 1
 
@@ -31,6 +34,35 @@ def require_name(value: object, field: str, *, max_len: int = _MAX_NAME) -> str:
     if "\x00" in value or (not value.isascii() and not _is_text(value)):
         raise ValidationError(field, "must be text without U+0000 or lone surrogates")
     return value
+
+
+def require_text(value: object, field: str, *, max_len: int) -> str:
+    """A string (empty allowed) without U+0000 or lone surrogates, cut to ``max_len``.
+
+    For free text a caller writes (an error message): too long is cut, not refused;
+    what no backend can store is refused, naming ``field``.
+    """
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, got {value!r}")
+    if "\x00" in value or (not value.isascii() and not _is_text(value)):
+        raise ValidationError(field, "must be text without U+0000 or lone surrogates")
+    return value[:max_len]
+
+
+def sanitize_text(value: str, *, max_len: int) -> str:
+    """``value`` made storable: U+0000 and lone surrogates become U+FFFD, cut to ``max_len``.
+
+    For text produced at run time (a handler's exception, a command's stderr): it
+    may hold anything, and the real error is worth more than a refusal.
+    """
+    text = value[:max_len]
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    if not text.isascii() and not _is_text(text):
+        # UTF-16 with surrogatepass keeps a pair split across two code points whole
+        # and leaves each lone one unpaired, which the decoder then replaces.
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
 
 
 def _is_text(value: str) -> bool:

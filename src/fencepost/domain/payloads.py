@@ -3,6 +3,12 @@
 Inputs and results are JSON, never pickle. Encoding is strict: NaN and
 infinities are refused (they are not JSON), and so is anything :mod:`json`
 cannot encode.
+
+One rule decides what a payload may be, for every verb and every backend, so
+that whatever is stored can be read back, listed, claimed and encoded again by
+every layer (:mod:`json`, pydantic, PostgreSQL's jsonb, the HTTP response, the
+client): valid JSON, no U+0000, no lone surrogates, at most ``limit`` bytes,
+and nested at most :data:`MAX_DEPTH` containers deep.
 """
 
 from __future__ import annotations
@@ -17,6 +23,13 @@ from fencepost.domain.errors import ValidationError
 
 #: Default cap on the encoded size of ``inputs`` and ``result``: 256 KiB.
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
+
+#: The deepest nesting a payload may have: objects and arrays within one another,
+#: the payload itself counting as the first level (``{"a": [1]}`` is 2 deep).
+#: pydantic refuses to serialize past about 255 levels and an API response wraps a
+#: payload in a few levels of its own, so the limit sits well below that; 64 is far
+#: more than any real job's inputs or results need.
+MAX_DEPTH = 64
 
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 # A JSON escape of U+0000: "\u0000" not itself preceded by an escaped backslash.
@@ -80,7 +93,51 @@ def encode(value: Any, *, field: str, limit: int) -> str:
             ) from None
     if size > limit:
         raise ValidationError(field, f"is {size} bytes encoded; the limit is {limit}")
+    if _too_deep(value, text):
+        raise ValidationError(field, f"is nested more than {MAX_DEPTH} levels deep")
     return text
+
+
+def check_stored(value: Any, text: str) -> str | None:
+    """Why a payload already stored (``text``, decoded to ``value``) breaks the rule, or None.
+
+    For rows written before the rule (or by other tools): a claim sets such an
+    execution aside instead of leasing what it could not deliver.
+    """
+    if "\\u0000" in text and _NUL_ESCAPE.search(text):
+        return "contains the character U+0000"
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            return "contains a lone surrogate"
+    if _too_deep(value, text):
+        return f"is nested more than {MAX_DEPTH} levels deep"
+    return None
+
+
+def _too_deep(value: Any, text: str) -> bool:
+    """True if ``value`` (encoded as ``text``) nests more than :data:`MAX_DEPTH` deep.
+
+    Every container opens with a bracket, so a text with at most MAX_DEPTH of them
+    cannot be too deep: that count (C speed) settles nearly every payload. Only
+    the rest are walked, iteratively, so no depth can exhaust Python's stack.
+    """
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def decode(text: str | None) -> Any:

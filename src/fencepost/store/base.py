@@ -35,7 +35,13 @@ from typing import Any, Self
 from fencepost.domain import payloads
 from fencepost.domain import schedules as plans
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS
-from fencepost.domain.checks import INT32_MAX, require_int, require_name
+from fencepost.domain.checks import (
+    INT32_MAX,
+    MAX_ERROR_CHARS,
+    require_int,
+    require_name,
+    require_text,
+)
 from fencepost.domain.errors import ResultInvalid, StaleLease, ValidationError
 from fencepost.domain.events import ExecutionFailed, ExecutionRescheduled, ExecutionTimedOut
 from fencepost.domain.ids import IdGenerator
@@ -57,7 +63,13 @@ from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import CommandKind, State
-from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS, NewExecution, check_arguments, prepare
+from fencepost.domain.submission import (
+    DEFAULT_MAX_ATTEMPTS,
+    SUBMIT_ARGUMENTS,
+    NewExecution,
+    check_arguments,
+    prepare,
+)
 from fencepost.timing.clock import Clock, SystemClock
 from fencepost.timing.durations import as_aware_utc, as_duration
 from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
@@ -72,6 +84,8 @@ DEFAULT_TTL = 30.0
 DEFAULT_COMMAND_TTL = 5.0
 #: The error text recorded when a completion's result is not acceptable JSON.
 RESULT_INVALID = "result_invalid"
+#: The error prefix of an execution a claim set aside: its stored inputs cannot be delivered.
+PAYLOAD_UNREADABLE = "payload_unreadable"
 #: Default window of :meth:`Store.stats`: the last hour.
 DEFAULT_STATS_WINDOW = timedelta(hours=1)
 #: Default window of :meth:`Store.slo`: the last 30 days.
@@ -80,7 +94,10 @@ DEFAULT_SLO_WINDOW = timedelta(days=30)
 UNFINISHED_STATES = (State.SCHEDULED, State.RETRY_WAIT, State.RUNNING)
 _MAX_LIMIT = 10_000
 _MAX_PRUNE_BATCH = 100_000
-_MAX_ERROR_CHARS = 8_192
+_MAX_ERROR_CHARS = MAX_ERROR_CHARS
+#: The longest name a filter or fence may carry (ids, job names, owners). Longer
+#: than any stored name, so a filter never refuses what a store could hold.
+_MAX_NAME_IN_FILTER = 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,8 +209,7 @@ class Store(ABC):
         submitted with the same arguments, it is returned unchanged (whatever its
         state); with different arguments, :class:`IdempotencyConflict` is raised.
         """
-        new = self._prepare(
-            self.clock.now(),
+        return self.submit_or_find(
             job,
             inputs=inputs,
             execute_at=execute_at,
@@ -204,8 +220,22 @@ class Store(ABC):
             bucket_key=bucket_key,
             priority=priority,
             job_version=job_version,
-        )
-        return self._insert([new])[0]
+        )[0]
+
+    def submit_or_find(self, job: str, **arguments: Any) -> tuple[Execution, bool]:
+        """:meth:`submit` (with its arguments), also saying whether this call created it.
+
+        Returns ``(execution, created)``: ``created`` is False when an execution
+        with the same ``idempotency_key`` (and the same arguments) already existed,
+        including one stored by a concurrent submit an instant earlier, so of many
+        racing submits with one key exactly one is told it created it.
+        """
+        unknown = set(arguments) - SUBMIT_ARGUMENTS
+        if unknown:
+            raise TypeError(f"submit_or_find() got an unexpected argument {sorted(unknown)[0]!r}")
+        new = self._prepare(self.clock.now(), job, **arguments)
+        execution = self._insert([new])[0]
+        return execution, execution.id == new.id
 
     def submit_many(self, requests: Iterable[Mapping[str, Any]]) -> list[Execution]:
         """Submit a batch in one transaction; each mapping holds ``submit``'s arguments.
@@ -364,10 +394,8 @@ class Store(ABC):
         ones. Takeovers do not add to a bucket's count (the expired execution is
         already RUNNING). Claimers that pass no cap are not held to it.
         """
-        if not isinstance(owner, str) or not owner:
-            raise ValidationError("owner", f"must be a non-empty string, got {owner!r}")
         return self._claim(
-            owner,
+            require_name(owner, "owner"),
             limit=require_int(limit, "limit", low=1, high=_MAX_LIMIT),
             ttl=as_duration(ttl, field="ttl"),
             jobs=None if jobs is None else _names(jobs, "jobs"),
@@ -423,6 +451,7 @@ class Store(ABC):
         refused it (each refusal audited). One stale lease does not stop the others.
         """
         duration = as_duration(ttl, field="ttl")
+        _check_fences(lease for lease, _ in beats)
         encoded = [
             (lease, None if p is None else self._encode(p, "progress")) for lease, p in beats
         ]
@@ -442,6 +471,7 @@ class Store(ABC):
         fails the execution permanently with error ``result_invalid: ...`` and
         raises :class:`ResultInvalid`. Returns the finished execution.
         """
+        _check_fences((lease,))
         outcome = self._outcome(lease, result)
         refused = self._complete([outcome])[0]
         if refused is not None:
@@ -457,6 +487,7 @@ class Store(ABC):
         execution is SUCCEEDED, or FAILED with ``result_invalid``) or the
         :class:`StaleLease` that refused it. One stale lease does not stop the others.
         """
+        _check_fences(lease for lease, _ in results)
         return self._complete([self._outcome(lease, result) for lease, result in results])
 
     def _outcome(self, lease: Lease, result: JSON) -> Outcome:
@@ -492,8 +523,8 @@ class Store(ABC):
         attempt ends TIMED_OUT (with ``error``); retries and dead letters as above.
         A stale lease is refused and audited (``STALE_REFUSED``) either way.
         """
-        if not isinstance(error, str):
-            raise ValidationError("error", f"must be a string, got {error!r}")
+        _check_fences((lease,))
+        error = require_text(error, "error", max_len=_MAX_ERROR_CHARS)
         delay = (
             self.retry_delay(lease.attempt)
             if retry_in is None
@@ -501,7 +532,7 @@ class Store(ABC):
         )
         return self._fail(
             lease,
-            error[:_MAX_ERROR_CHARS],
+            error,
             retryable=bool(retryable),
             delay=delay,
             timed_out=bool(timed_out),
@@ -521,6 +552,7 @@ class Store(ABC):
         the epoch keeps its value (the next claim raises it). Fenced like
         :meth:`complete`: a stale lease raises :class:`StaleLease`.
         """
+        _check_fences((lease,))
         return self._release(lease, require_name(reason, "reason", max_len=_MAX_ERROR_CHARS))
 
     @abstractmethod
@@ -539,6 +571,7 @@ class Store(ABC):
         cancel *command* completes it (:meth:`complete_command`) before aborting.
         A client cancels an execution that has not started with :meth:`cancel`.
         """
+        _check_fences((lease,))
         return self._abort(lease, require_name(reason, "reason", max_len=_MAX_ERROR_CHARS))
 
     @abstractmethod
@@ -627,8 +660,7 @@ class Store(ABC):
         :meth:`complete_command` does. No ``execution_ids``: ``[]``, without a
         round trip to the database.
         """
-        if not isinstance(owner, str) or not owner:
-            raise ValidationError("owner", f"must be a non-empty string, got {owner!r}")
+        owner = require_name(owner, "owner")
         duration = as_duration(ttl, field="ttl")
         count = require_int(limit, "limit", low=1, high=_MAX_LIMIT)
         ids = _names(execution_ids, "execution_ids")
@@ -652,6 +684,7 @@ class Store(ABC):
         now`` and ``epoch = lease.epoch``, and the DONE command is returned.
         Otherwise :class:`StaleLease` is raised and nothing changes.
         """
+        _check_fences((lease,))
         if command.owner is None or command.owner != lease.owner:
             raise StaleLease(command.execution_id, lease.owner, lease.epoch)
         if command.execution_id != lease.execution_id:
@@ -1340,6 +1373,48 @@ def failure(
     return ExecutionFailed(owner=lease.owner, error=error, retryable=retryable, retry_at=retry_at)
 
 
+def claimed_inputs(texts: Sequence[str]) -> tuple[list[JSON], dict[int, str]]:
+    """Decode the stored inputs of claimed rows, inside the claim's transaction.
+
+    Returns the values and, by index, why a row's inputs cannot be delivered: a
+    row stored before the payload rule (or by another tool) may be nested too deep
+    for a response to encode, or not even decode. The claim sets those aside with
+    :func:`set_aside` before it commits, so it never leases what it cannot deliver
+    and one such row does not take its batch with it.
+    """
+    problems: dict[int, str] = {}
+    try:
+        values = payloads.decode_all(list(texts))
+    except (ValueError, RecursionError):  # one bad text spoils the joined parse
+        values = []
+        for index, text in enumerate(texts):
+            try:
+                values.append(payloads.decode(text))
+            except (ValueError, RecursionError) as exc:
+                values.append(None)
+                problems[index] = f"do not decode ({type(exc).__name__})"
+    for index, (value, text) in enumerate(zip(values, texts, strict=True)):
+        if index not in problems:
+            problem = payloads.check_stored(value, text)
+            if problem is not None:
+                problems[index] = problem
+    return values, problems
+
+
+def set_aside(lease: Lease, problem: str, now: datetime) -> ExecutionFailed:
+    """The event that fails a claimed execution whose stored inputs cannot be delivered.
+
+    A permanent failure (retrying cannot mend stored inputs), recorded as
+    ``payload_unreadable: inputs ...`` in the execution's error and audit trail.
+    """
+    return ExecutionFailed(
+        owner=lease.owner,
+        error=f"{PAYLOAD_UNREADABLE}: inputs {problem}",
+        retryable=False,
+        retry_at=now,
+    )
+
+
 def default_node_id() -> str:
     """``host:pid``: unique per live process, recognisable in an operator's listing."""
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -1368,9 +1443,21 @@ def _names(values: Iterable[str], field: str) -> tuple[str, ...]:
         raise ValidationError(field, f"must be a collection of names, not the string {values!r}")
     names = tuple(values)
     for name in names:
-        if not isinstance(name, str) or not name:
-            raise ValidationError(field, f"must hold non-empty strings, got {name!r}")
+        require_name(name, field, max_len=_MAX_NAME_IN_FILTER)
     return names
+
+
+def _check_fences(leases: Iterable[Lease]) -> None:
+    """Refuse a fence whose owner no store can hold (a claim never leases to one).
+
+    A caller may build a lease by hand (the HTTP API does, from a request); its
+    owner is checked like a claim's, so U+0000 is a ValidationError on every
+    backend rather than a database error on one.
+    """
+    for lease in leases:
+        owner = lease.owner
+        if not isinstance(owner, str) or "\x00" in owner or not owner.isascii():
+            require_name(owner, "owner", max_len=_MAX_NAME_IN_FILTER)
 
 
 def _versions(values: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
@@ -1383,8 +1470,7 @@ def _versions(values: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
         if not isinstance(pair, tuple | list) or len(pair) != 2:
             raise ValidationError("versions", f"must hold (job, version) pairs, got {pair!r}")
         job, version = pair
-        if not isinstance(job, str) or not job:
-            raise ValidationError("versions", f"job names must be non-empty strings, got {job!r}")
+        require_name(job, "versions")
         require_int(version, "versions", low=1, high=INT32_MAX)
         pairs.append((job, version))
     return tuple(pairs)

@@ -136,7 +136,9 @@ SELECT 1 FROM executions WHERE id = %(id)s::uuid
 
 -- name: claim
 -- One statement: pick due rows (skipping rows another claim has locked), lease
--- them, write their CLAIMED transitions, and return them with their inputs.
+-- them, write their CLAIMED transitions, and return them with their inputs as
+-- text (the store checks them before the transaction commits, and decodes a
+-- batch's texts in one parse).
 -- Candidates are restricted to %(jobs)s, %(ids)s, %(buckets)s and the 'job:version'
 -- pairs in %(versions)s (rows without a job_version run on any version).
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
@@ -196,7 +198,7 @@ audit AS (
     FROM claimed
 )
 SELECT c.id, c.epoch, c.attempt, c.max_attempts, c.job, c.job_version, c.timeout,
-       c.schedule_id, c.slot, c.lease_until, c.due_at, d.inputs
+       c.schedule_id, c.slot, c.lease_until, c.due_at, d.inputs::text
 FROM claimed AS c JOIN execution_data AS d ON d.execution_id = c.id
 ORDER BY c.priority DESC, c.due_at, c.id
 
@@ -278,7 +280,7 @@ audit AS (
     FROM claimed
 )
 SELECT c.id, c.epoch, c.attempt, c.max_attempts, c.job, c.job_version, c.timeout,
-       c.schedule_id, c.slot, c.lease_until, c.due_at, d.inputs
+       c.schedule_id, c.slot, c.lease_until, c.due_at, d.inputs::text
 FROM claimed AS c JOIN execution_data AS d ON d.execution_id = c.id
 ORDER BY c.priority DESC, c.due_at, c.id
 

@@ -60,7 +60,9 @@ from fencepost.store.base import (
     Outcome,
     Store,
     StoreConfig,
+    claimed_inputs,
     failure,
+    set_aside,
     stale_schedule,
 )
 from fencepost.store.batching import rounds, rounds_of
@@ -316,47 +318,56 @@ class PostgresStore(Store):
             "versions": None if versions is None else version_keys(versions),
             "takeover_reason": TAKEOVER_REASON_FORMAT,
         }
-        if max_per_bucket is None:
-            with self._db.connection() as conn:
+        # One transaction, not an autocommit statement: a row whose stored inputs
+        # cannot be delivered is set aside before the claim commits (see claimed_inputs).
+        with self._db.transaction() as conn:
+            if max_per_bucket is None:
                 claimed = conn.execute(Q["claim"], params).fetchall()
-        else:
-            locked = sorted(buckets if buckets is not None else range(self.config.num_buckets))
-            with self._db.transaction() as conn:
+            else:
+                locked = sorted(buckets if buckets is not None else range(self.config.num_buckets))
                 conn.execute(Q["lock_buckets"], {"buckets": locked})
                 claimed = conn.execute(
                     Q["claim_capped"], params | {"cap": max_per_bucket}
                 ).fetchall()
-        return [
-            Lease(
-                execution_id=id_,
-                owner=owner,
-                epoch=epoch,
-                lease_until=lease_until,
-                due_at=due_at,
-                attempt=attempt,
-                max_attempts=max_attempts,
-                job=job,
-                job_version=job_version,
-                inputs=inputs,
-                timeout=timeout,
-                schedule_id=schedule_id,
-                slot=slot,
-            )
-            for (
-                id_,
-                epoch,
-                attempt,
-                max_attempts,
-                job,
-                job_version,
-                timeout,
-                schedule_id,
-                slot,
-                lease_until,
-                due_at,
-                inputs,
-            ) in claimed
-        ]
+            inputs, unreadable = claimed_inputs([row[11] for row in claimed])
+            leases = [
+                Lease(
+                    execution_id=id_,
+                    owner=owner,
+                    epoch=epoch,
+                    lease_until=lease_until,
+                    due_at=due_at,
+                    attempt=attempt,
+                    max_attempts=max_attempts,
+                    job=job,
+                    job_version=job_version,
+                    inputs=inputs[i],
+                    timeout=timeout,
+                    schedule_id=schedule_id,
+                    slot=slot,
+                )
+                for i, (
+                    id_,
+                    epoch,
+                    attempt,
+                    max_attempts,
+                    job,
+                    job_version,
+                    timeout,
+                    schedule_id,
+                    slot,
+                    lease_until,
+                    due_at,
+                    _,
+                ) in enumerate(claimed)
+            ]
+            if unreadable:
+                now = self._now(conn)
+                for i, problem in unreadable.items():
+                    event = set_aside(leases[i], problem, now)
+                    self._fenced_apply(conn, leases[i], "fail", event, now)
+                return [lease for i, lease in enumerate(leases) if i not in unreadable]
+        return leases
 
     def _heartbeat(
         self, beats: Sequence[tuple[Lease, str | None]], *, ttl: timedelta

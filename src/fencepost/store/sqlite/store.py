@@ -19,7 +19,6 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from fencepost.domain import payloads
 from fencepost.domain import schedules as plans
 from fencepost.domain.commands import new_command, on_request
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
@@ -64,7 +63,9 @@ from fencepost.store.base import (
     Outcome,
     Store,
     StoreConfig,
+    claimed_inputs,
     failure,
+    set_aside,
     stale_schedule,
 )
 from fencepost.store.batching import rounds, rounds_of
@@ -267,40 +268,45 @@ class SqliteStore(Store):
                     for id_, state, epoch, _, _, old_owner, *_ in candidates
                 ],
             )
-        inputs = payloads.decode_all([c[11] for c in candidates])
-        return [
-            Lease(
-                execution_id=id_,
-                owner=owner,
-                epoch=epoch + 1,
-                lease_until=until,
-                due_at=rows.from_us(due_us),
-                attempt=attempt + 1,
-                max_attempts=max_attempts,
-                job=job,
-                job_version=job_version,
-                inputs=inputs[i],
-                timeout=rows.opt_duration(timeout_us),
-                schedule_id=schedule_id,
-                slot=slot,
-            )
-            for i, (
-                id_,
-                _,
-                epoch,
-                attempt,
-                max_attempts,
-                _,
-                job,
-                job_version,
-                timeout_us,
-                schedule_id,
-                slot,
-                _,
-                _,
-                due_us,
-            ) in enumerate(candidates)
-        ]
+            inputs, unreadable = claimed_inputs([c[11] for c in candidates])
+            leases = [
+                Lease(
+                    execution_id=id_,
+                    owner=owner,
+                    epoch=epoch + 1,
+                    lease_until=until,
+                    due_at=rows.from_us(due_us),
+                    attempt=attempt + 1,
+                    max_attempts=max_attempts,
+                    job=job,
+                    job_version=job_version,
+                    inputs=inputs[i],
+                    timeout=rows.opt_duration(timeout_us),
+                    schedule_id=schedule_id,
+                    slot=slot,
+                )
+                for i, (
+                    id_,
+                    _,
+                    epoch,
+                    attempt,
+                    max_attempts,
+                    _,
+                    job,
+                    job_version,
+                    timeout_us,
+                    schedule_id,
+                    slot,
+                    _,
+                    _,
+                    due_us,
+                ) in enumerate(candidates)
+            ]
+            for i, problem in unreadable.items():
+                self._fenced_apply(conn, leases[i], "fail", set_aside(leases[i], problem, now), now)
+        if unreadable:
+            return [lease for i, lease in enumerate(leases) if i not in unreadable]
+        return leases
 
     def _heartbeat(
         self, beats: Sequence[tuple[Lease, str | None]], *, ttl: timedelta
