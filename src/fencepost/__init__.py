@@ -15,6 +15,7 @@ from fencepost.domain.errors import (
     NotRunning,
     ResultInvalid,
     StaleLease,
+    StoreRefused,
     StoreUnavailable,
     ValidationError,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "Stats",
     "Store",
     "StoreConfig",
+    "StoreRefused",
     "StoreUnavailable",
     "SystemClock",
     "Transition",

@@ -4,7 +4,8 @@ Every error fencepost raises on purpose derives from :class:`FencepostError`::
 
     FencepostError
      ├── ValidationError          bad input; ``field`` names the offending argument
-     │    └── ResultInvalid       a handler's result is not JSON (the execution is FAILED)
+     │    ├── ResultInvalid       a handler's result is not JSON (the execution is FAILED)
+     │    └── StoreRefused        the database refused a value of this call (a data error)
      ├── NotFound                 no execution (or schedule) with that id
      ├── StaleLease               owner/epoch do not match, or the lease expired (HTTP 409)
      ├── InvalidTransition        the state machine forbids the requested change
@@ -13,7 +14,9 @@ Every error fencepost raises on purpose derives from :class:`FencepostError`::
      └── StoreUnavailable         the backend cannot be reached (driver errors, translated)
 
 Driver exceptions never leak through the store boundary: backends translate them with
-``raise StoreUnavailable(...) from exc``.
+``raise ... from exc``. Only a failure to reach the database is :class:`StoreUnavailable`
+(an outage: workers stop claiming and hold their outcomes); a value the database
+refuses is :class:`StoreRefused`, the problem of the one call that carried it.
 """
 
 from __future__ import annotations
@@ -46,6 +49,17 @@ class ResultInvalid(ValidationError):
     def __init__(self, execution_id: str, message: str) -> None:
         self.execution_id = execution_id
         super().__init__("result", message)
+
+
+class StoreRefused(ValidationError):
+    """The database refused a value of this call (a driver data error); nothing was written.
+
+    The store's own checks refuse whatever no backend can hold, so this means a value
+    slipped past them: it is still that call's problem, never an outage.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__("value", message)
 
 
 class NotFound(FencepostError, LookupError):

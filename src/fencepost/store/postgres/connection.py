@@ -19,7 +19,7 @@ import psycopg.sql
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
-from fencepost.domain.errors import StoreUnavailable, ValidationError
+from fencepost.domain.errors import StoreRefused, StoreUnavailable, ValidationError
 from fencepost.store.sql import load_queries, migration_files
 
 QUERIES = load_queries("fencepost.store.postgres", "queries.sql")
@@ -143,9 +143,15 @@ class Listener:
 
 @contextmanager
 def translate_errors() -> Iterator[None]:
-    """Driver and pool errors become :class:`StoreUnavailable`; ours pass through."""
+    """Driver and pool errors become :class:`StoreUnavailable`; ours pass through.
+
+    A data error (a value the server refuses: an untranslatable character, a
+    number out of range) is the call's problem, not an outage: :class:`StoreRefused`.
+    """
     try:
         yield
+    except psycopg.DataError as exc:
+        raise StoreRefused(f"postgresql refused a value: {exc}") from exc
     except psycopg.Error as exc:
         raise StoreUnavailable(f"postgresql store: {exc}") from exc
     except Exception as exc:  # psycopg_pool.PoolTimeout and friends

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal, get_args
 
-from fencepost.domain.errors import StoreUnavailable
+from fencepost.domain.errors import StoreRefused, StoreUnavailable
 from fencepost.store.sql import load_queries, migration_files
 
 QUERIES = load_queries("fencepost.store.sqlite", "queries.sql")
@@ -154,9 +154,15 @@ def open_connection(
 
 @contextmanager
 def translate_errors(path: str) -> Iterator[None]:
-    """Driver errors become :class:`StoreUnavailable`; ours pass through."""
+    """Driver errors become :class:`StoreUnavailable`; ours pass through.
+
+    A data error (a value SQLite refuses, such as a string or blob too big) is the
+    call's problem, not an outage: :class:`StoreRefused`.
+    """
     try:
         yield
+    except sqlite3.DataError as exc:
+        raise StoreRefused(f"sqlite refused a value: {exc}") from exc
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"sqlite store {path!r}: {exc}") from exc
 
