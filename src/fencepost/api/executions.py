@@ -63,15 +63,14 @@ def submit(
     idempotency_key: Annotated[str | None, Header()] = None,
 ) -> schemas.Execution:
     """Submit an execution; with ``Idempotency-Key``, a repeat returns the first (200)."""
-    # 201 or 200: a key already stored means this is a repeat. Two first requests
-    # racing with one key may both answer 201; both get the same execution.
+    # 201 or 200 as the store decided inside its transaction: of many first requests
+    # racing with one key, exactly one created the execution.
     arguments = _submit_arguments(body, registry, idempotency_key)
     try:
-        existed = idempotency_key is not None and store.find(idempotency_key) is not None
-        execution = store.submit(**arguments)
+        execution, created = store.submit_or_find(**arguments)
     except ValidationError as exc:
         raise ValidationError(_api_field(exc.field), exc.message) from None
-    if existed:
+    if not created:
         response.status_code = status.HTTP_200_OK
     response.headers["ETag"] = etag(execution)
     return schemas.Execution.of(execution)
