@@ -35,10 +35,11 @@ from functools import partial
 from types import FrameType
 from typing import Any
 
-from fencepost.domain.errors import StaleLease, StoreUnavailable
+from fencepost.domain.checks import MAX_ERROR_CHARS, sanitize_text
+from fencepost.domain.errors import StaleLease, StoreUnavailable, ValidationError
 from fencepost.domain.models import JSON, Command, Lease
 from fencepost.domain.states import CommandKind
-from fencepost.store.base import default_node_id
+from fencepost.store.base import RESULT_INVALID, default_node_id
 from fencepost.worker.context import Context
 from fencepost.worker.errors import Cancelled, PermanentFailure
 from fencepost.worker.jobs import JobSpec
@@ -110,7 +111,8 @@ class WorkerCounters:
     timed_out: int = 0
     cancelled: int = 0
     released: int = 0
-    refused: int = 0
+    refused: int = 0  #: outcomes refused because the lease was lost
+    rejected: int = 0  #: outcomes whose values the store refused (each logged)
     dropped: int = 0  #: outcomes given up because their lease expired while the store was down
     commands: int = 0
 
@@ -508,7 +510,14 @@ class Worker:
         return True
 
     def _complete(self, outcomes: Sequence[_Outcome]) -> bool:
-        verdicts = self.store.complete_many([(o.run.lease, o.result) for o in outcomes])
+        try:
+            verdicts = self.store.complete_many([(o.run.lease, o.result) for o in outcomes])
+        except ValidationError:
+            # One completion the store refuses fails the batch's transaction: write
+            # them one by one, so the refusal stays that completion's problem.
+            for outcome in outcomes:
+                self._write(outcome)
+            return True
         for outcome, verdict in zip(outcomes, verdicts, strict=True):
             if verdict is None:
                 self.counters.succeeded += 1
@@ -517,37 +526,73 @@ class Worker:
         return True
 
     def _write(self, outcome: _Outcome) -> bool:
-        lease = outcome.run.lease
+        """Write one outcome. A refusal (stale lease, refused value) is that outcome's problem."""
         try:
-            if outcome.verb == "fail":
-                retry = outcome.run.spec.retry
-                self.store.fail(
-                    lease,
-                    outcome.error,
-                    retryable=outcome.retryable,
-                    retry_in=None if retry is None else retry.delay(lease.attempt),
-                )
-                self.counters.failed += 1
-            elif outcome.verb == "timeout":
-                retry = outcome.run.spec.retry
-                self.store.fail(
-                    lease,
-                    outcome.error,
-                    timed_out=True,
-                    retry_in=None if retry is None else retry.delay(lease.attempt),
-                )
-                self.counters.timed_out += 1
-            elif outcome.verb == "abort":
-                self.store.abort(lease, reason=CANCEL_REQUESTED)
-                self.counters.cancelled += 1
-            elif outcome.verb == "release":
-                self.store.release(lease, reason=SHUTTING_DOWN)
-                self.counters.released += 1
-            else:  # pragma: no cover - the verbs are ours
-                raise AssertionError(outcome.verb)
+            self._apply(outcome)
         except StaleLease as exc:
             self._refused(outcome, exc)
+        except ValidationError as exc:
+            self._rejected(outcome, exc)
         return True
+
+    def _apply(self, outcome: _Outcome) -> None:
+        lease = outcome.run.lease
+        # Error texts come from handlers and commands and may hold anything: they are
+        # made storable here (U+0000 and lone surrogates replaced), never refused.
+        error = sanitize_text(outcome.error, max_len=MAX_ERROR_CHARS)
+        if outcome.verb == "complete":
+            refused = self.store.complete_many([(lease, outcome.result)])[0]
+            if refused is not None:
+                raise refused
+            self.counters.succeeded += 1
+        elif outcome.verb == "fail":
+            retry = outcome.run.spec.retry
+            self.store.fail(
+                lease,
+                error,
+                retryable=outcome.retryable,
+                retry_in=None if retry is None else retry.delay(lease.attempt),
+            )
+            self.counters.failed += 1
+        elif outcome.verb == "timeout":
+            retry = outcome.run.spec.retry
+            self.store.fail(
+                lease,
+                error,
+                timed_out=True,
+                retry_in=None if retry is None else retry.delay(lease.attempt),
+            )
+            self.counters.timed_out += 1
+        elif outcome.verb == "abort":
+            self.store.abort(lease, reason=CANCEL_REQUESTED)
+            self.counters.cancelled += 1
+        elif outcome.verb == "release":
+            self.store.release(lease, reason=SHUTTING_DOWN)
+            self.counters.released += 1
+        else:  # pragma: no cover - the verbs are ours
+            raise AssertionError(outcome.verb)
+
+    def _rejected(self, outcome: _Outcome, exc: ValidationError) -> None:
+        """The store refused a value of this outcome: record it, log it once, go on.
+
+        Not an outage: the worker keeps claiming and writing the others. A refused
+        completion fails the execution instead (retrying cannot mend the result);
+        anything else is left for its lease to expire, so the store times it out.
+        """
+        self.counters.rejected += 1
+        lease = outcome.run.lease
+        log.error(
+            "execution %s (epoch %d, owner %s): the store refused its %s (%s)",
+            lease.execution_id,
+            lease.epoch,
+            self.owner,
+            outcome.verb,
+            exc,
+            extra=_about(lease),
+        )
+        if outcome.verb == "complete":
+            message = sanitize_text(f"{RESULT_INVALID}: {exc}", max_len=MAX_ERROR_CHARS)
+            self._write(_Outcome(outcome.run, "fail", error=message, retryable=False))
 
     def _refused(self, outcome: _Outcome, exc: StaleLease) -> None:
         self.counters.refused += 1

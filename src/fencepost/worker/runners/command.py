@@ -224,4 +224,6 @@ class _Tail:
         """The tail read so far (all of it, once the pipe is closed)."""
         self._thread.join(_READER_JOIN)
         data = bytes(self._buffer[-self._KEEP :])
-        return data.decode("utf-8", errors="replace")[-TAIL_CHARS:]
+        # Invalid UTF-8 becomes U+FFFD here and so does U+0000 (no store can hold it):
+        # the output is the command's result or error, and must be storable as is.
+        return data.decode("utf-8", errors="replace")[-TAIL_CHARS:].replace("\x00", "\ufffd")
