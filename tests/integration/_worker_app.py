@@ -49,3 +49,9 @@ def lease_echo(ctx: Context) -> dict[str, object]:
     """A few milliseconds of work; the result names the lease that produced it."""
     time.sleep(0.002)
     return {"owner": ctx.owner, "epoch": ctx.epoch}
+
+
+@app.job("nul-error", lease_ttl=5, max_attempts=3, retry={"base_delay": 0.05, "max_delay": 0.1})
+def nul_error(ctx: Context) -> None:
+    """Fails every attempt with U+0000 and a lone surrogate in its exception text."""
+    raise RuntimeError("bad\x00err \ud800 on attempt %d" % ctx.attempt)

@@ -31,6 +31,9 @@ DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 #: more than any real job's inputs or results need.
 MAX_DEPTH = 64
 
+#: The key of the marker :func:`readable` shows in place of a payload that breaks the rule.
+PAYLOAD_UNREADABLE = "payload_unreadable"
+
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 # A JSON escape of U+0000: "\u0000" not itself preceded by an escaped backslash.
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -116,30 +119,6 @@ def check_stored(value: Any, text: str) -> str | None:
     return None
 
 
-def _too_deep(value: Any, text: str) -> bool:
-    """True if ``value`` (encoded as ``text``) nests more than :data:`MAX_DEPTH` deep.
-
-    Every container opens with a bracket, so a text with at most MAX_DEPTH of them
-    cannot be too deep: that count (C speed) settles nearly every payload. Only
-    the rest are walked, iteratively, so no depth can exhaust Python's stack.
-    """
-    if text.count("[") + text.count("{") <= MAX_DEPTH:
-        return False
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        if depth > MAX_DEPTH:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
-
-
 def decode(text: str | None) -> Any:
     """Decode stored JSON text (``None`` stays ``None``)."""
     return None if text is None else json.loads(text)
@@ -157,3 +136,44 @@ def decode_all(texts: list[str]) -> list[Any]:
 def fingerprint(request: dict[str, Any]) -> str:
     """A stable digest of a request, to tell a retried submit from a different one."""
     return hashlib.blake2b(_canonical.encode(request).encode(), digest_size=16).hexdigest()
+
+
+def readable(value: Any) -> Any:
+    """``value`` as read from a store, or a marker where it breaks the nesting rule.
+
+    For payloads stored before the rule: every layer must still be able to encode
+    an execution that holds one (pydantic refuses past about 255 levels), so such
+    a value is shown as ``{"payload_unreadable": ...}`` instead of failing the
+    whole response. The stored value itself is left as it is.
+    """
+    if isinstance(value, dict | list) and _nested_too_deep(value):
+        return {PAYLOAD_UNREADABLE: f"nested more than {MAX_DEPTH} levels deep"}
+    return value
+
+
+def _too_deep(value: Any, text: str) -> bool:
+    """True if ``value`` (encoded as ``text``) nests more than :data:`MAX_DEPTH` deep.
+
+    Every container opens with a bracket, so a text with at most MAX_DEPTH of them
+    cannot be too deep: that count (C speed) settles nearly every payload.
+    """
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    return _nested_too_deep(value)
+
+
+def _nested_too_deep(value: Any) -> bool:
+    """The walk behind :func:`_too_deep`: iterative, so no depth can exhaust the stack."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False

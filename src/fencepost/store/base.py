@@ -85,7 +85,7 @@ DEFAULT_COMMAND_TTL = 5.0
 #: The error text recorded when a completion's result is not acceptable JSON.
 RESULT_INVALID = "result_invalid"
 #: The error prefix of an execution a claim set aside: its stored inputs cannot be delivered.
-PAYLOAD_UNREADABLE = "payload_unreadable"
+PAYLOAD_UNREADABLE = payloads.PAYLOAD_UNREADABLE
 #: Default window of :meth:`Store.stats`: the last hour.
 DEFAULT_STATS_WINDOW = timedelta(hours=1)
 #: Default window of :meth:`Store.slo`: the last 30 days.
