@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from fencepost.app import App
-from fencepost.domain.errors import StoreUnavailable
+from fencepost.domain.errors import StoreRefused, StoreUnavailable
 from fencepost.domain.models import Execution
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.states import (
@@ -444,3 +444,61 @@ def test_cancelled_raised_without_a_request_fails_the_attempt(app: App) -> None:
     with running(app.worker()):
         execution = wait_until(lambda: finished(app.store, eid))
     assert execution.state is State.FAILED
+
+
+class RefusingStore:
+    """A store proxy that refuses (as a database data error would) one result value."""
+
+    def __init__(self, store: Store, poison: object) -> None:
+        self._store = store
+        self._poison = poison
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def complete_many(self, results: list[tuple[Any, Any]]) -> list[Any]:
+        if any(result == self._poison for _, result in results):
+            raise StoreRefused("simulated: the database refused a value")
+        return self._store.complete_many(results)
+
+
+def test_a_refused_outcome_is_that_outcome_s_problem(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker logs it once, fails that execution, and writes and claims the rest."""
+
+    @app.job("echo")
+    def echo(n: int) -> int:
+        return n
+
+    ids = [app.submit("echo", inputs={"n": n}).id for n in range(20)]
+    worker = Worker(RefusingStore(app.store, 7), app.registry)  # type: ignore[arg-type]
+    with caplog.at_level(logging.ERROR, logger="fencepost.worker"), running(worker) as w:
+        for eid in ids:
+            wait_until(lambda eid=eid: finished(app.store, eid), message=eid)
+        late = app.submit("echo", inputs={"n": 99}).id  # still claiming afterwards
+        assert wait_until(lambda: finished(app.store, late)).result == 99
+    refused = app.store.get(ids[7])
+    assert refused.state is State.FAILED
+    assert refused.error is not None
+    assert refused.error.startswith("result_invalid: value: simulated")
+    assert [app.store.get(i).result for i in ids if i != ids[7]] == [n for n in range(20) if n != 7]
+    assert w.counters.rejected == 1
+    assert w.counters.succeeded == 20
+    refusals = [r for r in caplog.records if "the store refused" in r.getMessage()]
+    assert len(refusals) == 1
+    assert ids[7] in refusals[0].getMessage()
+    assert not [r for r in caplog.records if "unreachable" in r.getMessage()]
+
+
+def test_handler_error_texts_are_stored_sanitized(app: App) -> None:
+    @app.job("hostile", retry=FAST, max_attempts=1)
+    def hostile() -> None:
+        raise RuntimeError("nul\x00 and \ud800 lone" + "x" * 20_000)
+
+    eid = app.submit("hostile").id
+    with running(Worker(app.store, app.registry)):
+        failed = wait_until(lambda: finished(app.store, eid))
+    assert failed.state is State.FAILED
+    assert failed.error.startswith("RuntimeError: nul\ufffd and \ufffd lone")
+    assert len(failed.error) == 8_192

@@ -1455,9 +1455,7 @@ def _check_fences(leases: Iterable[Lease]) -> None:
     backend rather than a database error on one.
     """
     for lease in leases:
-        owner = lease.owner
-        if not isinstance(owner, str) or "\x00" in owner or not owner.isascii():
-            require_name(owner, "owner", max_len=_MAX_NAME_IN_FILTER)
+        require_name(lease.owner, "owner", max_len=_MAX_NAME_IN_FILTER)
 
 
 def _versions(values: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:

@@ -281,6 +281,43 @@ class StoreContract:
             store.find("")
         assert caught.value.field == "idempotency_key"
 
+    def test_submit_or_find_says_who_created_it(self, store: Store) -> None:
+        first, created = store.submit_or_find("job", idempotency_key="order-1", delay=10)
+        again, created_again = store.submit_or_find("job", idempotency_key="order-1", delay=10)
+        assert (created, created_again) == (True, False)
+        assert again == first
+        unkeyed = [store.submit_or_find("job")[1] for _ in range(2)]
+        assert unkeyed == [True, True]  # without a key every submit is a new execution
+        with pytest.raises(IdempotencyConflict):
+            store.submit_or_find("job", idempotency_key="order-1", delay=11)
+        with pytest.raises(TypeError):
+            store.submit_or_find("job", colour="red")
+
+    def test_submit_or_find_under_concurrent_submits(self, store_factory: StoreFactory) -> None:
+        """Of many racing submits with one key exactly one is told it created it."""
+        import threading
+
+        store = store_factory(None)
+        barrier = threading.Barrier(8)
+        created: list[bool] = []
+        ids: set[str] = set()
+
+        def submit() -> None:
+            barrier.wait()
+            for _ in range(5):
+                execution, new = store.submit_or_find("job", idempotency_key="race")
+                created.append(new)
+                ids.add(execution.id)
+
+        threads = [threading.Thread(target=submit) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(ids) == 1
+        assert created.count(True) == 1
+        assert len(created) == 40
+
     def test_idempotent_resubmit_after_it_ran(self, store: Store, make: ExecutionFactory) -> None:
         done = make.succeeded("job", idempotency_key="k")
         assert store.submit("job", idempotency_key="k") == store.get(done.id)
@@ -837,6 +874,58 @@ class StoreContract:
         assert (failed.state, failed.attempt, failed.error) == (State.FAILED, 1, "bad input")
         assert store.claim("w") == []
         assert_audit_valid(store, e.id)
+
+    @pytest.mark.parametrize("error", ["bad\x00err", "lone \ud800 surrogate"])
+    def test_fail_refuses_error_text_no_store_can_hold(self, store: Store, error: str) -> None:
+        """The store refuses it on every backend (a worker sanitizes its own texts first)."""
+        e = store.submit("job")
+        (lease,) = store.claim("w")
+        with pytest.raises(ValidationError) as caught:
+            store.fail(lease, error)
+        assert caught.value.field == "error"
+        assert store.get(e.id).state is State.RUNNING
+        assert [t.event for t in store.transitions(e.id)] == [Event.SUBMITTED, Event.CLAIMED]
+        # Too long is cut, not refused.
+        failed = store.fail(lease, "x" * 10_000, retryable=False)
+        assert failed.error == "x" * 8_192
+
+    @pytest.mark.parametrize("owner", ["w\x00", "\ud800", "", " "])
+    def test_fences_and_claims_refuse_owners_no_store_can_hold(
+        self, store: Store, owner: str
+    ) -> None:
+        e = store.submit("job")
+        with pytest.raises(ValidationError) as caught:
+            store.claim(owner)
+        assert caught.value.field == "owner"
+        (lease,) = store.claim("w")
+        forged = replace(lease, owner=owner)
+        verbs: list[Callable[[], object]] = [
+            lambda: store.heartbeat(forged),
+            lambda: store.complete(forged, 1),
+            lambda: store.complete_many([(lease, 1), (forged, 1)]),
+            lambda: store.fail(forged, "boom"),
+            lambda: store.release(forged),
+            lambda: store.abort(forged),
+            lambda: store.claim_commands(owner, [e.id]),
+        ]
+        for verb in verbs:
+            with pytest.raises(ValidationError) as caught:
+                verb()
+            assert caught.value.field == "owner"
+        # Nothing was written: the real lease still holds and completes.
+        assert [t.event for t in store.transitions(e.id)] == [Event.SUBMITTED, Event.CLAIMED]
+        assert store.complete(lease, 1).state is State.SUCCEEDED
+
+    @pytest.mark.parametrize("name", ["j\x00", "\udfff", ""])
+    def test_claim_filters_refuse_names_no_store_can_hold(self, store: Store, name: str) -> None:
+        for options, field in (
+            ({"jobs": [name]}, "jobs"),
+            ({"ids": [name]}, "ids"),
+            ({"versions": [(name, 1)]}, "versions"),
+        ):
+            with pytest.raises(ValidationError) as caught:
+                store.claim("w", **options)
+            assert caught.value.field == field
 
     def test_fail_rejects_non_string_errors(self, store: Store) -> None:
         store.submit("job")
