@@ -544,6 +544,10 @@ class Client:
         """Forget a node at once (a clean shutdown)."""
         self._call("DELETE", f"/nodes/{_path(node_id)}")
 
+    def clock_offset(self, written_at: datetime) -> float | None:
+        """None: the service's store arbitrates leases by its own clock, not this process's."""
+        return None
+
     def nodes(self) -> list[Node]:
         """The live nodes."""
         return [convert.node(n) for n in self._call("GET", "/nodes")]

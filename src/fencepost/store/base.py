@@ -752,6 +752,18 @@ class Store(ABC):
     def deregister_node(self, node_id: str) -> None:
         """Forget a node at once (a clean shutdown); unknown ids are ignored."""
 
+    def clock_offset(self, written_at: datetime) -> float | None:
+        """How far this process's clock is from the store's own record of a write, in seconds.
+
+        ``written_at`` is the time this store's clock gave to a write that this
+        process has just committed (a node registration's ``heartbeat_at``).
+        Positive: this process's clock is ahead. None where this process's clock
+        does not arbitrate leases: PostgreSQL uses the server's clock, and the
+        memory store lives in one process. Workers refuse to reap or take over
+        leases while the offset exceeds a lease length (see the README's clock rule).
+        """
+        return None
+
     @abstractmethod
     def nodes(self, *, live_only: bool = True) -> list[Node]:
         """Registered nodes by id: the live ones (by the store's clock) unless told otherwise."""

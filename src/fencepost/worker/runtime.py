@@ -155,6 +155,7 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._healthy = True
+        self._clock_agrees = True  # see _check_clock
         self._backoff = 0.0
         self._retry_at = 0.0
         self._thread: threading.Thread | None = None
@@ -252,16 +253,18 @@ class Worker:
                 if self._healthy or now >= self._retry_at:
                     if now >= next_node:
                         self._store_call(self._register)
-                        next_node = now + opts.node_ttl / 3
+                        # A clock found off is looked at again every second, not every third
+                        # of a registration, so claiming resumes soon after it agrees.
+                        next_node = now + (opts.node_ttl / 3 if self._clock_agrees else 1.0)
                     self._heartbeat(now)
                     if now >= next_commands:
                         self._store_call(partial(self._poll_commands, now))
                         next_commands = now + opts.command_interval
-                    if now >= next_reap:
+                    if now >= next_reap and self._clock_agrees:
                         self._store_call(self.store.reap_expired)
                         next_reap = now + opts.reap_interval
                 claimed = 0
-                if not self._stopping.is_set() and self._healthy:
+                if not self._stopping.is_set() and self._healthy and self._clock_agrees:
                     claimed = self._claim(now)
                 free = opts.concurrency - len(self._runs)
                 if claimed and free > 0:
@@ -703,9 +706,33 @@ class Worker:
             run.ctx._resume()
 
     def _register(self) -> None:
-        self.store.register_node(
+        node = self.store.register_node(
             self.owner, kind="worker", buckets=self.options.buckets, ttl=self.options.node_ttl
         )
+        self._check_clock(self.store.clock_offset(node.heartbeat_at))
+
+    def _check_clock(self, offset: float | None) -> None:
+        """Stop claiming and reaping while this process's clock disagrees with the store's.
+
+        Where leases are judged by this process's clock (SQLite), a clock ahead by
+        more than a lease would see live leases as expired and take them over, and
+        one behind would write leases that others see expired at once. So, by more
+        than the shortest lease this worker takes: log an error, claim and reap
+        nothing (running handlers go on; their outcomes are still fenced) until the
+        clocks agree again.
+        """
+        limit = min(ttl.total_seconds() for ttl in self._groups)
+        agrees = offset is None or abs(offset) <= limit
+        if agrees and not self._clock_agrees:
+            log.warning("clock agrees with the store again; resuming claims")
+        elif not agrees and self._clock_agrees:
+            log.error(
+                "this process's clock is %+.1f s off the store's record of its writes, more "
+                "than a lease (%.1f s): not claiming or reaping until it agrees",
+                offset,
+                limit,
+            )
+        self._clock_agrees = agrees
 
     # -- shutdown --------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ protocol). The worker calls nothing else, so either can feed it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from fencepost.domain.errors import StaleLease
@@ -81,5 +81,7 @@ class WorkSource(Protocol):
     ) -> Node: ...
 
     def deregister_node(self, node_id: str) -> None: ...
+
+    def clock_offset(self, written_at: datetime) -> float | None: ...
 
     def close(self) -> Any: ...

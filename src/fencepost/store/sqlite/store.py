@@ -13,6 +13,7 @@ Time is the process clock (one machine, one clock), read through the store's
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -79,6 +80,7 @@ from fencepost.store.sqlite.connection import (
     Connections,
     migrate,
 )
+from fencepost.timing.clock import SystemClock
 from fencepost.timing.planning import HELD
 
 Q = QUERIES
@@ -116,6 +118,21 @@ class SqliteStore(Store):
 
     def close(self) -> None:
         self._db.close()
+
+    def clock_offset(self, written_at: datetime) -> float | None:
+        # Leases here are judged by each process's own clock, so a process under a
+        # fake or broken clock could take over live leases. The file's modification
+        # time is set by the kernel when a commit writes it, whatever the writing
+        # process believes the time is: right after this process's own commit it is
+        # the time of that write, the reference to compare ``written_at`` with.
+        if not isinstance(self.clock, SystemClock):
+            return None  # a test's pinned clock is meant to differ from the wall clock
+        written = [
+            os.stat(p).st_mtime for p in (self.path, f"{self.path}-wal") if os.path.exists(p)
+        ]
+        if not written:
+            return None
+        return written_at.timestamp() - max(written)
 
     # -- submitting ----------------------------------------------------------------------
 
