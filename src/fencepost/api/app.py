@@ -1,4 +1,4 @@
-"""The application factory and its request-size guard."""
+"""The application factory: the routers, the problem handlers and the guard in front of them."""
 
 from __future__ import annotations
 
@@ -9,13 +9,18 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fencepost.api import dashboard, executions, problems, reports, schedules, work
 from fencepost.api.auth import Auth
+from fencepost.api.guard import (
+    DEFAULT_BODY_BUDGET,
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_MAX_BODY_BYTES,
+    Guard,
+    LoopbackOnly,
+)
+from fencepost.api.limits import ByteBudget, FailureLimiter
 from fencepost.api.metrics import Metrics, create_metrics
 from fencepost.api.metrics import router as metrics_router
 from fencepost.store.base import Store
 from fencepost.worker.registry import JobRegistry
-
-#: Default cap on a request body: 1 MiB, the store's default payload cap.
-DEFAULT_MAX_BODY_BYTES = 1_048_576
 
 
 def create_app(
@@ -25,6 +30,10 @@ def create_app(
     registry: JobRegistry | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     metrics: Metrics | None = None,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    body_budget: int = DEFAULT_BODY_BUDGET,
+    failures: FailureLimiter | None = None,
+    loopback_only: bool = False,
 ) -> FastAPI:
     """A FastAPI application serving ``store``. The caller owns and closes the store.
 
@@ -40,12 +49,24 @@ def create_app(
     ``GET /metrics`` serves; give this app its ``metrics.store`` so that the
     requests are counted too. None: metrics over ``store``, counting nothing of
     this process's work.
+
+    In front of the routes, :class:`~fencepost.api.guard.Guard` checks a guarded
+    route's credentials before reading its body, caps each body at
+    ``max_body_bytes`` (413), wants it whole within ``body_timeout`` seconds (408),
+    holds at most ``body_budget`` bytes of bodies at once across all requests (503),
+    and refuses an address after repeated failed authentications (429; ``failures``,
+    default :class:`~fencepost.api.limits.FailureLimiter`'s 20 then one per 3 s).
+    ``loopback_only`` answers only requests whose ``Host`` is a loopback name: for a
+    service without tokens.
     """
     app = FastAPI(title="fencepost", version="0.1.0")
     app.state.store = store
     app.state.auth = auth if auth is not None else Auth()
     app.state.registry = registry
     app.state.metrics = metrics if metrics is not None else create_metrics(store)
+    # Shared by every request of this app (and readable, for tests and operators' probes).
+    app.state.body_budget = ByteBudget(body_budget)
+    app.state.failures = failures if failures is not None else FailureLimiter()
     problems.install(app)
     app.include_router(executions.router)
     app.include_router(metrics_router)
@@ -53,7 +74,16 @@ def create_app(
     app.include_router(reports.router)
     app.include_router(dashboard.router)
     app.include_router(work.router)
-    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    # add_middleware puts each outside the previous: NoSniff, LoopbackOnly, Guard, routes.
+    app.add_middleware(
+        Guard,
+        max_bytes=max_body_bytes,
+        body_timeout=body_timeout,
+        budget=app.state.body_budget,
+        failures=app.state.failures,
+    )
+    if loopback_only:
+        app.add_middleware(LoopbackOnly)
     app.add_middleware(NoSniff)
     generate = app.openapi
 
@@ -105,58 +135,3 @@ class NoSniff:
             await send(message)
 
         await self.app(scope, receive, send_with_header)
-
-
-class BodyLimit:
-    """Refuse request bodies larger than ``max_bytes`` with a 413 problem.
-
-    ``Content-Length`` is checked first; a chunked or lying body is counted as it
-    streams in. The body is buffered (it is at most ``max_bytes``) so the refusal
-    happens before any route runs: nothing half-read reaches the store.
-    """
-
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await self._refuse(scope, receive, send)
-                return
-        chunks: list[bytes] = []
-        size = 0
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await self._refuse(scope, receive, send)
-                return
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = problems.problem(
-            problems.BODY_TOO_LARGE,
-            f"request body exceeds {self.max_bytes} bytes",
-            field="body",
-        )
-        await response(scope, receive, send)

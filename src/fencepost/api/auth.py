@@ -27,6 +27,7 @@ import os
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -260,20 +261,61 @@ def check_csrf(request: Request) -> None:
         raise CsrfRefused(f"{CSRF_HEADER}: missing or does not match the {CSRF_COOKIE} cookie")
 
 
-def require(scope: Scope) -> Callable[[Request], Principal]:
-    """A FastAPI dependency: the caller, if it holds ``scope`` (else 401/403)."""
+#: The ASGI scope key where :class:`~fencepost.api.guard.Guard` leaves ``(principal,
+#: bearer)`` once it has checked a request's credentials, before reading its body. A key of
+#: the scope, not of ``scope["state"]``: the scope is made afresh for each request, so
+#: nothing left there can ever answer for another one.
+AUTHENTICATED = "fencepost.authenticated"
 
-    def dependency(request: Request) -> Principal:
-        auth: Auth = request.app.state.auth
-        principal, bearer = auth.authenticate(request)
-        if not bearer:
-            check_csrf(request)
+#: The scope each :func:`require` dependency demands, so that the guard can find a route's
+#: scopes among its dependencies without calling them (weak: a dropped route drops its own).
+_REQUIRED: weakref.WeakKeyDictionary[Callable[..., Any], Scope] = weakref.WeakKeyDictionary()
+
+
+def admit(principal: Principal, bearer: bool, request: Request, scopes: Iterable[Scope]) -> None:
+    """Refuse ``principal``'s ``request`` unless it may do what needs ``scopes``.
+
+    A request without a bearer token must pass :func:`check_csrf` first
+    (:class:`CsrfRefused`); then each scope must be held (:class:`Forbidden`).
+    """
+    if not bearer:
+        check_csrf(request)
+    for scope in scopes:
         if not principal.allows(scope):
             raise Forbidden(f"this token lacks the '{scope.value}' scope")
+
+
+def require(scope: Scope) -> Callable[[Request], Principal]:
+    """A FastAPI dependency: the caller, if it holds ``scope`` (else 401/403).
+
+    In the service the guard has already authenticated the caller from the headers
+    (so that no body is read for a refused request); the dependency then reuses that
+    caller and checks again, which costs nothing and keeps an app built without the
+    guard just as strict.
+    """
+
+    def dependency(request: Request) -> Principal:
+        checked = request.scope.get(AUTHENTICATED)
+        if checked is None:
+            auth: Auth = request.app.state.auth
+            checked = auth.authenticate(request)
+        principal, bearer = checked
+        admit(principal, bearer, request, [scope])
         return principal
 
     dependency.__name__ = f"require_{scope.value}"
+    _REQUIRED[dependency] = scope
     return dependency
+
+
+def required_scope(dependency: Callable[..., Any] | None) -> Scope | None:
+    """The scope ``dependency`` demands if :func:`require` made it, else None."""
+    if dependency is None:
+        return None
+    try:
+        return _REQUIRED.get(dependency)
+    except TypeError:  # not weak-referenceable (a builtin, say): not one of ours
+        return None
 
 
 def csrf_token() -> str:

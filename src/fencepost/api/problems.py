@@ -69,6 +69,30 @@ METHOD_NOT_ALLOWED = Kind(type=_BASE + "method-not-allowed", title="Method not a
 #: A FencepostError this module has no specific kind for (a bug if ever seen).
 INTERNAL = Kind(type=_BASE + "internal", title="Internal error", status=500)
 
+# Refusals of the service's guard (fencepost.api.guard) and HTTP protocol
+# (fencepost.api.protocol), answered before any route runs.
+#: The ``Host`` header names no loopback address while auth is off (DNS rebinding).
+HOST_NOT_ALLOWED = Kind(type=_BASE + "host-not-allowed", title="Host not allowed", status=400)
+#: Not HTTP the server can parse.
+MALFORMED_REQUEST = Kind(
+    type=_BASE + "malformed-request", title="Malformed HTTP request", status=400
+)
+#: The headers or the body did not arrive within their time limit.
+REQUEST_TIMEOUT = Kind(type=_BASE + "request-timeout", title="Request too slow", status=408)
+#: The request's headers exceed the server's cap.
+HEADERS_TOO_LARGE = Kind(
+    type=_BASE + "headers-too-large", title="Request headers too large", status=431
+)
+#: The client's address failed authentication too often; ``Retry-After`` says when to retry.
+TOO_MANY_FAILURES = Kind(
+    type=_BASE + "too-many-auth-failures", title="Too many failed authentications", status=429
+)
+#: The bodies being received already fill the service's budget; ``Retry-After`` applies.
+BODY_BUDGET_SPENT = Kind(
+    type=_BASE + "body-budget-spent", title="Too many request bodies in flight", status=503
+)
+
+
 #: Most specific first: the first matching class decides the kind.
 _KINDS: tuple[tuple[type[FencepostError], Kind], ...] = (
     (ValidationError, VALIDATION),
@@ -215,3 +239,15 @@ def _declaring_problems(generate: Callable[[], dict[str, Any]]) -> Callable[[], 
         return schema
 
     return openapi
+
+
+def for_error(exc: FencepostError) -> JSONResponse:
+    """The problem response for ``exc`` outside a route (the guard's 401s and 403s).
+
+    The same answer the exception handlers give inside one, ``WWW-Authenticate`` included.
+    """
+    field = exc.field if isinstance(exc, ValidationError) else None
+    response = problem(kind_of(exc), str(exc), field=field)
+    if isinstance(exc, Unauthorized):
+        response.headers["WWW-Authenticate"] = 'Bearer realm="fencepost"'
+    return response

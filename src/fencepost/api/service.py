@@ -9,7 +9,6 @@ through each other.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import signal
 import threading
@@ -18,10 +17,15 @@ from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from fencepost.api.app import DEFAULT_MAX_BODY_BYTES, create_app
+from fencepost.api.app import create_app
 from fencepost.api.auth import Auth
+from fencepost.api.guard import (
+    DEFAULT_BODY_BUDGET,
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_MAX_BODY_BYTES,
+    is_loopback,
+)
 from fencepost.api.metrics import Metrics, create_metrics
 from fencepost.domain.errors import StoreUnavailable
 from fencepost.scheduler.materializer import Materializer, MaterializerOptions
@@ -31,9 +35,6 @@ from fencepost.worker.runtime import Worker, WorkerOptions
 
 log = logging.getLogger("fencepost.service")
 
-#: The Host header values accepted when auth is off (the port is ignored).
-LOOPBACK_NAMES = ["localhost", "127.0.0.1", "::1", "[::1]"]
-
 
 class _StopServing(Exception):
     """Raised by our signal handler when uvicorn re-raises the signal it handled."""
@@ -41,16 +42,6 @@ class _StopServing(Exception):
 
 def _stop_serving(signum: int, frame: FrameType | None) -> None:
     raise _StopServing
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,7 +58,12 @@ class ServiceOptions:
     reap_interval: float = 1.0
     #: Node id prefix for the parts of this process; default ``host:pid``.
     node: str = field(default_factory=default_node_id)
+    #: Cap on one request body (413 beyond).
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    #: Seconds a client has to send a whole body once its headers are in (408 past it).
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    #: Bytes of request bodies buffered at once across all requests (503 beyond).
+    body_budget: int = DEFAULT_BODY_BUDGET
     #: Worker options other than owner and concurrency (grace, poll interval, ...).
     worker: WorkerOptions = field(default_factory=WorkerOptions)
 
@@ -99,12 +95,11 @@ class Service:
             registry=jobs,
             metrics=self.metrics,
             max_body_bytes=self.options.max_body_bytes,
+            body_timeout=self.options.body_timeout,
+            body_budget=self.options.body_budget,
+            # Without tokens, only loopback names may reach us (DNS rebinding: guard.py).
+            loopback_only=not self.auth.enabled,
         )
-        if not self.auth.enabled:
-            # Without tokens, only loopback names may reach us: a hostile page that
-            # rebinds its own name to 127.0.0.1 (DNS rebinding) would otherwise count as
-            # same-origin, set its own CSRF cookie and drive the API from a browser.
-            self.app.add_middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_NAMES)
         node = self.options.node
         self.materializer = (
             Materializer(metered, MaterializerOptions(owner=f"{node}:scheduler"))

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from fencepost.api.auth import TOKENS_ENV, Auth, load_tokens
-from fencepost.api.service import Service, ServiceOptions, is_loopback
+from fencepost.api.guard import DEFAULT_BODY_BUDGET, DEFAULT_BODY_TIMEOUT, is_loopback
+from fencepost.api.service import Service, ServiceOptions
 from fencepost.cli import common, logs
 from fencepost.cli.worker import import_app, load_registry
 from fencepost.domain.errors import FencepostError, ValidationError
@@ -52,6 +53,20 @@ def add_parser(commands: Any) -> None:
         help=f"bearer tokens file (JSON or YAML); also ${TOKENS_ENV}. Without tokens "
         "the service only binds to a loopback address",
     )
+    p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=DEFAULT_BODY_TIMEOUT,
+        help="seconds a client has to send a whole request body once its headers are "
+        f"in; 408 after (default {DEFAULT_BODY_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--body-budget",
+        type=int,
+        default=DEFAULT_BODY_BUDGET,
+        help="bytes of request bodies buffered at once across all requests; 503 "
+        f"beyond (default {DEFAULT_BODY_BUDGET}, 64 MiB)",
+    )
     p.add_argument("--no-scheduler", action="store_true", help="do not materialize schedules")
     p.add_argument("--grace", type=float, default=30.0, help="shutdown grace, seconds")
     common.add_logging(p, default="INFO", note="")
@@ -75,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
         workers=workers,
         concurrency=args.concurrency,
         materializer=not args.no_scheduler,
+        body_timeout=args.body_timeout,
+        body_budget=args.body_budget,
         worker=WorkerOptions(grace=args.grace),
     )
     service = Service(store, registry=registry, auth=auth, options=options)
@@ -102,6 +119,10 @@ def _check(args: argparse.Namespace) -> tuple[Auth, JobRegistry]:
         raise ValidationError("workers", f"must be >= 0, got {args.workers}")
     if args.concurrency < 1:
         raise ValidationError("concurrency", f"must be >= 1, got {args.concurrency}")
+    if not args.body_timeout > 0:  # also refuses nan
+        raise ValidationError("body_timeout", f"must be > 0 seconds, got {args.body_timeout}")
+    if args.body_budget < 1:
+        raise ValidationError("body_budget", f"must be >= 1 byte, got {args.body_budget}")
     auth = Auth(load_tokens(args.tokens))
     if not auth.enabled and not is_loopback(args.host):
         raise ValidationError(
