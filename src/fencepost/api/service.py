@@ -27,6 +27,7 @@ from fencepost.api.guard import (
     is_loopback,
 )
 from fencepost.api.metrics import Metrics, create_metrics
+from fencepost.api.protocol import DEFAULT_HEADER_TIMEOUT, guarded_protocol
 from fencepost.domain.errors import StoreUnavailable
 from fencepost.scheduler.materializer import Materializer, MaterializerOptions
 from fencepost.store.base import Store, default_node_id
@@ -60,6 +61,9 @@ class ServiceOptions:
     node: str = field(default_factory=default_node_id)
     #: Cap on one request body (413 beyond).
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    #: Seconds a client has to send a request's headers, from connecting or from the
+    #: previous response (408 past it): uvicorn itself has no such limit.
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
     #: Seconds a client has to send a whole body once its headers are in (408 past it).
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     #: Bytes of request bodies buffered at once across all requests (503 beyond).
@@ -152,7 +156,16 @@ class Service:
                 "could run jobs. Configure tokens (--tokens FILE or $FENCEPOST_TOKENS) "
                 "or bind to 127.0.0.1"
             )
-        config = uvicorn.Config(self.app, host=host, port=port, log_level=log_level, lifespan="off")
+        config = uvicorn.Config(
+            self.app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            lifespan="off",
+            # uvicorn bounds neither the time nor (with httptools) the size of a request's
+            # headers; this protocol does (protocol.py). The body's limits are the app's.
+            http=guarded_protocol(header_timeout=self.options.header_timeout),
+        )
         server = uvicorn.Server(config)
         # uvicorn captures SIGTERM/SIGINT while it runs, shuts down, restores the handlers
         # it found and raises the signal again. Ours turn that into a return, so the

@@ -10,6 +10,7 @@ from typing import Any
 
 from fencepost.api.auth import TOKENS_ENV, Auth, load_tokens
 from fencepost.api.guard import DEFAULT_BODY_BUDGET, DEFAULT_BODY_TIMEOUT, is_loopback
+from fencepost.api.protocol import DEFAULT_HEADER_TIMEOUT
 from fencepost.api.service import Service, ServiceOptions
 from fencepost.cli import common, logs
 from fencepost.cli.worker import import_app, load_registry
@@ -54,6 +55,13 @@ def add_parser(commands: Any) -> None:
         "the service only binds to a loopback address",
     )
     p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=DEFAULT_HEADER_TIMEOUT,
+        help="seconds a client has to send a request's headers, from connecting or "
+        f"from the previous response; 408 after (default {DEFAULT_HEADER_TIMEOUT:g})",
+    )
+    p.add_argument(
         "--body-timeout",
         type=float,
         default=DEFAULT_BODY_TIMEOUT,
@@ -90,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         workers=workers,
         concurrency=args.concurrency,
         materializer=not args.no_scheduler,
+        header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
         body_budget=args.body_budget,
         worker=WorkerOptions(grace=args.grace),
@@ -119,8 +128,9 @@ def _check(args: argparse.Namespace) -> tuple[Auth, JobRegistry]:
         raise ValidationError("workers", f"must be >= 0, got {args.workers}")
     if args.concurrency < 1:
         raise ValidationError("concurrency", f"must be >= 1, got {args.concurrency}")
-    if not args.body_timeout > 0:  # also refuses nan
-        raise ValidationError("body_timeout", f"must be > 0 seconds, got {args.body_timeout}")
+    for name in ("header_timeout", "body_timeout"):
+        if not getattr(args, name) > 0:  # also refuses nan
+            raise ValidationError(name, f"must be > 0 seconds, got {getattr(args, name)}")
     if args.body_budget < 1:
         raise ValidationError("body_budget", f"must be >= 1 byte, got {args.body_budget}")
     auth = Auth(load_tokens(args.tokens))
