@@ -54,4 +54,4 @@ def lease_echo(ctx: Context) -> dict[str, object]:
 @app.job("nul-error", lease_ttl=5, max_attempts=3, retry={"base_delay": 0.05, "max_delay": 0.1})
 def nul_error(ctx: Context) -> None:
     """Fails every attempt with U+0000 and a lone surrogate in its exception text."""
-    raise RuntimeError("bad\x00err \ud800 on attempt %d" % ctx.attempt)
+    raise RuntimeError(f"bad\x00err \ud800 on attempt {ctx.attempt}")

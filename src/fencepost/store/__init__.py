@@ -60,7 +60,6 @@ def connect(
         return MemoryStore(config)
     if parts.scheme == "sqlite":
         from fencepost.store.sqlite import SqliteStore
-        from fencepost.store.sqlite.connection import DEFAULT_SYNCHRONOUS
 
         path = unquote(parts.path)
         if parts.netloc or not path.startswith("/") or path in ("/", "/:memory:"):
@@ -72,14 +71,7 @@ def connect(
         busy = _float_option(options, "busy_timeout")
         synchronous = _synchronous_option(options)
         kwargs = {} if busy is None else {"busy_timeout": busy}
-        store = SqliteStore(path[1:], config, **kwargs)
-        if synchronous != DEFAULT_SYNCHRONOUS:
-            # SqliteStore takes no synchronous= yet, so its connections (the one that
-            # migrated the file, on this thread, and those it opens later) are switched
-            # here, before anything else can use them. Once it takes the argument, pass
-            # it above and drop this.
-            store._db.use_synchronous(synchronous)
-        return store
+        return SqliteStore(path[1:], config, synchronous=synchronous, **kwargs)
     if parts.scheme in ("postgresql", "postgres"):
         try:
             from fencepost.store.postgres import PostgresStore

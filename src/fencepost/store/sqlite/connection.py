@@ -116,20 +116,6 @@ class Connections:
         with translate_errors(self.path):
             yield conn
 
-    def use_synchronous(self, synchronous: Synchronous) -> None:
-        """Run every connection, open and yet to open, with ``PRAGMA synchronous`` so.
-
-        For a store that opened its first connection before its mode was known
-        (see :func:`fencepost.store.connect`). Call it while no connection is inside
-        a transaction: SQLite refuses to change the mode in one.
-        """
-        self.synchronous = synchronous
-        with self._lock:
-            conns = list(self._all)
-        for conn in conns:
-            with translate_errors(self.path):
-                conn.execute(QUERIES[_SYNCHRONOUS_BLOCKS[synchronous]])
-
     def close(self) -> None:
         """Close every connection this object opened, in any thread."""
         with self._lock:

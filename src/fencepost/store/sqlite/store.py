@@ -75,9 +75,11 @@ from fencepost.store.sql import latest_version
 from fencepost.store.sqlite import rows
 from fencepost.store.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
+    DEFAULT_SYNCHRONOUS,
     MIGRATIONS_PACKAGE,
     QUERIES,
     Connections,
+    Synchronous,
     migrate,
 )
 from fencepost.timing.clock import SystemClock
@@ -106,10 +108,11 @@ class SqliteStore(Store):
         config: StoreConfig | None = None,
         *,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        synchronous: Synchronous = DEFAULT_SYNCHRONOUS,
     ) -> None:
         super().__init__(config or StoreConfig())
         self.path = path
-        self._db = Connections(path, busy_timeout=busy_timeout)
+        self._db = Connections(path, busy_timeout=busy_timeout, synchronous=synchronous)
         #: (cutoff, last id deleted) of the prune in progress; see _prune_batch.
         self._prune_cursor: tuple[datetime | None, str] = (None, "")
         with self._db.read() as conn:
