@@ -111,8 +111,8 @@ def assert_problem(status: int, headers: dict[str, str], body: bytes, want: int,
 
 def test_headers_that_never_finish_get_408_and_the_connection_closes() -> None:
     async def test(connect: Callable[[], Awaitable[Client]]) -> None:
+        started = time.monotonic()  # before connecting: the deadline starts as it opens
         reader, writer = await connect()
-        started = time.monotonic()
         writer.write(b"POST /x HTTP/1.1\r\nHost: localhost\r\n")
         # Still sending, slowly, for most of the deadline: it bounds the whole headers,
         # not the pauses between their bytes.
@@ -128,8 +128,8 @@ def test_headers_that_never_finish_get_408_and_the_connection_closes() -> None:
 
 def test_a_connection_that_sends_nothing_is_closed_without_an_answer() -> None:
     async def test(connect: Callable[[], Awaitable[Client]]) -> None:
-        reader, _ = await connect()
         started = time.monotonic()
+        reader, _ = await connect()
         assert await reader.read() == b""
         assert TIMEOUT <= time.monotonic() - started < TIMEOUT + 2
 
