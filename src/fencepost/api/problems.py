@@ -11,7 +11,9 @@ on ``title`` or ``detail`` (those are for people and may change).
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -22,6 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
+from starlette.routing import compile_path
 
 from fencepost.api.auth import CsrfRefused, Forbidden, Unauthorized
 from fencepost.domain.errors import (
@@ -177,8 +180,42 @@ def _http_error(request: Request, exc: Exception) -> JSONResponse:
         response = problem(VALIDATION, "body: cannot be decoded (send UTF-8 JSON)", field="body")
     else:
         response = problem(_http_kind(exc.status_code), str(exc.detail))
-    response.headers.update(exc.headers or {})  # Allow on a 405
+    response.headers.update(exc.headers or {})
+    if exc.status_code == HTTPStatus.METHOD_NOT_ALLOWED:
+        response.headers["Allow"] = _allowed_methods(request, response.headers.get("Allow", ""))
     return response
+
+
+def _allowed_methods(request: Request, fallback: str) -> str:
+    """Every method of the resource the request's path names, for a 405's ``Allow``.
+
+    Starlette lists only the methods of the first route whose path matched, but FastAPI
+    registers one route per method: ``PUT /schedules/x`` would be told ``Allow: GET``
+    though PATCH and DELETE are served there too. The spec holds each path template
+    with all its methods, in the order the routes were added, so the first template
+    matching the path is the resource the router picked (``/executions/batch`` is its
+    own, not an ``/executions/{execution_id}``). A path the spec leaves out (the
+    dashboard's) keeps what the router said.
+    """
+    path, root = request.scope["path"], request.scope.get("root_path", "")
+    if root and path.startswith(root + "/"):  # mounted under a prefix: routes omit it
+        path = path[len(root) :]
+    for template, operations in request.app.openapi().get("paths", {}).items():
+        if _path_regex(template).match(path):
+            methods = {method.upper() for method in operations} & _METHODS
+            if "GET" in methods:
+                methods.add("HEAD")  # served for every GET route, as Starlette does
+            return ", ".join(sorted(methods))
+    return fallback
+
+
+_METHODS = frozenset({"GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE"})
+
+
+@functools.cache
+def _path_regex(template: str) -> re.Pattern[str]:
+    regex, _, _ = compile_path(template)
+    return regex
 
 
 def _http_kind(status: int) -> Kind:
