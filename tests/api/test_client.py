@@ -244,3 +244,26 @@ def test_slo_and_buckets_are_the_stores(remote: Client, store: Store) -> None:
     assert (report.duplicated, report.owners[0]) == ({1: ["n1", "n2"]}, ["n1"])
     assert waiting.bucket not in (0, 1)  # blake2b("tenant-9") lands in a hole
     assert [e.id for e in report.orphans] == [waiting.id]
+
+
+def test_held_back_and_too_slow_answers_are_outages_to_a_remote_worker(store: Store) -> None:
+    """429 (this address failed authentication too often) and 408 are not the caller's fault.
+
+    A remote worker sharing an address with a misconfigured one must keep its outcomes
+    and retry, as it does for a 503, rather than give up on them.
+    """
+    token = "valid-token-0123456789abcdef"
+    auth = Auth({token: Principal(name="worker", scopes=frozenset({Scope.WORK, Scope.READ}))})
+    with TestClient(create_app(store, auth=auth)) as http:
+        for _ in range(25):
+            http.get("/executions", headers={"Authorization": "Bearer wrong-0123456789abcdef"})
+        with (
+            Client("http://testserver", token=token, http=http) as remote,
+            pytest.raises(StoreUnavailable) as held,
+        ):
+            remote.stats()
+    assert held.value.status == 429  # type: ignore[attr-defined]
+    from fencepost.client.errors import error_of
+
+    assert isinstance(error_of(408, {"type": "x", "detail": "slow"}), StoreUnavailable)
+    assert not isinstance(error_of(404, {"detail": "no"}), StoreUnavailable)

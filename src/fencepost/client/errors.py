@@ -107,5 +107,12 @@ def error_of(status: int, problem: dict[str, Any]) -> ApiError:
     """The exception for one problem response."""
     cls = _BY_TYPE.get(str(problem.get("type")))
     if cls is None:
-        cls = RemoteStoreUnavailable if status >= 500 else ApiError
+        # 408 (too slow to send), 429 (this address is held back after failed
+        # authentications, perhaps by another process on this host) and 5xx pass:
+        # a remote worker treats them as an outage, keeps its outcomes and retries.
+        transient = status >= 500 or status in _TRANSIENT
+        cls = RemoteStoreUnavailable if transient else ApiError
     return cls(status, problem)
+
+
+_TRANSIENT = frozenset({408, 429})
