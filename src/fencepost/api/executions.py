@@ -18,6 +18,7 @@ from fencepost.api.deps import Cursor, Limit, Order, RegistryDep, StoreDep, guar
 from fencepost.domain import models
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.domain.states import CommandKind, State
+from fencepost.domain.submission import MAX_KEY
 from fencepost.worker.registry import JobRegistry
 
 router = APIRouter()
@@ -60,7 +61,12 @@ def submit(
     store: StoreDep,
     registry: RegistryDep,
     response: Response,
-    idempotency_key: Annotated[str | None, Header()] = None,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key", min_length=1, max_length=MAX_KEY, pattern=schemas.NAME_PATTERN
+        ),
+    ] = None,
 ) -> schemas.Execution:
     """Submit an execution; with ``Idempotency-Key``, a repeat returns the first (200)."""
     # 201 or 200 as the store decided inside its transaction: of many first requests
@@ -153,10 +159,13 @@ def submit_batch(
 )
 def list_executions(
     store: StoreDep,
-    state: Annotated[list[str] | None, Query()] = None,
+    state: Annotated[list[State] | None, Query()] = None,
     job: str | None = None,
     schedule: str | None = None,
-    bucket: Annotated[int | None, Query(ge=0, le=schemas.INT32_MAX)] = None,
+    bucket: Annotated[
+        int | None,
+        Query(ge=0, le=schemas.INT32_MAX, json_schema_extra={schemas.BUCKET_EXTENSION: True}),
+    ] = None,
     cursor: Cursor = None,
     limit: Limit = 100,
     order: Order = "asc",
@@ -229,7 +238,10 @@ def get_transitions(execution_id: str, store: StoreDep) -> list[schemas.Transiti
     **guarded(Scope.ADMIN, p.VALIDATION, p.NOT_FOUND, p.INVALID_TRANSITION, p.STORE_UNAVAILABLE),
 )
 def cancel_execution(execution_id: str, store: StoreDep) -> schemas.Execution:
-    """Cancel an execution that has not started; one that has is a 409 (use POST .../cancel)."""
+    """Cancel an execution that has not started; one that has is a 409 (use POST .../cancel).
+
+    The execution is not removed: it stays, CANCELLED, with its audit trail.
+    """
     return schemas.Execution.of(store.cancel(execution_id, actor="api"))
 
 

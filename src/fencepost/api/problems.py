@@ -27,6 +27,8 @@ from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
 from fencepost.api.auth import CsrfRefused, Forbidden, Unauthorized
+from fencepost.api.buckets import declaring_bucket_range
+from fencepost.api.schemas import PATTERN_MEANINGS
 from fencepost.domain.errors import (
     FencepostError,
     IdempotencyConflict,
@@ -169,6 +171,8 @@ def _request_validation_error(request: Request, exc: Exception) -> JSONResponse:
     first = errors[0] if errors else {}
     field = field_of(first)
     message = str(first.get("msg", "invalid request"))
+    if first.get("type") == "string_pattern_mismatch":
+        message = PATTERN_MEANINGS.get(first.get("ctx", {}).get("pattern"), message)
     return problem(VALIDATION, f"{field}: {message}", field=field)
 
 
@@ -231,11 +235,14 @@ def field_of(error: dict[str, Any]) -> str:
     """Name the offending input of one pydantic error from its ``loc``.
 
     ``("body", "execute_at")`` names ``execute_at``, ``("query", "limit")`` names
-    ``limit``; a body that is not JSON at all (``("body", 12)``) names ``body``.
+    ``limit`` and ``("query", "state", 1)`` names ``state``; a body that is not JSON at
+    all (``("body", 12)``) names ``body``.
     """
     loc = [str(part) for part in error.get("loc", ())]
     if error.get("type") == "json_invalid" or loc[1:] == []:
         return loc[0] if loc else "body"
+    if loc[0] == "query" and len(loc) == 3 and isinstance(error["loc"][2], int):
+        return loc[1]  # one of a repeated parameter (?state=A&state=B) names the parameter
     return ".".join(loc[1:])
 
 
@@ -250,6 +257,8 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _request_validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.openapi = _declaring_problems(app.openapi)  # type: ignore[method-assign]
+    # Not a problem, but this is where the spec is made to say what the app answers.
+    app.openapi = declaring_bucket_range(app, app.openapi)  # type: ignore[method-assign]
 
 
 _FASTAPI_422 = "#/components/schemas/HTTPValidationError"

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from fencepost.api import problems as p
 from fencepost.api.auth import Scope
 from fencepost.api.deps import Limit, StoreDep, guarded
-from fencepost.api.schemas import Execution
+from fencepost.api.schemas import MIN_SECONDS, Execution
 from fencepost.domain import nodes, reports
 
 router = APIRouter()
@@ -26,10 +26,13 @@ MAX_SECONDS = 10 * 366 * 86400.0
 
 
 def _seconds(description: str, *, zero: bool) -> object:
-    """A query parameter of seconds: finite, at most :data:`MAX_SECONDS`, > 0 unless ``zero``."""
-    if zero:
-        return Query(description=description, ge=0.0, le=MAX_SECONDS, allow_inf_nan=False)
-    return Query(description=description, gt=0.0, le=MAX_SECONDS, allow_inf_nan=False)
+    """A query parameter of seconds: finite, at most :data:`MAX_SECONDS`.
+
+    At least a microsecond unless ``zero``: the store keeps durations to the
+    microsecond and refuses one that would round to nothing.
+    """
+    low = 0.0 if zero else MIN_SECONDS
+    return Query(description=description, ge=low, le=MAX_SECONDS, allow_inf_nan=False)
 
 
 Window = Annotated[float, _seconds("the span of the figures, in seconds", zero=False)]

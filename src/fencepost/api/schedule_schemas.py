@@ -8,22 +8,25 @@ Times are ISO 8601 strings with a UTC offset (UTC on output).
 
 from __future__ import annotations
 
+import copy
+import zoneinfo
 from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     StrictBool,
     StrictInt,
+    WithJsonSchema,
     field_validator,
 )
 
-from fencepost.api.schemas import Instant
+from fencepost.api.schemas import WHOLE, Count, Instant, Name, Payload, name_pattern
 from fencepost.domain import models
 from fencepost.domain import schedules as plans
-from fencepost.domain.checks import INT32_MAX
 from fencepost.domain.submission import PRIORITY_RANGE
 from fencepost.timing.durations import MAX_DURATION
 from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
@@ -41,10 +44,109 @@ API_NAMES = {store: api for api, store in STORE_NAMES.items()}
 _MIN_INTERVAL = 1e-6
 _MAX_SECONDS = MAX_DURATION.total_seconds()
 
-_Count = Annotated[StrictInt, Field(ge=1, le=INT32_MAX)]
-_Priority = Annotated[StrictInt, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])]
+_Priority = Annotated[StrictInt, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1]), WHOLE]
 _Interval = Annotated[float, Field(ge=_MIN_INTERVAL, le=_MAX_SECONDS, strict=True)]
 _Grace = Annotated[float, Field(ge=0, le=_MAX_SECONDS, strict=True)]
+#: A schedule id given by a client: a name (see :data:`~fencepost.api.schemas.NAME_PATTERN`)
+#: without "/".
+ScheduleId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=plans.MAX_SCHEDULE_ID,
+        pattern=name_pattern("/"),
+    ),
+]
+#: A cron expression: 5 fields, or 6 with leading seconds, that fires at least once.
+#: No JSON Schema states that grammar; ``format: cron`` names it.
+Cron = Annotated[str, Field(min_length=1, json_schema_extra={"format": "cron"})]
+
+
+def _known_zone(value: str) -> str:
+    # Only names the time zone database lists reach ZoneInfo: it answers some other
+    # strings (a directory such as "America", an overlong name) with an OSError.
+    if value not in _ZONES:
+        raise ValueError(f"unknown time zone {value!r} (an IANA name such as Europe/Paris)")
+    return value
+
+
+_ZONES = frozenset(zoneinfo.available_timezones())
+#: An IANA time zone name, as this host's time zone database lists them.
+TimeZone = Annotated[
+    str,
+    AfterValidator(_known_zone),
+    WithJsonSchema({"type": "string", "enum": sorted(_ZONES)}),
+]
+
+
+def _one_rule(schema: dict[str, Any]) -> None:
+    """State "exactly one rule, and an interval keeps UTC" as two kinds of schedule.
+
+    One object schema per rule, each allowing the other rule only as null, is a
+    ``oneOf`` that generators and validators read alike (constraints beside the
+    properties, as ``oneOf`` of ``required`` lists, are read by too few of them).
+    """
+    cron, every = copy.deepcopy(schema), copy.deepcopy(schema)
+    cron["properties"]["cron"] = _non_null(cron["properties"]["cron"])
+    cron["properties"]["every_seconds"] = {"type": "null"}
+    cron["required"] = [*schema.get("required", []), "cron"]
+    every["properties"]["every_seconds"] = _non_null(every["properties"]["every_seconds"])
+    every["properties"]["cron"] = {"type": "null"}
+    every["properties"]["timezone"] = {"const": "UTC", "default": "UTC"}
+    every["required"] = [*schema.get("required", []), "every_seconds"]
+    for variant, title in ((cron, "CronSchedule"), (every, "IntervalSchedule")):
+        variant["title"] = title
+        variant.pop("description", None)
+    kept: dict[str, Any] = {k: schema[k] for k in ("title", "description") if k in schema}
+    schema.clear()
+    schema.update(kept, oneOf=[cron, every])
+
+
+def _non_null(declared: dict[str, Any]) -> dict[str, Any]:
+    """A property's schema without its ``null`` branch and ``null`` default."""
+    declared = {key: value for key, value in declared.items() if key != "default"}
+    [value] = [b for b in declared.pop("anyOf") if b.get("type") != "null"]
+    return {**declared, **value}
+
+
+#: At most one rule; an interval given with a time zone keeps UTC.
+_AT_MOST_ONE_RULE: dict[str, Any] = {
+    "not": {
+        "anyOf": [
+            {
+                "required": ["cron", "every_seconds"],
+                "properties": {"cron": {"type": "string"}, "every_seconds": {"type": "number"}},
+            },
+            {
+                "required": ["every_seconds", "timezone"],
+                "properties": {
+                    "every_seconds": {"type": "number"},
+                    "timezone": {"not": {"const": "UTC"}},
+                },
+            },
+        ]
+    }
+}
+#: The fields every schedule has a value for: a PATCH may change them, never clear them.
+_NEVER_NULL = (
+    "job",
+    "timezone",
+    "misfire",
+    "misfire_grace_seconds",
+    "max_catch_up",
+    "overlap",
+    "dst_gap",
+    "dst_fold",
+    "max_attempts",
+    "priority",
+    "paused",
+)
+
+
+def _update_schema(schema: dict[str, Any]) -> None:
+    schema.update(_AT_MOST_ONE_RULE, minProperties=1)  # an empty PATCH changes nothing
+    for field in _NEVER_NULL:
+        schema["properties"][field] = _non_null(schema["properties"][field])
 
 
 class ScheduleCreate(BaseModel):
@@ -54,19 +156,19 @@ class ScheduleCreate(BaseModel):
     ``timezone``) or ``every_seconds`` (a fixed interval on the UTC timeline).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_one_rule)
 
-    job: str
+    job: Name
     #: None: the latest registered version (with a job registry), else unpinned.
-    version: _Count | None = None
-    inputs: Any = None
-    cron: str | None = None
+    version: Count | None = None
+    inputs: Payload = None
+    cron: Cron | None = None
     every_seconds: _Interval | None = None
     #: The IANA zone ``cron`` runs in; an interval schedule must keep "UTC".
-    timezone: str = "UTC"
+    timezone: TimeZone = "UTC"
     misfire: Misfire = Misfire.COALESCE
     misfire_grace_seconds: _Grace = plans.DEFAULT_MISFIRE_GRACE
-    max_catch_up: _Count = plans.DEFAULT_MAX_CATCH_UP
+    max_catch_up: Count = plans.DEFAULT_MAX_CATCH_UP
     overlap: Overlap = Overlap.ALLOW
     dst_gap: DstGap = DstGap.SHIFT
     dst_fold: DstFold = DstFold.ONCE
@@ -75,21 +177,14 @@ class ScheduleCreate(BaseModel):
     #: No slot after this instant (inclusive).
     end_at: Instant | None = None
     #: None: the job's own (with a registry), else the store's default.
-    max_attempts: _Count | None = None
+    max_attempts: Count | None = None
     priority: _Priority = 0
     #: Store it paused (its slots are recorded SKIPPED until it is resumed).
     paused: StrictBool = False
     #: Makes the request idempotent: the same id and body again return the schedule.
-    id: str | None = Field(default=None, min_length=1, max_length=plans.MAX_SCHEDULE_ID)
-
-    @field_validator("id")
-    @classmethod
-    def _addressable(cls, value: str | None) -> str | None:
-        # The id becomes a path segment (/schedules/{id}); a "/" would make the
-        # schedule unreachable through this API.
-        if value is not None and "/" in value:
-            raise ValueError("must not contain '/'")
-        return value
+    #: It becomes a path segment (/schedules/{id}), so it holds no "/": that would make
+    #: the schedule unreachable through this API.
+    id: ScheduleId | None = None
 
     def arguments(self) -> dict[str, Any]:
         """The store's ``add_schedule`` keyword arguments besides ``job`` and ``id``.
@@ -111,25 +206,32 @@ class ScheduleUpdate(BaseModel):
     "UTC" unless it is given too.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_update_schema)
 
-    job: str | None = None
-    version: _Count | None = None
-    inputs: Any = None
-    cron: str | None = None
+    job: Name | None = None
+    version: Count | None = None
+    inputs: Payload = None
+    cron: Cron | None = None
     every_seconds: _Interval | None = None
-    timezone: str | None = None
+    timezone: TimeZone | None = None
     misfire: Misfire | None = None
     misfire_grace_seconds: _Grace | None = None
-    max_catch_up: _Count | None = None
+    max_catch_up: Count | None = None
     overlap: Overlap | None = None
     dst_gap: DstGap | None = None
     dst_fold: DstFold | None = None
     start_at: Instant | None = None
     end_at: Instant | None = None
-    max_attempts: _Count | None = None
+    max_attempts: Count | None = None
     priority: _Priority | None = None
     paused: StrictBool | None = None
+
+    @field_validator(*_NEVER_NULL, mode="before")
+    @classmethod
+    def _not_cleared(cls, value: object) -> object:
+        if value is None:
+            raise ValueError("cannot be null: every schedule has one")
+        return value
 
     def changes(self) -> dict[str, Any]:
         """The fields present in the request, under the store's names."""

@@ -18,7 +18,7 @@ from fencepost.api import problems as p
 from fencepost.api import schedule_schemas as schemas
 from fencepost.api.auth import Scope
 from fencepost.api.deps import Cursor, Limit, RegistryDep, StoreDep, guarded
-from fencepost.api.schemas import Instant
+from fencepost.api.schemas import MAX_NAME, NAME_PATTERN, Instant
 from fencepost.domain import models
 from fencepost.domain.errors import NotFound, ValidationError
 from fencepost.scheduler.handle import ScheduleHandle
@@ -125,7 +125,9 @@ def add_schedule(
 )
 def list_schedules(
     store: StoreDep,
-    job: str | None = None,
+    job: Annotated[
+        str | None, Query(min_length=1, max_length=MAX_NAME, pattern=NAME_PATTERN)
+    ] = None,
     paused: bool | None = None,
     cursor: Cursor = None,
     limit: Limit = 100,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -12,8 +12,14 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
+    SkipValidation,
     StrictInt,
+    WithJsonSchema,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
+from typing_extensions import TypeAliasType
 
 from fencepost.domain import models
 from fencepost.domain.checks import INT32_MAX
@@ -22,6 +28,144 @@ from fencepost.timing.durations import MAX_DURATION
 
 #: The longest ``delay_seconds`` accepted: the store's longest duration (100 years).
 MAX_DELAY_SECONDS = MAX_DURATION.total_seconds()
+#: The shortest non-zero duration: the store keeps durations to the microsecond, and
+#: refuses one that would round to zero where zero is not allowed.
+MIN_SECONDS = 1e-6
+
+# -- names and text ---------------------------------------------------------------------
+
+#: The longest name a store keeps (a job, an owner, a node): ``require_name``'s default.
+MAX_NAME = 200
+
+
+def _spaces() -> str:
+    """The characters ``str.strip()`` removes, as a regex class body of ``\\uXXXX`` ranges.
+
+    Spelled out because ``\\s`` means different things to different engines: to the
+    spec's (ECMA-262) it leaves out U+001C..U+001F, which Python strips. (Every one
+    of them is in the Basic Multilingual Plane.)
+    """
+    ranges: list[list[int]] = []
+    for code in (c for c in range(0x10000) if chr(c).isspace()):
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    return "".join(
+        f"\\u{low:04x}" if low == high else f"\\u{low:04x}-\\u{high:04x}" for low, high in ranges
+    )
+
+
+def name_pattern(refused: str = "") -> str:
+    """:data:`NAME_PATTERN`, refusing the characters of ``refused`` too (a regex class body)."""
+    anything = rf"[^\u0000{refused}]*"
+    return rf"^{anything}[^\u0000{refused}{_spaces()}]{anything}$"
+
+
+#: What ``require_name`` accepts, as the spec says it: at least one character that is
+#: not white space (as Python's ``str.strip`` sees it), and no U+0000. (Lone surrogates
+#: are refused too; JSON Schema has no way to name them, and UTF-8 cannot carry them.)
+NAME_PATTERN = name_pattern()
+#: Free text a store keeps (an error message): anything but U+0000.
+TEXT_PATTERN = r"^[^\u0000]*$"
+
+
+#: What a problem's detail says of a value a pattern refused (the regex is for machines).
+PATTERN_MEANINGS = {
+    NAME_PATTERN: "must be a name: not blank, without U+0000",
+    name_pattern("/"): "must be a name: not blank, without U+0000 or '/'",
+    TEXT_PATTERN: "must not contain U+0000",
+}
+
+
+def name(max_length: int = MAX_NAME, **extra: Any) -> Any:
+    """A ``Field`` for a name of at most ``max_length`` characters (see :data:`NAME_PATTERN`)."""
+    return Field(min_length=1, max_length=max_length, pattern=NAME_PATTERN, **extra)
+
+
+#: A job name, an owner, a node id: what the store's ``require_name`` accepts.
+Name = Annotated[str, name()]
+
+# -- integers ---------------------------------------------------------------------------
+
+
+def _whole(value: object) -> object:
+    # To JSON Schema, 6.0 is an integer (a number without a fraction); it is read as 6.
+    # Strings ("6") and booleans are still refused.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: Reads a number without a fraction (6.0) as an integer. Put it after any bounds in an
+#: ``Annotated``: bounds given after it are enforced but vanish from the spec.
+WHOLE = BeforeValidator(_whole)
+#: An integer in a JSON body: a JSON integer, or a number without a fraction (6.0).
+Integer = Annotated[StrictInt, WHOLE]
+#: A count or version the store keeps (PostgreSQL ``integer``), at least 1.
+Count = Annotated[StrictInt, Field(ge=1, le=INT32_MAX), WHOLE]
+
+#: Marks a bucket number in the spec. How many buckets there are is the store's
+#: setting, so each app's spec states its own maximum (see :mod:`fencepost.api.buckets`);
+#: the store refuses the rest. ``INT32_MAX`` only keeps a huge number from the store.
+BUCKET_EXTENSION = "x-fencepost-bucket"
+Bucket = Annotated[
+    StrictInt, Field(ge=0, le=INT32_MAX, json_schema_extra={BUCKET_EXTENSION: True}), WHOLE
+]
+
+# -- payloads ---------------------------------------------------------------------------
+
+
+class _KeysAreText:
+    # pydantic states dict[Text, Payload] as patternProperties, which lets a key that
+    # does not match through with any value; propertyNames refuses such a key.
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        [(pattern, values)] = schema.pop("patternProperties").items()
+        return {**schema, "propertyNames": {"pattern": pattern}, "additionalProperties": values}
+
+
+def _no_nul(value: Any) -> Any:
+    # What the spec says of a payload, checked before anything else: a refusal of one
+    # item must not wait for the store, which reads a stale item of a batch no further
+    # than its lease. (The store checks the rest, and this again.)
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise ValueError("must not contain U+0000 in any string or key")
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return value
+
+
+_Text = Annotated[str, Field(pattern=TEXT_PATTERN)]
+#: Inputs, a result or progress: any JSON without U+0000 in a string or key, as the spec
+#: says it. pydantic does not validate it as the recursive type (only the U+0000 rule is
+#: checked here): the store checks it whole, including the rules no schema states (at
+#: most 64 levels deep, at most the store's ``max_payload_bytes`` encoded).
+if TYPE_CHECKING:  # mypy cannot follow a recursive TypeAliasType
+    Payload = Any
+else:
+    JsonPayload = TypeAliasType(
+        "JsonPayload",
+        bool
+        | int
+        | float
+        | _Text
+        | list["JsonPayload"]
+        | Annotated[dict[_Text, "JsonPayload"], _KeysAreText()]
+        | None,
+    )
+    Payload = Annotated[JsonPayload, SkipValidation, AfterValidator(_no_nul)]
+
+# -- instants ---------------------------------------------------------------------------
 
 
 def _iso_text(value: object) -> object:
@@ -36,39 +180,66 @@ def _iso_text(value: object) -> object:
     raise ValueError("must be an ISO 8601 string with a UTC offset, not a number")
 
 
+#: The years an instant may be written in. Any offset moves a time in 0002..9998 to
+#: another that Python (and so every store) can hold in UTC; 0001-01-01T00:00:00+05:00
+#: is before ``datetime.min`` once converted. A rule on the written year is one the
+#: spec can state (as a pattern), so the spec and the server refuse the same times.
+YEARS = range(2, 9999)
+#: :data:`YEARS` as a pattern on the text of a ``date-time``.
+YEAR_PATTERN = (
+    r"^(000[2-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-"
+)
+
+
 def _in_utc(value: datetime) -> datetime:
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:  # e.g. 0001-01-01T00:00:00+05:00 is before datetime.min in UTC
-        raise ValueError("is out of range once converted to UTC") from None
+    if value.year not in YEARS:
+        raise ValueError(f"must be in the years {YEARS[0]:04} to {YEARS[-1]}")
+    return value.astimezone(UTC)
 
 
 #: An aware instant given as ISO 8601 text; naive times and numbers are refused.
-Instant = Annotated[AwareDatetime, BeforeValidator(_iso_text), AfterValidator(_in_utc)]
+Instant = Annotated[
+    AwareDatetime,
+    BeforeValidator(_iso_text),
+    AfterValidator(_in_utc),
+    WithJsonSchema({"type": "string", "format": "date-time", "pattern": YEAR_PATTERN}),
+]
+
+
+#: ``execute_at`` and ``delay_seconds`` (not null) are refused together.
+_AT_OR_DELAY: dict[str, Any] = {
+    "not": {
+        "required": ["execute_at", "delay_seconds"],
+        "properties": {"execute_at": {"type": "string"}, "delay_seconds": {"type": "number"}},
+    }
+}
 
 
 class SubmitRequest(BaseModel):
-    """The body of ``POST /executions``; unknown fields are refused."""
+    """The body of ``POST /executions``; unknown fields are refused.
 
-    model_config = ConfigDict(extra="forbid")
+    ``execute_at`` or ``delay_seconds``, not both; neither is now.
+    """
 
-    job: str
-    version: StrictInt | None = Field(default=None, ge=1, le=INT32_MAX)
-    inputs: Any = None
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_AT_OR_DELAY)
+
+    job: Name
+    version: Count | None = None
+    inputs: Payload = None
     #: When to run; must carry a UTC offset (naive times are refused, never guessed).
     execute_at: Instant | None = None
     #: Seconds from the store's now; strict, so ``"5"`` and ``true`` are refused.
     delay_seconds: float | None = Field(default=None, ge=0, le=MAX_DELAY_SECONDS, strict=True)
     #: None: the job's own (with a registry), else the store's default.
-    max_attempts: StrictInt | None = Field(default=None, ge=1, le=INT32_MAX)
-    bucket_key: str | None = None
-    priority: StrictInt = Field(default=0, ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])
+    max_attempts: Count | None = None
+    bucket_key: Annotated[str, name(MAX_KEY)] | None = None
+    priority: Integer = Field(default=0, ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])
 
 
 class SubmitItem(SubmitRequest):
     """One submit of a batch: a ``POST /executions`` body plus its idempotency key."""
 
-    idempotency_key: str | None = Field(default=None, min_length=1, max_length=MAX_KEY)
+    idempotency_key: Annotated[str, name(MAX_KEY)] | None = None
 
 
 class SubmitBatch(BaseModel):

@@ -19,6 +19,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Response, status
+from pydantic import TypeAdapter
+from pydantic import ValidationError as PydanticValidationError
 
 from fencepost.api import problems as p
 from fencepost.api import schemas
@@ -30,6 +32,7 @@ from fencepost.api.work_schemas import (
     ClaimedCommands,
     ClaimRequest,
     CommandClaimRequest,
+    CommandDelivery,
     CommandReport,
     CompleteRequest,
     CompletionBatch,
@@ -59,7 +62,6 @@ from fencepost.domain.schedules import occurrence_key, slot_text
 from fencepost.domain.states import CommandKind, CommandState, State
 from fencepost.scheduler.materializer import rule_of
 from fencepost.store.base import Store
-from fencepost.timing.durations import as_aware_utc
 
 router = APIRouter(tags=["worker protocol"])
 
@@ -110,6 +112,16 @@ def _refusal(exc: Exception) -> Refusal:
 # -- routes ----------------------------------------------------------------------------------
 
 ExecutionId = Annotated[str, Path(min_length=1)]
+Slot = Annotated[
+    str,
+    Path(
+        description="the occurrence's instant, ISO 8601 with an offset",
+        json_schema_extra={"format": "date-time", "pattern": schemas.YEAR_PATTERN},
+    ),
+]
+NodeId = Annotated[
+    str, Path(min_length=1, max_length=schemas.MAX_NAME, pattern=schemas.NAME_PATTERN)
+]
 _REPORT = (p.VALIDATION, p.NOT_FOUND, p.STALE_LEASE, p.STORE_UNAVAILABLE)
 
 
@@ -132,13 +144,19 @@ def claim(body: ClaimRequest, store: StoreDep) -> Leases:
     return Leases(leases=[Lease.of(lease) for lease in leases])
 
 
+#: A slot path segment is read as every other instant of the API is (an RFC 3339 date-time).
+_INSTANT: TypeAdapter[datetime] = TypeAdapter(schemas.Instant)
+
+
 def _instant(slot: str) -> datetime:
     """The aware UTC instant a ``slot`` path segment names (422 if it names none)."""
     try:
-        parsed = datetime.fromisoformat(slot)
-    except ValueError:
-        raise ValidationError("slot", f"must be an ISO 8601 instant, got {slot!r}") from None
-    return as_aware_utc(parsed, field="slot")
+        return _INSTANT.validate_python(slot)
+    except PydanticValidationError as exc:
+        reason = exc.errors()[0]["msg"]
+        raise ValidationError(
+            "slot", f"must be an ISO 8601 instant ({reason}), got {slot!r}"
+        ) from None
 
 
 def _occurrence(store: Store, task: str, slot: str) -> tuple[Schedule, datetime]:
@@ -160,7 +178,7 @@ def _occurrence(store: Store, task: str, slot: str) -> tuple[Schedule, datetime]
 )
 def claim_occurrence(
     task: Annotated[str, Path(min_length=1, description="the schedule id")],
-    slot: Annotated[str, Path(min_length=1, description="the occurrence's instant, ISO 8601")],
+    slot: Slot,
     body: OccurrenceClaim,
     store: StoreDep,
 ) -> Lease:
@@ -198,7 +216,7 @@ def claim_occurrence(
 )
 def complete_occurrence(
     task: Annotated[str, Path(min_length=1, description="the schedule id")],
-    slot: Annotated[str, Path(min_length=1, description="the occurrence's instant, ISO 8601")],
+    slot: Slot,
     body: CompleteRequest,
     store: StoreDep,
 ) -> Any:
@@ -334,11 +352,9 @@ def claim_commands(body: CommandClaimRequest, store: StoreDep) -> ClaimedCommand
     **guarded(Scope.WORK, p.VALIDATION, p.STALE_LEASE, p.STORE_UNAVAILABLE),
 )
 def complete_command(
-    command_id: Annotated[str, Path(min_length=1)], body: CommandReport, store: StoreDep
+    command_id: Annotated[str, Path(min_length=1)], body: CommandDelivery, store: StoreDep
 ) -> ClaimedCommand:
     """Mark a claimed command delivered, under the execution lease ``owner``/``epoch``."""
-    if body.epoch is None:
-        raise ValidationError("epoch", "is required to complete a command")
     lease = lease_of(body.execution_id, body.owner, body.epoch)
     return ClaimedCommand.of(store.complete_command(_command_of(command_id, body), lease))
 
@@ -363,7 +379,7 @@ def release_command(
     **guarded(Scope.WORK, p.VALIDATION, p.STORE_UNAVAILABLE),
 )
 def register_node(
-    node_id: Annotated[str, Path(min_length=1, max_length=200)],
+    node_id: NodeId,
     body: NodeRegistration,
     store: StoreDep,
 ) -> Node:
@@ -380,9 +396,7 @@ def register_node(
     response_class=Response,
     **guarded(Scope.WORK, p.VALIDATION, p.STORE_UNAVAILABLE),
 )
-def deregister_node(
-    node_id: Annotated[str, Path(min_length=1, max_length=200)], store: StoreDep
-) -> Response:
+def deregister_node(node_id: NodeId, store: StoreDep) -> Response:
     """Forget a node at once (a clean shutdown); unknown ids are ignored."""
     store.deregister_node(node_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -8,15 +8,33 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from fencepost.api import schemas
+from fencepost.api.schemas import (
+    MIN_SECONDS,
+    TEXT_PATTERN,
+    WHOLE,
+    Bucket,
+    Count,
+    Integer,
+    Name,
+    Payload,
+    name,
+)
 from fencepost.domain import models
-from fencepost.domain.checks import INT32_MAX
+from fencepost.domain.checks import INT32_MAX, MAX_ERROR_CHARS
+from fencepost.timing.durations import MAX_DURATION
 
 #: The store's own cap on one claim or batch.
 MAX_BATCH = 1000
-Owner = Annotated[str, Field(min_length=1, max_length=200)]
-#: Epochs are 64-bit in every backend; larger numbers name no lease (and would overflow).
-Epoch = Annotated[StrictInt, Field(ge=1, le=2**63 - 1)]
-Ttl = Annotated[float, Field(gt=0, le=86_400, strict=True)]
+#: The longest name a filter may carry (a job of ``jobs``): the store's, longer than any
+#: stored name, so a filter never refuses what a store could hold.
+MAX_NAME_IN_FILTER = 1024
+Owner = Name
+#: Epochs count claims from 1, so no lease ever has one past 2**53 - 1 (the largest
+#: integer every JSON reader holds exactly; past it, 2**63 - 1 and 2**63 read the same).
+#: A larger number names no lease: 422, not 409.
+MAX_EPOCH = 2**53 - 1
+Epoch = Annotated[StrictInt, Field(ge=1, le=MAX_EPOCH), WHOLE]
+Ttl = Annotated[float, Field(ge=MIN_SECONDS, le=86_400, strict=True)]
 
 
 class Strict(BaseModel):
@@ -28,20 +46,20 @@ class Strict(BaseModel):
 class JobVersion(Strict):
     """A ``(job, version)`` pair the claimer can run."""
 
-    job: str = Field(min_length=1)
-    version: StrictInt
+    job: Name
+    version: Integer = Field(ge=1, le=INT32_MAX)
 
 
 class ClaimRequest(Strict):
     """The body of ``POST /claims``; see ``Store.claim``."""
 
     owner: Owner
-    limit: StrictInt = Field(default=1, ge=1, le=MAX_BATCH)
+    limit: Integer = Field(default=1, ge=1, le=MAX_BATCH)
     ttl_seconds: Ttl = 30.0
-    jobs: list[str] | None = None
+    jobs: list[Annotated[str, name(MAX_NAME_IN_FILTER)]] | None = None
     versions: list[JobVersion] | None = None
-    buckets: list[StrictInt] | None = None
-    max_per_bucket: StrictInt | None = Field(default=None, ge=1, le=INT32_MAX)
+    buckets: list[Bucket] | None = None
+    max_per_bucket: Count | None = None
 
 
 class Lease(BaseModel):
@@ -98,28 +116,31 @@ class HeartbeatRequest(LeaseReport):
     """Renew a lease to now + ``ttl_seconds``; ``progress`` (JSON) replaces the stored one."""
 
     ttl_seconds: Ttl = 30.0
-    progress: Any = None
+    progress: Payload = None
 
 
 class CompleteRequest(LeaseReport):
     """Report success with a JSON ``result``."""
 
-    result: Any = None
+    result: Payload = None
 
 
 class FailRequest(LeaseReport):
     """Report a failed attempt; see ``Store.fail``."""
 
-    error: str = Field(max_length=65_536)
+    #: Kept to its first ``MAX_ERROR_CHARS`` characters; longer is cut, not refused.
+    error: str = Field(max_length=65_536, pattern=TEXT_PATTERN)
     retryable: StrictBool = True
-    retry_in_seconds: float | None = Field(default=None, ge=0, strict=True)
+    retry_in_seconds: float | None = Field(
+        default=None, ge=0, le=MAX_DURATION.total_seconds(), strict=True
+    )
     timed_out: StrictBool = False
 
 
 class ReasonRequest(LeaseReport):
     """Give a lease back (release) or stop to honour a cancel (abort)."""
 
-    reason: str | None = Field(default=None, min_length=1, max_length=8192)
+    reason: Annotated[str, name(MAX_ERROR_CHARS)] | None = None
 
 
 class CompletionItem(CompleteRequest):
@@ -138,7 +159,7 @@ class HeartbeatItem(LeaseReport):
     """One renewal of a batch."""
 
     execution_id: str = Field(min_length=1)
-    progress: Any = None
+    progress: Payload = None
 
 
 class HeartbeatBatch(Strict):
@@ -171,9 +192,9 @@ class CommandClaimRequest(Strict):
     """The body of ``POST /commands/claims``; see ``Store.claim_commands``."""
 
     owner: Owner
-    execution_ids: list[str] = Field(max_length=MAX_BATCH)
+    execution_ids: list[Annotated[str, name(MAX_NAME_IN_FILTER)]] = Field(max_length=MAX_BATCH)
     ttl_seconds: Ttl = 10.0
-    limit: StrictInt = Field(default=100, ge=1, le=MAX_BATCH)
+    limit: Integer = Field(default=100, ge=1, le=MAX_BATCH)
 
 
 class ClaimedCommand(schemas.Command):
@@ -197,19 +218,26 @@ class ClaimedCommands(BaseModel):
 
 
 class CommandReport(Strict):
-    """Deliver (complete) or give back (release) a claimed command."""
+    """Give back (release) a claimed command."""
 
     owner: Owner
     execution_id: str = Field(min_length=1)
-    #: The epoch of the execution lease the command is delivered under (complete only).
+    #: Not read: a release is fenced by the command's claim alone.
     epoch: Epoch | None = None
+
+
+class CommandDelivery(CommandReport):
+    """Deliver (complete) a claimed command under the execution's lease."""
+
+    #: The epoch of the execution lease the command is delivered under.
+    epoch: Epoch
 
 
 class NodeRegistration(Strict):
     """The body of ``PUT /nodes/{node_id}``."""
 
-    kind: str = Field(default="worker", min_length=1, max_length=100)
-    buckets: list[StrictInt] | None = None
+    kind: Annotated[str, name(100)] = "worker"
+    buckets: list[Bucket] | None = None
     ttl_seconds: Ttl = 30.0
 
 
