@@ -63,6 +63,11 @@ def name_ok(value: object, max_len: int = MAX_NAME) -> bool:
     )
 
 
+def schedule_id_ok(value: object) -> bool:
+    """What a schedule id must be: a name that is one URL path segment (the API's address)."""
+    return name_ok(value) and "/" not in value and value not in (".", "..")  # type: ignore[operator]
+
+
 def text_ok(value: object) -> bool:
     """What ``require_text`` must accept (any length: it is cut, not refused)."""
     return storable_text(value)
@@ -283,7 +288,7 @@ def addressable(name: str) -> bool:
     """Whether ``name`` can be a path segment of the HTTP API (``/schedules/{id}``).
 
     Not with a "/" (routing splits on it), nor "." or ".." (clients resolve dot
-    segments): test_known_bug_schedule_ids_the_api_cannot_address. Nor with a "%XX"
+    segments): schedule ids are refused so (see schedule_id_ok). Nor with a "%XX"
     sequence, but only because Starlette's TestClient decodes paths twice (a real
     server decodes once, and such ids work there).
     """
@@ -365,13 +370,12 @@ def good_ints(low: int, high: int) -> st.SearchStrategy[int]:
 def hostile_ints() -> st.SearchStrategy[Any]:
     """For integer arguments: edges, random, and values of the wrong type.
 
-    Not past 4300 digits: ``require_int`` then raises ValueError formatting its own
-    message (test_known_bug_integers_past_the_str_limit); 10**100 stands in for them.
+    Past 4300 digits as well (refused like any other integer out of range).
     """
     return st.one_of(
         st.sampled_from(EDGE_INTS[:14]),
         st.integers(-(2**40), 2**40),
-        st.sampled_from([True, False, 1.0, "1", None, math.nan]),
+        st.sampled_from([True, False, 1.0, "1", None, math.nan, *UNENCODABLE_INTS]),
     )
 
 
@@ -499,9 +503,8 @@ def accepted_json() -> st.SearchStrategy[Any]:
 #: The longest duration accepted anywhere: 100 years (``timing.durations.MAX_DURATION``).
 MAX_SECONDS = 36_525 * 86_400.0
 
-#: Integers too large for a float: every duration argument raises OverflowError on
-#: them (a reported bug, tests/contract/test_hostile_values.py::test_known_bug_*),
-#: so the property tests leave them out until it is fixed.
+#: Integers too large for a float: every duration argument refuses them (they once
+#: raised OverflowError; test_durations_too_large_for_a_float).
 OVERFLOWING_SECONDS = [10**400, 10**5000]
 
 
@@ -510,6 +513,8 @@ def duration_ok(value: object, *, allow_zero: bool) -> bool:
     if isinstance(value, dt.timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, int) and value > MAX_SECONDS:
+            return False  # past 100 years, and perhaps past the largest float
         seconds = float(value)
     else:
         return False
@@ -566,7 +571,7 @@ def good_durations(*, allow_zero: bool) -> st.SearchStrategy[Any]:
 def hostile_durations() -> st.SearchStrategy[Any]:
     """Durations from every side of the edges, and values of the wrong type."""
     return st.one_of(
-        st.sampled_from(EDGE_DURATIONS),
+        st.sampled_from([*EDGE_DURATIONS, *OVERFLOWING_SECONDS]),
         st.floats(-1e12, 1e12),
         st.integers(-(10**12), 10**12),
         st.timedeltas(),

@@ -37,10 +37,11 @@ The tests, from random to exact:
   inputs, results, progress and schedule inputs, in the store and over HTTP;
 * raw HTTP bodies whose JSON escapes decode to what Python could not pass directly.
 
-Cases that hit a bug found by this suite are ``test_known_bug_*``: strict xfails
-with the repro in their reason, so the fix turns them into failures to delete the
-marker. The property tests leave those inputs out (each such hole is commented
-where it is cut), so that they guard everything else meanwhile.
+The fixed cases near the end are the bugs this suite found when it was written
+(actors, lookups and filters that reached the driver unchecked, mixed-type keys
+under an idempotency key, time zone names that are directories, integers and
+durations too large to format or convert, schedule ids the API cannot address);
+each now has its refusal pinned.
 
 Runtime is bounded: a few dozen derandomized examples per property test, one store
 per test function shared by its examples (a PostgreSQL store is a new schema: too
@@ -527,8 +528,8 @@ CRONS: list[tuple[Any, bool]] = [
     (b"* * * * *", False),
     ("0 0 30 2 *", False),  # never fires
 ]
-#: (timezone, ok). "America" (a tzdata directory) and names over 255 characters are left
-#: out: they raise OSError (test_known_bug_time_zone_names_that_are_not_files).
+#: (timezone, ok). "America" (a tzdata directory) and names over 255 characters have
+#: their own test (test_time_zone_names_that_are_not_files).
 TIMEZONES: list[tuple[Any, bool]] = [
     ("UTC", True),
     ("Europe/Paris", True),
@@ -700,7 +701,7 @@ def test_names_and_lookups_refuse_or_answer(store: Store) -> None:
 def test_query_filters_answer_any_text(store: Store) -> None:
     """query(job=, schedule=, after=) with any storable text (NUL included): a page.
 
-    Lone surrogates and non-strings are left out: they crash (test_known_bug_query_filters).
+    Lone surrogates and non-strings have their own cases (test_query_filters).
     """
     store.submit("job")
     text = st.one_of(hostile.hostile_text(), hostile.good_names()).filter(
@@ -1113,7 +1114,7 @@ NAME_FIELDS: dict[str, NameField] = {
     "add_schedule.id": (
         lambda s, v: s.add_schedule("job", every=60, id=v),
         lambda s, schedule: s.get_schedule(schedule.id).id,
-        lambda v: v is None or hostile.name_ok(v),  # None: a new UUIDv7
+        lambda v: v is None or hostile.schedule_id_ok(v),  # None: a new UUIDv7
     ),
     "add_schedule.job": (
         lambda s, v: s.add_schedule(v, every=60),
@@ -1308,25 +1309,14 @@ def test_hostile_list_filters_over_http_are_never_5xx(client: TestClient, query:
     assert response.status_code in (200, 422), response.text
 
 
-# -- known bugs (strict xfails: each reason is the repro) ------------------------------------------
-
-_ACTOR_BUG = (
-    "cancel() and replay() do not check actor (reschedule() does, with require_name): "
-    "store.cancel(id, actor='\\ud800') is stored by memory (then GET /executions/{id}/transitions "
-    "fails serializing it) and raises UnicodeEncodeError on sqlite/postgres; actor='\\x00' is "
-    "stored by memory/sqlite and StoreRefused on postgres; actor=5 and actor='' are stored "
-    "everywhere (memory then fails GET .../transitions: actor is not a str)"
-)
+# -- the bugs this suite found, each refusal pinned ------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=_ACTOR_BUG)
 @pytest.mark.parametrize(
     "actor", ["\x00", "\ud800", "", 5], ids=["nul", "surrogate", "blank", "int"]
 )
 @pytest.mark.parametrize("verb", ["cancel", "replay"])
-def test_known_bug_cancel_and_replay_actor(
-    store: Store, client: TestClient, verb: str, actor: Any
-) -> None:
+def test_cancel_and_replay_actor(store: Store, client: TestClient, verb: str, actor: Any) -> None:
     execution = store.submit("job")
     if verb == "replay":
         [lease] = store.claim("w")
@@ -1338,23 +1328,23 @@ def test_known_bug_cancel_and_replay_actor(
     assert client.get(f"/executions/{execution.id}/transitions").status_code == 200
 
 
-#: (verb, value, backends where it raises something else than NotFound/ValidationError).
-_LOOKUPS: list[tuple[str, str, set[str]]] = [
-    ("get", "\ud800", {"sqlite"}),
-    ("transitions", "\ud800", {"sqlite"}),
-    ("commands", "\ud800", {"sqlite"}),
-    ("request", "\ud800", {"sqlite"}),
-    ("get_schedule", "\ud800", {"sqlite", "postgres"}),
-    ("delete_schedule", "\ud800", {"sqlite", "postgres"}),
-    ("update_schedule", "\ud800", {"sqlite", "postgres"}),
-    ("add_occurrences", "\ud800", {"sqlite", "postgres"}),
-    ("schedules_after", "\ud800", {"sqlite", "postgres"}),
-    ("query_after", "\ud800", {"sqlite"}),
-    ("deregister_node", "\ud800", {"sqlite", "postgres"}),
-    ("deregister_node", "\x00", {"postgres"}),
-    ("get", "\x00", set()),
-    ("get_schedule", "\x00", set()),
-    ("update_schedule", "\x00", set()),
+#: (verb, value): each must answer NotFound, None, an empty page or a refusal.
+_LOOKUPS: list[tuple[str, str]] = [
+    ("get", "\ud800"),
+    ("transitions", "\ud800"),
+    ("commands", "\ud800"),
+    ("request", "\ud800"),
+    ("get_schedule", "\ud800"),
+    ("delete_schedule", "\ud800"),
+    ("update_schedule", "\ud800"),
+    ("add_occurrences", "\ud800"),
+    ("schedules_after", "\ud800"),
+    ("query_after", "\ud800"),
+    ("deregister_node", "\ud800"),
+    ("deregister_node", "\x00"),
+    ("get", "\x00"),
+    ("get_schedule", "\x00"),
+    ("update_schedule", "\x00"),
 ]
 
 
@@ -1379,63 +1369,35 @@ def _lookup(store: Store, verb: str, value: str) -> object:
 
 
 @pytest.mark.parametrize(
-    ("verb", "value", "broken"),
+    ("verb", "value"),
     [pytest.param(*case, id=f"{case[0]}-{case[1]!a}") for case in _LOOKUPS],
 )
-def test_known_bug_lookups_by_unstorable_ids(
-    store: Store,
-    backend: str,
-    request: pytest.FixtureRequest,
-    verb: str,
-    value: str,
-    broken: set[str],
-) -> None:
+def test_lookups_by_unstorable_ids(store: Store, verb: str, value: str) -> None:
     """An id no store can hold names nothing: NotFound, None, an empty page or a refusal."""
-    if backend in broken:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason=f"store.{verb}({value!r}) leaks UnicodeEncodeError/StoreRefused on "
-                f"{backend}: ids are not checked before they reach the driver",
-            )
-        )
     store.submit("job")
     _lookup(store, verb, value)
 
 
-#: (filter, value, backends where query() raises instead of answering or refusing).
-_QUERY_FILTERS: list[tuple[str, Any, set[str], str]] = [
-    ("job", "\ud800", {"sqlite", "postgres"}, "UnicodeEncodeError"),
-    ("schedule", "\ud800", {"sqlite", "postgres"}, "UnicodeEncodeError"),
-    ("after", "\ud800", {"sqlite"}, "UnicodeEncodeError"),
-    ("job", ["job"], {"sqlite"}, "StoreUnavailable (an outage, for a bad argument)"),
-    ("job", b"job", {"postgres"}, "TypeError"),
-    ("schedule", 0, {"postgres"}, "TypeError"),
-    ("after", 0, {"memory"}, "TypeError"),
-    ("after", b"x", {"memory"}, "TypeError"),
+#: (filter, value): query() answers a page or refuses naming the filter, on every backend
+#: (once, each of these raised UnicodeEncodeError, TypeError or even StoreUnavailable).
+_QUERY_FILTERS: list[tuple[str, Any]] = [
+    ("job", "\ud800"),
+    ("schedule", "\ud800"),
+    ("after", "\ud800"),
+    ("job", ["job"]),
+    ("job", b"job"),
+    ("schedule", 0),
+    ("after", 0),
+    ("after", b"x"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("field", "value", "broken", "raised"),
+    ("field", "value"),
     [pytest.param(*case, id=f"{case[0]}-{case[1]!a}") for case in _QUERY_FILTERS],
 )
-def test_known_bug_query_filters(
-    store: Store,
-    backend: str,
-    request: pytest.FixtureRequest,
-    field: str,
-    value: Any,
-    broken: set[str],
-    raised: str,
-) -> None:
-    """query() does not check job, schedule or after (schedules(job=) does, with require_name)."""
-    if backend in broken:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True, reason=f"store.query({field}={value!r}) raises {raised} on {backend}"
-            )
-        )
+def test_query_filters(store: Store, field: str, value: Any) -> None:
+    """query() checks job, schedule and after as schedules(job=) checks its filter."""
     store.submit("job")
     outcome = attempt(lambda: store.query(**{field: value}))
     if isinstance(outcome, ValidationError):
@@ -1444,43 +1406,25 @@ def test_known_bug_query_filters(
         assert outcome.items == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="acquire_schedules only checks `not owner`: owner='\\x00' is stored by memory/sqlite "
-    "and StoreRefused on postgres, '\\ud800' is stored by memory and raises UnicodeEncodeError "
-    "on sqlite/postgres, ' ' is stored everywhere",
-)
 @pytest.mark.parametrize("owner", ["\x00", "\ud800", " "], ids=["nul", "surrogate", "blank"])
-def test_known_bug_acquire_schedules_owner(store: Store, owner: str) -> None:
+def test_acquire_schedules_owner(store: Store, owner: str) -> None:
     store.add_schedule("job", every=60, id="s")
     refused(attempt(lambda: store.acquire_schedules(owner)), {"owner"})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="submit(inputs={1: 'a', 'b': 2}, idempotency_key='k') raises TypeError: the request "
-    "fingerprint sorts the raw keys (payloads.fingerprint, sort_keys=True) and int < str fails; "
-    "without a key the same inputs are stored as {'1': 'a', 'b': 2}",
-)
 @pytest.mark.parametrize(
     "inputs", [{1: "a", "b": 2}, {None: 1, "a": 2}, {"x": {2.5: 1, "y": 0}}], ids=str
 )
-def test_known_bug_mixed_key_types_with_an_idempotency_key(store: Store, inputs: Any) -> None:
+def test_mixed_key_types_with_an_idempotency_key(store: Store, inputs: Any) -> None:
     outcome = attempt(lambda: store.submit("job", inputs=inputs, idempotency_key="k"))
     if not isinstance(outcome, ValidationError):
         assert store.get(outcome.id).inputs == hostile.as_json(inputs)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="timezone.zone(): ZoneInfo raises IsADirectoryError for 'America' and OSError "
-    "(File name too long) past 255 characters; only ZoneInfoNotFoundError/ValueError are "
-    "translated (src/fencepost/timing/zones.py _load)",
-)
 @pytest.mark.parametrize(
     "timezone", ["America", "Europe", "x" * 256], ids=["America", "Europe", "256"]
 )
-def test_known_bug_time_zone_names_that_are_not_files(
+def test_time_zone_names_that_are_not_files(
     store: Store, client: TestClient, timezone: str
 ) -> None:
     refused(
@@ -1493,16 +1437,10 @@ def test_known_bug_time_zone_names_that_are_not_files(
     assert_problem(response, 422, "validation", field="timezone")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="require_int(10**4300, ...) raises ValueError 'Exceeds the limit (4300 digits) for "
-    "integer string conversion' while formatting its own message (f'got {value}' in "
-    "src/fencepost/domain/checks.py): a plain ValueError, not a ValidationError",
-)
 @pytest.mark.parametrize(
     "field", ["priority", "max_attempts", "job_version", "max_catch_up", "limit"]
 )
-def test_known_bug_integers_past_the_str_limit(store: Store, field: str) -> None:
+def test_integers_past_the_str_limit(store: Store, field: str) -> None:
     huge = hostile.UNENCODABLE_INTS[0]
     calls: dict[str, Callable[[], object]] = {
         "priority": lambda: store.submit("job", priority=huge),
@@ -1514,27 +1452,22 @@ def test_known_bug_integers_past_the_str_limit(store: Store, field: str) -> None
     refused(attempt(calls[field]), {field})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="add_schedule accepts ids the HTTP API cannot address: with a '/' "
-    "(GET /schedules/a%2Fb is 404: the route is /schedules/{schedule_id}, not {schedule_id:path}) "
-    "or '.'/'..' (clients resolve dot segments: GET /schedules/.. is the dashboard)",
-)
 @pytest.mark.parametrize("schedule_id", ["a/b", "../../etc/passwd", ".", ".."])
-def test_known_bug_schedule_ids_the_api_cannot_address(
+def test_schedule_ids_the_api_cannot_address_are_refused(
     store: Store, remote: Client, schedule_id: str
 ) -> None:
-    schedule = store.add_schedule("job", every=60, id=schedule_id)
-    assert remote.get_schedule(schedule_id) == schedule
+    """The API addresses a schedule by its id as one path segment; others are refused."""
+    refused(attempt(lambda: store.add_schedule("job", every=60, id=schedule_id)), {"id"})
+    assert store.schedules().items == []
+    with pytest.raises(ValidationError) as caught:
+        remote.add_schedule("job", every=60, id=schedule_id)
+    assert caught.value.field == "id"
+    assert store.add_schedule("job", every=60, id="a.b").id == "a.b"  # dots inside are fine
+    assert remote.get_schedule("a.b").id == "a.b"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="as_duration(10**400) raises OverflowError (float(int) overflows before the "
-    "100-year check), for every duration argument: delay, timeout, ttl, every, misfire_grace",
-)
 @pytest.mark.parametrize("field", ["delay", "timeout", "ttl", "every", "misfire_grace"])
-def test_known_bug_durations_too_large_for_a_float(store: Store, field: str) -> None:
+def test_durations_too_large_for_a_float(store: Store, field: str) -> None:
     seconds = hostile.OVERFLOWING_SECONDS[0]
     calls: dict[str, Callable[[], object]] = {
         "delay": lambda: store.submit("job", delay=seconds),

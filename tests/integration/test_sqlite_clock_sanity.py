@@ -8,6 +8,7 @@ error and neither claims nor reaps while its clock is off by more than a lease.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -50,6 +51,8 @@ class Started:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env={**os.environ, "PYTHONPATH": str(ROOT)},
+                    # faketime runs the worker as its child: the group is killed whole.
+                    start_new_session=True,
                 )
             )  # fmt: skip
 
@@ -58,8 +61,8 @@ class Started:
 
     def close(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
 
 

@@ -17,12 +17,20 @@ INT32_MAX = 2**31 - 1
 def require_int(value: object, field: str, *, low: int, high: int | None = None) -> int:
     """An ``int`` (not a ``bool``) within ``[low, high]``, or a ValidationError on ``field``."""
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ValidationError(field, f"must be an integer, got {value!r}")
+        raise ValidationError(field, f"must be an integer, got {_short(value)}")
     if value < low:
-        raise ValidationError(field, f"must be >= {low}, got {value}")
+        raise ValidationError(field, f"must be >= {low}, got {_short(value)}")
     if high is not None and value > high:
-        raise ValidationError(field, f"must be <= {high}, got {value}")
+        raise ValidationError(field, f"must be <= {high}, got {_short(value)}")
     return value
+
+
+def _short(value: object) -> str:
+    """``repr(value)`` for a message, bounded: a huge int cannot even be converted to text."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 def require_name(value: object, field: str, *, max_len: int = _MAX_NAME) -> str:
@@ -63,6 +71,14 @@ def sanitize_text(value: str, *, max_len: int) -> str:
         # and leaves each lone one unpaired, which the decoder then replaces.
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     return text
+
+
+def storable(value: str) -> bool:
+    """True if every backend can hold ``value``: no U+0000 and no lone surrogate.
+
+    A lookup by an id or filter that is not storable names nothing: no row can hold it.
+    """
+    return "\x00" not in value and (value.isascii() or _is_text(value))
 
 
 def _is_text(value: str) -> bool:

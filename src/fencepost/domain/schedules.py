@@ -229,8 +229,18 @@ def define(
 
 
 def check_schedule_id(value: object) -> str:
-    """A user-given schedule id: a non-blank string of at most 200 characters."""
-    return require_name(value, "id", max_len=MAX_SCHEDULE_ID)
+    """A user-given schedule id: a non-blank string of at most 200 characters.
+
+    Without ``/`` and other than ``.`` and ``..``: the HTTP API addresses a schedule
+    by its id as one path segment (``/schedules/{id}``), and clients resolve dot
+    segments before they send a request.
+    """
+    name = require_name(value, "id", max_len=MAX_SCHEDULE_ID)
+    if "/" in name or name in (".", ".."):
+        raise ValidationError(
+            "id", f"must be one URL path segment (no '/', not '.' or '..'), got {name!r}"
+        )
+    return name
 
 
 def new_schedule(spec: ScheduleSpec, *, id: str, now: datetime) -> Schedule:

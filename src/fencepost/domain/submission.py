@@ -141,7 +141,9 @@ def prepare(
             {
                 "job": job,
                 "job_version": version,
-                "inputs": inputs,
+                # The inputs as stored (JSON: keys are strings), not as given: sorting
+                # keys of mixed types would fail, and {1: "a"} is stored as {"1": "a"}.
+                "inputs": payloads.decode(inputs_json),
                 "execute_at": None if execute_at is None else due_at.isoformat(),
                 "delay": None if delay is None or wait is None else wait.total_seconds(),
                 "max_attempts": attempts,

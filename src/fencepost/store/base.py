@@ -41,9 +41,17 @@ from fencepost.domain.checks import (
     require_int,
     require_name,
     require_text,
+    storable,
 )
 from fencepost.domain.errors import ResultInvalid, StaleLease, ValidationError
-from fencepost.domain.events import ExecutionFailed, ExecutionRescheduled, ExecutionTimedOut
+from fencepost.domain.events import (
+    ExecutionCancelled,
+    ExecutionEvent,
+    ExecutionFailed,
+    ExecutionReplayed,
+    ExecutionRescheduled,
+    ExecutionTimedOut,
+)
 from fencepost.domain.ids import IdGenerator
 from fencepost.domain.machine import attempts_from_transitions
 from fencepost.domain.models import (
@@ -309,6 +317,13 @@ class Store(ABC):
         """
         if bucket is not None and buckets is not None:
             raise ValidationError("buckets", "give bucket or buckets, not both")
+        for name, value in (("job", job), ("schedule", schedule), ("after", after)):
+            if value is not None and not isinstance(value, str):
+                raise ValidationError(name, f"must be a string, got {value!r}")
+        if not _cursor_storable(after):
+            raise ValidationError("after", "must be a cursor from a previous page")
+        if not all(v is None or storable(v) for v in (job, schedule)):
+            return Page(items=[], next_cursor=None)  # no stored name holds such text
         return self._query(
             ExecutionFilter(
                 states=_states(state),
@@ -962,20 +977,23 @@ class Store(ABC):
 
     # -- operator verbs --------------------------------------------------------------
 
-    @abstractmethod
     def cancel(self, execution_id: str, *, actor: str = "client") -> Execution:
         """Cancel an execution that has not started: SCHEDULED/RETRY_WAIT -> CANCELLED.
 
         Raises :class:`NotFound`, or :class:`InvalidTransition` in any other state.
         """
+        return self._transition(
+            execution_id, ExecutionCancelled(actor=require_name(actor, "actor"))
+        )
 
-    @abstractmethod
     def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
         """Revive a dead letter: FAILED -> SCHEDULED, due now, with a fresh attempt budget.
 
         Same execution id; the epoch keeps increasing. The audit records ``actor``.
         Raises :class:`NotFound`, or :class:`InvalidTransition` if not FAILED.
         """
+        event = ExecutionReplayed(actor=require_name(actor, "actor"))
+        return self._transition(execution_id, event)
 
     def reschedule(
         self,
@@ -990,7 +1008,7 @@ class Store(ABC):
         What an overlap policy uses to release a held occurrence. Raises
         :class:`NotFound`, or :class:`InvalidTransition` in any other state.
         """
-        return self._reschedule(
+        return self._transition(
             execution_id,
             ExecutionRescheduled(
                 due_at=as_aware_utc(due_at, field="due_at"),
@@ -1000,8 +1018,10 @@ class Store(ABC):
         )
 
     @abstractmethod
-    def _reschedule(self, execution_id: str, event: ExecutionRescheduled) -> Execution:
-        """Apply a validated reschedule (see :meth:`reschedule`)."""
+    def _transition(self, execution_id: str, event: ExecutionEvent) -> Execution:
+        """Apply a caller's event (cancel, replay, reschedule) to one execution, in one
+        transaction, through :func:`fencepost.domain.machine.apply` (which refuses what
+        the state machine does not allow)."""
 
     @abstractmethod
     def close(self) -> None:
@@ -1125,6 +1145,8 @@ class Store(ABC):
             raise ValidationError("paused", f"must be True, False or None, got {paused!r}")
         if after is not None and not isinstance(after, str):
             raise ValidationError("after", f"must be a cursor string, got {after!r}")
+        if not _cursor_storable(after):
+            raise ValidationError("after", "must be a cursor from a previous page")
         return self._list_schedules(
             job=None if job is None else require_name(job, "job"),
             paused=paused,
@@ -1221,10 +1243,8 @@ class Store(ABC):
         Schedules locked by a concurrent acquire are skipped: two callers never
         get the same schedule. Returned in that order, as stored after the change.
         """
-        if not isinstance(owner, str) or not owner:
-            raise ValidationError("owner", f"must be a non-empty string, got {owner!r}")
         return self._acquire_schedules(
-            owner,
+            require_name(owner, "owner"),
             limit=require_int(limit, "limit", low=1, high=_MAX_LIMIT),
             ttl=as_duration(ttl, field="ttl"),
         )
@@ -1457,6 +1477,11 @@ def _names(values: Iterable[str], field: str) -> tuple[str, ...]:
     for name in names:
         require_name(name, field, max_len=_MAX_NAME_IN_FILTER)
     return names
+
+
+def _cursor_storable(after: str | None) -> bool:
+    """A cursor without lone surrogates (no id holds one; U+0000 sorts like its prefix)."""
+    return after is None or after.isascii() or storable(after.replace("\x00", ""))
 
 
 def _check_fences(leases: Iterable[Lease]) -> None:

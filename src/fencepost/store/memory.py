@@ -26,8 +26,6 @@ from fencepost.domain.events import (
     ExecutionEvent,
     ExecutionFailed,
     ExecutionReleased,
-    ExecutionReplayed,
-    ExecutionRescheduled,
     ExecutionSkipped,
     LeaseExpired,
 )
@@ -347,17 +345,9 @@ class MemoryStore(Store):
                 self._apply(e.id, LeaseExpired(retry_at=now + self.retry_delay(e.attempt)), now)
             return len(expired)
 
-    def cancel(self, execution_id: str, *, actor: str = "client") -> Execution:
-        with self._lock:
-            return self._apply(execution_id, ExecutionCancelled(actor=actor), self.clock.now())
-
-    def _reschedule(self, execution_id: str, event: ExecutionRescheduled) -> Execution:
+    def _transition(self, execution_id: str, event: ExecutionEvent) -> Execution:
         with self._lock:
             return self._apply(execution_id, event, self.clock.now())
-
-    def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
-        with self._lock:
-            return self._apply(execution_id, ExecutionReplayed(actor=actor), self.clock.now())
 
     # -- commands --------------------------------------------------------------------------
 

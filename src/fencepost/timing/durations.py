@@ -27,7 +27,10 @@ def as_duration(value: object, *, field: str, allow_zero: bool = False) -> timed
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int past the largest float: too long, as below
+            raise ValidationError(field, "is too long: at most 100 years") from None
     else:
         raise ValidationError(field, f"must be seconds or a timedelta, got {value!r}")
     if not math.isfinite(seconds):

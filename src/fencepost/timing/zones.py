@@ -27,7 +27,9 @@ def zone(name: object) -> ZoneInfo:
 def _load(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        # OSError: a name that is a directory of the zone database ("America") or
+        # longer than a file name can be; unknown either way.
         raise ValidationError("timezone", f"unknown time zone {name!r}") from None
 
 

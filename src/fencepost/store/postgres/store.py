@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fencepost.domain import schedules as plans
+from fencepost.domain.checks import storable
 from fencepost.domain.commands import new_command, on_request
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, StoreUnavailable
 from fencepost.domain.events import (
@@ -27,8 +28,6 @@ from fencepost.domain.events import (
     ExecutionEvent,
     ExecutionFailed,
     ExecutionReleased,
-    ExecutionReplayed,
-    ExecutionRescheduled,
     LeaseExpired,
 )
 from fencepost.domain.machine import (
@@ -258,8 +257,6 @@ class PostgresStore(Store):
     def _query(self, filters: ExecutionFilter) -> Page:
         if filters.after is not None and not _is_uuid(filters.after):
             return Page(items=[], next_cursor=None)
-        if not (_storable(filters.job) and _storable(filters.schedule)):
-            return Page(items=[], next_cursor=None)  # no stored text holds U+0000
         params = {
             "after": filters.after,
             "states": None if filters.states is None else [str(s) for s in filters.states],
@@ -590,6 +587,8 @@ class PostgresStore(Store):
         return _node(row)
 
     def deregister_node(self, node_id: str) -> None:
+        if not storable(node_id):
+            return  # no node can have this id
         with self._db.connection() as conn:
             conn.execute(Q["deregister_node"], {"id": node_id})
 
@@ -720,7 +719,7 @@ class PostgresStore(Store):
         raise StoreUnavailable(f"schedule {schedule_id!r} kept being added and deleted; try again")
 
     def get_schedule(self, schedule_id: str) -> Schedule:
-        if not _storable(schedule_id):
+        if not storable(schedule_id):
             raise NotFound(schedule_id, subject="schedule")
         with self._db.connection() as conn:
             row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
@@ -755,7 +754,7 @@ class PostgresStore(Store):
     def _change_schedule(
         self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
     ) -> Schedule:
-        if not _storable(schedule_id):
+        if not storable(schedule_id):
             raise NotFound(schedule_id, subject="schedule")
         with self._db.transaction() as conn:
             row = conn.execute(Q["lock_schedule"], {"id": schedule_id}).fetchone()
@@ -770,7 +769,7 @@ class PostgresStore(Store):
         return changed
 
     def delete_schedule(self, schedule_id: str) -> None:
-        if not _storable(schedule_id):
+        if not storable(schedule_id):
             raise NotFound(schedule_id, subject="schedule")
         with self._db.transaction() as conn:
             if conn.execute(Q["delete_schedule"], {"id": schedule_id}).fetchone() is None:
@@ -817,7 +816,7 @@ class PostgresStore(Store):
     def _add_occurrences(
         self, schedule_id: str, occurrences: tuple[NewOccurrence, ...]
     ) -> list[Execution]:
-        if not _storable(schedule_id):
+        if not storable(schedule_id):
             raise NotFound(schedule_id, subject="schedule")
         with self._db.transaction() as conn:
             if conn.execute(Q["share_schedule"], {"id": schedule_id}).fetchone() is None:
@@ -874,14 +873,8 @@ class PostgresStore(Store):
 
     # -- operator verbs --------------------------------------------------------------------
 
-    def cancel(self, execution_id: str, *, actor: str = "client") -> Execution:
-        return self._apply(execution_id, ExecutionCancelled(actor=actor))
-
-    def _reschedule(self, execution_id: str, event: ExecutionRescheduled) -> Execution:
+    def _transition(self, execution_id: str, event: ExecutionEvent) -> Execution:
         return self._apply(execution_id, event)
-
-    def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
-        return self._apply(execution_id, ExecutionReplayed(actor=actor))
 
     def _apply(self, execution_id: str, event: ExecutionEvent) -> Execution:
         with self._db.transaction() as conn:
@@ -989,11 +982,6 @@ def _node(row: Any) -> Node:
         heartbeat_at=heartbeat_at,
         expires_at=expires_at,
     )
-
-
-def _storable(value: str | None) -> bool:
-    """False for text PostgreSQL cannot hold (U+0000): such an id or filter names nothing."""
-    return value is None or "\x00" not in value
 
 
 def _is_uuid(value: str) -> bool:

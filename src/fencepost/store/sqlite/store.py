@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fencepost.domain import schedules as plans
+from fencepost.domain.checks import storable
 from fencepost.domain.commands import new_command, on_request
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
 from fencepost.domain.events import (
@@ -29,8 +30,6 @@ from fencepost.domain.events import (
     ExecutionEvent,
     ExecutionFailed,
     ExecutionReleased,
-    ExecutionReplayed,
-    ExecutionRescheduled,
     ExecutionSkipped,
     LeaseExpired,
 )
@@ -191,6 +190,8 @@ class SqliteStore(Store):
 
     @staticmethod
     def _get(conn: sqlite3.Connection, execution_id: str) -> Execution:
+        if not storable(execution_id):  # sqlite3 cannot even bind a lone surrogate
+            raise NotFound(execution_id)
         row = conn.execute(Q["get_execution"], {"id": execution_id}).fetchone()
         if row is None:
             raise NotFound(execution_id)
@@ -221,6 +222,8 @@ class SqliteStore(Store):
         return Page(items=items, next_cursor=items[-1].id if more else None)
 
     def transitions(self, execution_id: str) -> list[Transition]:
+        if not storable(execution_id):
+            raise NotFound(execution_id)
         with self._db.read() as conn:
             found = conn.execute(Q["select_transitions"], {"id": execution_id}).fetchall()
             if not found and conn.execute(Q["execution_exists"], {"id": execution_id}).fetchone():
@@ -496,6 +499,8 @@ class SqliteStore(Store):
             conn.execute(Q["release_command"], {"id": command.id, "owner": command.owner})
 
     def commands(self, execution_id: str) -> list[Command]:
+        if not storable(execution_id):
+            raise NotFound(execution_id)
         with self._db.read() as conn:
             found = conn.execute(Q["select_commands"], {"id": execution_id}).fetchall()
             if (
@@ -525,6 +530,8 @@ class SqliteStore(Store):
         return rows.node(row)
 
     def deregister_node(self, node_id: str) -> None:
+        if not storable(node_id):
+            return  # no node can have this id
         with self._db.write() as conn:
             conn.execute(Q["deregister_node"], {"id": node_id})
 
@@ -676,6 +683,8 @@ class SqliteStore(Store):
 
     @staticmethod
     def _get_schedule(conn: sqlite3.Connection, schedule_id: str) -> Schedule:
+        if not storable(schedule_id):
+            raise NotFound(schedule_id, subject="schedule")
         row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
         if row is None:
             raise NotFound(schedule_id, subject="schedule")
@@ -716,6 +725,8 @@ class SqliteStore(Store):
         return changed
 
     def delete_schedule(self, schedule_id: str) -> None:
+        if not storable(schedule_id):
+            raise NotFound(schedule_id, subject="schedule")
         with self._db.write() as conn:
             if conn.execute(Q["delete_schedule"], {"id": schedule_id}).rowcount == 0:
                 raise NotFound(schedule_id, subject="schedule")
@@ -772,6 +783,8 @@ class SqliteStore(Store):
     def _add_occurrences(
         self, schedule_id: str, occurrences: tuple[NewOccurrence, ...]
     ) -> list[Execution]:
+        if not storable(schedule_id):
+            raise NotFound(schedule_id, subject="schedule")
         with self._db.write() as conn:
             row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
             if row is None:
@@ -786,14 +799,8 @@ class SqliteStore(Store):
 
     # -- operator verbs --------------------------------------------------------------------
 
-    def cancel(self, execution_id: str, *, actor: str = "client") -> Execution:
-        return self._apply(execution_id, ExecutionCancelled(actor=actor))
-
-    def _reschedule(self, execution_id: str, event: ExecutionRescheduled) -> Execution:
+    def _transition(self, execution_id: str, event: ExecutionEvent) -> Execution:
         return self._apply(execution_id, event)
-
-    def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
-        return self._apply(execution_id, ExecutionReplayed(actor=actor))
 
     def _apply(self, execution_id: str, event: ExecutionEvent) -> Execution:
         with self._db.write() as conn:
