@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from fencepost.api.schemas import WHOLE, Count, Instant, Name, Payload, name_pattern
-from fencepost.domain import models
+from fencepost.domain import models, payloads
 from fencepost.domain import schedules as plans
 from fencepost.domain.submission import PRIORITY_RANGE
 from fencepost.timing.durations import MAX_DURATION
@@ -276,7 +276,7 @@ class Schedule(BaseModel):
             id=s.id,
             job=s.job,
             version=s.job_version,
-            inputs=s.inputs,
+            inputs=payloads.readable(s.inputs),
             cron=s.cron,
             every_seconds=None if s.every is None else s.every.total_seconds(),
             timezone=s.timezone,

@@ -21,7 +21,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 from typing_extensions import TypeAliasType
 
-from fencepost.domain import models
+from fencepost.domain import models, payloads
 from fencepost.domain.checks import INT32_MAX
 from fencepost.domain.submission import MAX_KEY, PRIORITY_RANGE
 from fencepost.timing.durations import MAX_DURATION
@@ -284,7 +284,7 @@ class Execution(BaseModel):
             id=e.id,
             job=e.job,
             version=e.job_version,
-            inputs=e.inputs,
+            inputs=payloads.readable(e.inputs),
             state=e.state.value,
             due_at=e.due_at,
             priority=e.priority,
@@ -299,9 +299,9 @@ class Execution(BaseModel):
             slot=e.slot,
             bucket=e.bucket,
             bucket_key=e.bucket_key,
-            result=e.result,
+            result=payloads.readable(e.result),
             error=e.error,
-            progress=e.progress,
+            progress=payloads.readable(e.progress),
             created_at=e.created_at,
             updated_at=e.updated_at,
         )
