@@ -5,11 +5,16 @@ requests, valid and invalid, to each operation. Every answer must be a non-5xx
 that the spec documents: its status code, content type, headers and body schema.
 The app comes from :func:`create_app`, so routes that other modules add later are
 fuzzed without changing this file.
+
+:func:`test_the_api_passes_every_check_with_auth_on` is ``st run --checks all`` run
+in-process through schemathesis's engine, with a token, on SQLite and PostgreSQL:
+every phase, every check, a fixed seed and one worker, so that CI sees the same run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -18,7 +23,9 @@ from fastapi import FastAPI
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
+from schemathesis.engine import events, from_schema
 from schemathesis.specs.openapi.checks import (
+    RejectedPositiveData,
     content_type_conformance,
     response_headers_conformance,
     response_schema_conformance,
@@ -27,6 +34,8 @@ from schemathesis.specs.openapi.checks import (
 
 import fencepost
 from fencepost.api import create_app
+from fencepost.api.auth import Auth, Principal, Scope
+from fencepost.domain.states import CommandKind
 from fencepost.store.base import Store
 from tests.api.support import TestClient, assert_problem, running
 
@@ -42,6 +51,9 @@ CHECKS = [
 CONFIG = schemathesis.Config.from_dict(
     {"seed": 6, "generation": {"deterministic": True, "database": "none"}}
 )
+
+#: Test cases per operation and phase in the all-checks run, per backend.
+ALL_CHECKS_EXAMPLES = 10
 
 PROBLEM_JSON = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
 
@@ -112,6 +124,179 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FastAPI]:
 )
 def test_every_operation_answers_as_documented(case: schemathesis.Case, app: FastAPI) -> None:
     case.call_and_validate(checks=CHECKS, app=app)
+
+
+# -- every check, auth on, on each database ---------------------------------------------
+
+#: The one token the app knows; the run sends it on every request.
+ADMIN_TOKEN = "fuzz-admin-token-0123456789"
+
+
+def _cron_field(low: int, high: int) -> st.SearchStrategy[str]:
+    number = st.integers(low, high)
+    return st.one_of(
+        st.just("*"),
+        number.map(str),
+        st.integers(1, high).map(lambda step: f"*/{step}"),
+        st.tuples(number, number).map(lambda pair: f"{min(pair)}-{max(pair)}"),
+    )
+
+
+#: Cron expressions that fire (days of the month up to 28 exist in every month), with
+#: or without a leading seconds field: what ``format: cron`` promises.
+CRON = st.builds(
+    " ".join,
+    st.tuples(
+        _cron_field(0, 59),
+        _cron_field(0, 23),
+        _cron_field(1, 28),
+        _cron_field(1, 12),
+        _cron_field(0, 6),
+    ),
+)
+schemathesis.openapi.format(
+    "cron", st.one_of(CRON, st.builds("{} {}".format, _cron_field(0, 59), CRON))
+)
+
+
+def _spec_cannot_say(case: schemathesis.Case, response: Any) -> bool:
+    """True if a schema-valid request was refused by a rule no JSON Schema can state.
+
+    A schema cannot compare two fields (``end_at`` after ``start_at``), nor know the
+    stored schedule a PATCH changes: clearing its only rule (``cron``), a zone for an
+    interval one (``timezone``), a bound that crosses its other bound (``end_at``).
+    Only those refusals are let through, each naming its field; any other one fails.
+    """
+    if response.status_code != 422:
+        return False
+    field = response.json().get("field")
+    body = case.body if isinstance(case.body, dict) else {}
+    operation = case.operation.label
+    if operation == "PATCH /schedules/{schedule_id}":
+        return field in {"cron", "timezone", "end_at"}
+    if operation == "POST /schedules" and field == "end_at":
+        start, end = body.get("start_at"), body.get("end_at")
+        return (
+            isinstance(start, str)
+            and isinstance(end, str)
+            and datetime.fromisoformat(end) <= datetime.fromisoformat(start)
+        )
+    return False
+
+
+def all_checks_config(max_examples: int) -> schemathesis.Config:
+    """Every check and every phase, one worker, a fixed seed: the same run every time."""
+    return schemathesis.Config.from_dict(
+        {
+            "seed": 6,
+            "workers": 1,
+            "headers": {"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            "generation": {
+                "deterministic": True,
+                "database": "none",
+                "max-examples": max_examples,
+            },
+            "checks": {"enabled": True},
+            "operations": [
+                {
+                    # DELETE on an execution cancels it: the record stays, CANCELLED, to be
+                    # read and audited (the spec says so). Only a schedule is removed.
+                    "include-path": "/executions/{execution_id}",
+                    "include-method": "DELETE",
+                    "checks": {"use_after_free": {"enabled": False}},
+                }
+            ],
+        }
+    )
+
+
+def run_every_check(app: FastAPI, known: dict[str, list[str]], max_examples: int) -> list[str]:
+    """Run schemathesis's engine over ``app`` (as ``st run --checks all`` does); the failures.
+
+    ``known`` maps path parameters to ids that exist, so that operations on one
+    execution or schedule also reach past a 404.
+    """
+    spec = schemathesis.openapi.from_asgi(
+        "/openapi.json", app, config=all_checks_config(max_examples)
+    )
+
+    @spec.hook
+    def flatmap_path_parameters(context: Any, path_parameters: dict[str, Any] | None) -> Any:
+        if not path_parameters:
+            return st.just(path_parameters)
+        names = [name for name in path_parameters if known.get(name)]
+        if not names:
+            return st.just(path_parameters)
+        existing = st.fixed_dictionaries({name: st.sampled_from(known[name]) for name in names})
+        return st.one_of(
+            st.just(path_parameters), existing.map(lambda ids: {**path_parameters, **ids})
+        )
+
+    @spec.hook
+    def filter_failure(context: Any, failure: Any, case: schemathesis.Case, response: Any) -> bool:
+        return not (isinstance(failure, RejectedPositiveData) and _spec_cannot_say(case, response))
+
+    found: list[str] = []
+    for event in from_schema(spec).execute():
+        if isinstance(event, events.NonFatalError | events.FatalError):
+            found.append(
+                f"{getattr(event, 'label', 'engine')}: {getattr(event, 'value', None) or event}"
+            )
+        elif isinstance(event, events.ScenarioFinished | events.FuzzScenarioFinished):
+            found.extend(_failures(event.recorder))
+        elif isinstance(event, events.EngineFinished):
+            found.extend(f"{f.operation}: {f.title}: {f.message}" for f in event.failures)
+    return found
+
+
+def _failures(recorder: Any) -> Iterator[str]:
+    for case_id, checks in recorder.checks.items():
+        for check in checks:
+            if check.failure_info is None:
+                continue
+            failure = check.failure_info.failure
+            interaction = recorder.interactions.get(failure.case_id or case_id)
+            answer = ""
+            if interaction is not None and interaction.response is not None:
+                answer = (
+                    f"[{interaction.response.status_code}] {interaction.response.content[:300]!r}"
+                )
+            yield (
+                f"{failure.operation}: {failure.title} {answer}\n"
+                f"    {check.failure_info.code_sample[:600]}"
+            )
+
+
+def seed_everything(store: Store) -> dict[str, list[str]]:
+    """:func:`seed`'s executions, a schedule of each rule, a claimed command: their ids."""
+    executions = seed(store)
+    cron = store.add_schedule("fuzz-cron", cron="0 3 * * *", timezone="Europe/Paris", id="nightly")
+    every = store.add_schedule("fuzz-every", every=60, id="minutely")
+    command = store.request(executions[1], CommandKind.CANCEL, actor="fuzz")
+    return {
+        "execution_id": executions,
+        "schedule_id": [cron.id, every.id],
+        "task": [cron.id, every.id],
+        "command_id": [command.id],
+        "node_id": ["fuzz-node"],
+    }
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.timeout(300)  # about 30 s on an idle machine; the coverage phase is most of it
+def test_the_api_passes_every_check_with_auth_on(store: Store) -> None:
+    """``st run --checks all`` with an admin token, in-process: no 5xx, nothing undeclared.
+
+    Every phase runs (examples, coverage, fuzzing, stateful) with every check: status
+    codes, content types, headers and bodies as declared; schema-valid requests
+    accepted and schema-invalid ones refused; ``Allow`` on a 405; resources gone after
+    a DELETE and there after a create.
+    """
+    known = seed_everything(store)
+    tokens = {ADMIN_TOKEN: Principal(name="fuzz", scopes=frozenset({Scope.ADMIN}))}
+    app = create_app(store, auth=Auth(tokens))
+    failures = run_every_check(app, known, max_examples=ALL_CHECKS_EXAMPLES)
+    assert failures == [], "\n".join(failures)
 
 
 # -- the spec itself --------------------------------------------------------------------
@@ -206,3 +391,83 @@ def test_framework_errors_are_problems(client: TestClient) -> None:
     refused = client.put("/executions")
     assert_problem(refused, 405, "method-not-allowed")
     assert "POST" in refused.headers["allow"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        pytest.param("PUT", "/executions", "GET, HEAD, POST", id="executions"),
+        pytest.param("OPTIONS", "/schedules/nightly", "DELETE, GET, HEAD, PATCH", id="schedule"),
+        pytest.param("OPTIONS", "/nodes/n", "DELETE, PUT", id="node"),
+        pytest.param("PUT", "/executions/batch", "POST", id="batch-is-its-own-resource"),
+    ],
+)
+def test_a_405_allows_every_method_of_the_resource(
+    client: TestClient, method: str, path: str, allowed: str
+) -> None:
+    refused = client.request(method, path)
+    assert_problem(refused, 405, "method-not-allowed")
+    assert refused.headers["allow"] == allowed
+
+
+def test_the_spec_bounds_buckets_by_the_apps_store() -> None:
+    store = fencepost.connect("memory://", num_buckets=16)
+    try:
+        spec = create_app(store).openapi()
+    finally:
+        store.close()
+    marked, stack = [], [spec]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("x-fencepost-bucket"):
+                marked.append(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    # The filter of GET /executions, and the buckets a claim or a node names.
+    assert len(marked) == 3
+    for bucket in marked:
+        [number] = [b for b in [bucket, *bucket.get("anyOf", [])] if b.get("type") == "integer"]
+        assert (number["minimum"], number["maximum"]) == (0, 15)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        pytest.param({"timezone": "America"}, "timezone", id="zone-directory"),
+        pytest.param({"timezone": "x" * 300}, "timezone", id="zone-name-too-long"),
+        pytest.param({"start_at": "0001-06-01T00:00:00Z"}, "start_at", id="year-1"),
+    ],
+)
+def test_schedule_values_that_crashed_are_refused(
+    client: TestClient, store: Store, body: dict[str, Any], field: str
+) -> None:
+    response = client.post("/schedules", json={"job": "j", "cron": "0 3 * * *", **body})
+    assert_problem(response, 422, "validation", field)
+    assert store.schedules().items == []
+
+
+@pytest.mark.parametrize(
+    ("verb", "body"), [("claim", {"owner": "w"}), ("complete", {"owner": "w", "epoch": 1})]
+)
+def test_a_slot_out_of_range_in_utc_is_refused(
+    client: TestClient, store: Store, verb: str, body: dict[str, Any]
+) -> None:
+    store.add_schedule("j", every=60, id="tick")
+    response = client.post(f"/jobs/tick/0001-01-01T00:00:00+05:00/{verb}", json=body)
+    assert_problem(response, 422, "validation", "slot")
+
+
+def test_a_number_without_a_fraction_is_an_integer(client: TestClient, store: Store) -> None:
+    response = client.post("/executions", json={"job": "j", "priority": 5.0, "max_attempts": 2.0})
+    assert response.status_code == 201, response.text
+    assert (response.json()["priority"], response.json()["max_attempts"]) == (5, 2)
+    assert_problem(
+        client.post("/executions", json={"job": "j", "priority": 5.5}), 422, "validation"
+    )
+
+
+def test_an_epoch_no_json_reader_holds_exactly_is_refused(client: TestClient) -> None:
+    body = {"owner": "w", "epoch": 2**53}
+    assert_problem(client.post("/executions/x/complete", json=body), 422, "validation", "epoch")
