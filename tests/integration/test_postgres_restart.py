@@ -11,9 +11,10 @@ through exactly one accepted completion (``_audit.check_exactly_once``); complet
 cut off by the outage come back refused (their lease ended, or their commit had
 landed before the answer was lost), never accepted twice.
 
-This test stops the shared server, so it needs a local cluster that
-``pg_ctlcluster`` controls (skipped otherwise, failed in CI), and it starts the
-server again whatever happens.
+The server is a private one started for this test (``_pg_instance``: its own data
+directory and loopback port, stopped at the end whatever happens), never the shared
+test server, which other tests use meanwhile. Without PostgreSQL's ``initdb`` and
+``pg_ctl`` the test is skipped, or failed in CI.
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ from pathlib import Path
 import pytest
 
 import fencepost
-from tests import postgres
-from tests.integration import _audit, _pg
+from tests.integration import _audit, _pg, _pg_instance
 
 EXECUTIONS = 20_000
 WORKERS = 4
@@ -47,21 +47,22 @@ WORKER = Path(__file__).with_name("_pg_resilient_worker.py")
 def test_workers_pause_while_postgresql_restarts_and_finish_every_execution_once(
     tmp_path: Path,
 ) -> None:
-    postgres.require_postgres()
-    cluster = _pg.local_cluster()
-    with _pg.fresh_schema() as schema:
-        with fencepost.connect(_pg.url(schema)) as store:
+    with (
+        _pg_instance.private_postgres(tmp_path) as server,
+        _pg.fresh_schema(dsn := server.dsn) as schema,
+    ):
+        with fencepost.connect(_pg.url(schema, dsn=dsn)) as store:
             for start in range(0, EXECUTIONS, SUBMIT_BATCH):
                 store.submit_many(
                     {"job": "work", "inputs": {"n": n}, "max_attempts": MAX_ATTEMPTS}
                     for n in range(start, min(EXECUTIONS, start + SUBMIT_BATCH))
                 )
-        _pg.analyze(schema)
+        _pg.analyze(schema, dsn=dsn)
 
         where = f"(schema {schema}, logs in {tmp_path})"
         logs = [tmp_path / f"worker-{n}.jsonl" for n in range(WORKERS)]
         # A short pool timeout: calls fail (and are retried) while the server is down.
-        url = _pg.url(schema, pool_min=1, pool_max=2, pool_timeout=2)
+        url = _pg.url(schema, dsn=dsn, pool_min=1, pool_max=2, pool_timeout=2)
         limits = [str(TTL), str(MAX_BATCH)]
         procs = []
         try:
@@ -75,18 +76,18 @@ def test_workers_pause_while_postgresql_restarts_and_finish_every_execution_once
                         )
                     )
             end = time.monotonic() + DEADLINE
-            while _pg.count_succeeded(schema) < EXECUTIONS // 5:
+            while _pg.count_succeeded(schema, dsn=dsn) < EXECUTIONS // 5:
                 assert all(p.poll() is None for p in procs), f"a worker exited early {where}"
                 assert time.monotonic() < end, f"workers made too little progress {where}"
                 time.sleep(0.05)
 
             down_at = time.time()
             try:
-                _pg.ctl("stop", cluster)
-                assert not _pg.ready(), "the server still accepts connections after its stop"
+                server.stop()
+                assert not server.ready(), "the server still accepts connections after its stop"
                 time.sleep(DOWN_FOR)
             finally:
-                ready_at = _pg.ensure_running(cluster)
+                ready_at = server.start()
             for proc in procs:
                 try:
                     proc.wait(timeout=max(0.0, end - time.monotonic()))
@@ -97,14 +98,13 @@ def test_workers_pause_while_postgresql_restarts_and_finish_every_execution_once
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
-            _pg.ensure_running(cluster)
         for n, proc in enumerate(procs):
             output = (tmp_path / f"worker-{n}.out").read_text()
             assert proc.returncode == 0, f"worker-{n} exited {proc.returncode}:\n{output}"
             assert not output, f"worker-{n} wrote output:\n{output}"
 
-        executions = _pg.load_executions(schema)
-        audit = _pg.load_audit(schema)
+        executions = _pg.load_executions(schema, dsn=dsn)
+        audit = _pg.load_audit(schema, dsn=dsn)
 
     assert len(executions) == EXECUTIONS, where
     kinds = _audit.check_exactly_once(

@@ -7,6 +7,11 @@ claiming, keep the outcomes it holds, resume by itself, and finish every
 execution with exactly one accepted completion (judged from the audit trail).
 The pool waits at most a second for a connection (``pool_timeout=1``), so the
 outage reaches the worker instead of being absorbed by a waiting pool.
+
+The server is a private one started for this test (``_pg_instance``: its own data
+directory and loopback port, stopped at the end whatever happens), never the shared
+test server, which other tests use meanwhile. Without PostgreSQL's ``initdb`` and
+``pg_ctl`` the test is skipped, or failed in CI.
 """
 
 from __future__ import annotations
@@ -22,8 +27,7 @@ import pytest
 
 import fencepost
 from fencepost import State
-from tests import postgres
-from tests.integration import _audit, _pg
+from tests.integration import _audit, _pg, _pg_instance
 
 pytestmark = pytest.mark.slow
 
@@ -35,16 +39,18 @@ TTL = 5.0  # the lease-echo job's lease_ttl
 
 @pytest.mark.timeout(240)
 def test_a_worker_rides_out_a_postgresql_restart_and_loses_nothing(tmp_path: Path) -> None:
-    postgres.require_postgres()
-    cluster = _pg.local_cluster()
     log_path = tmp_path / "worker.log"
-    with _pg.fresh_schema() as schema, fencepost.connect(_pg.url(schema)) as store:
+    with (
+        _pg_instance.private_postgres(tmp_path) as server,
+        _pg.fresh_schema(dsn := server.dsn) as schema,
+        fencepost.connect(_pg.url(schema, dsn=dsn)) as store,
+    ):
         store.submit_many([{"job": "lease-echo", "max_attempts": 50}] * EXECUTIONS)
         with log_path.open("wb") as log:
             worker = subprocess.Popen(
                 [
                     *(FENCEPOST, "worker", "tests.integration._worker_app:app"),
-                    *("--jobs", "lease-echo", "--db", _pg.url(schema, pool_timeout=1)),
+                    *("--jobs", "lease-echo", "--db", _pg.url(schema, dsn=dsn, pool_timeout=1)),
                     *("--owner", "survivor", "--concurrency", "16"),
                 ],
                 cwd=ROOT,
@@ -54,18 +60,20 @@ def test_a_worker_rides_out_a_postgresql_restart_and_loses_nothing(tmp_path: Pat
             )
         try:
             deadline = time.monotonic() + 60
-            while _pg.count_succeeded(schema) < EXECUTIONS // 5:
+            while _pg.count_succeeded(schema, dsn=dsn) < EXECUTIONS // 5:
                 assert time.monotonic() < deadline, "the worker made no progress"
                 time.sleep(0.05)
             try:
-                _pg.ctl("stop", cluster)
+                server.stop()
                 time.sleep(3.0)
             finally:
-                _pg.ensure_running(cluster)
+                server.start()
             deadline = time.monotonic() + 120
-            while _pg.count_succeeded(schema) < EXECUTIONS:
+            while _pg.count_succeeded(schema, dsn=dsn) < EXECUTIONS:
                 assert worker.poll() is None, "the worker died"
-                assert time.monotonic() < deadline, f"stuck at {_pg.count_succeeded(schema)}"
+                assert time.monotonic() < deadline, (
+                    f"stuck at {_pg.count_succeeded(schema, dsn=dsn)}"
+                )
                 time.sleep(0.2)
         finally:
             worker.send_signal(signal.SIGTERM)
@@ -73,8 +81,8 @@ def test_a_worker_rides_out_a_postgresql_restart_and_loses_nothing(tmp_path: Pat
         text = log_path.read_text()
         assert "database unreachable" in text
         assert "database reachable again" in text
-        executions = _pg.load_executions(schema)
+        executions = _pg.load_executions(schema, dsn=dsn)
         assert {e.state for e in executions.values()} == {State.SUCCEEDED}
         _audit.check_exactly_once(
-            executions, _pg.load_audit(schema), {"survivor": TTL}, where="(worker restart)"
+            executions, _pg.load_audit(schema, dsn=dsn), {"survivor": TTL}, where="(worker restart)"
         )
