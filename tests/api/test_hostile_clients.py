@@ -23,7 +23,7 @@ from fencepost.api.auth import CSRF_COOKIE, SESSION_COOKIE, Auth, Scope
 from fencepost.api.guard import ANONYMOUS_MAX_BODY_BYTES, RouteScopes
 from fencepost.api.limits import ByteBudget, FailureLimiter, client_key
 from fencepost.store.base import Store
-from tests.api.support import PROBLEMS
+from tests.api.support import PROBLEMS, TestClient, assert_problem
 from tests.api.test_auth import PRINCIPALS, ROUTE_IDS, ROUTES, TOKENS, UNKNOWN_TOKEN, policy
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -481,3 +481,16 @@ def test_without_tokens_a_foreign_host_is_a_problem(
     assert answer.headers["x-content-type-options"] == "nosniff"
     assert answer.headers["connection"] == "close"
     assert memory.query().items == []
+
+
+def test_an_unexpected_error_is_a_problem_without_its_detail(memory: Store) -> None:
+    """A bug's 500 is a problem document too, and tells the client nothing of the bug."""
+
+    def broken() -> None:
+        raise RuntimeError("secret detail of the bug")
+
+    memory.stats = broken  # type: ignore[method-assign]
+    with TestClient(create_app(memory), raise_server_exceptions=False) as client:
+        response = client.get("/stats")
+    assert_problem(response, 500, "internal")
+    assert "secret" not in response.text

@@ -356,3 +356,31 @@ def test_an_occurrence_claimed_before_its_schedule_changed_can_still_complete(
     done = client.post(f"/jobs/tick/{first}/complete", json={"owner": "w", "epoch": lease["epoch"]})
     assert done.status_code == 200, done.text
     assert done.json()["state"] == "SUCCEEDED"
+
+
+def test_a_claim_whose_answer_cannot_be_encoded_gives_its_leases_back(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No lease stays with a worker that never got it: released, claimable, not counted."""
+    from fencepost.api import work_schemas
+
+    ids = [store.submit("job").id for _ in range(3)]
+
+    def unencodable(lease: Any) -> Any:
+        raise RuntimeError("simulated: the answer cannot be encoded")
+
+    monkeypatch.setattr(work_schemas.Lease, "of", unencodable)
+    with TestClient(create_app(store), raise_server_exceptions=False) as http:
+        response = http.post("/claims", json={"owner": "w", "limit": 10})
+    assert_problem(response, 500, "internal")
+    for eid in ids:
+        execution = store.get(eid)
+        assert (execution.state, execution.attempt, execution.lease_owner) == (
+            State.SCHEDULED,
+            0,
+            None,
+        )
+        events = [t.event for t in store.transitions(eid)]
+        assert events == [Event.SUBMITTED, Event.CLAIMED, Event.RELEASED]
+    monkeypatch.undo()
+    assert len(store.claim("w2", limit=10)) == 3

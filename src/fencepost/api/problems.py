@@ -190,6 +190,10 @@ def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return response
 
 
+def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    return problem(INTERNAL, "the service failed to answer this request; see its log")
+
+
 def _allowed_methods(request: Request, fallback: str) -> str:
     """Every method of the resource the request's path names, for a 405's ``Allow``.
 
@@ -256,6 +260,9 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(FencepostError, _fencepost_error)
     app.add_exception_handler(RequestValidationError, _request_validation_error)
     app.add_exception_handler(HTTPException, _http_error)
+    # Anything unexpected: a problem document too, with no detail of the bug (the
+    # traceback goes to the server's log, where Starlette still sends it).
+    app.add_exception_handler(Exception, _unexpected_error)
     app.openapi = _declaring_problems(app.openapi)  # type: ignore[method-assign]
     # Not a problem, but this is where the spec is made to say what the app answers.
     app.openapi = declaring_bucket_range(app, app.openapi)  # type: ignore[method-assign]

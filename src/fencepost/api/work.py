@@ -15,11 +15,13 @@ fields are filled with neutral values that no backend reads.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Response, status
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from fencepost.api import problems as p
@@ -50,6 +52,7 @@ from fencepost.api.work_schemas import (
 )
 from fencepost.domain import models
 from fencepost.domain.errors import (
+    FencepostError,
     InvalidTransition,
     NotDue,
     NotFound,
@@ -57,6 +60,7 @@ from fencepost.domain.errors import (
     StaleLease,
     ValidationError,
 )
+from fencepost.domain.models import Lease as DomainLease
 from fencepost.domain.models import Occurrence, Schedule
 from fencepost.domain.schedules import occurrence_key, slot_text
 from fencepost.domain.states import CommandKind, CommandState, State
@@ -64,6 +68,9 @@ from fencepost.scheduler.materializer import rule_of
 from fencepost.store.base import Store
 
 router = APIRouter(tags=["worker protocol"])
+
+#: The reason a claim's leases are released with when its answer could not be encoded.
+UNDELIVERED = "claimed but not delivered"
 
 _NEUTRAL_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -130,7 +137,7 @@ _REPORT = (p.VALIDATION, p.NOT_FOUND, p.STALE_LEASE, p.STORE_UNAVAILABLE)
     response_model=Leases,
     **guarded(Scope.WORK, p.VALIDATION, p.STORE_UNAVAILABLE),
 )
-def claim(body: ClaimRequest, store: StoreDep) -> Leases:
+def claim(body: ClaimRequest, store: StoreDep) -> Response:
     """Lease up to ``limit`` due executions to ``owner`` for ``ttl_seconds`` (maybe none)."""
     leases = store.claim(
         body.owner,
@@ -141,7 +148,24 @@ def claim(body: ClaimRequest, store: StoreDep) -> Leases:
         buckets=body.buckets,
         max_per_bucket=body.max_per_bucket,
     )
-    return Leases(leases=[Lease.of(lease) for lease in leases])
+    return _delivered(store, leases, lambda: Leases(leases=[Lease.of(lease) for lease in leases]))
+
+
+def _delivered(store: Store, leases: list[DomainLease], build: Callable[[], BaseModel]) -> Response:
+    """The claim's answer, encoded here, before it is sent: or its leases given back.
+
+    The store checks every payload it delivers, so encoding cannot fail on what it
+    stored; should it fail all the same, the leases are released (claimable at once,
+    their attempts not counted) rather than left with a worker that never gets them.
+    """
+    try:
+        content = build().model_dump_json()
+    except Exception:
+        for lease in leases:
+            with contextlib.suppress(FencepostError):
+                store.release(lease, reason=UNDELIVERED)
+        raise
+    return Response(content, media_type="application/json")
 
 
 #: A slot path segment is read as every other instant of the API is (an RFC 3339 date-time).
@@ -181,7 +205,7 @@ def claim_occurrence(
     slot: Slot,
     body: OccurrenceClaim,
     store: StoreDep,
-) -> Lease:
+) -> Response:
     """Claim the occurrence of schedule ``task`` at ``slot``, if it is due.
 
     The slot must be one the schedule's rule fires at (404 otherwise) and not
@@ -202,7 +226,7 @@ def claim_occurrence(
         [existing] = store.add_occurrences(task, [Occurrence(slot=instant, due_at=instant)])
     leases = store.claim(body.owner, ttl=body.ttl_seconds, ids=[existing.id])
     if leases:
-        return Lease.of(leases[0])
+        return _delivered(store, leases, lambda: Lease.of(leases[0]))
     current = store.get(existing.id)
     if current.state in (State.SCHEDULED, State.RETRY_WAIT):
         raise NotDue(task, text, f"{current.state.value} until {current.due_at.isoformat()}")
