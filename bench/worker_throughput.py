@@ -2,7 +2,7 @@
 
 Run by hand::
 
-    .venv/bin/python bench/worker_throughput.py [--db sqlite:///PATH | postgresql://...]
+    .venv/bin/python bench/worker_throughput.py [--db sqlite:///PATH[?synchronous=normal] | postgresql://...]
         [--n 20000] [--burst 10000] [--idle 50] [--concurrency 256] [--repeat 3]
 
 Each run uses a fresh database (a new SQLite file in a temporary directory, or a
@@ -51,8 +51,10 @@ TARGET_IDLE = 0.1
 def database(url: str | None) -> Iterator[str]:
     """A fresh, empty database URL for one run (removed afterwards)."""
     if url is None or url.startswith("sqlite"):
+        # A fresh file each run; the URL's options are kept (``?synchronous=normal``).
+        options = "" if url is None or "?" not in url else "?" + url.split("?", 1)[1]
         with tempfile.TemporaryDirectory(prefix="fencepost-bench-") as tmp:
-            yield f"sqlite:///{Path(tmp) / 'bench.db'}"
+            yield f"sqlite:///{Path(tmp) / 'bench.db'}{options}"
         return
     import pg_common as pg
 
