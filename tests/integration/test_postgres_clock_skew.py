@@ -16,8 +16,6 @@ installs it, and in CI (``FENCEPOST_REQUIRE_POSTGRES`` set) a missing one fails.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from datetime import datetime, timedelta
@@ -30,6 +28,7 @@ from fencepost import Event, State
 from fencepost.domain.machine import stale_reason
 from tests import postgres
 from tests.integration import _audit, _pg
+from tests.integration._tools import require_tool
 
 WORKER = Path(__file__).with_name("_pg_fast_clock_worker.py")
 HOUR = 3600.0
@@ -37,16 +36,6 @@ HOLDER_TTL = 30.0
 FAST_TTL = 30.0  # the fast worker's TTL, RENEWED_TTL and DELAY (see the worker)
 RENEWED_TTL = 60.0
 DELAY = 60.0
-
-
-def _require_faketime() -> str:
-    path = shutil.which("faketime")
-    if path is not None:
-        return path
-    reason = "the faketime binary (libfaketime) is missing: apt-get install faketime"
-    if os.environ.get("FENCEPOST_REQUIRE_POSTGRES"):
-        pytest.fail(f"FENCEPOST_REQUIRE_POSTGRES is set but {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 def _within(value: str, low: str, high: str, plus: float) -> bool:
@@ -59,7 +48,7 @@ def _within(value: str, low: str, high: str, plus: float) -> bool:
 @pytest.mark.timeout(60)
 def test_a_worker_an_hour_fast_can_neither_steal_nor_extend_a_lease() -> None:
     postgres.require_postgres()
-    faketime = _require_faketime()
+    faketime = require_tool("faketime")
     with _pg.fresh_schema() as schema, fencepost.connect(_pg.url(schema, pool_max=2)) as store:
         held_id = store.submit("held").id
         (held,) = store.claim("holder", ttl=HOLDER_TTL)

@@ -21,7 +21,7 @@ import pytest
 
 import fencepost
 from fencepost import State, Store
-from tests.integration.test_postgres_clock_skew import _require_faketime
+from tests.integration._tools import require_tool
 from tests.integration.test_worker_processes import running_under, wait_until
 
 pytestmark = pytest.mark.slow
@@ -41,7 +41,7 @@ class Started:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def worker(self, url: str, owner: str, jobs: str, *, shift: str | None = None) -> None:
-        prefix = [] if shift is None else [_require_faketime(), "-f", shift]
+        prefix = [] if shift is None else [require_tool("faketime"), "-f", shift]
         with (self.tmp_path / f"{owner}.log").open("wb") as log:
             self.procs.append(
                 subprocess.Popen(

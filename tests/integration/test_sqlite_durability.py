@@ -20,13 +20,11 @@ missing one fails.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.integration._tools import require_tool
 
 #: What the subprocess does on a fresh file: open it only, or open it and write.
 CHILD = """
@@ -50,16 +48,6 @@ with fencepost.connect(url) as store:
 SYNC_CALLS = ("fsync", "fdatasync")
 
 
-def _require_strace() -> str:
-    path = shutil.which("strace")
-    if path is not None:
-        return path
-    reason = "the strace binary is missing: apt-get install strace"
-    if os.environ.get("FENCEPOST_REQUIRE_POSTGRES"):
-        pytest.fail(f"FENCEPOST_REQUIRE_POSTGRES is set but {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
 def parse_summary(text: str) -> dict[str, int]:
     """Calls per syscall from ``strace -c``'s table (``% time seconds usecs/call calls
     errors syscall``; the errors column is blank when there were none)."""
@@ -73,7 +61,7 @@ def parse_summary(text: str) -> dict[str, int]:
 
 def count_syncs(tmp_path: Path, query: str, scenario: str) -> int:
     """fsync + fdatasync calls of a subprocess running ``scenario`` on a fresh file."""
-    strace = _require_strace()
+    strace = require_tool("strace")
     run = tmp_path / f"{scenario}{query.replace('?', '-').replace('=', '-')}"
     run.mkdir()
     summary = run / "strace.txt"
