@@ -548,24 +548,20 @@ class Worker:
             if refused is not None:
                 raise refused
             self.counters.succeeded += 1
-        elif outcome.verb == "fail":
+        elif outcome.verb in ("fail", "timeout"):
             retry = outcome.run.spec.retry
+            timed_out = outcome.verb == "timeout"
             self.store.fail(
                 lease,
                 error,
-                retryable=outcome.retryable,
+                retryable=outcome.retryable,  # True for a timeout: it retries like a failure
+                timed_out=timed_out,
                 retry_in=None if retry is None else retry.delay(lease.attempt),
             )
-            self.counters.failed += 1
-        elif outcome.verb == "timeout":
-            retry = outcome.run.spec.retry
-            self.store.fail(
-                lease,
-                error,
-                timed_out=True,
-                retry_in=None if retry is None else retry.delay(lease.attempt),
-            )
-            self.counters.timed_out += 1
+            if timed_out:
+                self.counters.timed_out += 1
+            else:
+                self.counters.failed += 1
         elif outcome.verb == "abort":
             self.store.abort(lease, reason=CANCEL_REQUESTED)
             self.counters.cancelled += 1
