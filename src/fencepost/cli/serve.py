@@ -16,6 +16,7 @@ from fencepost.cli import common, logs
 from fencepost.cli.worker import import_app, load_registry
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.store import connect
+from fencepost.timing.durations import as_duration
 from fencepost.worker.registry import JobRegistry
 from fencepost.worker.runtime import WorkerOptions
 
@@ -129,8 +130,8 @@ def _check(args: argparse.Namespace) -> tuple[Auth, JobRegistry]:
     if args.concurrency < 1:
         raise ValidationError("concurrency", f"must be >= 1, got {args.concurrency}")
     for name in ("header_timeout", "body_timeout"):
-        if not getattr(args, name) > 0:  # also refuses nan
-            raise ValidationError(name, f"must be > 0 seconds, got {getattr(args, name)}")
+        # The one duration check: finite (1e400 would switch the limit off), > 0, <= 100 years.
+        as_duration(getattr(args, name), field=name)
     if args.body_budget < 1:
         raise ValidationError("body_budget", f"must be >= 1 byte, got {args.body_budget}")
     auth = Auth(load_tokens(args.tokens))
