@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint typecheck pytest demo bench bench-api clean system-deps
+.PHONY: install test lint typecheck pytest demo bench bench-api bench-peers clean system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,21 @@ bench: $(STAMP)
 
 bench-api: $(STAMP)
 	$(BIN)/python bench/api_throughput.py
+
+# fencepost beside PgQueuer (PostgreSQL) and Huey (SQLite), each at its defaults. The
+# peers are benchmark-only: each gets its own virtualenv under bench/peers/.venvs,
+# rebuilt when its pinned requirements file changes; fencepost runs from .venv.
+PEERS      := bench/peers
+PEER_VENVS := $(PEERS)/.venvs
+
+$(PEER_VENVS)/%/.installed: $(PEERS)/requirements-%.txt
+	rm -rf $(PEER_VENVS)/$*
+	$(PYTHON) -m venv $(PEER_VENVS)/$*
+	$(PEER_VENVS)/$*/bin/python -m pip install --quiet --disable-pip-version-check -r $<
+	touch $@
+
+bench-peers: $(STAMP) $(PEER_VENVS)/pgqueuer/.installed $(PEER_VENVS)/huey/.installed
+	$(BIN)/python $(PEERS)/run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
