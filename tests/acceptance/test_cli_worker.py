@@ -50,6 +50,11 @@ def test_a_bad_definition_file_is_refused_with_file_field_and_reason(tmp_path: P
             "concurrency",
             id="zero-concurrency",
         ),
+        pytest.param(
+            ["--definitions", EXAMPLES, "--prefetch", "-1"],
+            "prefetch",
+            id="negative-prefetch",
+        ),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(tmp_path: Path, args: list[str], named: str) -> None:

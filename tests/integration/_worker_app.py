@@ -5,6 +5,7 @@ The store URL given here is a placeholder: the tests always pass ``--db``.
 
 from __future__ import annotations
 
+import os
 import time
 
 import fencepost
@@ -55,3 +56,12 @@ def lease_echo(ctx: Context) -> dict[str, object]:
 def nul_error(ctx: Context) -> None:
     """Fails every attempt with U+0000 and a lone surrogate in its exception text."""
     raise RuntimeError(f"bad\x00err \ud800 on attempt {ctx.attempt}")
+
+
+@app.job("step", lease_ttl=30)
+def step(ctx: Context, wait_for: str | None = None) -> str:
+    """Returns at once, or once the file ``wait_for`` exists (at most a minute)."""
+    deadline = time.monotonic() + 60
+    while wait_for is not None and not os.path.exists(wait_for) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return ctx.owner

@@ -18,6 +18,7 @@ from fencepost.scheduler.materializer import Materializer, MaterializerOptions
 from fencepost.store import connect
 from fencepost.store.base import Store
 from fencepost.worker.definitions import load_definitions
+from fencepost.worker.prefetch import DEFAULT_PREFETCH
 from fencepost.worker.registry import JobRegistry
 from fencepost.worker.runtime import Worker, WorkerOptions
 from fencepost.worker.source import WorkSource
@@ -45,6 +46,13 @@ def add_parser(commands: Any) -> None:
         help=f"bearer token (scope 'work') for --server (default ${TOKEN_ENV})",
     )
     p.add_argument("--concurrency", type=int, default=8, help="handlers at once (default 8)")
+    p.add_argument(
+        "--prefetch",
+        type=int,
+        default=DEFAULT_PREFETCH,
+        help="most leases claimed ahead of free handlers; how many are is sized by "
+        f"throughput and lease length (default {DEFAULT_PREFETCH}; 0: none)",
+    )
     p.add_argument("--jobs", help="run only these jobs (comma-separated names)")
     p.add_argument("--owner", help="lease owner / node id (default host:pid)")
     p.add_argument("--grace", type=float, default=30.0, help="shutdown grace, seconds")
@@ -93,6 +101,8 @@ def _build(args: argparse.Namespace) -> Worker:
         raise ValidationError("app", "give MODULE:ATTRIBUTE, --definitions DIR, or both")
     if args.concurrency < 1:
         raise ValidationError("concurrency", f"must be >= 1, got {args.concurrency}")
+    if args.prefetch < 0:
+        raise ValidationError("prefetch", f"must be >= 0, got {args.prefetch}")
     app = import_app(args.app) if args.app else None
     registry = load_registry(app, args.definitions)
     if args.jobs:
@@ -118,6 +128,7 @@ def _build(args: argparse.Namespace) -> Worker:
     options = WorkerOptions(
         owner=args.owner,
         concurrency=args.concurrency,
+        prefetch=args.prefetch,
         buckets=buckets,
         max_per_bucket=args.max_per_bucket,
         grace=args.grace,

@@ -5,8 +5,12 @@ heartbeats, completions, command polling, node registration, reaping — so a
 worker holds no transaction while a handler runs (DESIGN.md, rule 6) and the
 store sees at most one caller from this process. Handlers run elsewhere:
 
-* plain functions on ``concurrency`` handler threads fed from a queue;
+* plain functions on ``concurrency`` handler threads;
 * coroutines on one event loop thread.
+
+A claim takes what the free handlers start now plus what they will start soon
+(:mod:`fencepost.worker.prefetch`): the surplus waits in a bounded buffer of
+leases, renewed like running ones, so one round trip feeds many handler starts.
 
 Each finished handler drops its outcome in an outbox and wakes the control
 thread, which writes outcomes in batches. When the database is unreachable
@@ -43,6 +47,13 @@ from fencepost.store.base import RESULT_INVALID, default_node_id
 from fencepost.worker.context import Context
 from fencepost.worker.errors import Cancelled, PermanentFailure
 from fencepost.worker.jobs import JobSpec
+from fencepost.worker.prefetch import (
+    DEFAULT_PREFETCH,
+    HAND_BACK,
+    MAX_CLAIM,
+    ClaimBuffer,
+    FinishRate,
+)
 from fencepost.worker.registry import JobRegistry
 from fencepost.worker.source import WorkSource
 
@@ -60,6 +71,7 @@ class WorkerOptions:
 
     owner: str | None = None  #: lease owner and node id; default ``host:pid``
     concurrency: int = 8  #: handlers running at once
+    prefetch: int = DEFAULT_PREFETCH  #: most leases held ahead of the handlers (0: none)
     buckets: tuple[int, ...] | None = None  #: claim only from these buckets
     max_per_bucket: int | None = None  #: cap RUNNING executions per bucket
     grace: float = 30.0  #: on shutdown, how long running handlers may finish
@@ -76,18 +88,40 @@ class WorkerOptions:
 
 @dataclass(eq=False)
 class _Run:
-    """One claimed execution, from claim to reported outcome."""
+    """One claimed execution, from claim to reported outcome.
+
+    Monotonic times throughout. A run waits in the claim buffer from
+    ``claimed_at`` until a handler starts it (``started_at``).
+    """
 
     spec: JobSpec
     lease: Lease
     ctx: Context
-    expires: float  #: monotonic time by which the lease has surely expired
-    deadline: float | None  #: monotonic time the attempt times out (None: no timeout)
+    expires: float  #: by when the lease has surely expired
+    timeout: float | None  #: seconds the attempt may run (None: no timeout)
     next_beat: float
+    claimed_at: float
+    is_async: bool
+    started_at: float | None = None
+    holds_slot: bool = False  #: a handler slot is taken by this run (see ClaimBuffer)
     paused_at: float | None = None
+    paused_for: float = 0.0  #: seconds spent paused since the start (not counted)
     cancel_requested: bool = False
     future: Any = None  #: the concurrent.futures.Future of a coroutine run
     finished: bool = False  #: the outcome is known (reported, or abandoned)
+
+    @property
+    def deadline(self) -> float | None:
+        """When the attempt times out: its timeout counts from the handler's start."""
+        if self.timeout is None or self.started_at is None:
+            return None
+        return self.started_at + self.timeout + self.paused_for
+
+    def resume(self, now: float) -> None:
+        """End a pause; the part of it after the start does not count against the timeout."""
+        if self.paused_at is not None and self.started_at is not None:
+            self.paused_for += max(0.0, now - max(self.paused_at, self.started_at))
+        self.paused_at = None
 
 
 @dataclass
@@ -150,7 +184,9 @@ class Worker:
         self._done: queue.SimpleQueue[_Outcome] = queue.SimpleQueue()
         self._outbox: list[_Outcome] = []
         self._outbox_since = 0.0  # when the oldest outcome in the outbox arrived
-        self._ready: queue.SimpleQueue[_Run | None] = queue.SimpleQueue()
+        self._buffer: ClaimBuffer[_Run] = ClaimBuffer(self.options.concurrency, monotonic)
+        self._rate = FinishRate(max(0, self.options.prefetch))
+        self._next_hand_back = 0.0
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
@@ -204,7 +240,16 @@ class Worker:
 
     @property
     def running(self) -> dict[str, Lease]:
-        """The leases of the executions this worker is running now, by execution id."""
+        """The leases of the executions whose handlers run now, by execution id."""
+        return {
+            eid: run.lease
+            for eid, run in list(self._runs.items())
+            if run.started_at is not None and not run.finished
+        }
+
+    @property
+    def held(self) -> dict[str, Lease]:
+        """Every lease this worker holds: running, and buffered waiting for a handler."""
         return {eid: run.lease for eid, run in list(self._runs.items())}
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -227,10 +272,11 @@ class Worker:
         opts = self.options
         self._start_handlers()
         log.info(
-            "worker %s started: jobs %s, concurrency %d",
+            "worker %s started: jobs %s, concurrency %d, prefetch up to %d",
             self.owner,
             ", ".join(f"{s.name}@{s.version}" for s in self.registry),
             opts.concurrency,
+            opts.prefetch,
         )
         notifier = threading.Thread(target=self._listen, name="fencepost-notify", daemon=True)
         notifier.start()
@@ -242,12 +288,17 @@ class Worker:
                 self._wake.clear()  # before looking: a wake-up during this pass is kept
                 now = self._monotonic()
                 self._collect()
+                self._dispatch()
                 if self._flush_due(now):
                     self._flush(now)
                 self._enforce_timeouts(now)
+                if now >= self._next_hand_back:
+                    self._hand_back(self._buffer.stale(now, _max_wait), _WAITED_TOO_LONG)
+                    self._next_hand_back = now + _HAND_BACK_CHECK
                 if self._stopping.is_set():
                     if grace_until is None:
                         grace_until = now + opts.grace
+                        self._hand_back(self._buffer.clear(), SHUTTING_DOWN)
                     if not self._runs or self._immediate.is_set() or now >= grace_until:
                         break
                 if self._healthy or now >= self._retry_at:
@@ -266,10 +317,11 @@ class Worker:
                 claimed = 0
                 if not self._stopping.is_set() and self._healthy and self._clock_agrees:
                     claimed = self._claim(now)
-                free = opts.concurrency - len(self._runs)
-                if claimed and free > 0:
+                    self._dispatch()
+                if claimed and self._room(min(self._groups)) > 0:
                     continue  # more may be due: claim again before sleeping
-                self._flush(now)  # nothing more to claim: write everything before waiting
+                if not self._buffer:
+                    self._flush(now)  # no work waiting: write everything before waiting
                 self._wake.wait(self._idle_wait(now))
         finally:
             self._shutdown()
@@ -318,18 +370,28 @@ class Worker:
 
     # -- claiming and running ----------------------------------------------------------
 
+    def _room(self, ttl: timedelta) -> int:
+        """How many executions of lease ``ttl`` to claim now.
+
+        The free handlers' worth, plus the lead the finish rate asks for, less what
+        already waits in the buffer.
+        """
+        free = self.options.concurrency - self._buffer.busy - len(self._buffer)
+        return min(MAX_CLAIM, free + self._rate.lead(ttl.total_seconds()))
+
     def _claim(self, now: float) -> int:
         opts = self.options
+        self._rate.observe(now, self._buffer.freed)
         claimed = 0
         for ttl, (names, versions) in self._groups.items():
-            free = opts.concurrency - len(self._runs)
-            if free <= 0:
-                break
+            limit = self._room(ttl)
+            if limit <= 0:
+                continue
             leases = self._store_call(
                 partial(
                     self.store.claim,
                     self.owner,
-                    limit=free,
+                    limit=limit,
                     ttl=ttl,
                     jobs=names,
                     versions=versions,
@@ -337,12 +399,12 @@ class Worker:
                     max_per_bucket=opts.max_per_bucket,
                 )
             )
-            for lease in leases or ():
-                self._begin(lease, ttl, now)
-                claimed += 1
+            if leases:
+                self._buffer.add([self._begin(lease, ttl, now) for lease in leases])
+                claimed += len(leases)
         return claimed
 
-    def _begin(self, lease: Lease, ttl: timedelta, now: float) -> None:
+    def _begin(self, lease: Lease, ttl: timedelta, now: float) -> _Run:
         spec = self.registry.get(lease.job, lease.job_version)
         # The execution's own timeout (set at submit) wins over the job's default.
         timeout = lease.timeout if lease.timeout is not None else spec.timeout
@@ -352,16 +414,31 @@ class Worker:
             lease=lease,
             ctx=Context(lease, wake=self._wake.set),
             expires=now + seconds,
-            deadline=None if timeout is None else now + timeout.total_seconds(),
+            timeout=None if timeout is None else timeout.total_seconds(),
             next_beat=now + seconds / 3,
+            claimed_at=now,
+            is_async=spec.is_async,
         )
         self._runs[lease.execution_id] = run
         self.counters.claimed += 1
-        if spec.is_async:
+        return run
+
+    def _dispatch(self) -> None:
+        """Start the buffered coroutine runs that free slots allow (threads take their own)."""
+        for run in self._buffer.take_coroutines():
             loop = self._event_loop()
             run.future = asyncio.run_coroutine_threadsafe(self._run_async(run), loop)
-        else:
-            self._ready.put(run)
+
+    def _hand_back(self, runs: list[_Run], reason: str) -> None:
+        """Release buffered leases that will not start here (claimable at once elsewhere)."""
+        for run in runs:
+            run.finished = True
+            self._runs.pop(run.lease.execution_id, None)
+            if not self._outbox:
+                self._outbox_since = self._monotonic()
+            self._outbox.append(_Outcome(run, "release", error=reason))
+        if runs and reason == _WAITED_TOO_LONG:
+            log.info("handed back %d buffered leases: %s", len(runs), reason)
 
     def _start_handlers(self) -> None:
         for _ in range(self.options.concurrency):
@@ -378,10 +455,12 @@ class Worker:
 
     def _handler_thread(self) -> None:
         while True:
-            run = self._ready.get()
+            run = self._buffer.take()
             if run is None:
                 return
-            self._done.put(self._execute(run))
+            outcome = self._execute(run)
+            self._buffer.free(run)
+            self._done.put(outcome)
             self._wake.set()
             if run.finished:
                 return  # abandoned after a timeout: a replacement thread took our place
@@ -401,6 +480,7 @@ class Worker:
             outcome = _failure(run, Cancelled(run.ctx.stop_reason or CANCEL_REQUESTED))
         except BaseException as exc:
             outcome = _failure(run, exc)
+        self._buffer.free(run)
         self._done.put(outcome)
         self._wake.set()
 
@@ -435,6 +515,7 @@ class Worker:
         run.finished = True
         run.ctx._request_stop(reason)
         self._runs.pop(run.lease.execution_id, None)
+        self._buffer.free(run)
         if run.future is not None:
             run.future.cancel()
         elif not self._stopping.is_set():
@@ -566,7 +647,7 @@ class Worker:
             self.store.abort(lease, reason=CANCEL_REQUESTED)
             self.counters.cancelled += 1
         elif outcome.verb == "release":
-            self.store.release(lease, reason=SHUTTING_DOWN)
+            self.store.release(lease, reason=outcome.error or SHUTTING_DOWN)
             self.counters.released += 1
         else:  # pragma: no cover - the verbs are ours
             raise AssertionError(outcome.verb)
@@ -684,11 +765,16 @@ class Worker:
             command.requested_by,
             extra=_about(run.lease),
         )
-        if command.kind is CommandKind.CANCEL:
+        if command.kind is CommandKind.CANCEL and self._buffer.remove(run):
+            # Still waiting in the buffer: no handler to stop, cancel it at once.
+            run.finished = True
+            self._runs.pop(run.lease.execution_id, None)
+            self._outbox.append(_Outcome(run, "abort"))
+        elif command.kind is CommandKind.CANCEL:
             run.cancel_requested = True
             if run.paused_at is not None:
                 run.ctx._resume()
-                run.paused_at = None
+                run.resume(now)
             run.ctx._request_stop(CANCEL_REQUESTED)
         elif command.kind is CommandKind.PAUSE:
             if run.paused_at is None:
@@ -696,9 +782,7 @@ class Worker:
                 run.ctx._pause()
         elif command.kind is CommandKind.RESUME and run.paused_at is not None:
             # Time spent paused does not count against the attempt's timeout.
-            if run.deadline is not None:
-                run.deadline += now - run.paused_at
-            run.paused_at = None
+            run.resume(now)
             run.ctx._resume()
 
     def _register(self) -> None:
@@ -735,6 +819,7 @@ class Worker:
     def _shutdown(self) -> None:
         """Release what is still running, write what is finished, leave the node registry."""
         immediate = self._immediate.is_set()
+        self._hand_back(self._buffer.clear(), SHUTTING_DOWN)
         for run in list(self._runs.values()):
             run.ctx._request_stop(SHUTTING_DOWN)
         # Give stopped handlers (and command jobs killing their process groups) a moment.
@@ -759,8 +844,7 @@ class Worker:
             log.error(
                 "stopped with %d outcomes unwritten; their leases will expire", len(self._outbox)
             )
-        for _ in self._threads:
-            self._ready.put(None)
+        self._buffer.close()
         if self._loop is not None and self._loop_thread is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._loop_thread.join(2.0)
@@ -779,6 +863,16 @@ class Worker:
             self.counters.released,
             self.counters.refused,
         )
+
+
+#: Why a buffered lease went back: no handler became free within HAND_BACK of its ttl.
+_WAITED_TOO_LONG = "not started within half its lease; handed back"
+_HAND_BACK_CHECK = 0.1  # seconds between looks for buffered leases that waited too long
+
+
+def _max_wait(run: _Run) -> float:
+    """How long a buffered run may wait for a handler: HAND_BACK of its lease."""
+    return run.spec.lease_ttl.total_seconds() * HAND_BACK
 
 
 def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
