@@ -8,7 +8,9 @@ otherwise). The app module ``SYSTEM_app`` is imported by its name, never run as
 
 Stores jobs with ids ``FIRST .. FIRST+COUNT-1``, due now, or all due at one instant T
 ``--lead`` seconds after the enqueue starts (it picks T itself), then prints one JSON
-line: ``{"seconds": time spent enqueueing, "at": T or null}``.
+line: ``{"seconds": time spent enqueueing, "at": T or null, "enqueued": jobs
+acknowledged, "error": null or what the system raised}``. A system that raises stops the
+enqueue there; the jobs acknowledged before it are ids ``FIRST .. FIRST+enqueued-1``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import time
+
+from peers_common import progress
 
 
 def main() -> None:
@@ -26,7 +31,14 @@ def main() -> None:
     parser.add_argument("--lead", type=float)
     args = parser.parse_args()
     app = importlib.import_module(f"{args.system}_app")
-    print(json.dumps(app.enqueue(args.first, args.count, args.lead)), flush=True)
+    error = None
+    try:
+        app.enqueue(args.first, args.count, args.lead)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    seconds = None if progress.started is None else time.perf_counter() - progress.started
+    answer = {"seconds": seconds, "at": progress.at, "enqueued": progress.enqueued, "error": error}
+    print(json.dumps(answer), flush=True)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import os
 import time
 from datetime import UTC, datetime
 
-from peers_common import DB_ENV, chunks, record
+from peers_common import DB_ENV, chunks, progress, record
 
 import fencepost
 
@@ -30,11 +30,10 @@ def noop(n: int) -> None:
     record(n, started)
 
 
-def enqueue(first: int, count: int, lead: float | None) -> dict[str, float | None]:
+def enqueue(first: int, count: int, lead: float | None) -> None:
     with fencepost.connect(os.environ[DB_ENV]) as store:
-        at = None if lead is None else time.time() + lead
+        at = progress.begin(lead)
         due = {} if at is None else {"execute_at": datetime.fromtimestamp(at, UTC)}
-        started = time.perf_counter()
         for ids in chunks(first, count):
             store.submit_many([{"job": "noop", "inputs": {"n": i}, **due} for i in ids])
-        return {"seconds": time.perf_counter() - started, "at": at}
+            progress.add(len(ids))

@@ -6,9 +6,10 @@ defaults (one worker thread, as its README says of ``huey_consumer my_app.huey``
     PYTHONPATH=bench/peers bench/peers/.venvs/huey/bin/huey_consumer huey_app.huey
 
 Jobs are enqueued by ``bench/peers/.venvs/huey/bin/python bench/peers/enqueue.py huey
-FIRST COUNT [--lead SECONDS]``: ``task.map(ids)`` for jobs due now (Huey has no batch
-insert: ``map`` is its public bulk path, one enqueue, and one transaction, per task),
-``task.schedule((id,), eta=T)`` for a burst.
+FIRST COUNT [--lead SECONDS]``: ``task(id)`` for jobs due now, ``task.schedule((id,),
+eta=T)`` for a burst, one call per job. Huey has no batch insert: ``task.map(ids)``, its
+bulk call, is this same loop of single enqueues (one transaction each), and calling
+them one by one tells exactly which were acknowledged if one raises.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 from datetime import UTC, datetime
 
 from huey import SqliteHuey
-from peers_common import DB_ENV, chunks, record
+from peers_common import DB_ENV, progress, record
 
 huey = SqliteHuey(filename=os.environ[DB_ENV])
 
@@ -30,14 +31,12 @@ def noop(n: int) -> None:
     record(n, started)
 
 
-def enqueue(first: int, count: int, lead: float | None) -> dict[str, float | None]:
-    at = None if lead is None else time.time() + lead
-    started = time.perf_counter()
-    if at is None:
-        for ids in chunks(first, count):
-            noop.map(ids)
-    else:
-        eta = datetime.fromtimestamp(at, UTC)
-        for i in range(first, first + count):
+def enqueue(first: int, count: int, lead: float | None) -> None:
+    at = progress.begin(lead)
+    eta = None if at is None else datetime.fromtimestamp(at, UTC)
+    for i in range(first, first + count):
+        if eta is None:
+            noop(i)
+        else:
             noop.schedule((i,), eta=eta)
-    return {"seconds": time.perf_counter() - started, "at": at}
+        progress.add(1)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from dataclasses import dataclass
 
 STARTS_ENV = "PEERS_STARTS"  #: the per-run file handlers append to
 DB_ENV = "PEERS_DB"  #: the store: a fencepost URL, or Huey's SQLite file
@@ -32,6 +34,30 @@ def record(job_id: int, started: float) -> None:
             if _fd is None:
                 _fd = os.open(os.environ[STARTS_ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.write(_fd, f"{job_id} {started:.6f}\n".encode())
+
+
+@dataclass
+class Progress:
+    """One enqueue's account: when it started, its T, how many jobs its system acknowledged.
+
+    An app's ``enqueue`` calls :meth:`begin` once connected, then :meth:`add` after each
+    call the system returned from; enqueue.py reports it even when a call raises.
+    """
+
+    started: float | None = None  #: perf_counter at the first enqueue call
+    at: float | None = None  #: the burst's due instant T (time.time()), or None
+    enqueued: int = 0  #: jobs acknowledged, ids first .. first+enqueued-1
+
+    def begin(self, lead: float | None) -> float | None:
+        self.at = None if lead is None else time.time() + lead
+        self.started = time.perf_counter()
+        return self.at
+
+    def add(self, jobs: int) -> None:
+        self.enqueued += jobs
+
+
+progress = Progress()
 
 
 def chunks(first: int, count: int) -> list[range]:

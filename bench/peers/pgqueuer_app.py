@@ -27,7 +27,7 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 
 import asyncpg
-from peers_common import chunks, record
+from peers_common import chunks, progress, record
 from pgqueuer import PgQueuer
 from pgqueuer.db import AsyncpgDriver
 from pgqueuer.models import Job
@@ -51,21 +51,20 @@ async def main() -> AsyncIterator[PgQueuer]:
         await connection.close()
 
 
-async def _enqueue(first: int, count: int, lead: float | None) -> dict[str, float | None]:
+async def _enqueue(first: int, count: int, lead: float | None) -> None:
     connection = await asyncpg.connect()
     try:
         queries = Queries(AsyncpgDriver(connection))
-        at = None if lead is None else time.time() + lead
-        started = time.perf_counter()
+        at = progress.begin(lead)
         for ids in chunks(first, count):
             after = None if at is None else [timedelta(seconds=at - time.time())] * len(ids)
             await queries.enqueue(
                 ["noop"] * len(ids), [str(i).encode() for i in ids], [0] * len(ids), after
             )
-        return {"seconds": time.perf_counter() - started, "at": at}
+            progress.add(len(ids))
     finally:
         await connection.close()
 
 
-def enqueue(first: int, count: int, lead: float | None) -> dict[str, float | None]:
-    return asyncio.run(_enqueue(first, count, lead))
+def enqueue(first: int, count: int, lead: float | None) -> None:
+    asyncio.run(_enqueue(first, count, lead))

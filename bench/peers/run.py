@@ -214,14 +214,39 @@ def install_schema(system: System, db: Backend, tmp: Path) -> None:
         )
 
 
-def enqueue(system: System, db: Backend, tmp: Path, n: int, lead: float | None) -> dict[str, Any]:
+class RunFailed(Exception):
+    """A run that could not be carried out (it is reported, and the benchmark goes on)."""
+
+
+def enqueue(
+    system: System,
+    db: Backend,
+    tmp: Path,
+    n: int,
+    lead: float | None,
+    outcome: Outcome,
+    workload: str,
+) -> dict[str, Any]:
+    """Enqueue jobs 0..n-1 in the system's own interpreter; its answer (see enqueue.py).
+
+    An error the system raised is noted in ``outcome`` (the jobs it acknowledged
+    before it are the run's jobs from then on).
+    """
     argv = [str(system.python), str(PEERS / "enqueue.py"), system.kind, "0", str(n)]
     if lead is not None:
         argv += ["--lead", str(lead)]
     done = subprocess.run(argv, env=child_env(db.env), cwd=tmp, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{system.key}: enqueue failed:\n{done.stderr[-3000:]}")
+    if done.returncode != 0 or not done.stdout.strip():
+        raise RunFailed(f"{workload}: the enqueue crashed: {done.stderr.strip()[-600:]}")
     answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if answer["seconds"] is not None:
+        outcome.enqueue_s.append(float(answer["seconds"]))
+    if answer["error"]:
+        outcome.enqueue_errors += 1
+        outcome.notes.append(
+            f"{workload}: the enqueue FAILED after {answer['enqueued']:,} of {n:,} jobs were "
+            f"acknowledged: {answer['error']}"
+        )
     return answer
 
 
@@ -364,21 +389,33 @@ class Outcome:
     lateness: list[float] = field(default_factory=list)
     rss_kb: int = 0
     enqueue_s: list[float] = field(default_factory=list)  #: W1's and W2's enqueue times
+    enqueue_errors: int = 0  #: enqueues that the system refused part of (it raised)
     lost: int = 0
     dup: int = 0
     notes: list[str] = field(default_factory=list)
+    failed: bool = False  #: the run could not be carried out (see notes)
 
 
-def check(starts: list[tuple[int, float]], n: int, outcome: Outcome, workload: str) -> None:
+def check(
+    starts: list[tuple[int, float]], n: int, asked: int, outcome: Outcome, workload: str
+) -> None:
+    """Count jobs 0..n-1 (those acknowledged) that never started, and repeated starts.
+
+    Ids the system refused (n..asked-1: its enqueue raised) that ran all the same are
+    noted, not counted; any other id is counted as a duplicate.
+    """
     seen: dict[int, int] = {}
     for job, _ in starts:
         seen[job] = seen.get(job, 0) + 1
     lost = sum(1 for i in range(n) if i not in seen)
-    dup = sum(c - 1 for c in seen.values()) + sum(1 for j in seen if not 0 <= j < n)
+    refused_ran = sum(1 for j in seen if n <= j < asked)
+    dup = sum(c - 1 for c in seen.values()) + sum(1 for j in seen if not 0 <= j < asked)
     outcome.lost += lost
     outcome.dup += dup
     if lost or dup:
-        outcome.notes.append(f"{workload}: {lost} of {n} jobs LOST, {dup} DUPLICATED")
+        outcome.notes.append(f"{workload}: {lost} of {n:,} jobs LOST, {dup} DUPLICATED")
+    if refused_ran:
+        outcome.notes.append(f"{workload}: {refused_ran} jobs ran though their enqueue raised")
 
 
 def first_starts(starts: list[tuple[int, float]]) -> dict[int, float]:
@@ -394,22 +431,22 @@ def run_w1(system: System, dsn: str, n: int, outcome: Outcome, logs: Path | None
         tmp = Path(tmpdir)
         with backend(system, dsn, tmp) as db:
             install_schema(system, db, tmp)
-            outcome.enqueue_s.append(float(enqueue(system, db, tmp, n, None)["seconds"]))
+            stored = int(enqueue(system, db, tmp, n, None, outcome, "W1")["enqueued"])
             starts = StartsFile(tmp / "starts.txt")
             env = child_env({**db.env, STARTS_ENV: str(starts.path)})
             argv = system.worker_argv(db.url) + list(system.extra)
             with worker(argv, env, tmp, tmp / "worker.log") as proc:
-                reason = wait_for(starts, n, proc.alive, time.monotonic())
+                reason = wait_for(starts, stored, proc.alive, time.monotonic())
             outcome.rss_kb = max(outcome.rss_kb, proc.peak_rss_kb)
             outcome.notes += [f"W1: {note}" for note in proc.notes]
             if reason:
                 outcome.notes.append(f"W1: {reason}; {log_tail(tmp / 'worker.log')}")
             keep(tmp / "worker.log", logs, f"{system.key}-W1")
             found = starts.read()
-            check(found, n, outcome, "W1")
+            check(found, stored, n, outcome, "W1")
             times = [at for _, at in found]
             if len(times) >= 2 and max(times) > min(times):
-                outcome.rate = n / (max(times) - min(times))
+                outcome.rate = stored / (max(times) - min(times))
 
 
 def run_w2(
@@ -424,21 +461,23 @@ def run_w2(
             argv = system.worker_argv(db.url) + list(system.extra)
             with worker(argv, env, tmp, tmp / "worker.log") as proc:
                 time.sleep(IDLE)
-                answer = enqueue(system, db, tmp, burst, lead)
-                outcome.enqueue_s.append(float(answer["seconds"]))
+                answer = enqueue(system, db, tmp, burst, lead, outcome, "W2")
+                stored = int(answer["enqueued"])
+                if answer["at"] is None:
+                    raise RunFailed("W2: the enqueue failed before it began")
                 at = float(answer["at"])
                 if time.time() > at:
                     outcome.notes.append(
-                        f"W2: enqueueing {burst:,} took {answer['seconds']:.1f} s, past T"
+                        f"W2: enqueueing {stored:,} took {answer['seconds']:.1f} s, past T"
                     )
-                reason = wait_for(starts, burst, proc.alive, time.monotonic())
+                reason = wait_for(starts, stored, proc.alive, time.monotonic())
             outcome.rss_kb = max(outcome.rss_kb, proc.peak_rss_kb)
             outcome.notes += [f"W2: {note}" for note in proc.notes]
             if reason:
                 outcome.notes.append(f"W2: {reason}; {log_tail(tmp / 'worker.log')}")
             keep(tmp / "worker.log", logs, f"{system.key}-W2")
             found = starts.read()
-            check(found, burst, outcome, "W2")
+            check(found, stored, burst, outcome, "W2")
             outcome.lateness = sorted(t - at for t in first_starts(found).values())
 
 
@@ -477,12 +516,17 @@ def log_tail(log: Path, lines: int = 5) -> str:
 
 
 def run_once(system: System, args: argparse.Namespace) -> Outcome:
+    """W1 and W2 (W1 only for a floor); a run that fails is noted, and the rest go on."""
     outcome = Outcome()
-    if system.kind == "floor":
-        run_floor(system, args.pg_dsn, args.n, outcome)
-    else:
-        run_w1(system, args.pg_dsn, args.n, outcome, args.logs)
-        run_w2(system, args.pg_dsn, args.burst, args.lead, outcome, args.logs)
+    try:
+        if system.kind == "floor":
+            run_floor(system, args.pg_dsn, args.n, outcome)
+        else:
+            run_w1(system, args.pg_dsn, args.n, outcome, args.logs)
+            run_w2(system, args.pg_dsn, args.burst, args.lead, outcome, args.logs)
+    except (RunFailed, OSError, subprocess.SubprocessError, psycopg.Error, sqlite3.Error) as exc:
+        outcome.failed = True
+        outcome.notes.append(f"the run FAILED: {exc}")
     return outcome
 
 
@@ -549,7 +593,15 @@ def fmt_lateness(summary: Summary) -> str:
 
 def fmt_lost(summary: Summary) -> str:
     text = f"{summary.lost} / {summary.dup}"
-    return f"**{text}**" if summary.lost or summary.dup else text
+    if summary.lost or summary.dup:
+        text = f"**{text}**"
+    failed = sum(r.enqueue_errors for r in summary.runs)
+    broken = sum(1 for r in summary.runs if r.failed)
+    if failed:
+        text += f" (enqueue raised ×{failed})"
+    if broken:
+        text += f" (**{broken} run{'s' if broken > 1 else ''} failed**)"
+    return text
 
 
 def ratio(name: str, a: float | None, b: float | None, meaning: str) -> str | None:
