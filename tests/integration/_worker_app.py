@@ -6,6 +6,7 @@ The store URL given here is a placeholder: the tests always pass ``--db``.
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import fencepost
@@ -65,3 +66,9 @@ def step(ctx: Context, wait_for: str | None = None) -> str:
     while wait_for is not None and not os.path.exists(wait_for) and time.monotonic() < deadline:
         time.sleep(0.01)
     return ctx.owner
+
+
+@app.job("loaded-modules", lease_ttl=30)
+def loaded_modules() -> list[str]:
+    """The top-level packages loaded in this worker process, sorted."""
+    return sorted({name.partition(".")[0] for name in sys.modules})

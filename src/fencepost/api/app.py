@@ -9,13 +9,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fencepost.api import dashboard, executions, problems, reports, schedules, work
 from fencepost.api.auth import Auth
-from fencepost.api.guard import (
-    DEFAULT_BODY_BUDGET,
-    DEFAULT_BODY_TIMEOUT,
-    DEFAULT_MAX_BODY_BYTES,
-    Guard,
-    LoopbackOnly,
-)
+from fencepost.api.defaults import DEFAULT_BODY_BUDGET, DEFAULT_BODY_TIMEOUT
+from fencepost.api.guard import DEFAULT_MAX_BODY_BYTES, Guard, LoopbackOnly
 from fencepost.api.limits import ByteBudget, FailureLimiter
 from fencepost.api.metrics import Metrics, create_metrics
 from fencepost.api.metrics import router as metrics_router

@@ -36,10 +36,9 @@ from typing import Any
 
 from fastapi import Request
 
+from fencepost.api.defaults import TOKENS_ENV
 from fencepost.domain.errors import FencepostError
 
-#: The environment variable holding tokens: ``token=scope,scope;token=scope``.
-TOKENS_ENV = "FENCEPOST_TOKENS"
 SESSION_COOKIE = "fencepost_session"
 CSRF_COOKIE = "fencepost_csrf"
 CSRF_HEADER = "x-csrf-token"

@@ -59,15 +59,12 @@ from fencepost.api.auth import (
     admit,
     required_scope,
 )
+from fencepost.api.defaults import DEFAULT_BODY_BUDGET, DEFAULT_BODY_TIMEOUT
 from fencepost.api.limits import ByteBudget, FailureLimiter, client_key
 from fencepost.domain.errors import FencepostError
 
 #: Default cap on a request body: 1 MiB, the store's default payload cap.
 DEFAULT_MAX_BODY_BYTES = 1_048_576
-#: Default time to receive a whole body once the headers are in: 1 MiB at 100 KiB/s.
-DEFAULT_BODY_TIMEOUT = 10.0
-#: Default bytes of bodies buffered at once across all requests: 64 bodies of 1 MiB.
-DEFAULT_BODY_BUDGET = 64 * 1_048_576
 #: Cap on one body from a caller without valid credentials (with auth on): a sign-in's
 #: token is at most 4,096 characters.
 ANONYMOUS_MAX_BODY_BYTES = 16_384

@@ -28,9 +28,8 @@ import asyncio
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from fencepost.api import problems
+from fencepost.api.defaults import DEFAULT_HEADER_TIMEOUT
 
-#: Default time for a request's headers, from connecting or from the previous response.
-DEFAULT_HEADER_TIMEOUT = 10.0
 #: Default cap on a request's headers (request line included): nginx allows 32 KiB.
 DEFAULT_MAX_HEADER_BYTES = 65_536
 

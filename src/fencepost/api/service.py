@@ -20,14 +20,14 @@ from fastapi import FastAPI
 
 from fencepost.api.app import create_app
 from fencepost.api.auth import Auth
-from fencepost.api.guard import (
+from fencepost.api.defaults import (
     DEFAULT_BODY_BUDGET,
     DEFAULT_BODY_TIMEOUT,
-    DEFAULT_MAX_BODY_BYTES,
-    is_loopback,
+    DEFAULT_HEADER_TIMEOUT,
 )
+from fencepost.api.guard import DEFAULT_MAX_BODY_BYTES, is_loopback
 from fencepost.api.metrics import Metrics, create_metrics
-from fencepost.api.protocol import DEFAULT_HEADER_TIMEOUT, guarded_protocol
+from fencepost.api.protocol import guarded_protocol
 from fencepost.domain.errors import StoreUnavailable
 from fencepost.scheduler.materializer import Materializer, MaterializerOptions
 from fencepost.store.base import Store, default_node_id

@@ -22,20 +22,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich import box
-from rich.console import Console, JustifyMethod
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
-from rich.text import Text
+# rich is imported where a table or a bar is drawn: a worker and ``--help`` never need it.
+if TYPE_CHECKING:
+    from rich.console import Console, JustifyMethod
 
 #: How wide a table may grow before rich squeezes a cell: wide enough for any row.
 _PIPED_WIDTH = 1_000
@@ -126,6 +117,8 @@ class Output:
     def __init__(self, *, as_json: bool, console: Console | None = None) -> None:
         self.as_json = as_json
         if console is None:
+            from rich.console import Console
+
             terminal = sys.stdout.isatty()
             console = Console(
                 file=sys.stdout,
@@ -162,6 +155,10 @@ class Output:
         The title and caption are lines of their own, above and below; an empty
         table shows only them. ``right`` names the columns to align right (numbers).
         """
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
+
         style = "bold" if self.terminal else ""
         if title:
             # On a line of its own: a table title wraps at the table's width.
@@ -201,6 +198,8 @@ class Output:
 
     def line(self, text: str = "") -> None:
         """One line of plain text (never interpreted as markup)."""
+        from rich.text import Text
+
         self.console.print(Text(text))
 
     @contextmanager
@@ -215,6 +214,15 @@ class Output:
         if not self.terminal:
             yield lambda completed: None
             return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         columns = [
             SpinnerColumn(),
             TextColumn("{task.description}"),

@@ -6,12 +6,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fencepost.api.auth import TOKENS_ENV, Auth, load_tokens
-from fencepost.api.guard import DEFAULT_BODY_BUDGET, DEFAULT_BODY_TIMEOUT, is_loopback
-from fencepost.api.protocol import DEFAULT_HEADER_TIMEOUT
-from fencepost.api.service import Service, ServiceOptions
+from fencepost.api.defaults import (
+    DEFAULT_BODY_BUDGET,
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    TOKENS_ENV,
+)
 from fencepost.cli import common, logs
 from fencepost.cli.worker import import_app, load_registry
 from fencepost.domain.errors import FencepostError, ValidationError
@@ -19,6 +21,9 @@ from fencepost.store import connect
 from fencepost.timing.durations import as_duration
 from fencepost.worker.registry import JobRegistry
 from fencepost.worker.runtime import WorkerOptions
+
+if TYPE_CHECKING:
+    from fencepost.api.auth import Auth
 
 DEFAULT_DB = "sqlite:///fencepost.db"
 
@@ -94,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
     except FencepostError as exc:
         print(f"fencepost serve: {exc}", file=sys.stderr)
         return 1
+    from fencepost.api.service import Service, ServiceOptions
+
     workers = args.workers if args.workers is not None else (1 if len(registry) else 0)
     options = ServiceOptions(
         workers=workers,
@@ -123,6 +130,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> tuple[Auth, JobRegistry]:
     """Everything that can be refused before the store is opened."""
+    from fencepost.api.auth import Auth, load_tokens  # the service's modules load with it
+    from fencepost.api.guard import is_loopback
+
     if not 0 < args.port < 65536:
         raise ValidationError("port", f"must be 1-65535, got {args.port}")
     if args.workers is not None and args.workers < 0:

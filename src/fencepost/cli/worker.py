@@ -11,13 +11,12 @@ from typing import Any
 
 from fencepost.app import App
 from fencepost.cli import common, logs
-from fencepost.client import TOKEN_ENV, Client
+from fencepost.client import TOKEN_ENV
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS, parse_buckets
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.scheduler.materializer import Materializer, MaterializerOptions
 from fencepost.store import connect
 from fencepost.store.base import Store
-from fencepost.worker.definitions import load_definitions
 from fencepost.worker.prefetch import DEFAULT_PREFETCH
 from fencepost.worker.registry import JobRegistry
 from fencepost.worker.runtime import Worker, WorkerOptions
@@ -118,6 +117,8 @@ def _build(args: argparse.Namespace) -> Worker:
             raise ValidationError(
                 "with-scheduler", "needs --db: the service materializes its schedules itself"
             )
+        from fencepost.client.http import Client  # httpx: only for a remote worker
+
         store = Client(args.server, token=args.token)
     elif args.db:
         store = connect(args.db, num_buckets=args.num_buckets)
@@ -155,6 +156,9 @@ def load_registry(app: App | None, definitions: Path | None) -> JobRegistry:
     """The jobs of ``app`` and of the definition files in ``definitions``, together."""
     specs = [] if app is None else list(app.registry)
     if definitions is not None:
+        # Definition files need YAML, JSON Schema and the runners: loaded only for them.
+        from fencepost.worker.definitions import load_definitions
+
         specs += load_definitions(definitions)
     return JobRegistry(specs)
 

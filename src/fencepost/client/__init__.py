@@ -8,7 +8,23 @@ Problems the service answers with are raised as the store's own errors
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from fencepost.client.errors import ApiError, Forbidden, Unauthorized
-from fencepost.client.http import TOKEN_ENV, Client
+
+if TYPE_CHECKING:
+    from fencepost.client.http import Client
+
+#: The environment variable ``fencepost worker --server`` reads its token from.
+TOKEN_ENV = "FENCEPOST_TOKEN"
 
 __all__ = ["TOKEN_ENV", "ApiError", "Client", "Forbidden", "Unauthorized"]
+
+
+def __getattr__(name: str) -> Any:
+    # The client (and httpx) load on first use: ``fencepost worker --db`` never needs them.
+    if name == "Client":
+        from fencepost.client.http import Client
+
+        return Client
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -43,8 +43,6 @@ from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.states import CommandKind, State
 from fencepost.store.base import DEFAULT_COMMAND_TTL, DEFAULT_TTL, default_node_id
 
-#: The environment variable ``fencepost worker --server`` reads its token from.
-TOKEN_ENV = "FENCEPOST_TOKEN"
 #: Large enough for any payload the service accepts; the service enforces its own cap.
 _ENCODE_LIMIT = 64 * 1024 * 1024
 

@@ -7,19 +7,19 @@ as ``run(ctx, inputs)``; for coroutine handlers it returns an awaitable.
 
 Inputs are checked against a JSON Schema (draft 2020-12) before anything is
 stored; the schema is given, or derived from the handler's type hints.
+
+jsonschema and pydantic are imported only when a schema is checked or derived:
+a worker process, which runs what was checked at submit, never needs them.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
-from typing import Any, get_type_hints
-
-import jsonschema
-import pydantic
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from fencepost.domain.checks import require_int, require_name
 from fencepost.domain.errors import ValidationError
@@ -27,6 +27,9 @@ from fencepost.domain.models import JSON
 from fencepost.domain.retry import RetryPolicy
 from fencepost.timing.durations import as_duration
 from fencepost.worker.context import Context
+
+if TYPE_CHECKING:
+    import jsonschema
 
 #: How a job is run: ``run(ctx, inputs)``; a coroutine handler's ``run`` returns an awaitable.
 Runner = Callable[[Context, dict[str, Any]], Any]
@@ -37,6 +40,9 @@ DEFAULT_LEASE_TTL = timedelta(seconds=30)
 #: The names a handler's first parameter may have to receive the context.
 _CONTEXT_NAMES = ("ctx", "context")
 
+#: The schema of a job that names none: any JSON object.
+_ANY_OBJECT: Mapping[str, Any] = {"type": "object"}
+
 
 @dataclass(frozen=True, kw_only=True)
 class JobSpec:
@@ -46,7 +52,7 @@ class JobSpec:
     version: int
     run: Runner
     is_async: bool = False  #: ``run`` returns a coroutine, to be awaited on the worker's loop
-    input_schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "object"})
+    input_schema: Mapping[str, Any] = field(default_factory=lambda: dict(_ANY_OBJECT))
     max_attempts: int | None = None  #: None: the store's default
     retry: RetryPolicy | None = None  #: None: the store's policy
     timeout: timedelta | None = None  #: how long one attempt may run; None: no limit
@@ -61,10 +67,17 @@ class JobSpec:
         if self.timeout is not None:
             object.__setattr__(self, "timeout", as_duration(self.timeout, field="timeout"))
         object.__setattr__(self, "lease_ttl", as_duration(self.lease_ttl, field="lease_ttl"))
-        try:
-            jsonschema.Draft202012Validator.check_schema(dict(self.input_schema))
-        except jsonschema.SchemaError as exc:
-            raise ValidationError("inputs", f"is not a valid JSON Schema: {exc.message}") from exc
+        # A schema derived from type hints is valid by construction, and checked
+        # (derived) only when first used; a given one is checked here, at once.
+        if not isinstance(self.input_schema, HintSchema) and self.input_schema != _ANY_OBJECT:
+            import jsonschema
+
+            try:
+                jsonschema.Draft202012Validator.check_schema(dict(self.input_schema))
+            except jsonschema.SchemaError as exc:
+                raise ValidationError(
+                    "inputs", f"is not a valid JSON Schema: {exc.message}"
+                ) from exc
 
     @property
     def key(self) -> tuple[str, int]:
@@ -73,6 +86,8 @@ class JobSpec:
 
     @cached_property
     def _validator(self) -> jsonschema.Draft202012Validator:
+        import jsonschema
+
         return jsonschema.Draft202012Validator(dict(self.input_schema))
 
     def check_inputs(self, inputs: JSON) -> dict[str, Any]:
@@ -81,6 +96,8 @@ class JobSpec:
         The :class:`ValidationError` names the offending field as a path from
         ``inputs`` (``inputs.day``, ``inputs.items[2].sku``) and says why.
         """
+        import jsonschema
+
         value: JSON = {} if inputs is None else inputs
         error = jsonschema.exceptions.best_match(self._validator.iter_errors(value))
         if error is not None:
@@ -143,7 +160,7 @@ def spec_from_function(
             raise ValidationError(
                 "handler", f"{_qualname(handler)}: parameter {p.name!r} must accept a keyword"
             )
-    schema = dict(inputs) if inputs is not None else _schema_from_hints(fields, hints)
+    schema = dict(inputs) if inputs is not None else HintSchema(fields, hints)
     is_async = inspect.iscoroutinefunction(handler)
 
     def run(ctx: Context, values: dict[str, Any]) -> Any:
@@ -163,8 +180,39 @@ def spec_from_function(
     )
 
 
+class HintSchema(Mapping[str, Any]):
+    """The JSON Schema of a handler's keyword inputs, derived from its type hints on first use.
+
+    Deriving takes pydantic; a worker, which never checks inputs, never pays for
+    it. A hint pydantic cannot describe raises :class:`ValidationError` on
+    ``inputs`` when the schema is first needed (the first submit of the job).
+    """
+
+    def __init__(self, fields: list[inspect.Parameter], hints: Mapping[str, Any]) -> None:
+        self._fields = fields
+        self._hints = hints
+
+    @cached_property
+    def _schema(self) -> dict[str, Any]:
+        return _schema_from_hints(self._fields, self._hints)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._schema[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._schema)
+
+    def __len__(self) -> int:
+        return len(self._schema)
+
+    def __repr__(self) -> str:
+        return f"HintSchema({self._schema!r})"
+
+
 def _schema_from_hints(fields: list[inspect.Parameter], hints: Mapping[str, Any]) -> dict[str, Any]:
     """A JSON Schema for the keyword inputs of a handler, from its type hints (via pydantic)."""
+    import pydantic
+
     definitions: dict[str, Any] = {}
     open_ended = False
     for p in fields:

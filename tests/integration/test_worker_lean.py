@@ -1,0 +1,87 @@
+"""A worker process loads what running its jobs takes, and nothing of the service.
+
+``fencepost worker MODULE:app --db ...`` and ``fencepost --help`` must not import
+the HTTP service's stack (FastAPI, Starlette, uvicorn, pydantic, Prometheus),
+jsonschema, YAML, rich or httpx: a worker's memory and start-up are what every
+machine running jobs pays. Measured on real processes: the worker reports the
+packages loaded in it from inside one of its own handlers.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import fencepost
+from fencepost import State
+from tests import postgres
+from tests.integration.test_worker_processes import APP, ROOT, Workers, wait_until, workers
+
+pytestmark = pytest.mark.slow
+
+__all__ = ["workers"]  # fixture
+
+#: Packages only the service, the operator tables, definition files or --server need.
+HEAVY = {
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "pydantic",
+    "pydantic_core",
+    "prometheus_client",
+    "jsonschema",
+    "yaml",
+    "rich",
+    "httpx",
+}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'lean.db'}"
+        return
+    postgres.require_postgres()
+    schema = postgres.new_schema()
+    try:
+        yield postgres.store_url(schema)
+    finally:
+        postgres.drop_schema(schema)
+
+
+def test_a_worker_process_loads_none_of_the_service_stack(workers: Workers, url: str) -> None:
+    with fencepost.connect(url) as store:
+        probe = store.submit("loaded-modules").id
+        workers.start(url, "lean", APP)
+        done = wait_until(
+            lambda: (e := store.get(probe)).state is State.SUCCEEDED and e, 30, "the probe job"
+        )
+    loaded = set(done.result)
+    assert "fencepost" in loaded  # the probe did run in the worker
+    assert not loaded & HEAVY, f"a worker loaded {sorted(loaded & HEAVY)}"
+
+
+def test_help_loads_none_of_the_service_stack() -> None:
+    code = (
+        "import sys\n"
+        "from fencepost.cli.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(sorted({m.partition('.')[0] for m in sys.modules})))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+    loaded = set(run.stdout.split())
+    assert "fencepost" in loaded
+    assert not loaded & HEAVY, f"--help loaded {sorted(loaded & HEAVY)}"
