@@ -394,6 +394,7 @@ class Outcome:
     dup: int = 0
     notes: list[str] = field(default_factory=list)
     failed: bool = False  #: the run could not be carried out (see notes)
+    past_t: bool = False  #: W2's enqueue was still going at T (its lateness includes that)
 
 
 def check(
@@ -467,6 +468,7 @@ def run_w2(
                     raise RunFailed("W2: the enqueue failed before it began")
                 at = float(answer["at"])
                 if time.time() > at:
+                    outcome.past_t = True
                     outcome.notes.append(
                         f"W2: enqueueing {stored:,} took {answer['seconds']:.1f} s, past T"
                     )
@@ -588,7 +590,9 @@ def fmt_lateness(summary: Summary) -> str:
     stats = [summary.lateness(0.50), summary.lateness(0.99), summary.lateness(None)]
     if any(s is None for s in stats):
         return "—"
-    return " / ".join(f"{s * 1000:,.0f}" for s in stats if s is not None) + " ms"
+    text = " / ".join(f"{s * 1000:,.0f}" for s in stats if s is not None) + " ms"
+    past = sum(1 for r in summary.runs if r.past_t)
+    return text + (f" (enqueue past T in {past} run{'s' if past > 1 else ''})" if past else "")
 
 
 def fmt_lost(summary: Summary) -> str:
