@@ -81,6 +81,7 @@ WARM_UP = 2
 TARGET_P50 = 0.010
 TARGET_FLOOR = 0.95
 DRAINED = 0.2
+BUSY_ELSEWHERE = 0.25  # cores used by other processes past which a run is flagged
 
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -145,6 +146,11 @@ class Cpu:
             f"worker {self.worker / w:.2f}, producer (this process) {self.producer / w:.2f},"
             f" postgres (all) {self.postgres / w:.2f}, anything else {max(rest, 0) / w:.2f};"
             f" machine busy {self.busy / w:.2f} of {os.cpu_count()}"
+            + (
+                f" — **other work took {rest / w:.2f} cores: figures are not comparable**"
+                if rest / w > BUSY_ELSEWHERE
+                else ""
+            )
         )
 
 
