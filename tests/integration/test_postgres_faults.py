@@ -113,7 +113,16 @@ def test_a_worker_whose_connections_are_killed_heals_and_its_leases_are_taken_ov
                 victim.wait(timeout=10)
                 assert victim.returncode == 0
                 assert victim.stderr is not None
-                assert victim.stderr.read() == ""
+                # Nothing went wrong in the victim: no traceback, no error. A connection
+                # killed while idle for less than a second is found broken by the call
+                # that uses it (idle connections are checked only after a second: the
+                # check is a round trip), and the pool says so when it discards it.
+                noise = [
+                    line
+                    for line in victim.stderr.read().splitlines()
+                    if not line.startswith("discarding closed connection: ")
+                ]
+                assert noise == []
                 results = [(x, {"owner": x.owner, "epoch": x.epoch}) for x in taken]
                 assert store.complete_many(results) == [None] * LEASES
             finally:
