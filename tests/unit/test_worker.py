@@ -316,6 +316,7 @@ class FlakyStore:
         self._store = store
         self.down = threading.Event()
         self.refused_calls = 0
+        self.parallel_writes = False
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._store, name)
@@ -352,7 +353,15 @@ def frozen_heartbeats(app: App, **options: Any) -> Worker:
     return Worker(LostHeartbeats(app.store), app.registry, WorkerOptions(**options))  # type: ignore[arg-type]
 
 
-def test_outcomes_wait_out_a_store_outage_and_claims_resume_after_it(app: App) -> None:
+#: A store that takes writes from several threads has outcomes written on a thread of
+#: their own (PostgreSQL); one that does not, on the control thread (SQLite, memory).
+WRITERS = pytest.mark.parametrize("parallel_writes", [False, True], ids=["inline", "writer"])
+
+
+@WRITERS
+def test_outcomes_wait_out_a_store_outage_and_claims_resume_after_it(
+    app: App, parallel_writes: bool
+) -> None:
     gate = threading.Event()
 
     @app.job("gated", lease_ttl=30)
@@ -362,6 +371,7 @@ def test_outcomes_wait_out_a_store_outage_and_claims_resume_after_it(app: App) -
 
     first = app.submit("gated").id
     flaky = FlakyStore(app.store)
+    flaky.parallel_writes = parallel_writes
     with running(Worker(flaky, app.registry)) as w:  # type: ignore[arg-type]
         wait_until(lambda: app.store.get(first).state is State.RUNNING)
         flaky.down.set()
@@ -452,6 +462,7 @@ class RefusingStore:
     def __init__(self, store: Store, poison: object) -> None:
         self._store = store
         self._poison = poison
+        self.parallel_writes = False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -462,8 +473,9 @@ class RefusingStore:
         return self._store.complete_many(results)
 
 
+@WRITERS
 def test_a_refused_outcome_is_that_outcome_s_problem(
-    app: App, caplog: pytest.LogCaptureFixture
+    app: App, caplog: pytest.LogCaptureFixture, parallel_writes: bool
 ) -> None:
     """The worker logs it once, fails that execution, and writes and claims the rest."""
 
@@ -472,7 +484,9 @@ def test_a_refused_outcome_is_that_outcome_s_problem(
         return n
 
     ids = [app.submit("echo", inputs={"n": n}).id for n in range(20)]
-    worker = Worker(RefusingStore(app.store, 7), app.registry)  # type: ignore[arg-type]
+    refusing = RefusingStore(app.store, 7)
+    refusing.parallel_writes = parallel_writes
+    worker = Worker(refusing, app.registry)  # type: ignore[arg-type]
     with caplog.at_level(logging.ERROR, logger="fencepost.worker"), running(worker) as w:
         for eid in ids:
             wait_until(lambda eid=eid: finished(app.store, eid), message=eid)

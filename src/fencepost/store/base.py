@@ -182,6 +182,11 @@ class Outcome:
 class Store(ABC):
     """A durable home for executions and schedules, each handed out under a fenced lease."""
 
+    #: Whether writes from several threads of one process proceed at once (so a worker
+    #: writes outcomes on a thread of their own, beside its claims). False for SQLite:
+    #: one writer per file, a second would only wait for the lock.
+    parallel_writes = False
+
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
         self.clock = config.clock

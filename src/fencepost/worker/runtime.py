@@ -33,6 +33,7 @@ import time
 import traceback
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -185,6 +186,13 @@ class Worker:
         self._outbox: list[_Outcome] = []
         self._outbox_since = 0.0  # when the oldest outcome in the outbox arrived
         self._buffer: ClaimBuffer[_Run] = ClaimBuffer(self.options.concurrency, monotonic)
+        # Outcomes are written beside the claims where the store takes both at once.
+        self._writer: ThreadPoolExecutor | None = (
+            ThreadPoolExecutor(1, thread_name_prefix="fencepost-writer")
+            if getattr(store, "parallel_writes", False)
+            else None
+        )
+        self._writing: Future[tuple[list[_Outcome], Exception | None]] | None = None
         self._rate = FinishRate(max(0, self.options.prefetch))
         self._next_hand_back = 0.0
         self._threads: list[threading.Thread] = []
@@ -554,29 +562,60 @@ class Worker:
             or self._stopping.is_set()
         )
 
-    def _flush(self, now: float) -> None:
+    def _flush(self, now: float, *, wait: bool = False) -> None:
         """Write the outbox: completions in one batch, then the rest one by one.
+
+        Where the store takes writes from several threads at once (PostgreSQL),
+        the batch is written on the writer thread while this one goes on claiming
+        (one batch in flight; the next waits for it) — unless ``wait``. A claim
+        and a completion then overlap instead of taking turns, and handlers do not
+        idle through both round trips.
 
         Stops at the first outage and keeps what is unwritten for the next try.
         While the store is down, an outcome whose lease has surely expired is
         dropped: the store will time that attempt out and retry it anyway.
         """
+        if self._writing is not None:
+            if not (wait or self._writing.done()):
+                return  # the batch in flight first: outcomes keep gathering meanwhile
+            self._written(*self._writing.result())
+            self._writing = None
         if not self._outbox or (not self._healthy and now < self._retry_at):
             return
         if not self._healthy:
             self._outbox = [o for o in self._outbox if not self._expired(o, now)]
-        completions = [o for o in self._outbox if o.verb == "complete"]
+        batch, self._outbox = self._outbox, []
+        if self._writer is None or wait:
+            self._written(*self._write_outcomes(batch))
+            return
+        self._writing = self._writer.submit(self._write_outcomes, batch)
+        self._writing.add_done_callback(lambda _: self._wake.set())
+
+    def _write_outcomes(self, batch: list[_Outcome]) -> tuple[list[_Outcome], Exception | None]:
+        """Write ``batch``; what an outage left unwritten, and the outage (None: all written)."""
+        completions = [o for o in batch if o.verb == "complete"]
         steps: list[tuple[list[_Outcome], Callable[[], bool]]] = []
         if completions:
             steps.append((completions, partial(self._complete, completions)))
-        for outcome in self._outbox:
+        for outcome in batch:
             if outcome.verb != "complete":
                 steps.append(([outcome], partial(self._write, outcome)))
         for index, (_, write) in enumerate(steps):
-            if self._store_call(write) is None:
-                self._outbox = [o for batch, _ in steps[index:] for o in batch]
-                return
-        self._outbox = []
+            try:
+                write()
+            except StoreUnavailable as exc:
+                return [o for unwritten, _ in steps[index:] for o in unwritten], exc
+        return [], None
+
+    def _written(self, unwritten: list[_Outcome], outage: Exception | None) -> None:
+        """Account for a written batch: an outage puts what it left back in front."""
+        if outage is None:
+            self._store_call(lambda: None)  # healthy again, if it was down
+            return
+        self._outbox = unwritten + self._outbox
+        if unwritten and self._outbox[0] is unwritten[0]:
+            self._outbox_since = self._monotonic()
+        self._store_down(outage)
 
     def _expired(self, outcome: _Outcome, now: float) -> bool:
         if outcome.run.expires > now:
@@ -836,8 +875,9 @@ class Worker:
         self._runs.clear()
         deadline = self._monotonic() + (1.0 if immediate else 10.0)
         self._healthy = True
+        self._flush(self._monotonic(), wait=True)  # the batch in flight, then the rest
         while self._outbox and self._monotonic() < deadline:
-            self._flush(self._monotonic())
+            self._flush(self._monotonic(), wait=True)
             if self._outbox:
                 time.sleep(min(0.5, max(0.0, self._retry_at - self._monotonic())))
         if self._outbox:
@@ -845,6 +885,8 @@ class Worker:
                 "stopped with %d outcomes unwritten; their leases will expire", len(self._outbox)
             )
         self._buffer.close()
+        if self._writer is not None:
+            self._writer.shutdown(wait=False)
         if self._loop is not None and self._loop_thread is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._loop_thread.join(2.0)

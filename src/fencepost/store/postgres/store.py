@@ -99,6 +99,8 @@ class PostgresStore(Store):
     #: submitting every 25 ms would see half its jobs picked up late; 5 ms still bounds
     #: a busy producer to 200 NOTIFYs a second.
     NOTIFY_INTERVAL = 0.005
+    #: Each thread's writes go through a pooled connection of their own.
+    parallel_writes = True
     #: Refresh the planner's statistics after this many rows inserted by one store
     #: (autovacuum would, but only up to a minute later).
     ANALYZE_AFTER_ROWS = 10_000
