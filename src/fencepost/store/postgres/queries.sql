@@ -141,11 +141,24 @@ SELECT 1 FROM executions WHERE id = %(id)s::uuid
 -- batch's texts in one parse).
 -- Candidates are restricted to %(jobs)s, %(ids)s, %(buckets)s and the 'job:version'
 -- pairs in %(versions)s (rows without a job_version run on any version).
+--
+-- A claim must not cost more as the backlog grows, whatever the planner believes
+-- about sizes (a worker's prepared claim may have been planned while it polled an
+-- empty table, before a burst arrived):
+-- * now is a scalar subquery, not a join with clock: due_at <= now is then a
+--   condition inside the claimable index, so a walk over rows not yet due reads
+--   no table rows, and the walk keeps the index's order and stops at the limit.
+-- * Each picked row is updated through its primary key: joined with picked, a
+--   nested loop of index lookups in the generic plans psycopg's prepared
+--   statements get. (A plan made for one call may still hash-join the whole of a
+--   table under about 60,000 rows; bounded, where the alternatives were not.)
+-- * Inputs are looked up per claimed row: joined, the planner hash-joined every
+--   row of execution_data on every claim of a table under about 60,000 rows.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 waiting AS (
     SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at
-    FROM executions AS e, clock
-    WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= clock.now
+    FROM executions AS e
+    WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= (SELECT now FROM clock)
       AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
       AND (%(ids)s::uuid[] IS NULL OR e.id = ANY(%(ids)s::uuid[]))
       AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
@@ -198,8 +211,9 @@ audit AS (
     FROM claimed
 )
 SELECT c.id, c.epoch, c.attempt, c.max_attempts, c.job, c.job_version, c.timeout,
-       c.schedule_id, c.slot, c.lease_until, c.due_at, d.inputs::text
-FROM claimed AS c JOIN execution_data AS d ON d.execution_id = c.id
+       c.schedule_id, c.slot, c.lease_until, c.due_at,
+       (SELECT d.inputs::text FROM execution_data AS d WHERE d.execution_id = c.id)
+FROM claimed AS c
 ORDER BY c.priority DESC, c.due_at, c.id
 
 -- name: claim_capped
@@ -280,8 +294,9 @@ audit AS (
     FROM claimed
 )
 SELECT c.id, c.epoch, c.attempt, c.max_attempts, c.job, c.job_version, c.timeout,
-       c.schedule_id, c.slot, c.lease_until, c.due_at, d.inputs::text
-FROM claimed AS c JOIN execution_data AS d ON d.execution_id = c.id
+       c.schedule_id, c.slot, c.lease_until, c.due_at,
+       (SELECT d.inputs::text FROM execution_data AS d WHERE d.execution_id = c.id)
+FROM claimed AS c
 ORDER BY c.priority DESC, c.due_at, c.id
 
 -- name: lock_buckets
@@ -296,13 +311,17 @@ FROM (SELECT b FROM unnest(%(buckets)s::integer[]) AS b ORDER BY b) AS ordered
 -- insert_stale_refusals. Rows come in id order, so concurrent batches lock
 -- rows in one order and cannot deadlock.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
--- RUNNING comes in as a column of l, not as a constant: with a constant the
--- planner may scan the partial index executions_leased (every leased row) and
--- compare each with every lease of the batch, which it does whenever its
--- statistics say few rows are RUNNING. As a join column it looks each lease up
--- by primary key. The arrays travel in binary: quoting them as text costs
--- milliseconds per batch.
-l AS (
+-- Each lease must reach its row by primary key, whatever the statistics say:
+-- * l is MATERIALIZED, so RUNNING stays a column of l. Inlined, the constant
+--   reaches e.state, and a planner whose statistics say few rows are RUNNING
+--   scans a partial index of every RUNNING row and compares each with every
+--   lease of the batch: the generic plan of a prepared statement took 28-54 ms
+--   for 256 leases that way, instead of 6-10.
+-- * e.id = ANY(ids) bounds the rows read to the batch's: a plan made for the
+--   batch's size otherwise hash-joins every row of a table smaller than about
+--   60,000 rows.
+-- The arrays travel in binary: quoting them as text costs milliseconds per batch.
+l AS MATERIALIZED (
     SELECT *, 'RUNNING' AS state FROM unnest(
         %(ids)b::uuid[], %(owners)b::text[], %(epochs)b::bigint[], %(results)b::jsonb[]
     ) AS l(id, owner, epoch, result)
@@ -311,7 +330,7 @@ done AS (
     UPDATE executions AS e
     SET state = 'SUCCEEDED', lease_owner = NULL, lease_until = NULL, updated_at = clock.now
     FROM l, clock
-    WHERE e.id = l.id
+    WHERE e.id = l.id AND e.id = ANY(%(ids)b::uuid[])
       AND e.state = l.state
       AND e.lease_owner = l.owner
       AND e.epoch = l.epoch
@@ -331,8 +350,8 @@ SELECT id FROM done
 -- name: heartbeat_fenced
 -- A heartbeat only ever extends: a lease handed out must not end earlier than promised.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
--- RUNNING as a column of l, arrays in binary: see complete_fenced.
-l AS (
+-- l MATERIALIZED, e.id = ANY(ids), arrays in binary: see complete_fenced.
+l AS MATERIALIZED (
     SELECT *, 'RUNNING' AS state FROM unnest(
         %(ids)b::uuid[], %(owners)b::text[], %(epochs)b::bigint[], %(progress)b::jsonb[]
     ) AS l(id, owner, epoch, progress)
@@ -342,7 +361,7 @@ renewed AS (
     SET lease_until = greatest(e.lease_until, clock.now + %(ttl)s::interval),
         updated_at = clock.now
     FROM l, clock
-    WHERE e.id = l.id
+    WHERE e.id = l.id AND e.id = ANY(%(ids)b::uuid[])
       AND e.state = l.state
       AND e.lease_owner = l.owner
       AND e.epoch = l.epoch

@@ -1,0 +1,120 @@
+"""PostgreSQL's claim and fenced completion reach rows by key, whatever the planner believes.
+
+The plans are read with EXPLAIN ANALYZE under both plan modes a prepared statement
+can get (the generic plan psycopg's prepared statements soon run, and a plan made
+for the call), on a table whose statistics were taken before anything was RUNNING:
+no scan of a whole table, and no loop over the batch once per lease.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+import fencepost
+from fencepost.domain.machine import TAKEOVER_REASON_FORMAT
+from fencepost.store.postgres.connection import QUERIES
+from tests import postgres
+
+_TYPES = {
+    "claim": {
+        "now": "timestamptz",
+        "owner": "text",
+        "limit": "integer",
+        "ttl": "interval",
+        "jobs": "text[]",
+        "ids": "uuid[]",
+        "buckets": "integer[]",
+        "versions": "text[]",
+        "takeover_reason": "text",
+    },
+    "complete_fenced": {
+        "now": "timestamptz",
+        "ids": "uuid[]",
+        "owners": "text[]",
+        "epochs": "bigint[]",
+        "results": "jsonb[]",
+    },
+}
+
+
+def _plan(
+    conn: psycopg.Connection[Any], name: str, params: dict[str, Any], *, generic: bool
+) -> str:
+    """EXPLAIN ANALYZE of a query block as a prepared statement, in a rolled-back transaction."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    text = re.sub(r"%\((\w+)\)[sb]", number, QUERIES[name])
+    types = _TYPES[name]
+    mode = "force_generic_plan" if generic else "force_custom_plan"
+    with conn.transaction(force_rollback=True):
+        conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
+        conn.execute(f"PREPARE probe ({', '.join(types[n] for n in names)}) AS {text}")
+        args = ", ".join(f"%s::{types[n]}" for n in names)
+        cursor = psycopg.ClientCursor(conn)
+        cursor.execute(f"EXPLAIN (ANALYZE) EXECUTE probe({args})", [params[n] for n in names])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        conn.execute("DEALLOCATE probe")
+    return plan
+
+
+@pytest.mark.parametrize("generic", [True, False], ids=["generic", "custom"])
+def test_postgres_claim_and_complete_reach_rows_by_key(generic: bool) -> None:
+    postgres.require_postgres()
+    name = postgres.new_schema()
+    try:
+        with fencepost.connect(postgres.store_url(name)) as store:
+            for _ in range(5):
+                store.submit_many([{"job": "bench", "inputs": {"n": i}} for i in range(1000)])
+            with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
+                for table in ("executions", "execution_data", "transitions"):
+                    conn.execute(f"VACUUM ANALYZE {name}.{table}")  # nothing RUNNING yet
+            leases = store.claim("probe", limit=256, ttl=600)
+        with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
+            conn.execute(f"SET search_path TO {name}")
+            claim = _plan(
+                conn,
+                "claim",
+                defaultdict(
+                    lambda: None,
+                    owner="probe",
+                    limit=256,
+                    ttl=timedelta(seconds=30),
+                    takeover_reason=TAKEOVER_REASON_FORMAT,
+                ),
+                generic=generic,
+            )
+            complete = _plan(
+                conn,
+                "complete_fenced",
+                {
+                    "now": None,
+                    "ids": [lease.execution_id for lease in leases],
+                    "owners": [lease.owner for lease in leases],
+                    "epochs": [lease.epoch for lease in leases],
+                    "results": ['{"ok": true}'] * len(leases),
+                },
+                generic=generic,
+            )
+        for plan in (claim, complete):
+            assert "Seq Scan on execution_data" not in plan, plan
+            assert "rows=256 loops=1)" in plan, plan  # the batch was really processed
+        assert "Seq Scan on executions" not in complete, complete
+        if generic:  # what a prepared claim runs; a plan made per call may still hash-join
+            assert "Seq Scan on executions" not in claim, claim  # a small table (see claim)
+        # The fenced completion never looks every lease up once per lease.
+        assert not re.search(r"Function Scan on l .*loops=(?!1\))\d+", complete), complete
+        assert not re.search(r"CTE Scan on l .*loops=(?!1\))\d+", complete), complete
+        assert "executions_running_bucket" not in complete, complete
+    finally:
+        postgres.drop_schema(name)
