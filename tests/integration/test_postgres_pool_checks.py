@@ -18,16 +18,14 @@ from psycopg_pool import ConnectionPool
 import fencepost
 from fencepost.store.postgres import connection
 from tests import postgres
+from tests.integration import _pg
 
 
 @pytest.fixture
 def url() -> Iterator[str]:
     postgres.require_postgres()
-    schema = postgres.new_schema()
-    try:
-        yield postgres.store_url(schema)
-    finally:
-        postgres.drop_schema(schema)
+    with _pg.fresh_schema() as schema:
+        yield _pg.url(schema)
 
 
 def test_a_connection_in_use_is_not_checked_and_an_idle_one_is(

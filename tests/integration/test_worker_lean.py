@@ -12,19 +12,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 import fencepost
 from fencepost import State
-from tests import postgres
+from tests.integration.test_service_processes import shared_db
 from tests.integration.test_worker_processes import APP, ROOT, Workers, wait_until, workers
 
 pytestmark = pytest.mark.slow
 
-__all__ = ["workers"]  # fixture
+__all__ = ["shared_db", "workers"]  # fixtures
 
 #: Packages only the service, the operator tables, definition files or --server need.
 HEAVY = {
@@ -41,20 +39,8 @@ HEAVY = {
 }
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'lean.db'}"
-        return
-    postgres.require_postgres()
-    schema = postgres.new_schema()
-    try:
-        yield postgres.store_url(schema)
-    finally:
-        postgres.drop_schema(schema)
-
-
-def test_a_worker_process_loads_none_of_the_service_stack(workers: Workers, url: str) -> None:
+def test_a_worker_process_loads_none_of_the_service_stack(workers: Workers, shared_db: str) -> None:
+    url = shared_db
     with fencepost.connect(url) as store:
         probe = store.submit("loaded-modules").id
         workers.start(url, "lean", APP)

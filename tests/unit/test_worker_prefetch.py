@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -96,6 +97,38 @@ def buffered(store: Store, ids: list[str], owner: str, started: set[str]) -> lis
     ]
 
 
+@dataclass
+class Stranded:
+    """A run of quick executions, then one that holds its handler, then a tail.
+
+    Claim order is priority first: the quick ones raise the worker's finish rate,
+    so its claims reach ahead; the blocker then holds the worker's only handler
+    until ``gate`` opens, and the tail it claimed ahead waits in its buffer.
+    ``ran`` lists every handler start, in order.
+    """
+
+    gate: threading.Event
+    ran: list[str]
+    blocker: str
+    tail: list[str]
+
+
+def stranded(app: App, *, lease_ttl: float, tail: int) -> Stranded:
+    gate = threading.Event()
+    ran: list[str] = []
+
+    @app.job("step", lease_ttl=lease_ttl)
+    def step(ctx: Context, block: bool = False) -> None:
+        ran.append(ctx.execution_id)
+        if block:
+            gate.wait(20)
+
+    app.store.submit_many([{"job": "step", "priority": 2} for _ in range(300)])
+    blocker = app.store.submit("step", inputs={"block": True}, priority=1).id
+    ids = [e.id for e in app.store.submit_many([{"job": "step"} for _ in range(tail)])]
+    return Stranded(gate, ran, blocker, ids)
+
+
 def claims_ahead(app: App, *, concurrency: int, prefetch: int) -> list[int]:
     """Drain 600 quick executions; per claim, its limit plus the leases not yet started.
 
@@ -140,28 +173,13 @@ def test_buffered_leases_are_renewed_handed_back_and_a_second_worker_runs_them(
     Lease 2 s: beats every 2/3 s, and a buffered lease that has not started
     within 1 s (half its lease) is handed back.
     """
-    gate = threading.Event()
-    starts: dict[str, list[str]] = {}
-    lock = threading.Lock()
-
-    @app.job("step", lease_ttl=2)
-    def step(ctx: Context, block: bool = False) -> None:
-        with lock:
-            starts.setdefault(ctx.execution_id, []).append(ctx.owner)
-        if block:
-            gate.wait(20)
-
-    # Claim order is priority first: a run of quick ones (the finish rate climbs,
-    # so claims reach ahead), then the blocker, then the tail it strands.
-    app.store.submit_many([{"job": "step", "priority": 2} for _ in range(300)])
-    blocker = app.store.submit("step", inputs={"block": True}, priority=1).id
-    tail = [e.id for e in app.store.submit_many([{"job": "step"} for _ in range(10)])]
+    case = stranded(app, lease_ttl=2, tail=10)
     first = app.worker(concurrency=1, prefetch=4, owner="worker-a")
     second = app.worker(concurrency=1, owner="worker-b")
     try:
         with running(first):
-            wait_until(lambda: blocker in starts, timeout=20)
-            waiting = wait_until(lambda: buffered(app.store, tail, "worker-a", set(starts)))
+            wait_until(lambda: case.blocker in case.ran, timeout=20)
+            waiting = wait_until(lambda: buffered(app.store, case.tail, "worker-a", set(case.ran)))
             assert 1 <= len(waiting) <= 4
             held = waiting[0]
             claimed_until = app.store.get(held).lease_until
@@ -173,23 +191,26 @@ def test_buffered_leases_are_renewed_handed_back_and_a_second_worker_runs_them(
                 ),
                 message="a buffered lease renewed",
             )
-            assert held not in starts
+            assert held not in case.ran
             # ... and handed back unstarted once it has waited half its lease.
             wait_until(lambda: app.store.get(held).state is State.SCHEDULED, timeout=5)
             assert [a.outcome for a in app.store.attempts(held)] == [AttemptOutcome.ABANDONED]
             assert app.store.get(held).attempt == 0
-            assert app.store.get(blocker).state is State.RUNNING  # still busy
+            assert app.store.get(case.blocker).state is State.RUNNING  # still busy
             with running(second):
                 wait_until(
-                    lambda: all(app.store.get(i).state is State.SUCCEEDED for i in tail),
+                    lambda: all(app.store.get(i).state is State.SUCCEEDED for i in case.tail),
                     timeout=20,
                     message="worker B ran the tail while A's only handler was busy",
                 )
-            gate.set()
-            wait_until(lambda: app.store.get(blocker).state is State.SUCCEEDED)
+            tail_owners = {i: app.store.get(i).lease_owner for i in case.tail}
+            case.gate.set()
+            wait_until(lambda: app.store.get(case.blocker).state is State.SUCCEEDED)
     finally:
-        gate.set()
-    assert {i: starts[i] for i in tail} == {i: ["worker-b"] for i in tail}
+        case.gate.set()
+    assert all(case.ran.count(i) == 1 for i in case.tail)  # each ran once: on worker B
+    assert all(a.owner == "worker-b" for i in case.tail for a in app.store.attempts(i)[-1:])
+    assert tail_owners == dict.fromkeys(case.tail)  # finished, no lease left
 
 
 def test_a_worker_of_slow_jobs_holds_nothing_ahead(app: App) -> None:
@@ -216,65 +237,45 @@ def test_a_worker_of_slow_jobs_holds_nothing_ahead(app: App) -> None:
 
 
 def test_a_cancel_for_a_buffered_execution_aborts_it_without_running_it(app: App) -> None:
-    gate = threading.Event()
-    ran: list[str] = []
-
-    @app.job("step", lease_ttl=30)
-    def step(ctx: Context, block: bool = False) -> None:
-        ran.append(ctx.execution_id)
-        if block:
-            gate.wait(20)
-
-    app.store.submit_many([{"job": "step", "priority": 2} for _ in range(300)])
-    blocker = app.store.submit("step", inputs={"block": True}, priority=1).id
-    tail = [e.id for e in app.store.submit_many([{"job": "step"} for _ in range(5)])]
+    case = stranded(app, lease_ttl=30, tail=5)
     worker = app.worker(concurrency=1, prefetch=4, owner="worker-a")
     try:
         with running(worker):
-            wait_until(lambda: blocker in ran, timeout=20)
-            [victim, *_] = wait_until(lambda: buffered(app.store, tail, "worker-a", set(ran)))
+            wait_until(lambda: case.blocker in case.ran, timeout=20)
+            [victim, *_] = wait_until(
+                lambda: buffered(app.store, case.tail, "worker-a", set(case.ran))
+            )
             app.store.request(victim, "cancel", actor="operator")
             wait_until(lambda: app.store.get(victim).state is State.CANCELLED)
-            assert victim not in ran
-            gate.set()
-            wait_until(lambda: app.store.get(blocker).state is State.SUCCEEDED)
+            assert victim not in case.ran
+            case.gate.set()
+            wait_until(lambda: app.store.get(case.blocker).state is State.SUCCEEDED)
     finally:
-        gate.set()
+        case.gate.set()
 
 
 def test_stop_releases_buffered_leases_at_once_while_running_ones_get_the_grace(
     app: App,
 ) -> None:
-    gate = threading.Event()
-    ran: list[str] = []
-
-    @app.job("step", lease_ttl=30)
-    def step(ctx: Context, block: bool = False) -> None:
-        ran.append(ctx.execution_id)
-        if block:
-            gate.wait(20)
-
-    app.store.submit_many([{"job": "step", "priority": 2} for _ in range(300)])
-    blocker = app.store.submit("step", inputs={"block": True}, priority=1).id
-    tail = [e.id for e in app.store.submit_many([{"job": "step"} for _ in range(5)])]
+    case = stranded(app, lease_ttl=30, tail=5)
     worker = app.worker(concurrency=1, prefetch=4, owner="worker-a", grace=10.0)
     worker.start()
     try:
-        wait_until(lambda: blocker in ran, timeout=20)
-        waiting = wait_until(lambda: buffered(app.store, tail, "worker-a", set(ran)))
+        wait_until(lambda: case.blocker in case.ran, timeout=20)
+        waiting = wait_until(lambda: buffered(app.store, case.tail, "worker-a", set(case.ran)))
         worker.stop()  # graceful: the blocker may finish within the grace
         for eid in waiting:
             wait_until(lambda eid=eid: app.store.get(eid).state is State.SCHEDULED, timeout=2)
             assert [a.outcome for a in app.store.attempts(eid)] == [AttemptOutcome.ABANDONED]
             assert app.store.get(eid).attempt == 0
-        assert app.store.get(blocker).state is State.RUNNING  # still in its grace
-        gate.set()
+        assert app.store.get(case.blocker).state is State.RUNNING  # still in its grace
+        case.gate.set()
         assert worker.join(10)
     finally:
-        gate.set()
+        case.gate.set()
         worker.stop(immediate=True)
-    assert app.store.get(blocker).state is State.SUCCEEDED
-    assert not set(waiting) & set(ran)
+    assert app.store.get(case.blocker).state is State.SUCCEEDED
+    assert not set(waiting) & set(case.ran)
 
 
 class _Waiting:
