@@ -35,35 +35,53 @@ INSERT INTO fencepost_migrations (version, name) VALUES (%(version)s, %(name)s)
 SELECT coalesce(%(now)s::timestamptz, clock_timestamp())
 
 -- name: insert_executions
--- One round trip for a whole batch. Rows whose idempotency key already exists
--- are skipped by ON CONFLICT; the store then compares them with the request.
--- due_at is resolved here, on the store's clock: an explicit instant, or now + delay.
+-- One round trip for a whole batch, returning one row: the store's now (every
+-- item's created_at, and the origin of every delay) and the ids of the keyed
+-- executions inserted. Rows whose idempotency key already exists are skipped by
+-- ON CONFLICT; the store then compares them with the request. Rows without a key
+-- cannot conflict, so they take a plain INSERT: ON CONFLICT inserts each row
+-- speculatively and confirms it with a second write, which cost a third of the
+-- statement. The arrays travel in binary: quoting thirteen arrays of 1,000 as
+-- text, and parsing them again, cost more than the inserts.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 new AS (
     SELECT n.*, coalesce(n.execute_at, clock.now + n.delay) AS due_at, clock.now AS created_at
     FROM clock, unnest(
-        %(ids)s::uuid[], %(jobs)s::text[], %(job_versions)s::integer[],
-        %(execute_ats)s::timestamptz[], %(delays)s::interval[], %(priorities)s::integer[],
-        %(max_attempts)s::integer[], %(timeouts)s::interval[], %(keys)s::text[],
-        %(hashes)s::text[], %(buckets)s::integer[], %(bucket_keys)s::text[],
-        %(inputs)s::jsonb[]
+        %(ids)b::uuid[], %(jobs)b::text[], %(job_versions)b::integer[],
+        %(execute_ats)b::timestamptz[], %(delays)b::interval[], %(priorities)b::integer[],
+        %(max_attempts)b::integer[], %(timeouts)b::interval[], %(keys)b::text[],
+        %(hashes)b::text[], %(buckets)b::integer[], %(bucket_keys)b::text[],
+        %(inputs)b::jsonb[]
     ) AS n(id, job, job_version, execute_at, delay, priority, max_attempts, timeout,
            idempotency_key, request_hash, bucket, bucket_key, inputs)
 ),
-inserted AS (
+unkeyed AS (
+    INSERT INTO executions (
+        id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
+        timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at
+    )
+    SELECT id, job, job_version, 'SCHEDULED', due_at, priority, 0, max_attempts, 0,
+           timeout, NULL, NULL, bucket, bucket_key, created_at, created_at
+    FROM new WHERE idempotency_key IS NULL
+),
+keyed AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
         timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at
     )
     SELECT id, job, job_version, 'SCHEDULED', due_at, priority, 0, max_attempts, 0,
            timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, created_at
-    FROM new
+    FROM new WHERE idempotency_key IS NOT NULL
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id, due_at, created_at
+    RETURNING id
+),
+inserted AS (
+    SELECT id, inputs, created_at FROM new WHERE idempotency_key IS NULL
+    UNION ALL
+    SELECT new.id, new.inputs, new.created_at FROM new JOIN keyed USING (id)
 ),
 data AS (
-    INSERT INTO execution_data (execution_id, inputs)
-    SELECT new.id, new.inputs FROM new JOIN inserted USING (id)
+    INSERT INTO execution_data (execution_id, inputs) SELECT id, inputs FROM inserted
 ),
 audit AS (
     INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, at)
@@ -76,8 +94,16 @@ woken AS (
     SELECT pg_notify(%(channel)s, '') AS sent
     WHERE %(notify)s AND EXISTS (SELECT 1 FROM inserted)
 )
-SELECT inserted.id, inserted.due_at, inserted.created_at
-FROM inserted LEFT JOIN woken ON true
+SELECT clock.now, ARRAY(SELECT id FROM keyed)
+FROM clock LEFT JOIN woken ON true
+
+-- name: analyze_sample
+-- The store's own ANALYZE (analyze_executions, in the same transaction) samples
+-- 3,000 rows instead of the default 30,000: about 15 ms instead of 200 on a table
+-- of 50,000 executions. What the claim's plans depend on, how many rows are in
+-- each state, a sample of 3,000 tells as well; autovacuum's ANALYZE samples as
+-- configured. (set_config(..., true) is SET LOCAL: until the transaction ends.)
+SELECT set_config('default_statistics_target', '10', true)
 
 -- name: analyze_executions
 -- Fresh statistics after a bulk insert: with stale ones the planner expects a

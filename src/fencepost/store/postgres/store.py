@@ -79,6 +79,7 @@ from fencepost.store.sql import latest_version
 from fencepost.timing.planning import HELD
 
 Q = QUERIES
+_ZERO = timedelta(0)
 
 #: Completions and heartbeats of at least this many leases get a plan made for the
 #: batch at hand (psycopg's ``prepare=False``); smaller ones reuse the connection's
@@ -183,39 +184,51 @@ class PostgresStore(Store):
             if key is not None:
                 first_by_key[key] = new
             unique.append(new)
-        with self._db.transaction() as conn:
-            inserted = {
-                id_: (due_at, created_at)
-                for id_, due_at, created_at in conn.execute(
-                    Q["insert_executions"], self._insert_params(unique)
-                )
-            }
-            skipped = [n for n in unique if n.id not in inserted]
-            existing: dict[str, Execution] = {}
-            if skipped:
-                keys = [n.idempotency_key for n in skipped]
-                found = conn.execute(Q["find_idempotency_keys"], {"keys": keys}).fetchall()
-                twins = {key: (id_, request_hash) for key, id_, request_hash in found}
-                for n in skipped:
-                    assert n.idempotency_key is not None, "only keyed rows are skipped"
-                    twin_id, twin_hash = twins[n.idempotency_key]
-                    if twin_hash != n.request_hash:
-                        raise IdempotencyConflict(n.idempotency_key, twin_id)
-                    existing[n.idempotency_key] = self._get(conn, twin_id)
-        self._count_inserts(len(inserted))
+        params = self._insert_params(unique)
+        existing: dict[str, Execution] = {}
+        if not first_by_key:
+            # Nothing can be skipped, so nothing needs comparing: the statement alone is
+            # the whole write, and runs in autocommit (no BEGIN and COMMIT round trips).
+            with self._db.connection() as conn:
+                row = conn.execute(Q["insert_executions"], params).fetchone()
+            assert row is not None
+            now, inserted_keyed = row
+            inserted = len(unique)
+        else:
+            with self._db.transaction() as conn:
+                row = conn.execute(Q["insert_executions"], params).fetchone()
+                assert row is not None
+                now, inserted_keyed = row
+                kept = set(inserted_keyed)
+                skipped = [n for n in first_by_key.values() if n.id not in kept]
+                if skipped:
+                    keys = [n.idempotency_key for n in skipped]
+                    found = conn.execute(Q["find_idempotency_keys"], {"keys": keys}).fetchall()
+                    twins = {key: (id_, request_hash) for key, id_, request_hash in found}
+                    for n in skipped:
+                        assert n.idempotency_key is not None, "only keyed rows are skipped"
+                        twin_id, twin_hash = twins[n.idempotency_key]
+                        if twin_hash != n.request_hash:
+                            raise IdempotencyConflict(n.idempotency_key, twin_id)
+                        existing[n.idempotency_key] = self._get(conn, twin_id)
+            inserted = len(unique) - len(skipped)
+        self._count_inserts(inserted)
+        made: dict[str, Execution] = {}
         out = []
         for new in batch:
             key = new.idempotency_key
-            if key is not None and key in existing:
-                out.append(existing[key])
-                continue
-            made = first_by_key[key] if key is not None else new
-            due_at, created_at = inserted[made.id]
-            out.append(
-                replace(
-                    made.to_execution(), due_at=due_at, created_at=created_at, updated_at=created_at
-                )
-            )
+            if key is not None:
+                if key in existing:
+                    out.append(existing[key])
+                    continue
+                if key in made:
+                    out.append(made[key])
+                    continue
+            due_at = new.execute_at if new.execute_at is not None else now + (new.delay or _ZERO)
+            execution = rows.submitted(new, due_at=due_at, created_at=now)
+            if key is not None:
+                made[key] = execution
+            out.append(execution)
         return out
 
     def _count_inserts(self, rows_inserted: int) -> None:
@@ -225,7 +238,8 @@ class PostgresStore(Store):
             if due:
                 self._inserted_since_analyze = 0
         if due:
-            with self._db.connection() as conn:
+            with self._db.transaction() as conn:
+                conn.execute(Q["analyze_sample"])
                 conn.execute(Q["analyze_executions"])
 
     def _insert_params(self, batch: Sequence[NewExecution]) -> dict[str, Any]:
@@ -235,16 +249,16 @@ class PostgresStore(Store):
             "channel": self._db.channel,
             "ids": [n.id for n in batch],
             "jobs": [n.job for n in batch],
-            "job_versions": [n.job_version for n in batch],
-            "execute_ats": [n.execute_at for n in batch],
-            "delays": [n.delay if n.execute_at is None else None for n in batch],
+            "job_versions": _nullable([n.job_version for n in batch]),
+            "execute_ats": _nullable([n.execute_at for n in batch]),
+            "delays": _nullable([n.delay if n.execute_at is None else None for n in batch]),
             "priorities": [n.priority for n in batch],
             "max_attempts": [n.max_attempts for n in batch],
-            "timeouts": [n.timeout for n in batch],
-            "keys": [n.idempotency_key for n in batch],
-            "hashes": [n.request_hash for n in batch],
+            "timeouts": _nullable([n.timeout for n in batch]),
+            "keys": _nullable([n.idempotency_key for n in batch]),
+            "hashes": _nullable([n.request_hash for n in batch]),
             "buckets": [n.bucket for n in batch],
-            "bucket_keys": [n.bucket_key for n in batch],
+            "bucket_keys": _nullable([n.bucket_key for n in batch]),
             "inputs": [n.inputs_json for n in batch],
         }
 
@@ -1004,6 +1018,15 @@ def _node(row: Any) -> Node:
         heartbeat_at=heartbeat_at,
         expires_at=expires_at,
     )
+
+
+def _nullable(column: list[Any]) -> list[Any] | None:
+    """A column of insert_executions, or None when it holds only NULLs.
+
+    unnest pads a NULL array with NULLs to the length of the others, so a column
+    left out costs neither its dumping here nor its parsing there.
+    """
+    return None if column.count(None) == len(column) else column
 
 
 def _reuse_plan(batch: int) -> bool | None:
