@@ -246,7 +246,8 @@ class Store(ABC):
         unknown = set(arguments) - SUBMIT_ARGUMENTS
         if unknown:
             raise TypeError(f"submit_or_find() got an unexpected argument {sorted(unknown)[0]!r}")
-        new = self._prepare(self.clock.now(), job, **arguments)
+        now = self.clock.now()
+        new = self._prepare(now, _unix_ms(now), job, **arguments)
         execution = self._insert([new])[0]
         return execution, execution.id == new.id
 
@@ -260,19 +261,21 @@ class Store(ABC):
         it is every item's ``created_at`` and the origin of every ``delay``.
         """
         now = self.clock.now()
+        unix_ms = _unix_ms(now)
         batch: list[NewExecution] = []
         for index, request in enumerate(requests):
             check_arguments(request, index=index)
             try:
-                batch.append(self._prepare(now, **request))
+                batch.append(self._prepare(now, unix_ms, **request))
             except ValidationError as exc:
                 raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
         return self._insert(batch) if batch else []
 
-    def _prepare(self, now: datetime, job: object, **arguments: Any) -> NewExecution:
+    def _prepare(self, now: datetime, unix_ms: int, job: object, **arguments: Any) -> NewExecution:
+        """Validate one request made at ``now`` (``unix_ms``: the same instant, for its id)."""
         return prepare(
             job,
-            new_id=self._ids.new(int(now.timestamp() * 1000)),
+            new_id=self._ids.new(unix_ms),
             now=now,
             max_payload_bytes=self.config.max_payload_bytes,
             num_buckets=self.config.num_buckets,
@@ -1450,6 +1453,11 @@ def set_aside(lease: Lease, problem: str, now: datetime) -> ExecutionFailed:
         retryable=False,
         retry_at=now,
     )
+
+
+def _unix_ms(now: datetime) -> int:
+    """``now`` in milliseconds since the epoch: the time part of the ids made at ``now``."""
+    return int(now.timestamp() * 1000)
 
 
 def default_node_id() -> str:

@@ -117,9 +117,11 @@ INSERT INTO executions (
 INSERT INTO execution_data (execution_id, inputs) VALUES (?1, ?2)
 
 -- name: insert_submitted
--- The SUBMITTED transition of a new execution. executemany: ?1 execution_id, ?2 at.
+-- The SUBMITTED transitions of a batch of new executions, all created at one
+-- instant: ?1 their ids as a JSON array (in order), ?2 at. One statement: an
+-- executemany of a one-row INSERT cost a fifth of submit_many.
 INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
-VALUES (?1, 'SUBMITTED', NULL, 'SCHEDULED', 0, NULL, NULL, ?2)
+SELECT value, 'SUBMITTED', NULL, 'SCHEDULED', 0, NULL, NULL, ?2 FROM json_each(?1)
 
 -- name: insert_claimed
 -- The CLAIMED transition of claim_update. executemany: ?1 execution_id,

@@ -158,19 +158,23 @@ class SqliteStore(Store):
             params = [_insert_params(n) for n in fresh]
             conn.executemany(Q["insert_execution"], params)
             conn.executemany(Q["insert_execution_data"], [(n.id, n.inputs_json) for n in fresh])
-            # params[i][-1] is the creation time in microseconds: the SUBMITTED instant.
-            conn.executemany(Q["insert_submitted"], [(p[0], p[-1]) for p in params])
-            if len(fresh) == len(chosen):  # no idempotent twins: the usual batch
-                return [n.to_execution() for n in fresh]
-            fresh_by_id = {n.id: n for n in fresh}
-            return [
-                item.to_execution()
-                if isinstance(item, NewExecution)
-                else fresh_by_id[item].to_execution()
-                if item in fresh_by_id
-                else self._get(conn, item)
-                for item in chosen
-            ]
+            if fresh:  # one instant for the whole batch (see Store.submit_many)
+                conn.execute(
+                    Q["insert_submitted"],
+                    (json.dumps([n.id for n in fresh]), rows.to_us(fresh[0].created_at)),
+                )
+            if len(fresh) != len(chosen):  # idempotent twins, read in this transaction
+                fresh_by_id = {n.id: n for n in fresh}
+                return [
+                    rows.submitted(item)
+                    if isinstance(item, NewExecution)
+                    else rows.submitted(fresh_by_id[item])
+                    if item in fresh_by_id
+                    else self._get(conn, item)
+                    for item in chosen
+                ]
+        # The usual batch, without twins: its executions are built after the commit.
+        return [rows.submitted(n) for n in fresh]
 
     @staticmethod
     def _existing_keys(
@@ -918,7 +922,7 @@ def _insert_occurrences(
         ],
     )
     conn.executemany(Q["insert_execution_data"], [(e.id, inputs) for e, inputs, _ in fresh])
-    conn.executemany(Q["insert_submitted"], [(e.id, now_us) for e, _, _ in fresh])
+    conn.execute(Q["insert_submitted"], (json.dumps([e.id for e, _, _ in fresh]), now_us))
     skipped = [change.transition(0, now) for _, _, change in fresh if change is not None]
     conn.executemany(
         Q["insert_transition"],
