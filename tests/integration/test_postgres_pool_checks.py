@@ -1,4 +1,4 @@
-"""Pooled PostgreSQL connections are checked (a round trip) only after idling.
+"""PostgreSQL connections: checked (a round trip) only after idling; URL options intact.
 
 A busy worker makes a store call every few milliseconds; checking the connection
 on every checkout cost it a sixth of its time. A connection idle for
@@ -49,3 +49,14 @@ def test_a_connection_in_use_is_not_checked_and_an_idle_one_is(
         time.sleep(0.4)
         store.get(eid)
         assert len(checks) == 1, "a connection idle past CHECK_AFTER_IDLE was not checked"
+
+
+def test_a_url_option_with_spaces_reaches_the_server(url: str) -> None:
+    """libpq decodes %20 in a URL but not "+": an option with spaces must arrive whole."""
+    with fencepost.connect(f"{url}&options=-c%20application_name%3Dfp-spaced") as store:
+        store.submit("tick")
+        with _pg.connect() as conn:
+            names = {
+                row[0] for row in conn.execute("SELECT application_name FROM pg_stat_activity")
+            }
+        assert "fp-spaced" in names

@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 import psycopg.sql
@@ -51,7 +51,8 @@ def split_url(url: str) -> tuple[str, dict[str, str]]:
     own = {k: v for k, v in query if k in OWN_OPTIONS}
     rest = [(k, v) for k, v in query if k not in OWN_OPTIONS]
     scheme = "postgresql"
-    return urlunsplit((scheme, parts.netloc, parts.path, urlencode(rest), "")), own
+    # quote, not quote_plus: libpq decodes %20 but takes "+" literally.
+    return urlunsplit((scheme, parts.netloc, parts.path, urlencode(rest, quote_via=quote), "")), own
 
 
 def _int_option(own: dict[str, str], name: str, default: int) -> int:
