@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -516,3 +517,26 @@ def test_handler_error_texts_are_stored_sanitized(app: App) -> None:
     assert failed.state is State.FAILED
     assert failed.error.startswith("RuntimeError: nul\ufffd and \ufffd lone")
     assert len(failed.error) == 8_192
+
+
+def test_handler_threads_outlive_their_jobs_however_the_threads_interleave(app: App) -> None:
+    """A handler thread leaves only when its run was abandoned, never because its
+    outcome was collected first: with thread switches every 10 µs, the control thread
+    often collects an outcome before the handler thread that produced it runs again.
+    """
+
+    @app.job("tick")
+    def tick() -> None:
+        return None
+
+    app.store.submit_many([{"job": "tick"} for _ in range(2000)])
+    worker = app.worker(concurrency=4)
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        with running(worker):
+            wait_until(lambda: worker.counters.succeeded == 2000, timeout=60)
+            handlers = [t for t in threading.enumerate() if t.name == "fencepost-handler"]
+            assert len(handlers) == 4
+    finally:
+        sys.setswitchinterval(previous)

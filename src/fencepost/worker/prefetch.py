@@ -138,14 +138,16 @@ class ClaimBuffer(Generic[R]):
                 taken.append(self._start(self._coroutines.popleft()))
         return taken
 
-    def free(self, run: R) -> None:
-        """Give back the slot ``run`` holds (idempotent)."""
+    def free(self, run: R) -> bool:
+        """Give back the slot ``run`` holds; True for the one call that did (idempotent)."""
         with self._cond:
-            if run.holds_slot:
-                run.holds_slot = False
-                self._slots += 1
-                self.freed += 1
-                self._cond.notify()
+            if not run.holds_slot:
+                return False
+            run.holds_slot = False
+            self._slots += 1
+            self.freed += 1
+            self._cond.notify()
+            return True
 
     def remove(self, run: R) -> bool:
         """Take ``run`` out if it has not started; True if it was waiting."""

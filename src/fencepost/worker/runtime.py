@@ -195,6 +195,7 @@ class Worker:
         self._writing: Future[tuple[list[_Outcome], Exception | None]] | None = None
         self._rate = FinishRate(max(0, self.options.prefetch))
         self._next_hand_back = 0.0
+        self._next_scan = 0.0  # when held runs are next scanned for timeouts and heartbeats
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
@@ -299,7 +300,13 @@ class Worker:
                 self._dispatch()
                 if self._flush_due(now):
                     self._flush(now)
-                self._enforce_timeouts(now)
+                # The per-run scans (timeouts, due heartbeats) run at most every
+                # _SCAN_EVERY: a busy worker passes here once per finished handler, and
+                # scanning hundreds of held runs each time cost more than the jobs.
+                scan = now >= self._next_scan
+                if scan:
+                    self._next_scan = now + _SCAN_EVERY
+                    self._enforce_timeouts(now)
                 if now >= self._next_hand_back:
                     self._hand_back(self._buffer.stale(now, _max_wait), _WAITED_TOO_LONG)
                     self._next_hand_back = now + _HAND_BACK_CHECK
@@ -315,7 +322,8 @@ class Worker:
                         # A clock found off is looked at again every second, not every third
                         # of a registration, so claiming resumes soon after it agrees.
                         next_node = now + (opts.node_ttl / 3 if self._clock_agrees else 1.0)
-                    self._heartbeat(now)
+                    if scan:
+                        self._heartbeat(now)
                     if now >= next_commands:
                         self._store_call(partial(self._poll_commands, now))
                         next_commands = now + opts.command_interval
@@ -337,10 +345,8 @@ class Worker:
 
     def _idle_wait(self, now: float) -> float:
         wait = self.options.poll_interval if self._healthy else max(0.0, self._retry_at - now)
-        for run in self._runs.values():
-            wait = min(wait, max(0.0, run.next_beat - now))
-            if run.deadline is not None and run.paused_at is None:
-                wait = min(wait, max(0.0, run.deadline - now))
+        if self._runs:  # held runs have heartbeats and timeouts: look again at the next scan
+            wait = min(wait, self._next_scan - now)
         return max(wait, 0.001)
 
     def _listen(self) -> None:
@@ -379,13 +385,18 @@ class Worker:
     # -- claiming and running ----------------------------------------------------------
 
     def _room(self, ttl: timedelta) -> int:
-        """How many executions of lease ``ttl`` to claim now.
+        """How many executions of lease ``ttl`` to claim now (0: not worth a round trip).
 
         The free handlers' worth, plus the lead the finish rate asks for, less what
-        already waits in the buffer.
+        already waits in the buffer. While more than half the lead still waits, none:
+        topping the buffer up after every finished handler would claim one at a time.
         """
-        free = self.options.concurrency - self._buffer.busy - len(self._buffer)
-        return min(MAX_CLAIM, free + self._rate.lead(ttl.total_seconds()))
+        lead = self._rate.lead(ttl.total_seconds())
+        waiting = len(self._buffer)
+        if waiting > lead // 2:
+            return 0
+        free = self.options.concurrency - self._buffer.busy - waiting
+        return min(MAX_CLAIM, free + lead)
 
     def _claim(self, now: float) -> int:
         opts = self.options
@@ -467,10 +478,10 @@ class Worker:
             if run is None:
                 return
             outcome = self._execute(run)
-            self._buffer.free(run)
+            mine = self._buffer.free(run)  # False: abandoned, the slot went to a replacement
             self._done.put(outcome)
             self._wake.set()
-            if run.finished:
+            if not mine:
                 return  # abandoned after a timeout: a replacement thread took our place
 
     def _execute(self, run: _Run) -> _Outcome:
@@ -523,10 +534,12 @@ class Worker:
         run.finished = True
         run.ctx._request_stop(reason)
         self._runs.pop(run.lease.execution_id, None)
-        self._buffer.free(run)
+        # Whoever frees the slot first owns what follows: if the handler returned just
+        # now, its thread carries on and needs no replacement.
+        handler_still_running = self._buffer.free(run)
         if run.future is not None:
             run.future.cancel()
-        elif not self._stopping.is_set():
+        elif handler_still_running and not self._stopping.is_set():
             self._spawn_handler()
 
     # -- outcomes --------------------------------------------------------------------
@@ -910,6 +923,7 @@ class Worker:
 #: Why a buffered lease went back: no handler became free within HAND_BACK of its ttl.
 _WAITED_TOO_LONG = "not started within half its lease; handed back"
 _HAND_BACK_CHECK = 0.1  # seconds between looks for buffered leases that waited too long
+_SCAN_EVERY = 0.02  # seconds between scans of held runs (timeouts fire at most this late)
 
 
 def _max_wait(run: _Run) -> float:
