@@ -385,18 +385,15 @@ class Worker:
     # -- claiming and running ----------------------------------------------------------
 
     def _room(self, ttl: timedelta) -> int:
-        """How many executions of lease ``ttl`` to claim now (0: not worth a round trip).
+        """How many executions of lease ``ttl`` to claim now.
 
         The free handlers' worth, plus the lead the finish rate asks for, less what
-        already waits in the buffer. While more than half the lead still waits, none:
-        topping the buffer up after every finished handler would claim one at a time.
+        already waits in the buffer. (Waiting until half the lead had drained, to
+        claim in larger batches, measured 8% slower on PostgreSQL and no faster on
+        SQLite: a claim in flight is what keeps the handlers fed.)
         """
-        lead = self._rate.lead(ttl.total_seconds())
-        waiting = len(self._buffer)
-        if waiting > lead // 2:
-            return 0
-        free = self.options.concurrency - self._buffer.busy - waiting
-        return min(MAX_CLAIM, free + lead)
+        free = self.options.concurrency - self._buffer.busy - len(self._buffer)
+        return min(MAX_CLAIM, free + self._rate.lead(ttl.total_seconds()))
 
     def _claim(self, now: float) -> int:
         opts = self.options
