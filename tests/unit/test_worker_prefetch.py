@@ -19,11 +19,18 @@ from typing import Any
 import pytest
 
 from fencepost.app import App
+from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import Lease
 from fencepost.domain.states import AttemptOutcome, State
 from fencepost.store.base import Store
 from fencepost.worker.context import Context
-from fencepost.worker.prefetch import DEFAULT_PREFETCH, HORIZON, ClaimBuffer, FinishRate
+from fencepost.worker.prefetch import (
+    DEFAULT_PREFETCH,
+    HORIZON,
+    MAX_CLAIM,
+    ClaimBuffer,
+    FinishRate,
+)
 from fencepost.worker.runtime import Worker, WorkerOptions
 from tests.unit.test_worker import running, wait_until
 
@@ -42,6 +49,7 @@ class Ledger:
         self._started = started
         self.held: set[str] = set()
         self.ahead: list[int] = []
+        self.limits: list[int] = []
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
@@ -49,6 +57,7 @@ class Ledger:
 
     def claim(self, owner: str, *, limit: int = 1, **kwargs: Any) -> list[Lease]:
         with self._lock:
+            self.limits.append(limit)
             self.ahead.append(limit + len(self.held - self._started))
         leases = self._store.claim(owner, limit=limit, **kwargs)
         with self._lock:
@@ -158,6 +167,45 @@ def test_a_claim_takes_more_than_the_free_handlers_yet_never_beyond_the_bound(
     ahead = claims_ahead(app, concurrency=2, prefetch=5)
     assert max(ahead) > 2, "no claim reached beyond the free handlers"
     assert max(ahead) <= 2 + 5
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"prefetch": -1}, "prefetch"),
+        ({"prefetch": True}, "prefetch"),
+        ({"prefetch": "8"}, "prefetch"),
+        ({"prefetch": 2.5}, "prefetch"),
+        ({"concurrency": 0}, "concurrency"),
+        ({"concurrency": -(10**30)}, "concurrency"),
+    ],
+)
+def test_bad_sizes_are_refused_naming_the_field(
+    app: App, options: dict[str, Any], named: str
+) -> None:
+    @app.job("tick")
+    def tick() -> None:
+        return None
+
+    with pytest.raises(ValidationError) as refused:
+        Worker(app.store, app.registry, WorkerOptions(**options))
+    assert refused.value.field == named
+
+
+def test_a_huge_prefetch_still_claims_at_most_the_protocol_s_batch(app: App) -> None:
+    started: set[str] = set()
+
+    @app.job("tick")
+    def tick(ctx: Context) -> None:
+        started.add(ctx.execution_id)
+
+    app.store.submit_many([{"job": "tick"} for _ in range(3000)])
+    ledger = Ledger(app.store, started)
+    worker = Worker(ledger, app.registry, WorkerOptions(prefetch=10**30))
+    with running(worker):
+        wait_until(lambda: worker.counters.succeeded == 3000, timeout=60)
+    assert max(ledger.limits) <= MAX_CLAIM
+    assert not ledger.held
 
 
 def test_prefetch_zero_claims_only_for_free_handlers(app: App) -> None:

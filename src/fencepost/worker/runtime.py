@@ -40,7 +40,7 @@ from functools import partial
 from types import FrameType
 from typing import Any
 
-from fencepost.domain.checks import MAX_ERROR_CHARS, sanitize_text
+from fencepost.domain.checks import MAX_ERROR_CHARS, require_int, sanitize_text
 from fencepost.domain.errors import StaleLease, StoreUnavailable, ValidationError
 from fencepost.domain.models import JSON, Command, Lease
 from fencepost.domain.states import CommandKind
@@ -174,6 +174,8 @@ class Worker:
         self.store = store
         self.registry = registry
         self.options = options if options is not None else WorkerOptions()
+        require_int(self.options.concurrency, "concurrency", low=1)
+        require_int(self.options.prefetch, "prefetch", low=0)
         self.owner = self.options.owner or default_node_id()
         self.counters = WorkerCounters()
         self._monotonic = monotonic
@@ -193,7 +195,7 @@ class Worker:
             else None
         )
         self._writing: Future[tuple[list[_Outcome], Exception | None]] | None = None
-        self._rate = FinishRate(max(0, self.options.prefetch))
+        self._rate = FinishRate(self.options.prefetch)
         self._next_hand_back = 0.0
         self._next_scan = 0.0  # when held runs are next scanned for timeouts and heartbeats
         self._threads: list[threading.Thread] = []
