@@ -14,13 +14,12 @@ from tests.integration.test_service_processes import (
     Processes,
     free_port,
     processes,
-    shared_db,
     wait_ready,
 )
 
 pytestmark = pytest.mark.slow
 
-__all__ = ["processes", "shared_db"]  # the fixtures, imported for the test below
+__all__ = ["processes"]  # the fixture, imported for the test below
 
 
 def test_200_concurrent_same_key_submits_get_one_201(processes: Processes, shared_db: str) -> None:

@@ -18,7 +18,6 @@ import pytest
 import fencepost
 from fencepost.client import Client
 from fencepost.domain.states import Event, State
-from tests import postgres
 from tests.integration._audit import refused_completion
 from tests.integration.test_worker_processes import running_under, wait_until, write_definition
 
@@ -88,20 +87,6 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 20.0) -
             pass
         time.sleep(0.1)
     raise AssertionError(f"{url} not ready after {timeout}s")
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def shared_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database URL that several processes share: a SQLite file, or a PostgreSQL schema."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'service.db'}"
-        return
-    postgres.require_postgres()
-    schema = postgres.new_schema()
-    try:
-        yield postgres.store_url(schema)
-    finally:
-        postgres.drop_schema(schema)
 
 
 def test_remote_workers_drain_2000_executions_without_duplicates(

@@ -9,9 +9,7 @@ batch mixing every argument, on both SQL backends.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,18 +18,11 @@ import fencepost
 from fencepost.domain.models import Execution
 from fencepost.domain.states import Event
 from fencepost.store.rows import slot_builder
-from tests import postgres
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'bulk.db'}"
-        return
-    postgres.require_postgres()
-    name = postgres.new_schema()
-    yield postgres.store_url(name)
-    postgres.drop_schema(name)
+@pytest.fixture
+def url(shared_db: str) -> str:
+    return shared_db
 
 
 def _mixed_batch(later: datetime) -> list[dict[str, Any]]:

@@ -17,12 +17,11 @@ import pytest
 
 import fencepost
 from fencepost import State
-from tests.integration.test_service_processes import shared_db
 from tests.integration.test_worker_processes import APP, ROOT, Workers, wait_until, workers
 
 pytestmark = pytest.mark.slow
 
-__all__ = ["shared_db", "workers"]  # fixtures
+__all__ = ["workers"]  # fixture
 
 #: Packages only the service, the operator tables, definition files or --server need.
 HEAVY = {

@@ -1,0 +1,24 @@
+"""Fixtures the integration tests share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import postgres
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database URL that several processes share: a SQLite file, or a PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shared.db'}"
+        return
+    postgres.require_postgres()
+    schema = postgres.new_schema()
+    try:
+        yield postgres.store_url(schema)
+    finally:
+        postgres.drop_schema(schema)
