@@ -367,11 +367,15 @@ class Worker:
         except StoreUnavailable as exc:
             self._store_down(exc)
             return None
+        self._store_up()
+        return value
+
+    def _store_up(self) -> None:
+        """A store call succeeded: if the store was down, say so and resume."""
         if not self._healthy:
             log.warning("database reachable again; resuming claims")
             self._healthy = True
             self._backoff = 0.0
-        return value
 
     def _store_down(self, exc: Exception) -> None:
         self._backoff = min(self.options.max_backoff, max(0.1, self._backoff * 2))
@@ -622,7 +626,7 @@ class Worker:
     def _written(self, unwritten: list[_Outcome], outage: Exception | None) -> None:
         """Account for a written batch: an outage puts what it left back in front."""
         if outage is None:
-            self._store_call(lambda: None)  # healthy again, if it was down
+            self._store_up()
             return
         self._outbox = unwritten + self._outbox
         if unwritten and self._outbox[0] is unwritten[0]:
