@@ -6,41 +6,46 @@ overwrite a newer result. :func:`connect` opens the store directly
 (``sqlite:///path.db``, ``postgresql://...``, ``memory://``).
 """
 
-from fencepost.app import App
-from fencepost.domain.errors import (
-    FencepostError,
-    IdempotencyConflict,
-    InvalidTransition,
-    NotFound,
-    NotRunning,
-    ResultInvalid,
-    StaleLease,
-    StoreRefused,
-    StoreUnavailable,
-    ValidationError,
-)
-from fencepost.domain.models import (
-    Attempt,
-    Command,
-    Execution,
-    Lease,
-    Occurrence,
-    Page,
-    Schedule,
-    SchedulePage,
-    Transition,
-)
-from fencepost.domain.reports import Lateness, SloOffender, SloReport, Stats
-from fencepost.domain.retry import RetryPolicy
-from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
-from fencepost.store import Store, StoreConfig, connect
-from fencepost.timing.clock import Clock, SystemClock
-from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
-from fencepost.timing.rules import fire_times
-from fencepost.worker.context import Context
-from fencepost.worker.errors import Cancelled, PermanentFailure
-from fencepost.worker.jobs import JobSpec
-from fencepost.worker.runtime import Worker, WorkerOptions
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fencepost.app import App
+    from fencepost.domain.errors import (
+        FencepostError,
+        IdempotencyConflict,
+        InvalidTransition,
+        NotFound,
+        NotRunning,
+        ResultInvalid,
+        StaleLease,
+        StoreRefused,
+        StoreUnavailable,
+        ValidationError,
+    )
+    from fencepost.domain.models import (
+        Attempt,
+        Command,
+        Execution,
+        Lease,
+        Occurrence,
+        Page,
+        Schedule,
+        SchedulePage,
+        Transition,
+    )
+    from fencepost.domain.reports import Lateness, SloOffender, SloReport, Stats
+    from fencepost.domain.retry import RetryPolicy
+    from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
+    from fencepost.store import Store, StoreConfig, connect
+    from fencepost.timing.clock import Clock, SystemClock
+    from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
+    from fencepost.timing.rules import fire_times
+    from fencepost.worker.context import Context
+    from fencepost.worker.errors import Cancelled, PermanentFailure
+    from fencepost.worker.jobs import JobSpec
+    from fencepost.worker.runtime import Worker, WorkerOptions
 
 __version__ = "0.1.0"
 
@@ -93,3 +98,69 @@ __all__ = [
     "connect",
     "fire_times",
 ]
+
+#: Where each public name lives. They load on first use (PEP 562): ``fencepost --help``
+#: and a worker's CLI import only what they use, not the App, scheduler and store at once.
+_LAZY = {
+    "App": "fencepost.app",
+    "Attempt": "fencepost.domain.models",
+    "AttemptOutcome": "fencepost.domain.states",
+    "Cancelled": "fencepost.worker.errors",
+    "Clock": "fencepost.timing.clock",
+    "Command": "fencepost.domain.models",
+    "CommandKind": "fencepost.domain.states",
+    "CommandState": "fencepost.domain.states",
+    "Context": "fencepost.worker.context",
+    "DstFold": "fencepost.timing.policies",
+    "DstGap": "fencepost.timing.policies",
+    "Event": "fencepost.domain.states",
+    "Execution": "fencepost.domain.models",
+    "FencepostError": "fencepost.domain.errors",
+    "IdempotencyConflict": "fencepost.domain.errors",
+    "InvalidTransition": "fencepost.domain.errors",
+    "JobSpec": "fencepost.worker.jobs",
+    "Lateness": "fencepost.domain.reports",
+    "Lease": "fencepost.domain.models",
+    "Misfire": "fencepost.timing.policies",
+    "NotFound": "fencepost.domain.errors",
+    "NotRunning": "fencepost.domain.errors",
+    "Occurrence": "fencepost.domain.models",
+    "Overlap": "fencepost.timing.policies",
+    "Page": "fencepost.domain.models",
+    "PermanentFailure": "fencepost.worker.errors",
+    "ResultInvalid": "fencepost.domain.errors",
+    "RetryPolicy": "fencepost.domain.retry",
+    "Schedule": "fencepost.domain.models",
+    "SchedulePage": "fencepost.domain.models",
+    "SloOffender": "fencepost.domain.reports",
+    "SloReport": "fencepost.domain.reports",
+    "StaleLease": "fencepost.domain.errors",
+    "State": "fencepost.domain.states",
+    "Stats": "fencepost.domain.reports",
+    "Store": "fencepost.store",
+    "StoreConfig": "fencepost.store",
+    "StoreRefused": "fencepost.domain.errors",
+    "StoreUnavailable": "fencepost.domain.errors",
+    "SystemClock": "fencepost.timing.clock",
+    "Transition": "fencepost.domain.models",
+    "ValidationError": "fencepost.domain.errors",
+    "Worker": "fencepost.worker.runtime",
+    "WorkerOptions": "fencepost.worker.runtime",
+    "connect": "fencepost.store",
+    "fire_times": "fencepost.timing.rules",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fencepost.cli import common, records
 from fencepost.cli.output import Output, span, when
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Iterable
 
 
 def add_parsers(commands: Any) -> None:

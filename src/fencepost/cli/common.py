@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import unquote, urlsplit
 
 from fencepost.cli import logs
@@ -29,8 +29,10 @@ from fencepost.domain import payloads
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS, parse_buckets
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.domain.states import State
-from fencepost.store import Store, connect
 from fencepost.timing.durations import as_aware_utc, parse_duration
+
+if TYPE_CHECKING:
+    from fencepost.store import Store
 
 #: Exit code of a refused argument (argparse uses it too).
 EXIT_USAGE = 2
@@ -181,6 +183,8 @@ def open_store(args: argparse.Namespace, *, create: bool = False) -> Store:
             raise ValidationError(
                 "--db", f"no SQLite database at {path} (fencepost db migrate creates one)"
             )
+    from fencepost.store import connect  # the store loads only for a command that opens one
+
     with option("--db"):
         return connect(url, num_buckets=getattr(args, "num_buckets", DEFAULT_NUM_BUCKETS))
 

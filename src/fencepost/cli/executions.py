@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fencepost.cli import common, records
 from fencepost.cli.output import Output, span, when
 from fencepost.domain.errors import FencepostError, InvalidTransition, ValidationError
-from fencepost.domain.models import Execution
 from fencepost.domain.states import CommandKind, State
-from fencepost.store import Store
+
+if TYPE_CHECKING:
+    import argparse
+
+    from fencepost.domain.models import Execution
+    from fencepost.store import Store
 
 log = logging.getLogger("fencepost.cli")
 

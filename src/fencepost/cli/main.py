@@ -10,10 +10,9 @@ one JSON document (:mod:`fencepost.cli.output`).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from fencepost.cli import (
     buckets,
@@ -27,7 +26,10 @@ from fencepost.cli import (
     worker,
 )
 from fencepost.domain.errors import FencepostError
-from fencepost.store import connect
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -73,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _migrate(url: str | None, parser: argparse.ArgumentParser) -> int:
     if not url:
         parser.error("--db is required (or set FENCEPOST_DB)")
+    from fencepost.store import connect
+
     try:
         with connect(url) as store:
             applied = store.migrations_applied

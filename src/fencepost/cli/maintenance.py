@@ -9,29 +9,26 @@ would. ``prune`` deletes finished executions in short batches.
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fencepost.cli import common
 from fencepost.cli.output import Output, span, when
 from fencepost.domain.errors import ValidationError
-from fencepost.domain.models import Execution, Schedule
 from fencepost.domain.states import State
-from fencepost.scheduler.materializer import (
-    Materializer,
-    MaterializerOptions,
-    in_flight_of,
-    rule_of,
-)
-from fencepost.store import Store
-from fencepost.store.base import default_node_id
 from fencepost.timing.planning import HELD, InFlight, Plan, plan
 from fencepost.timing.policies import Overlap
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+
+    from fencepost.domain.models import Execution, Schedule
+    from fencepost.scheduler.materializer import MaterializerOptions
+    from fencepost.store import Store
 
 log = logging.getLogger("fencepost.cli")
 
@@ -127,6 +124,9 @@ def _action(e: Execution) -> str:
 
 
 def reconcile(args: argparse.Namespace, out: Output) -> int:
+    from fencepost.scheduler.materializer import Materializer, MaterializerOptions
+    from fencepost.store.base import default_node_id
+
     """``fencepost reconcile [--dry-run]``."""
     common.num_buckets(args)
     common.require_db(args)
@@ -220,6 +220,8 @@ def reconcile(args: argparse.Namespace, out: Output) -> int:
 def _plan_due(
     store: Store, options: MaterializerOptions, now: datetime, update: Callable[[int], None]
 ) -> list[Planned]:
+    from fencepost.scheduler.materializer import in_flight_of, rule_of
+
     planned: list[Planned] = []
     cursor: str | None = None
     while True:

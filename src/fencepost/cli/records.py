@@ -7,14 +7,17 @@ One shape per kind, whichever command prints it, with every key present
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fencepost.cli.output import span
-from fencepost.domain.models import Execution, Schedule
-from fencepost.domain.nodes import Node
 from fencepost.domain.states import WAITING_STATES, State
 from fencepost.timing.planning import HELD
+
+if TYPE_CHECKING:
+    from datetime import datetime, timedelta
+
+    from fencepost.domain.models import Execution, Schedule
+    from fencepost.domain.nodes import Node
 
 
 def is_held(execution: Execution) -> bool:

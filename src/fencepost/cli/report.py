@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fencepost.cli import common
 from fencepost.cli.output import Output, share, span, when
 from fencepost.domain.errors import ValidationError
-from fencepost.domain.reports import Lateness, SloReport, SloShare, Stats
 from fencepost.domain.states import State
+
+if TYPE_CHECKING:
+    import argparse
+
+    from fencepost.domain.reports import Lateness, SloReport, SloShare, Stats
 
 #: The promise of DESIGN.md ("Scale"): 99% of due executions claimed within 10 s of
 #: ``due_at``, 99.9% reaching SUCCEEDED or FAILED within 5 minutes.

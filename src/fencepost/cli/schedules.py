@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from fencepost.cli import common, records
@@ -13,13 +11,16 @@ from fencepost.cli.output import Output, when
 from fencepost.cli.submit import add_input_options, relabel
 from fencepost.domain import schedules as plans
 from fencepost.domain.errors import ValidationError
-from fencepost.domain.models import Schedule
 from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
 from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS
-from fencepost.scheduler.handle import ScheduleHandle
-from fencepost.scheduler.materializer import rule_of
 from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
-from fencepost.timing.rules import fire_times
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+    from fencepost.domain.models import Schedule
+    from fencepost.store import Store
 
 #: The option that sets each field of a schedule, to name it in a refusal.
 OPTIONS = {
@@ -157,7 +158,7 @@ def add(args: argparse.Namespace, out: Output) -> int:
             schedule = store.add_schedule(args.job, id=args.id, **arguments)
         except ValidationError as exc:
             raise relabel(exc, OPTIONS) from None
-        fires = ScheduleHandle(store, schedule).preview(NEXT_FIRES)
+        fires = _fires(store, schedule, NEXT_FIRES)
     _print_schedule(out, schedule, fires, title="schedule stored")
     return 0
 
@@ -194,7 +195,19 @@ def ls(args: argparse.Namespace, out: Output) -> int:
 
 
 def _next_fire(schedule: Schedule, now: datetime) -> datetime | None:
+    from fencepost.scheduler.materializer import rule_of
+
     return next(iter(rule_of(schedule).slots(now)), None)
+
+
+def _fires(
+    store: Store, schedule: Schedule, count: int, *, after: datetime | None = None
+) -> list[datetime]:
+    """The schedule's next ``count`` fire times (its handle's preview)."""
+    # The scheduler (cron rules, zones, the planner) loads only for a command that plans.
+    from fencepost.scheduler.handle import ScheduleHandle
+
+    return ScheduleHandle(store, schedule).preview(count, after=after)
 
 
 # -- one schedule --------------------------------------------------------------------------
@@ -206,7 +219,7 @@ def show(args: argparse.Namespace, out: Output) -> int:
     common.require_db(args)
     with common.open_store(args) as store:
         schedule = store.get_schedule(args.id)
-        fires = ScheduleHandle(store, schedule).preview(count)
+        fires = _fires(store, schedule, count)
     _print_schedule(out, schedule, fires)
     return 0
 
@@ -225,7 +238,7 @@ def resume(args: argparse.Namespace, out: Output) -> int:
     common.require_db(args)
     with common.open_store(args) as store:
         schedule = store.resume_schedule(args.id)
-        fires = ScheduleHandle(store, schedule).preview(NEXT_FIRES)
+        fires = _fires(store, schedule, NEXT_FIRES)
     _print_schedule(out, schedule, fires, title="resumed")
     return 0
 
@@ -287,7 +300,7 @@ def preview(args: argparse.Namespace, out: Output) -> int:
         common.require_db(args)
         with common.open_store(args) as store:
             schedule = store.get_schedule(args.id)
-            fires = ScheduleHandle(store, schedule).preview(count, after=after)
+            fires = _fires(store, schedule, count, after=after)
         timezone = schedule.timezone
     else:
         timezone = args.timezone or "UTC"
@@ -295,6 +308,8 @@ def preview(args: argparse.Namespace, out: Output) -> int:
         if args.every is not None:
             rule = common.duration(args.every, "--every")
         assert rule is not None
+        from fencepost.timing.rules import fire_times
+
         try:
             fires = fire_times(
                 rule,

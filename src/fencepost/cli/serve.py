@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -17,13 +16,13 @@ from fencepost.api.defaults import (
 from fencepost.cli import common, logs
 from fencepost.cli.worker import import_app, load_registry
 from fencepost.domain.errors import FencepostError, ValidationError
-from fencepost.store import connect
 from fencepost.timing.durations import as_duration
-from fencepost.worker.registry import JobRegistry
-from fencepost.worker.runtime import WorkerOptions
 
 if TYPE_CHECKING:
+    import argparse
+
     from fencepost.api.auth import Auth
+    from fencepost.worker.registry import JobRegistry
 
 DEFAULT_DB = "sqlite:///fencepost.db"
 
@@ -94,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
     except (FencepostError, ValueError, ImportError, AttributeError) as exc:
         print(f"fencepost serve: {exc}", file=sys.stderr)
         return 2
+    from fencepost.store import connect
+    from fencepost.worker.runtime import WorkerOptions
+
     try:
         store = connect(args.db)
     except FencepostError as exc:

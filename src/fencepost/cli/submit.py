@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fencepost.cli import common, records
 from fencepost.cli.output import Output, when
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
 from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS, prepare
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Mapping
 
 #: The option that sets each argument of ``Store.submit``, to name it in a refusal.
 OPTIONS = {

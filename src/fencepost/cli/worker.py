@@ -7,20 +7,22 @@ import importlib
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fencepost.app import App
 from fencepost.cli import common, logs
 from fencepost.client import TOKEN_ENV
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS, parse_buckets
 from fencepost.domain.errors import FencepostError, ValidationError
-from fencepost.scheduler.materializer import Materializer, MaterializerOptions
-from fencepost.store import connect
-from fencepost.store.base import Store
 from fencepost.worker.prefetch import DEFAULT_PREFETCH
-from fencepost.worker.registry import JobRegistry
-from fencepost.worker.runtime import Worker, WorkerOptions
-from fencepost.worker.source import WorkSource
+
+if TYPE_CHECKING:
+    from fencepost.app import App
+    from fencepost.worker.registry import JobRegistry
+    from fencepost.worker.runtime import Worker
+    from fencepost.worker.source import WorkSource
+
+# The worker's machinery (the App, store, runtime, scheduler) is imported by the
+# functions that run it, not here: `fencepost --help` and the other commands never need it.
 
 
 def add_parser(commands: Any) -> None:
@@ -81,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     materializer = None
     if args.with_scheduler:
+        from fencepost.scheduler.materializer import Materializer, MaterializerOptions
+        from fencepost.store.base import Store
+
         assert isinstance(worker.store, Store)  # _build refuses --with-scheduler with --server
         materializer = Materializer(
             worker.store, MaterializerOptions(owner=f"{worker.owner}:scheduler")
@@ -96,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> Worker:
+    from fencepost.store import connect
+    from fencepost.worker.runtime import Worker, WorkerOptions
+
     if args.app is None and args.definitions is None:
         raise ValidationError("app", "give MODULE:ATTRIBUTE, --definitions DIR, or both")
     if args.concurrency < 1:
@@ -154,6 +162,8 @@ def _poll_interval(args: argparse.Namespace) -> float:
 
 def load_registry(app: App | None, definitions: Path | None) -> JobRegistry:
     """The jobs of ``app`` and of the definition files in ``definitions``, together."""
+    from fencepost.worker.registry import JobRegistry
+
     specs = [] if app is None else list(app.registry)
     if definitions is not None:
         # Definition files need YAML, JSON Schema and the runners: loaded only for them.
@@ -165,6 +175,8 @@ def load_registry(app: App | None, definitions: Path | None) -> JobRegistry:
 
 def import_app(target: str) -> App:
     """The fencepost.App that ``module:attribute`` names (the current directory is importable)."""
+    from fencepost.app import App
+
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise ValidationError("app", f"must look like module:attribute, got {target!r}")
