@@ -76,6 +76,7 @@ class Client:
             http = httpx.Client(base_url=base_url, timeout=timeout)
         http.headers.update(headers)
         self.base_url = base_url
+        self.location = base_url  #: where the worker's store is, for its start line
         self._http = http
 
     def __enter__(self) -> Client:

@@ -109,7 +109,19 @@ class InvalidTransition(FencepostError):
         self.execution_id = execution_id
         self.state = state
         self.event = event
-        super().__init__(f"execution {execution_id}: cannot apply {event} in state {state}")
+        why = _WHY_NOT.get(event)
+        if why is not None:
+            super().__init__(f"execution {execution_id} is {state}: {why}")
+        else:
+            super().__init__(f"execution {execution_id}: cannot apply {event} in state {state}")
+
+
+#: What an operator's verb needs, for the refusals people meet most (a second replay).
+_WHY_NOT = {
+    "REPLAYED": "only a FAILED execution (a dead letter) can be replayed; "
+    "one replayed already is waiting to run or has run",
+    "CANCELLED": "only a waiting or running execution can be cancelled",
+}
 
 
 class NotRunning(FencepostError):
@@ -158,3 +170,9 @@ class NotDue(FencepostError):
 
 class StoreUnavailable(FencepostError):
     """The storage backend could not be reached or failed; safe to retry later."""
+
+
+class NotMigrated(FencepostError):
+    """The database lacks fencepost's schema (or has an older one), and the caller
+    opened it without migrating (``connect(url, migrate=False)``: the read-only
+    commands). ``fencepost db migrate`` creates or upgrades it."""

@@ -27,6 +27,7 @@ def connect(
     rng: random.Random | None = None,
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     num_buckets: int = DEFAULT_NUM_BUCKETS,
+    migrate: bool = True,
 ) -> Store:
     """Open the store that ``url`` names.
 
@@ -39,6 +40,10 @@ def connect(
     * ``postgresql://user@host:5432/db`` — a shared server (needs the ``postgres``
       extra), migrated on connect under an advisory lock; ``?schema=NAME`` keeps
       fencepost's tables in one schema, ``?pool_max=N`` sizes the connection pool.
+
+    ``migrate=False`` opens a database only if it already has this fencepost's
+    schema, and writes nothing to find out (:class:`~fencepost.NotMigrated`
+    otherwise): what the read-only commands use.
 
     ``clock`` is where the store reads time (a ``ManualClock`` in tests);
     ``retry`` and ``rng`` set the backoff used by ``fail`` and ``reap_expired``.
@@ -71,7 +76,7 @@ def connect(
         busy = _float_option(options, "busy_timeout")
         synchronous = _synchronous_option(options)
         kwargs = {} if busy is None else {"busy_timeout": busy}
-        return SqliteStore(path[1:], config, synchronous=synchronous, **kwargs)
+        return SqliteStore(path[1:], config, synchronous=synchronous, migrate=migrate, **kwargs)
     if parts.scheme in ("postgresql", "postgres"):
         try:
             from fencepost.store.postgres import PostgresStore
@@ -79,7 +84,7 @@ def connect(
             raise ValidationError(
                 "url", f"PostgreSQL needs psycopg: pip install 'fencepost[postgres]' ({exc})"
             ) from None
-        return PostgresStore(url, config)
+        return PostgresStore(url, config, migrate=migrate)
     raise ValidationError(
         "url",
         f"unsupported store URL {url!r}: expected memory://, sqlite:///path or postgresql://...",

@@ -187,6 +187,9 @@ class Store(ABC):
     #: one writer per file, a second would only wait for the lock.
     parallel_writes = False
 
+    #: Where the data lives, for log lines and messages: a URL without credentials.
+    location = "memory://"
+
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
         self.clock = config.clock

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from importlib import resources
 
+from fencepost.domain.errors import NotMigrated, StoreUnavailable
+
 _HEADER = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 
 
@@ -49,3 +51,28 @@ def migration_files(package: str) -> list[tuple[int, str, str]]:
 def latest_version(package: str) -> int:
     """The highest migration version shipped in ``package``."""
     return migration_files(package)[-1][0]
+
+
+def require_migrated(applied: set[int] | None, package: str, location: str) -> None:
+    """Refuse a database that is not at ``package``'s schema version, without touching it.
+
+    ``applied``: the versions its migrations table lists (None: it has no such table).
+    Raises :class:`NotMigrated` for a missing or older schema (the message says what to
+    run) and :class:`StoreUnavailable` for a newer one (as opening it to migrate does).
+    """
+    latest = latest_version(package)
+    if applied is None or not applied:
+        raise NotMigrated(
+            f"no fencepost schema in {location} "
+            "(`fencepost db migrate --db URL` creates it; this command only reads)"
+        )
+    if max(applied) > latest:
+        raise StoreUnavailable(
+            f"the database was migrated by a newer fencepost (versions {sorted(applied)}); "
+            "upgrade fencepost to open it"
+        )
+    if max(applied) < latest:
+        raise NotMigrated(
+            f"the fencepost schema in {location} is at version {max(applied)}, this "
+            f"fencepost needs {latest} (`fencepost db migrate --db URL` upgrades it)"
+        )

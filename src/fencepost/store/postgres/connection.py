@@ -16,6 +16,7 @@ that failure has every other pooled connection checked before its next use.
 
 from __future__ import annotations
 
+import re
 import time
 import weakref
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
+import psycopg.conninfo
 import psycopg.sql
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
@@ -39,6 +41,10 @@ MIGRATIONS_PACKAGE = "fencepost.store.postgres.migrations"
 
 #: A pooled connection idle for at least this many seconds is checked before use.
 CHECK_AFTER_IDLE = 1.0
+
+#: Seconds the first connection of a store may take before its failure is reported
+#: (libpq's ``connect_timeout``; it accepts no less than 2).
+CONNECT_TIMEOUT = 3
 
 #: URL query parameters that fencepost reads itself (the rest go to libpq).
 OWN_OPTIONS = ("schema", "pool_min", "pool_max", "pool_timeout", "reconnect_timeout")
@@ -96,6 +102,7 @@ class Database:
             open=False,
             name="fencepost",
         )
+        probe(conninfo)  # the cause of a failure in one line, before the pool retries it
         with translate_errors():
             self.pool.open(wait=True, timeout=timeout)
 
@@ -172,6 +179,51 @@ class Listener:
             self._conn = None
 
 
+def target(conninfo: str) -> str:
+    """Where ``conninfo`` connects, for messages: ``user@host:port/database``, no password."""
+    params = psycopg.conninfo.conninfo_to_dict(conninfo)
+    hosts = str(params.get("host") or "localhost").split(",")
+    ports = str(params.get("port") or "5432").split(",")
+    if len(ports) == 1:
+        ports *= len(hosts)
+    where = ",".join(f"{h}:{p}" for h, p in zip(hosts, ports, strict=False))
+    user = str(params.get("user") or "")
+    database = str(params.get("dbname") or user)
+    return f"{user + '@' if user else ''}{where}/{database}"
+
+
+def probe(conninfo: str) -> None:
+    """Connect once, and say in one line why that failed (:class:`StoreUnavailable`).
+
+    The pool retries a failing server quietly until its timeout and then reports
+    only that it timed out; a wrong port, host, user or database name, or a server
+    that demands TLS, is known at the first attempt and named at once.
+    """
+    try:
+        psycopg.connect(conninfo, connect_timeout=CONNECT_TIMEOUT).close()
+    except psycopg.Error as exc:
+        raise StoreUnavailable(
+            f"cannot connect to PostgreSQL at {target(conninfo)}: {connect_failure(exc)}"
+        ) from None
+
+
+def connect_failure(exc: psycopg.Error) -> str:
+    """The cause in libpq's message about a failed connection, as one short line."""
+    text = str(exc)
+    host = re.search(
+        r"(?:failed to resolve host|could not translate host name) '?\"?([^'\"]+)", text
+    )
+    if host:
+        return f"unknown host {host.group(1)!r}"
+    cause = text.rpartition(" failed: ")[2] if " failed: " in text else text
+    cause = " ".join(cause.replace("FATAL:", "").split("\n")[0].split())
+    if cause.lower() == "connection refused":
+        return "connection refused (is PostgreSQL running and accepting TCP connections there?)"
+    if "timeout expired" in cause:
+        return f"no answer within {CONNECT_TIMEOUT} s"
+    return cause or type(exc).__name__
+
+
 @contextmanager
 def translate_errors() -> Iterator[None]:
     """Driver and pool errors become :class:`StoreUnavailable`; ours pass through.
@@ -189,6 +241,15 @@ def translate_errors() -> Iterator[None]:
         if type(exc).__module__.startswith("psycopg_pool"):
             raise StoreUnavailable(f"postgresql store: {exc}") from exc
         raise
+
+
+def applied_migrations(db: Database) -> set[int] | None:
+    """The migration versions the store's schema records (None: no migrations table)."""
+    with db.connection() as conn:
+        row = conn.execute(QUERIES["has_migrations_table"]).fetchone()
+        if not (row and row[0]):
+            return None
+        return {r[0] for r in conn.execute(QUERIES["applied_migrations"])}
 
 
 def migrate(db: Database) -> list[int]:

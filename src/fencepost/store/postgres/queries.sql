@@ -18,6 +18,10 @@ LISTEN {channel}
 -- Concurrent starts queue here; the first applies, the others find nothing to do.
 SELECT pg_advisory_xact_lock(hashtext('fencepost.migrate:' || current_schema()))
 
+-- name: has_migrations_table
+-- In the store's schema (the search_path): without creating anything.
+SELECT to_regclass('fencepost_migrations') IS NOT NULL
+
 -- name: create_migrations_table
 CREATE TABLE IF NOT EXISTS fencepost_migrations (
     version    INTEGER     NOT NULL PRIMARY KEY,

@@ -72,10 +72,12 @@ from fencepost.store.postgres.connection import (
     Connection,
     Database,
     Listener,
-    migrate,
+    applied_migrations,
+    target,
 )
+from fencepost.store.postgres.connection import migrate as apply_migrations
 from fencepost.store.rows import version_keys
-from fencepost.store.sql import latest_version
+from fencepost.store.sql import latest_version, require_migrated
 from fencepost.timing.planning import HELD
 
 Q = QUERIES
@@ -116,15 +118,23 @@ class PostgresStore(Store):
     #: (autovacuum would, but only up to a minute later).
     ANALYZE_AFTER_ROWS = 10_000
 
-    def __init__(self, url: str, config: StoreConfig | None = None) -> None:
+    def __init__(
+        self, url: str, config: StoreConfig | None = None, *, migrate: bool = True
+    ) -> None:
         super().__init__(config or StoreConfig())
         self._db = Database(url)
+        schema = f"?schema={self._db.schema}" if self._db.schema else ""
+        self.location = f"postgresql://{target(self._db.conninfo)}{schema}"
         self._last_notify = -math.inf
         self._notify_lock = threading.Lock()
         self._listener: Listener | None = None
         self._inserted_since_analyze = 0
         try:
-            self.migrations_applied = migrate(self._db)
+            if migrate:
+                self.migrations_applied = apply_migrations(self._db)
+            else:  # a reader: refuse a database without the schema, and create nothing
+                applied = applied_migrations(self._db)
+                require_migrated(applied, MIGRATIONS_PACKAGE, self.location)
             self.schema_version = latest_version(MIGRATIONS_PACKAGE)
         except BaseException:
             self._db.close()

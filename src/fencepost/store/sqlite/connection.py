@@ -16,9 +16,11 @@ store runs in the store's mode.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal, get_args
@@ -138,6 +140,13 @@ def open_connection(
     return conn
 
 
+def open_read_only(path: str) -> sqlite3.Connection:
+    """``path`` opened read-only, without fencepost's pragmas: looking changes nothing."""
+    with translate_errors(path):
+        uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+        return sqlite3.connect(uri, uri=True, isolation_level=None)
+
+
 @contextmanager
 def translate_errors(path: str) -> Iterator[None]:
     """Driver errors become :class:`StoreUnavailable`; ours pass through.
@@ -151,6 +160,13 @@ def translate_errors(path: str) -> Iterator[None]:
         raise StoreRefused(f"sqlite refused a value: {exc}") from exc
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"sqlite store {path!r}: {exc}") from exc
+
+
+def applied_migrations(conn: sqlite3.Connection) -> set[int] | None:
+    """The migration versions ``conn``'s database records (None: no migrations table)."""
+    if not conn.execute(QUERIES["has_migrations_table"]).fetchone()[0]:
+        return None
+    return {row[0] for row in conn.execute(QUERIES["applied_migrations"])}
 
 
 def migrate(conn: sqlite3.Connection) -> list[int]:

@@ -46,6 +46,9 @@ RELEASE fenced_batch
 -- name: rollback_to_savepoint
 ROLLBACK TO fenced_batch
 
+-- name: has_migrations_table
+SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'fencepost_migrations'
+
 -- name: create_migrations_table
 CREATE TABLE IF NOT EXISTS fencepost_migrations (
     version    INTEGER NOT NULL PRIMARY KEY,

@@ -16,6 +16,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import closing
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -70,7 +71,7 @@ from fencepost.store.base import (
 )
 from fencepost.store.batching import rounds, rounds_of
 from fencepost.store.rows import version_keys
-from fencepost.store.sql import latest_version
+from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlite import rows
 from fencepost.store.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
@@ -79,8 +80,11 @@ from fencepost.store.sqlite.connection import (
     QUERIES,
     Connections,
     Synchronous,
-    migrate,
+    applied_migrations,
+    open_read_only,
+    translate_errors,
 )
+from fencepost.store.sqlite.connection import migrate as apply_migrations
 from fencepost.timing.clock import SystemClock
 from fencepost.timing.planning import HELD
 
@@ -108,14 +112,22 @@ class SqliteStore(Store):
         *,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         synchronous: Synchronous = DEFAULT_SYNCHRONOUS,
+        migrate: bool = True,
     ) -> None:
         super().__init__(config or StoreConfig())
         self.path = path
+        self.location = f"sqlite:///{path}"
+        if not migrate:
+            # Looked at read-only first: a file without the schema is left as it was
+            # (opening the store's own connections would switch it to WAL).
+            with closing(open_read_only(path)) as conn, translate_errors(path):
+                require_migrated(applied_migrations(conn), MIGRATIONS_PACKAGE, self.location)
         self._db = Connections(path, busy_timeout=busy_timeout, synchronous=synchronous)
         #: (cutoff, last id deleted) of the prune in progress; see _prune_batch.
         self._prune_cursor: tuple[datetime | None, str] = (None, "")
-        with self._db.read() as conn:
-            self.migrations_applied = migrate(conn)
+        if migrate:
+            with self._db.read() as conn:
+                self.migrations_applied = apply_migrations(conn)
         self.schema_version = latest_version(MIGRATIONS_PACKAGE)
 
     def close(self) -> None:

@@ -1,0 +1,122 @@
+"""A PostgreSQL URL that cannot work is named, with its cause, in one line within 3 s.
+
+Each failure kind on the commands a user runs first (``ps``, ``submit``, ``worker``,
+``serve``), as real processes. The refused port is a free port on 127.0.0.1; the
+unknown host is looked up inside a network namespace this test creates (only
+loopback in it), so no address outside the machine is ever asked.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests import postgres
+from tests.integration.test_worker_processes import APP, FENCEPOST, ROOT
+
+pytestmark = pytest.mark.slow
+
+PASSWORD = "s3cret-never-shown"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def server() -> tuple[str, int, str]:
+    postgres.require_postgres()
+    parts = urlsplit(postgres.dsn())
+    return parts.hostname or "127.0.0.1", parts.port or 5432, parts.username or "postgres"
+
+
+@pytest.fixture(scope="module")
+def netns() -> Iterator[str]:
+    """A network namespace with loopback only: name lookups there reach no resolver."""
+    name = f"fp-connect-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=True)
+
+
+def kinds(server: tuple[str, int, str]) -> dict[str, tuple[str, str]]:
+    """Failure kind -> (URL, what the message must say)."""
+    host, port, user = server
+    refused = free_port()
+    return {
+        "refused": (
+            f"postgresql://{user}@127.0.0.1:{refused}/test",
+            f"cannot connect to PostgreSQL at {user}@127.0.0.1:{refused}/test: connection refused",
+        ),
+        "unknown-database": (
+            f"postgresql://{user}@{host}:{port}/fencepost_no_such_db",
+            'database "fencepost_no_such_db" does not exist',
+        ),
+        "unknown-user": (
+            f"postgresql://fencepost_nobody:{PASSWORD}@{host}:{port}/test",
+            f"cannot connect to PostgreSQL at fencepost_nobody@{host}:{port}/test: "
+            'role "fencepost_nobody"',
+        ),
+        "unknown-host": (
+            f"postgresql://{user}@no-such-host.invalid:{port}/test",
+            "unknown host 'no-such-host.invalid'",
+        ),
+        "tls-required": (
+            f"postgresql://{user}@{host}:{port}/test?sslmode=require",
+            "server does not support SSL, but SSL was required",
+        ),
+    }
+
+
+COMMANDS = {
+    "ps": ["ps"],
+    "submit": ["submit", "noop"],
+    "worker": ["worker", APP],
+    "serve": ["serve", APP, "--workers", "0"],
+}
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize(
+    "kind", ["refused", "unknown-database", "unknown-user", "unknown-host", "tls-required"]
+)
+def test_the_cause_is_one_line_within_three_seconds(
+    server: tuple[str, int, str], netns: str, kind: str, command: str
+) -> None:
+    url, says = kinds(server)[kind]
+    argv = [FENCEPOST, *COMMANDS[command], "--db", url]
+    if command == "serve":
+        argv += ["--port", str(free_port())]
+    if kind == "unknown-host":
+        argv = ["ip", "netns", "exec", netns, *argv]
+    started = time.monotonic()
+    run = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+    elapsed = time.monotonic() - started
+    assert run.returncode != 0
+    assert elapsed < 3.0, f"took {elapsed:.1f}s"
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1, run.stderr  # no pool warnings, no traceback
+    name = COMMANDS[command][0]
+    assert lines[0].startswith(f"fencepost {name}: cannot connect to PostgreSQL at "), lines[0]
+    assert says in lines[0]
+    assert PASSWORD not in run.stderr + run.stdout
