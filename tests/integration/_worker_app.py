@@ -72,3 +72,21 @@ def step(ctx: Context, wait_for: str | None = None) -> str:
 def loaded_modules() -> list[str]:
     """The top-level packages loaded in this worker process, sorted."""
     return sorted({name.partition(".")[0] for name in sys.modules})
+
+
+def _load_rows(day: str) -> list[int]:
+    raise ValueError(f"no rows for {day}")
+
+
+@app.job("doomed", lease_ttl=5, max_attempts=2, retry={"base_delay": 0.05, "max_delay": 0.1})
+def doomed(ctx: Context, day: str = "2026-11-28") -> int:
+    """Fails every attempt inside a helper (the traceback names it); two attempts."""
+    return len(_load_rows(day))
+
+
+@app.job("quick-progress", lease_ttl=30)
+def quick_progress(ctx: Context, rows: int = 3) -> dict[str, int]:
+    """Checkpoints and returns long before its first heartbeat is due."""
+    for n in range(rows):
+        ctx.checkpoint(progress={"rows": n + 1})
+    return {"rows": rows}

@@ -2,7 +2,7 @@
 
 With ``--log-format json`` every record is a JSON object: ``ts`` (ISO 8601 UTC),
 ``level``, ``logger``, ``message``, and — on every line about an execution —
-``execution_id``, ``epoch``, ``owner`` and ``job`` (passed by the worker as
+``execution_id``, ``epoch``, ``owner``, ``job`` and ``attempt`` (passed by the worker as
 ``extra=``), plus ``error`` with the traceback when there is one.
 """
 
@@ -14,9 +14,13 @@ import sys
 from datetime import UTC, datetime
 
 #: The structured fields a record may carry, in output order.
-FIELDS = ("execution_id", "epoch", "owner", "job", "schedule_id")
+FIELDS = ("execution_id", "epoch", "owner", "job", "attempt", "schedule_id")
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+#: Libraries that log every request or connection at INFO (a remote worker polls the
+#: service twice a second): WARNING and above only, unless the level asked for is DEBUG.
+QUIET_LOGGERS = ("httpx", "httpcore")
 
 
 class JsonFormatter(logging.Formatter):
@@ -51,3 +55,6 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    quiet = logging.NOTSET if level.upper() == "DEBUG" else logging.WARNING
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(quiet)

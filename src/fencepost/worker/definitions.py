@@ -3,7 +3,7 @@
 One file defines one version of one job::
 
     name: nightly-report            # required
-    version: 3                      # required, an integer >= 1
+    version: 3                      # optional, an integer >= 1 (default 1, as @app.job)
     description: Build the report   # optional
     inputs:                         # optional JSON Schema (draft 2020-12); default {type: object}
       {type: object, properties: {day: {type: string}}, required: [day]}
@@ -44,7 +44,6 @@ are keys that appear twice in one mapping.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import json
 import os
@@ -61,7 +60,7 @@ import jsonschema
 import yaml
 
 from fencepost.domain import payloads
-from fencepost.domain.checks import require_int, require_name
+from fencepost.domain.checks import require_int, require_name, suggest
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.retry import RetryPolicy
 from fencepost.timing.durations import parse_duration
@@ -225,7 +224,8 @@ def _build(file: Path, document: Any) -> JobSpec:
     doc = _mapping(document, "document")
     _refuse_unknown_keys(doc, _TOP_KEYS, "")
     name = require_name(_required(doc, "name", ""), "name")
-    version = require_int(_required(doc, "version", ""), "version", low=1)
+    # Optional, as for @app.job: a file without one defines version 1.
+    version = require_int(doc.get("version", 1), "version", low=1)
     if "description" in doc and not isinstance(doc["description"], str):
         raise ValidationError("description", f"must be a string, got {doc['description']!r}")
     schema = _input_schema(doc["inputs"]) if "inputs" in doc else None
@@ -278,8 +278,7 @@ def _refuse_unknown_keys(mapping: Mapping[Any, Any], allowed: Collection[str], p
     for key in mapping:
         if key in allowed:
             continue
-        close = difflib.get_close_matches(str(key), allowed, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"expected one of {', '.join(allowed)}"
+        hint = suggest(str(key), allowed)
         raise ValidationError(f"{prefix}{key}", f"is not a known key ({hint})")
 
 

@@ -190,3 +190,7 @@ class ClaimBuffer(Generic[R]):
         run.holds_slot = True
         run.started_at = self._monotonic()
         return run
+
+
+#: Handlers a worker runs at once by default (``fencepost worker`` and ``serve`` alike).
+DEFAULT_CONCURRENCY = 8

@@ -43,12 +43,13 @@ from typing import Any
 from fencepost.domain.checks import MAX_ERROR_CHARS, require_int, sanitize_text
 from fencepost.domain.errors import StaleLease, StoreUnavailable, ValidationError
 from fencepost.domain.models import JSON, Command, Lease
-from fencepost.domain.states import CommandKind
+from fencepost.domain.states import CommandKind, State
 from fencepost.store.base import RESULT_INVALID, default_node_id
 from fencepost.worker.context import Context
 from fencepost.worker.errors import Cancelled, PermanentFailure
 from fencepost.worker.jobs import JobSpec
 from fencepost.worker.prefetch import (
+    DEFAULT_CONCURRENCY,
     DEFAULT_PREFETCH,
     HAND_BACK,
     MAX_CLAIM,
@@ -71,7 +72,7 @@ class WorkerOptions:
     """How a worker claims and paces itself. Every interval is in seconds."""
 
     owner: str | None = None  #: lease owner and node id; default ``host:pid``
-    concurrency: int = 8  #: handlers running at once
+    concurrency: int = DEFAULT_CONCURRENCY  #: handlers running at once
     prefetch: int = DEFAULT_PREFETCH  #: most leases held ahead of the handlers (0: none)
     buckets: tuple[int, ...] | None = None  #: claim only from these buckets
     max_per_bucket: int | None = None  #: cap RUNNING executions per bucket
@@ -134,6 +135,8 @@ class _Outcome:
     result: JSON = None
     error: str = ""
     retryable: bool = True
+    exc: BaseException | None = None  #: what the handler raised (for the log's traceback)
+    logged: bool = False  #: the failed attempt's log line is out (an outage may retry the write)
 
 
 @dataclass
@@ -281,18 +284,29 @@ class Worker:
 
     def _main(self) -> None:
         opts = self.options
+        # Registering first: credentials or scopes the store refuses (a remote worker's
+        # token) end the run here, before anything started, as the caller's error. An
+        # outage does not: the loop below retries it.
+        try:
+            self._store_call(self._register)
+        except BaseException:
+            self._stopped.set()
+            raise
+        registered = self._healthy  # False: the store is down, the loop registers later
         self._start_handlers()
         log.info(
-            "worker %s started: jobs %s, concurrency %d, prefetch up to %d",
+            "worker %s started: jobs %s, concurrency %d, prefetch up to %d, store %s",
             self.owner,
             ", ".join(f"{s.name}@{s.version}" for s in self.registry),
             opts.concurrency,
             opts.prefetch,
+            describe(self.store),
         )
         notifier = threading.Thread(target=self._listen, name="fencepost-notify", daemon=True)
         notifier.start()
         now = self._monotonic()
-        next_node = next_reap = next_commands = now
+        next_reap = next_commands = now
+        next_node = now + (opts.node_ttl / 3 if registered and self._clock_agrees else 0.0)
         grace_until: float | None = None
         try:
             while True:
@@ -611,6 +625,9 @@ class Worker:
         """Write ``batch``; what an outage left unwritten, and the outage (None: all written)."""
         completions = [o for o in batch if o.verb == "complete"]
         steps: list[tuple[list[_Outcome], Callable[[], bool]]] = []
+        checkpointed = [o for o in batch if o.run.ctx._has_progress()]
+        if checkpointed:  # progress of a job that ended before its next heartbeat: first
+            steps.append(([], partial(self._write_progress, checkpointed)))
         if completions:
             steps.append((completions, partial(self._complete, completions)))
         for outcome in batch:
@@ -622,6 +639,17 @@ class Worker:
             except StoreUnavailable as exc:
                 return [o for unwritten, _ in steps[index:] for o in unwritten], exc
         return [], None
+
+    def _write_progress(self, outcomes: list[_Outcome]) -> bool:
+        """Write the last checkpoint's progress of finished runs, with a heartbeat each."""
+        by_ttl: dict[timedelta, list[tuple[Lease, JSON]]] = defaultdict(list)
+        for outcome in outcomes:
+            dirty, progress = outcome.run.ctx._take_progress()
+            if dirty and progress is not None:
+                by_ttl[outcome.run.spec.lease_ttl].append((outcome.run.lease, progress))
+        for ttl, beats in by_ttl.items():
+            self.store.heartbeat_many(beats, ttl=ttl)  # a lost lease: its outcome is refused
+        return True
 
     def _written(self, unwritten: list[_Outcome], outage: Exception | None) -> None:
         """Account for a written batch: an outage puts what it left back in front."""
@@ -687,13 +715,25 @@ class Worker:
         elif outcome.verb in ("fail", "timeout"):
             retry = outcome.run.spec.retry
             timed_out = outcome.verb == "timeout"
-            self.store.fail(
+            if not timed_out:  # a timeout was logged when it fired
+                self._log_failure(outcome)
+            execution = self.store.fail(
                 lease,
                 error,
                 retryable=outcome.retryable,  # True for a timeout: it retries like a failure
                 timed_out=timed_out,
                 retry_in=None if retry is None else retry.delay(lease.attempt),
             )
+            if execution.state is State.FAILED:
+                log.error(
+                    "execution %s (job %s) dead-lettered after attempt %d of %d: %s",
+                    lease.execution_id,
+                    lease.job,
+                    lease.attempt,
+                    lease.max_attempts,
+                    _first_line(error),
+                    extra=_about(lease),
+                )
             if timed_out:
                 self.counters.timed_out += 1
             else:
@@ -706,6 +746,26 @@ class Worker:
             self.counters.released += 1
         else:  # pragma: no cover - the verbs are ours
             raise AssertionError(outcome.verb)
+
+    def _log_failure(self, outcome: _Outcome) -> None:
+        """One WARNING line per failed attempt, with the handler's traceback on the record."""
+        if outcome.logged:
+            return
+        outcome.logged = True
+        lease = outcome.run.lease
+        exc = outcome.exc
+        log.warning(
+            "execution %s (job %s) attempt %d of %d failed (epoch %d, owner %s): %s",
+            lease.execution_id,
+            lease.job,
+            lease.attempt,
+            lease.max_attempts,
+            lease.epoch,
+            self.owner,
+            _first_line(outcome.error),
+            exc_info=None if exc is None else (type(exc), exc, exc.__traceback__),
+            extra=_about(lease),
+        )
 
     def _rejected(self, outcome: _Outcome, exc: ValidationError) -> None:
         """The store refused a value of this outcome: record it, log it once, go on.
@@ -929,6 +989,11 @@ _HAND_BACK_CHECK = 0.1  # seconds between looks for buffered leases that waited 
 _SCAN_EVERY = 0.02  # seconds between scans of held runs (timeouts fire at most this late)
 
 
+def describe(store: object) -> str:
+    """Where a worker's store is, for its start line (a URL without credentials)."""
+    return str(getattr(store, "location", None) or type(store).__name__)
+
+
 def _max_wait(run: _Run) -> float:
     """How long a buffered run may wait for a handler: HAND_BACK of its lease."""
     return run.spec.lease_ttl.total_seconds() * HAND_BACK
@@ -952,6 +1017,7 @@ def _about(lease: Lease) -> dict[str, object]:
         "epoch": lease.epoch,
         "owner": lease.owner,
         "job": lease.job,
+        "attempt": lease.attempt,
     }
 
 
@@ -961,11 +1027,18 @@ def _inputs(lease: Lease) -> dict[str, Any]:
 
 def _failure(run: _Run, exc: BaseException) -> _Outcome:
     if isinstance(exc, Cancelled):
-        return _Outcome(run, "cancelled", error=str(exc), retryable=True)
+        return _Outcome(run, "cancelled", error=str(exc), retryable=True, exc=exc)
     if isinstance(exc, PermanentFailure):
-        return _Outcome(run, "fail", error=f"{type(exc).__name__}: {exc}", retryable=False)
+        error = f"{type(exc).__name__}: {exc}"
+        return _Outcome(run, "fail", error=error, retryable=False, exc=exc)
     lines = traceback.format_exception(exc)
-    return _Outcome(run, "fail", error=f"{type(exc).__name__}: {exc}\n{''.join(lines[-6:])}")
+    error = f"{type(exc).__name__}: {exc}\n{''.join(lines[-6:])}"
+    return _Outcome(run, "fail", error=error, exc=exc)
+
+
+def _first_line(error: str) -> str:
+    """An error's first line (its type and message), for a one-line log message."""
+    return error.partition("\n")[0]
 
 
 def _claim_groups(
