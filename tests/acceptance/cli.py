@@ -55,12 +55,14 @@ class Run:
         return self
 
 
-def fencepost(*args: str, db: str | None = None, timeout: float = 60) -> Run:
-    """Run ``fencepost ARGS [--db DB]`` with stdout and stderr piped."""
+def fencepost(
+    *args: str, db: str | None = None, timeout: float = 60, cwd: Path | None = None
+) -> Run:
+    """Run ``fencepost ARGS [--db DB]`` (in ``cwd``) with stdout and stderr piped."""
     argv = [FENCEPOST, *args, *(["--db", db] if db is not None else [])]
     env = {k: v for k, v in os.environ.items() if k != "FENCEPOST_DB"}
     done = subprocess.run(
-        argv, capture_output=True, text=True, timeout=timeout, check=False, env=env
+        argv, capture_output=True, text=True, timeout=timeout, check=False, env=env, cwd=cwd
     )
     return Run(argv, done.returncode, done.stdout, done.stderr)
 

@@ -200,12 +200,21 @@ def test_no_table_is_created_in_postgres_by_a_refused_command() -> None:
 
 
 def test_without_a_database_the_commands_say_so(tmp_path: Path) -> None:
-    missing, scheme, absent = fencepost_all(
-        ("ps",),
+    scheme, absent = fencepost_all(
         ("stats", "--db", "mysql://localhost/x"),
         ("dead-letters", "--db", f"sqlite:///{tmp_path / 'typo.db'}"),
     )
-    assert missing.errors == ["fencepost ps: --db: is required (or set FENCEPOST_DB)"]
+    # Without --db or $FENCEPOST_DB every command uses ./fencepost.db; a reader never
+    # creates it.
+    missing = fencepost("ps", cwd=tmp_path)
+    assert missing.errors == [
+        "fencepost ps: --db: no SQLite database at fencepost.db (fencepost db migrate creates one)"
+    ]
+    assert not (tmp_path / "fencepost.db").exists()
+    submitted = fencepost("submit", "noop", "--json", cwd=tmp_path)
+    assert submitted.returncode == 0, submitted.stderr
+    listed = fencepost("ps", "--json", cwd=tmp_path).json()
+    assert [e["id"] for e in listed] == [submitted.json()["id"]]
     assert scheme.errors == [
         "fencepost stats: --db: expected sqlite:///path.db or postgresql://..., got "
         "'mysql://localhost/x'"

@@ -136,3 +136,58 @@ def test_preview_of_a_cron_without_a_stored_schedule_follows_dst() -> None:
     assert every.row("1")[1] == "2026-01-01 01:30:00Z"
     assert every.row("2")[1] == "2026-01-01 03:00:00Z"
     assert datetime(2026, 1, 1, 3, tzinfo=UTC).isoformat() in every.stdout
+
+
+def test_schedule_add_without_id_twice_stores_one_schedule(database: Database) -> None:
+    db = database.url
+    add = ("schedule", "add", "nightly-report", "--cron", "@daily", "--input", "day=x", "--json")
+    first = fencepost(*add, db=db)
+    again = fencepost(*add, db=db)  # run again, as a deploy script would
+    other_inputs, other_zone = fencepost_all(
+        ("schedule", "add", "nightly-report", "--cron", "@daily", "--input", "day=y", "--json"),
+        ("schedule", "add", "nightly-report", "--cron", "@daily", "--input", "day=x",
+         "--timezone", "Europe/Berlin", "--json"),
+        db=db,
+    )  # fmt: skip
+    assert first.json()["cron"] == "0 0 * * *"  # @daily, stored as what it stands for
+    assert again.json()["id"] == first.json()["id"], "the same command names the same schedule"
+    assert first.json()["id"].startswith("nightly-report-")
+    assert len({first.json()["id"], other_inputs.json()["id"], other_zone.json()["id"]}) == 3
+    listed = fencepost("schedule", "ls", "--json", db=db).json()
+    assert sorted(s["id"] for s in listed) == sorted(
+        {first.json()["id"], other_inputs.json()["id"], other_zone.json()["id"]}
+    )
+    given = fencepost(*add[:-1], "--id", "mine", "--json", db=db).json()
+    assert given["id"] == "mine", "--id still wins"
+
+
+def test_cron_aliases_are_accepted_and_reboot_is_refused(database: Database) -> None:
+    db = database.url
+    expected = {
+        "@yearly": "0 0 1 1 *",
+        "@annually": "0 0 1 1 *",
+        "@monthly": "0 0 1 * *",
+        "@weekly": "0 0 * * 0",
+        "@daily": "0 0 * * *",
+        "@midnight": "0 0 * * *",
+        "@hourly": "0 * * * *",
+        "@HOURLY": "0 * * * *",
+    }
+    runs = fencepost_all(
+        *[("schedule", "add", "j", "--cron", alias, "--json") for alias in expected], db=db
+    )
+    assert [run.json()["cron"] for run in runs] == list(expected.values())
+    reboot, unknown = fencepost_all(
+        ("schedule", "add", "j", "--cron", "@reboot"),
+        ("schedule", "add", "j", "--cron", "@fortnightly"),
+        db=db,
+    )
+    assert reboot.returncode == 2
+    assert reboot.errors == [
+        "fencepost schedule add: --cron: '@reboot' is not a time: run the job from your "
+        "process's start-up instead"
+    ]
+    assert unknown.returncode == 2
+    assert unknown.errors[0].startswith(
+        "fencepost schedule add: --cron: '@fortnightly' is not a cron alias (one of @yearly,"
+    )

@@ -114,7 +114,7 @@ def test_the_hot_table_is_tuned_for_churn(schema: str) -> None:
     assert "fillfactor=80" in options
 
 
-def test_bad_migrate_arguments_exit_non_zero() -> None:
+def test_bad_migrate_arguments_exit_non_zero(tmp_path: Path) -> None:
     fencepost_cmd = Path(sys.executable).with_name("fencepost")
     run = subprocess.run(
         [str(fencepost_cmd), "db", "migrate", "--db", "nosuch://x"],
@@ -124,11 +124,13 @@ def test_bad_migrate_arguments_exit_non_zero() -> None:
     )
     assert run.returncode == 1
     assert run.stderr.startswith("fencepost: url: unsupported store URL")
-    missing = subprocess.run(
-        [str(fencepost_cmd), "db", "migrate"], capture_output=True, text=True, env={}
+    # Without --db or $FENCEPOST_DB: the default store of every command, ./fencepost.db.
+    default = subprocess.run(
+        [str(fencepost_cmd), "db", "migrate"], capture_output=True, text=True, env={}, cwd=tmp_path
     )
-    assert missing.returncode == 2
-    assert "--db is required" in missing.stderr
+    assert default.returncode == 0, default.stderr
+    assert default.stdout.startswith("migrated to version ")
+    assert (tmp_path / "fencepost.db").exists()
 
 
 def test_every_query_block_compiles_and_is_used(schema: str) -> None:

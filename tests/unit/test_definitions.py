@@ -290,7 +290,6 @@ SCHEMA_WITH_DAY = {"type": "object", "properties": {"day": {"type": "string"}}}
         (minimal(retry={"max_attempt": 3}), "retry.max_attempt", "did you mean 'max_attempts'?"),
         (minimal(run={"shell": "echo"}), "run.shell", "is not a known key"),
         (minimal(name=None), "name", "is required"),
-        (minimal(version=None), "version", "is required"),
         (minimal(run=None), "run", "is required"),
         (minimal(name=""), "name", "must be a non-empty string"),
         (minimal(description=5), "description", "must be a string"),
@@ -574,3 +573,9 @@ def test_one_bad_file_fails_the_directory_naming_that_file(tmp_path: Path) -> No
     with pytest.raises(DefinitionError) as caught:
         load_definitions(tmp_path)
     assert (caught.value.path, caught.value.field) == (bad, "timeout")
+
+
+def test_a_file_without_a_version_defines_version_1_as_app_job_does(tmp_path: Path) -> None:
+    write(tmp_path, "job.yaml", minimal(version=None))
+    (spec,) = load_definitions(tmp_path)
+    assert spec.version == 1

@@ -69,3 +69,30 @@ def test_store_settings_are_validated() -> None:
     with pytest.raises(ValidationError) as caught:
         connect("memory://", max_payload_bytes=0)
     assert caught.value.field == "max_payload_bytes"
+
+
+def test_one_default_concurrency_for_workers_and_the_service(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from fencepost.api.service import ServiceOptions
+    from fencepost.cli.main import main
+
+    assert fencepost.WorkerOptions().concurrency == ServiceOptions().concurrency == 8
+    for command in ("worker", "serve"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert "(default 8" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_second_replay_says_the_execution_is_no_dead_letter() -> None:
+    store = connect("memory://")
+    e = store.submit("x", max_attempts=1)
+    (lease,) = store.claim("w", limit=1, ttl=30)
+    store.fail(lease, "boom")
+    store.replay(e.id)
+    with pytest.raises(fencepost.InvalidTransition) as refused:
+        store.replay(e.id)
+    assert str(refused.value) == (
+        f"execution {e.id} is SCHEDULED: only a FAILED execution (a dead letter) can be "
+        "replayed; one replayed already is waiting to run or has run"
+    )

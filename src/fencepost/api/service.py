@@ -31,6 +31,7 @@ from fencepost.api.protocol import guarded_protocol
 from fencepost.domain.errors import StoreUnavailable
 from fencepost.scheduler.materializer import Materializer, MaterializerOptions
 from fencepost.store.base import Store, default_node_id
+from fencepost.worker.prefetch import DEFAULT_CONCURRENCY
 from fencepost.worker.registry import JobRegistry
 from fencepost.worker.runtime import Worker, WorkerOptions
 
@@ -52,7 +53,7 @@ class ServiceOptions:
     #: Embedded worker runtimes for the registered jobs (0: remote workers only).
     workers: int = 1
     #: Handlers each embedded worker runs at once.
-    concurrency: int = 4
+    concurrency: int = DEFAULT_CONCURRENCY  #: handlers per worker, as ``fencepost worker``
     #: Run a materializer (schedules -> executions). Safe in several services at once.
     materializer: bool = True
     #: How often expired leases are timed out, in seconds.

@@ -57,7 +57,7 @@ def buckets(args: argparse.Namespace, out: Output) -> int:
     orphaned_after = common.duration(args.orphaned_after, "--orphaned-after", allow_zero=True)
     orphan_limit = common.limit(args.limit)
     common.require_db(args)
-    with common.open_store(args) as store:
+    with common.open_store(args, read_only=True) as store:
         executions = store.bucket_counts()
         report = store.bucket_report(orphaned_after=orphaned_after, limit=orphan_limit)
         nodes = store.nodes(live_only=True)

@@ -34,6 +34,11 @@ from fencepost.timing.durations import as_aware_utc, parse_duration
 if TYPE_CHECKING:
     from fencepost.store import Store
 
+#: The store every command uses without --db: $FENCEPOST_DB, else this file in the
+#: current directory (a first `fencepost submit`, `worker` and `ps` then share it).
+DB_ENV = "FENCEPOST_DB"
+DEFAULT_DB = "sqlite:///fencepost.db"
+
 #: Exit code of a refused argument (argparse uses it too).
 EXIT_USAGE = 2
 #: Exit code of a failure at run time (an unknown id, a refused transition, an outage).
@@ -73,9 +78,10 @@ def command(
     parser.set_defaults(handler=handler, command_name=parser.prog.removeprefix("fencepost "))
     parser.add_argument(
         "--db",
-        default=os.environ.get("FENCEPOST_DB"),
+        default=os.environ.get(DB_ENV) or DEFAULT_DB,
         metavar="URL",
-        help="store URL: sqlite:///path.db or postgresql://... (default: $FENCEPOST_DB)",
+        help=f"store URL: sqlite:///path.db or postgresql://... (default: ${DB_ENV}, "
+        f"else {DEFAULT_DB})",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     return parser
@@ -156,9 +162,7 @@ def option(name: str) -> Iterator[None]:
 
 def require_db(args: argparse.Namespace) -> str:
     """The store URL, or a refusal naming ``--db``; checks the scheme without connecting."""
-    url = args.db
-    if not url:
-        raise ValidationError("--db", "is required (or set FENCEPOST_DB)")
+    url = args.db or os.environ.get(DB_ENV) or DEFAULT_DB
     scheme = urlsplit(url).scheme
     if scheme == "memory":
         raise ValidationError("--db", "memory:// lives and dies with one process; use a database")
@@ -169,11 +173,13 @@ def require_db(args: argparse.Namespace) -> str:
     return str(url)
 
 
-def open_store(args: argparse.Namespace, *, create: bool = False) -> Store:
+def open_store(args: argparse.Namespace, *, create: bool = False, read_only: bool = False) -> Store:
     """Open the store of ``--db`` (with ``--num-buckets`` when the command has it).
 
     A SQLite file that does not exist is refused unless ``create``: a typo in a
-    path must not answer "no executions" from a fresh, empty database.
+    path must not answer "no executions" from a fresh, empty database. A
+    ``read_only`` command never migrates: a database without fencepost's schema
+    (SQLite or PostgreSQL) is refused with a line that says how to create it.
     """
     url = require_db(args)
     parts = urlsplit(url)
@@ -186,7 +192,11 @@ def open_store(args: argparse.Namespace, *, create: bool = False) -> Store:
     from fencepost.store import connect  # the store loads only for a command that opens one
 
     with option("--db"):
-        return connect(url, num_buckets=getattr(args, "num_buckets", DEFAULT_NUM_BUCKETS))
+        return connect(
+            url,
+            num_buckets=getattr(args, "num_buckets", DEFAULT_NUM_BUCKETS),
+            migrate=not read_only,
+        )
 
 
 def num_buckets(args: argparse.Namespace) -> int:

@@ -89,7 +89,7 @@ def ps(args: argparse.Namespace, out: Output) -> int:
         raise ValidationError("--mine", "needs --owned-buckets SPEC (which buckets are mine?)")
     count = common.limit(args.limit)
     common.require_db(args)
-    with common.open_store(args) as store:
+    with common.open_store(args, read_only=True) as store:
         page = store.query(
             state=chosen,
             job=args.job,
@@ -227,7 +227,7 @@ def dead_letters(args: argparse.Namespace, out: Output) -> int:
     """``fencepost dead-letters``: FAILED executions, oldest first, with their last error."""
     count = common.limit(args.limit)
     common.require_db(args)
-    with common.open_store(args) as store:
+    with common.open_store(args, read_only=True) as store:
         page = store.query(state=State.FAILED, job=args.job, limit=count)
         now = store.clock.now()
     if out.as_json:

@@ -37,7 +37,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = common.Parser(
         prog="fencepost",
         description="The operator command of fencepost, a durable job scheduler with fenced "
-        "leases. Every command takes --db URL (or $FENCEPOST_DB); the operator commands "
+        "leases. Every command takes --db URL (default: $FENCEPOST_DB, else "
+        "sqlite:///fencepost.db); the operator commands "
         "print tables, or one JSON document with --json.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -48,8 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     migrate.add_argument(
         "--db",
-        default=os.environ.get("FENCEPOST_DB"),
-        help="store URL (default: $FENCEPOST_DB)",
+        default=os.environ.get(common.DB_ENV) or common.DEFAULT_DB,
+        help=f"store URL (default: ${common.DB_ENV}, else {common.DEFAULT_DB})",
     )
     serve.add_parser(commands)
     worker.add_parser(commands)

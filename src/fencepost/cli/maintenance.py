@@ -124,15 +124,15 @@ def _action(e: Execution) -> str:
 
 
 def reconcile(args: argparse.Namespace, out: Output) -> int:
+    """``fencepost reconcile [--dry-run]``."""
     from fencepost.scheduler.materializer import Materializer, MaterializerOptions
     from fencepost.store.base import default_node_id
 
-    """``fencepost reconcile [--dry-run]``."""
     common.num_buckets(args)
     common.require_db(args)
     common.configure_logging(args)
     options = MaterializerOptions(owner=f"{default_node_id()}:reconcile")
-    with common.open_store(args) as store:
+    with common.open_store(args, read_only=args.dry_run) as store:
         now = store.clock.now()
         with out.progress("planning due schedules") as update:
             planned = _plan_due(store, options, now, update)
@@ -324,7 +324,7 @@ def prune(args: argparse.Namespace, out: Output) -> int:
         raise ValidationError("--batch", f"must be between 1 and 100000, got {batch}")
     common.require_db(args)
     common.configure_logging(args)
-    with common.open_store(args) as store:
+    with common.open_store(args, read_only=args.dry_run) as store:
         if args.dry_run:
             count = store.prune(older_than=older_than, dry_run=True)
         else:

@@ -8,8 +8,8 @@
   for listings — with stable keys (the same keys, in the same order, whether a
   value is set or ``null``), times as ISO 8601 UTC (``2026-05-01T10:00:00Z``)
   and durations as seconds (float).
-* **Progress** bars are drawn only when stdout is a terminal, and disappear
-  when the work is done; piped output stays exactly the table or the document.
+* **Progress** bars are drawn on stderr, only when it is a terminal, and disappear
+  when the work is done; stdout stays exactly the table or the document.
 * **Errors** are one line on stderr, ``fencepost <command>: <field>: <reason>``.
 """
 
@@ -208,12 +208,14 @@ class Output:
     ) -> Iterator[Callable[[int], None]]:
         """A progress bar while the block runs; yields ``update(completed)``.
 
-        Drawn only on a terminal, and cleared afterwards; when stdout is piped,
+        Drawn on stderr, only when stderr is a terminal, and cleared afterwards:
+        stdout holds the answer alone (``--json`` stays one document). Otherwise
         ``update`` does nothing and nothing is printed.
         """
-        if not self.terminal:
+        if not sys.stderr.isatty():
             yield lambda completed: None
             return
+        from rich.console import Console
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -230,7 +232,7 @@ class Output:
             MofNCompleteColumn() if total is not None else TextColumn("{task.completed}"),
             TimeElapsedColumn(),
         ]
-        with Progress(*columns, console=self.console, transient=True) as bar:
+        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
             task = bar.add_task(description, total=total)
 
             def update(completed: int) -> None:

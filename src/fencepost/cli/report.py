@@ -58,7 +58,7 @@ def stats(args: argparse.Namespace, out: Output) -> int:
     """``fencepost stats``."""
     window = common.duration(args.window, "--window")
     common.require_db(args)
-    with common.open_store(args) as store:
+    with common.open_store(args, read_only=True) as store:
         figures = store.stats(window=window)
     if out.as_json:
         out.document(stats_document(figures))
@@ -124,7 +124,7 @@ def slo(args: argparse.Namespace, out: Output) -> int:
     if not 0 <= worst <= common.MAX_LIMIT:
         raise ValidationError("--worst", f"must be between 0 and {common.MAX_LIMIT}, got {worst}")
     common.require_db(args)
-    with common.open_store(args) as store:
+    with common.open_store(args, read_only=True) as store:
         report = store.slo(
             window=window, claim_within=claim_within, finish_within=finish_within, worst=worst
         )

@@ -84,7 +84,12 @@ def add_parsers(commands: Any) -> None:
     p.add_argument("--max-attempts", type=int, default=DEFAULT_MAX_ATTEMPTS, metavar="N")
     p.add_argument("--priority", type=int, default=0, metavar="N")
     p.add_argument("--job-version", type=int, metavar="N", help="pin the job version")
-    p.add_argument("--id", metavar="ID", help="the schedule's id (default: a new UUIDv7)")
+    p.add_argument(
+        "--id",
+        metavar="ID",
+        help="the schedule's id (default: derived from JOB, the rule, --timezone and the "
+        "inputs, so that the same command twice stores one schedule)",
+    )
     p.add_argument("--paused", action="store_true", help="store it paused")
 
     p = common.command(verbs, "ls", ls, help="list schedules with their next fire time")
@@ -148,14 +153,16 @@ def add(args: argparse.Namespace, out: Output) -> int:
     }
     common.require_db(args)
     try:  # the store's own checks, before it is opened
-        plans.define(args.job, max_payload_bytes=DEFAULT_MAX_PAYLOAD_BYTES, **arguments)
+        spec = plans.define(args.job, max_payload_bytes=DEFAULT_MAX_PAYLOAD_BYTES, **arguments)
         if args.id is not None:
             plans.check_schedule_id(args.id)
     except ValidationError as exc:
         raise relabel(exc, OPTIONS) from None
+    # Without --id, the same command twice names the same schedule (not a twin).
+    schedule_id = args.id if args.id is not None else spec.derived_id()
     with common.open_store(args, create=True) as store:
         try:
-            schedule = store.add_schedule(args.job, id=args.id, **arguments)
+            schedule = store.add_schedule(args.job, id=schedule_id, **arguments)
         except ValidationError as exc:
             raise relabel(exc, OPTIONS) from None
         fires = _fires(store, schedule, NEXT_FIRES)
@@ -167,7 +174,7 @@ def ls(args: argparse.Namespace, out: Output) -> int:
     """``fencepost schedule ls``."""
     count = common.limit(args.limit)
     common.require_db(args)
-    with common.open_store(args) as store:
+    with common.open_store(args, read_only=True) as store:
         page = store.schedules(job=args.job, paused=args.paused, limit=count)
         now = store.clock.now()
     listed = [(s, _next_fire(s, now)) for s in page.items]
@@ -217,7 +224,7 @@ def show(args: argparse.Namespace, out: Output) -> int:
     """``fencepost schedule show ID``."""
     count = _count(args.count)
     common.require_db(args)
-    with common.open_store(args) as store:
+    with common.open_store(args, read_only=True) as store:
         schedule = store.get_schedule(args.id)
         fires = _fires(store, schedule, count)
     _print_schedule(out, schedule, fires)
@@ -298,7 +305,7 @@ def preview(args: argparse.Namespace, out: Output) -> int:
         if args.timezone is not None:
             raise ValidationError("--timezone", "applies to --cron; a stored schedule has its own")
         common.require_db(args)
-        with common.open_store(args) as store:
+        with common.open_store(args, read_only=True) as store:
             schedule = store.get_schedule(args.id)
             fires = _fires(store, schedule, count, after=after)
         timezone = schedule.timezone

@@ -17,14 +17,13 @@ from fencepost.cli import common, logs
 from fencepost.cli.worker import import_app, load_registry
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.timing.durations import as_duration
+from fencepost.worker.prefetch import DEFAULT_CONCURRENCY
 
 if TYPE_CHECKING:
     import argparse
 
     from fencepost.api.auth import Auth
     from fencepost.worker.registry import JobRegistry
-
-DEFAULT_DB = "sqlite:///fencepost.db"
 
 
 def add_parser(commands: Any) -> None:
@@ -40,8 +39,8 @@ def add_parser(commands: Any) -> None:
     p.add_argument("app", nargs="?", help="MODULE:ATTRIBUTE naming a fencepost.App")
     p.add_argument(
         "--db",
-        default=os.environ.get("FENCEPOST_DB", DEFAULT_DB),
-        help=f"store URL (default $FENCEPOST_DB or {DEFAULT_DB})",
+        default=os.environ.get(common.DB_ENV) or common.DEFAULT_DB,
+        help=f"store URL (default: ${common.DB_ENV}, else {common.DEFAULT_DB})",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port to bind (default 8080)")
@@ -52,7 +51,12 @@ def add_parser(commands: Any) -> None:
         help="embedded workers for the registered jobs (default 1 when jobs are "
         "registered; 0 leaves the work to remote workers)",
     )
-    p.add_argument("--concurrency", type=int, default=4, help="handlers per worker (default 4)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        help=f"handlers per embedded worker (default {DEFAULT_CONCURRENCY}, as a worker's)",
+    )
     p.add_argument(
         "--tokens",
         type=Path,

@@ -13,7 +13,7 @@ from fencepost.cli import common, logs
 from fencepost.client import TOKEN_ENV
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS, parse_buckets
 from fencepost.domain.errors import FencepostError, ValidationError
-from fencepost.worker.prefetch import DEFAULT_PREFETCH
+from fencepost.worker.prefetch import DEFAULT_CONCURRENCY, DEFAULT_PREFETCH
 
 if TYPE_CHECKING:
     from fencepost.app import App
@@ -36,7 +36,13 @@ def add_parser(commands: Any) -> None:
     )
     p.add_argument("app", nargs="?", help="MODULE:ATTRIBUTE naming a fencepost.App")
     p.add_argument("--definitions", type=Path, help="directory of job definition files")
-    p.add_argument("--db", default=os.environ.get("FENCEPOST_DB"), help="store URL")
+    p.add_argument(
+        "--db",
+        default=os.environ.get(common.DB_ENV),
+        metavar="URL",
+        help=f"store URL (default: ${common.DB_ENV}, else the App's own store, else "
+        f"{common.DEFAULT_DB})",
+    )
     p.add_argument(
         "--server",
         help="a fencepost service URL: work through its worker protocol instead of --db",
@@ -46,7 +52,12 @@ def add_parser(commands: Any) -> None:
         default=os.environ.get(TOKEN_ENV),
         help=f"bearer token (scope 'work') for --server (default ${TOKEN_ENV})",
     )
-    p.add_argument("--concurrency", type=int, default=8, help="handlers at once (default 8)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        help=f"handlers at once (default {DEFAULT_CONCURRENCY})",
+    )
     p.add_argument(
         "--prefetch",
         type=int,
@@ -91,8 +102,18 @@ def run(args: argparse.Namespace) -> int:
             worker.store, MaterializerOptions(owner=f"{worker.owner}:scheduler")
         )
         materializer.start()
+    from fencepost.client.errors import Forbidden, Unauthorized
+
     try:
         worker.run()
+    except (Unauthorized, Forbidden) as exc:
+        # The service refused the token before anything started: the caller's error.
+        print(
+            f"fencepost worker: {args.server} refused the token: {exc} "
+            f"(a worker needs one with the 'work' scope: --token or ${TOKEN_ENV})",
+            file=sys.stderr,
+        )
+        return 2
     finally:
         if materializer is not None:
             materializer.stop()
@@ -132,8 +153,8 @@ def _build(args: argparse.Namespace) -> Worker:
         store = connect(args.db, num_buckets=args.num_buckets)
     elif app is not None:
         store = app.store
-    else:
-        raise ValidationError("db", "is required (or set FENCEPOST_DB, or give --server)")
+    else:  # definition files only: the default store of every command
+        store = connect(common.DEFAULT_DB, num_buckets=args.num_buckets)
     options = WorkerOptions(
         owner=args.owner,
         concurrency=args.concurrency,
@@ -183,7 +204,18 @@ def import_app(target: str) -> App:
     # Like `python -m`: the current directory is importable.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    app = getattr(importlib.import_module(module_name), attribute)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        if exc.name == module_name:  # the app's own module is not there
+            why = f"no module {module_name!r} in {os.getcwd()} or on sys.path"
+        else:  # something the app's module imports (exc.name) is missing or broken
+            why = f"importing {module_name!r} failed: {exc}"
+        raise ValidationError("app", why) from exc
+    try:
+        app = getattr(module, attribute)
+    except AttributeError:
+        raise ValidationError("app", f"module {module_name!r} has no {attribute!r}") from None
     if not isinstance(app, App):
         raise ValidationError("app", f"{target} is a {type(app).__name__}, not a fencepost.App")
     return app

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from fencepost.domain.errors import ValidationError
 
 _MAX_NAME = 200
@@ -88,3 +90,17 @@ def _is_text(value: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def suggest(name: str, known: Collection[str]) -> str:
+    """A hint for an unknown key: ``did you mean 'x'?``, or ``expected one of ...``.
+
+    A known name that starts with ``name_`` counts as close (``delay`` for
+    ``delay_seconds``), besides what :func:`difflib.get_close_matches` finds.
+    """
+    import difflib
+
+    close = [k for k in known if k.startswith(f"{name}_")] or difflib.get_close_matches(
+        name, known, n=1
+    )
+    return f"did you mean {close[0]!r}?" if close else f"expected one of {', '.join(known)}"

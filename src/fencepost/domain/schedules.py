@@ -10,6 +10,7 @@ execution a backend inserts (if its key is new).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -119,6 +120,25 @@ class ScheduleSpec:
     def fields(self) -> dict[str, Any]:
         """The values of the :class:`Schedule` fields this definition sets."""
         return {name: getattr(self, name) for name in SCHEDULE_FIELDS}
+
+    def derived_id(self) -> str:
+        """A stable id for a schedule added without one: its job, rule, zone and inputs.
+
+        ``fencepost schedule add JOB --cron EXPR`` run twice names the same schedule,
+        so the second returns the first (as ``app.schedule(id=...)`` does) instead of
+        storing a twin. The job's name is kept readable, cut to a path-safe prefix.
+        """
+        digest = payloads.fingerprint(
+            {
+                "job": self.job,
+                "cron": self.cron,
+                "every_us": None if self.every is None else self.every // _US,
+                "timezone": self.timezone,
+                "inputs": self.inputs,
+            }
+        )[:16]
+        readable = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.job).strip("-.")[:80]
+        return f"{readable or 'schedule'}-{digest}"
 
     def fingerprint(self) -> str:
         """A digest of the definition, to tell a retried ``add_schedule`` from a different one."""

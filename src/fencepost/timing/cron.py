@@ -2,7 +2,9 @@
 
 5 fields (minute hour day-of-month month day-of-week) or 6 with a leading
 seconds field; names (JAN, MON), ranges, steps, lists, ``L``, ``W`` and ``#``
-as cronsim supports them. Matching and iteration are cronsim's; time zones and
+as cronsim supports them; and the aliases ``@yearly`` (``@annually``),
+``@monthly``, ``@weekly``, ``@daily`` (``@midnight``) and ``@hourly``, stored as
+the 5-field expressions they stand for. Matching and iteration are cronsim's; time zones and
 DST are not — iteration runs on naive wall times, and
 :func:`fencepost.timing.zones.instants` places each on the UTC timeline.
 
@@ -25,6 +27,17 @@ from cronsim import CronSim, CronSimError
 
 from fencepost.domain.errors import ValidationError
 
+#: The aliases of Vixie cron, and the expressions they stand for (at minute 0, hour 0).
+ALIASES = {
+    "@YEARLY": "0 0 1 1 *",
+    "@ANNUALLY": "0 0 1 1 *",
+    "@MONTHLY": "0 0 1 * *",
+    "@WEEKLY": "0 0 * * 0",
+    "@DAILY": "0 0 * * *",
+    "@MIDNIGHT": "0 0 * * *",
+    "@HOURLY": "0 * * * *",
+}
+
 #: A fixed start for checking that an expression can fire at all.
 _PROBE = datetime(2000, 1, 1)
 
@@ -38,6 +51,15 @@ def parse_cron(expr: object, field: str = "cron") -> str:
     if not isinstance(expr, str) or not expr.strip():
         raise ValidationError(field, f"must be a cron expression, got {expr!r}")
     normalized = " ".join(expr.upper().split())
+    if normalized.startswith("@"):
+        if normalized == "@REBOOT":
+            raise ValidationError(
+                field, "'@reboot' is not a time: run the job from your process's start-up instead"
+            )
+        if normalized not in ALIASES:
+            known = ", ".join(a.lower() for a in ALIASES)
+            raise ValidationError(field, f"{expr!r} is not a cron alias (one of {known})")
+        return ALIASES[normalized]
     if len(normalized.split()) not in (5, 6):
         raise ValidationError(
             field, f"{expr!r} has {len(normalized.split())} fields; cron has 5, or 6 with seconds"
