@@ -100,6 +100,37 @@ def test_bad_submit_is_a_problem_and_stores_nothing(
     assert store.query().items == []
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "detail"),
+    [
+        (
+            "/executions",
+            {"job": "x", "delay": 60},
+            "delay: is not a field of this request (did you mean 'delay_seconds'?)",
+        ),
+        (
+            "/executions",
+            {"job": "x", "max_attempt": 2},
+            "max_attempt: is not a field of this request (did you mean 'max_attempts'?)",
+        ),
+        (
+            "/executions/batch",
+            {"items": [{"job": "x"}, {"job": "x", "idempotencykey": "k"}]},
+            "items.1.idempotencykey: is not a field of this request "
+            "(did you mean 'idempotency_key'?)",
+        ),
+    ],
+    ids=["delay", "max-attempt", "batch-item"],
+)
+def test_an_unknown_field_is_named_with_the_field_meant(
+    client: TestClient, store: Store, path: str, body: Any, detail: str
+) -> None:
+    response = client.post(path, json=body)
+    assert_problem(response, 422, "validation", detail.split(":")[0])
+    assert response.json()["detail"] == detail
+    assert store.query().items == []
+
+
 def test_inputs_that_are_not_json_are_refused(client: TestClient, store: Store) -> None:
     # Python's JSON parser accepts NaN, which is not JSON: the store's encoder refuses it.
     response = client.post(

@@ -271,3 +271,24 @@ def test_sign_in_when_auth_is_on(page: tuple[Page, PageTrouble], store: Store, a
     assert trouble.errors
     assert all("401" in error for error in trouble.errors), trouble.errors
     assert trouble.dialogs == []
+
+
+def test_the_api_docs_load_with_no_request_leaving_the_service(
+    browser: Browser, base_url: str
+) -> None:
+    page = browser.new_page()
+    trouble = PageTrouble(page)
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    for path, rendered in (("/docs", ".swagger-ui .info .title"), ("/redoc", "redoc-wrap")):
+        requested.clear()
+        page.goto(base_url + path)
+        expect(page.locator(rendered).first).to_contain_text("fencepost", timeout=PATIENCE_MS)
+        if path == "/docs":  # every operation of the spec is listed
+            operation = page.locator(".opblock-summary-path", has_text="/executions")
+            expect(operation.first).to_be_visible()
+        assert requested, "the page made no request"
+        outside = [url for url in requested if not url.startswith(base_url + "/")]
+        assert outside == [], f"{path} asked for {outside}"
+    page.close()
+    assert trouble.errors == []

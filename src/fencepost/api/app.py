@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fencepost.api import dashboard, executions, problems, reports, schedules, work
@@ -16,6 +17,10 @@ from fencepost.api.metrics import Metrics, create_metrics
 from fencepost.api.metrics import router as metrics_router
 from fencepost.store.base import Store
 from fencepost.worker.registry import JobRegistry
+
+
+#: Where the API docs' own assets (Swagger UI, ReDoc) are served.
+DOCS_ASSETS = "/docs-assets"
 
 
 def create_app(
@@ -54,7 +59,9 @@ def create_app(
     ``loopback_only`` answers only requests whose ``Host`` is a loopback name: for a
     service without tokens.
     """
-    app = FastAPI(title="fencepost", version="0.1.0")
+    # /docs and /redoc load their scripts and styles from this service (fastapi-offline
+    # ships them), not from a CDN: the docs work where the service has no internet.
+    app = FastAPIOffline(title="fencepost", version="0.1.0", static_url=DOCS_ASSETS)
     app.state.store = store
     app.state.auth = auth if auth is not None else Auth()
     app.state.registry = registry

@@ -29,6 +29,7 @@ from starlette.routing import compile_path
 from fencepost.api.auth import CsrfRefused, Forbidden, Unauthorized
 from fencepost.api.buckets import declaring_bucket_range
 from fencepost.api.schemas import PATTERN_MEANINGS
+from fencepost.domain.checks import suggest
 from fencepost.domain.errors import (
     FencepostError,
     IdempotencyConflict,
@@ -173,7 +174,52 @@ def _request_validation_error(request: Request, exc: Exception) -> JSONResponse:
     message = str(first.get("msg", "invalid request"))
     if first.get("type") == "string_pattern_mismatch":
         message = PATTERN_MEANINGS.get(first.get("ctx", {}).get("pattern"), message)
+    elif first.get("type") == "extra_forbidden":
+        known = _body_fields(request, list(first.get("loc", ()))[1:-1])
+        hint = f" ({suggest(str(first['loc'][-1]), known)})" if known else ""
+        message = f"is not a field of this request{hint}"
     return problem(VALIDATION, f"{field}: {message}", field=field)
+
+
+def _body_fields(request: Request, path: list[Any]) -> list[str]:
+    """The fields the request body's schema allows at ``path`` (from the OpenAPI spec).
+
+    For the hint on an unknown field (``delay`` -> ``delay_seconds``): the spec holds
+    each operation's body schema, so nothing here repeats the models' field lists.
+    """
+    spec = request.app.openapi()
+    path_template = next(
+        (t for t in spec.get("paths", {}) if _path_regex(t).match(request.scope["path"])), None
+    )
+    operation = spec["paths"].get(path_template, {}).get(request.method.lower(), {})
+    content = operation.get("requestBody", {}).get("content", {})
+    schema: Any = content.get("application/json", {}).get("schema", {})
+    for part in [*path, None]:
+        schema = _resolved(spec, schema)
+        if part is None:
+            break
+        schema = (
+            schema.get("items", {})
+            if isinstance(part, int)
+            else schema.get("properties", {}).get(part, {})
+        )
+    return list(schema.get("properties", {}))
+
+
+def _resolved(spec: dict[str, Any], schema: Any) -> dict[str, Any]:
+    """``schema`` with ``$ref`` followed, and the first object of an ``anyOf``/``oneOf``."""
+    while isinstance(schema, dict):
+        if "$ref" in schema:
+            schema = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+            continue
+        options = schema.get("anyOf") or schema.get("oneOf")
+        if options and "properties" not in schema:
+            schema = next(
+                (o for o in options if isinstance(o, dict) and o.get("type") != "null"), {}
+            )
+            continue
+        return schema
+    return {}
 
 
 def _http_error(request: Request, exc: Exception) -> JSONResponse:
