@@ -13,17 +13,16 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 import fencepost
 from fencepost import State
+from tests.integration.test_service_processes import free_port, wait_ready
 
 pytestmark = pytest.mark.slow
 
@@ -48,13 +47,6 @@ def run_python(path: Path, *args: str, env: dict[str, str] | None = None) -> Non
         env={**os.environ, **(env or {})},
     )
     assert run.returncode == 0, f"{path.name}:\n{run.stdout}\n{run.stderr}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_the_readme_has_the_blocks_this_test_knows() -> None:
@@ -131,16 +123,7 @@ def _run_against_a_service(path: Path, tmp_path: Path) -> None:
         env={**os.environ, "FENCEPOST_TOKENS": f"{TOKEN}=admin"},
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert service.poll() is None, "the service exited"
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the service did not get ready"
-            time.sleep(0.1)
+        wait_ready(url, service)
         run_python(path, env={"FENCEPOST_URL": url, "FENCEPOST_TOKEN": TOKEN})
         with fencepost.connect(f"sqlite:///{tmp_path / 'svc.db'}") as store:
             assert sorted(e.job for e in store.query().items) == [

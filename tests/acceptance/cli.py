@@ -77,17 +77,26 @@ def fencepost_all(*calls: tuple[str, ...], db: str | None = None) -> list[Run]:
         return list(pool.map(lambda args: fencepost(*args, db=db), calls))
 
 
-def fencepost_on_terminal(*args: str, db: str, timeout: float = 60) -> str:
-    """Run ``fencepost ARGS --db DB`` with stdout on a pseudo-terminal; what it drew there."""
+def fencepost_on_terminal(
+    *args: str, db: str, timeout: float = 60, only: str = "both"
+) -> tuple[str, str]:
+    """Run ``fencepost ARGS --db DB`` on a pseudo-terminal: (what it drew there, the piped rest).
+
+    ``only``: which of stdout and stderr go to the terminal (``both``, ``stdout``,
+    ``stderr``); the other, if any, is piped and returned second.
+    """
     import pty  # POSIX only, like the tests that use it
 
     controller, terminal = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k != "FENCEPOST_DB"}
     env.update(TERM="xterm-256color", COLUMNS="120")
+    stdout = terminal if only in ("both", "stdout") else subprocess.PIPE
+    stderr = terminal if only in ("both", "stderr") else subprocess.PIPE
     with subprocess.Popen(
-        [FENCEPOST, *args, "--db", db], stdout=terminal, stderr=subprocess.PIPE, env=env
+        [FENCEPOST, *args, "--db", db], stdout=stdout, stderr=stderr, env=env
     ) as process:
         os.close(terminal)
+        piped = process.stdout if only == "stderr" else process.stderr
         drawn = bytearray()
         while True:
             try:
@@ -97,7 +106,8 @@ def fencepost_on_terminal(*args: str, db: str, timeout: float = 60) -> str:
             if not chunk:
                 break
             drawn += chunk
+        rest = piped.read().decode(errors="replace") if piped is not None else ""
         process.wait(timeout)
     os.close(controller)
-    assert process.returncode == 0, drawn.decode(errors="replace")
-    return drawn.decode(errors="replace")
+    assert process.returncode == 0, drawn.decode(errors="replace") + rest
+    return drawn.decode(errors="replace"), rest

@@ -144,7 +144,21 @@ def test_prune_draws_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     with connect(url, clock=ManualClock(datetime.now(UTC) - timedelta(days=30))) as old:
         for _ in range(5):
             old.cancel(old.submit("mail").id)
-    drawn = fencepost_on_terminal("prune", "--older-than", "1d", "--batch", "2", db=url)
+    drawn, _ = fencepost_on_terminal("prune", "--older-than", "1d", "--batch", "2", db=url)
     assert "pruning finished executions" in drawn
     assert "5/5" in drawn, "the bar counts up to the total"
     assert "pruned 5 finished execution(s)" in drawn
+
+
+def test_the_progress_bar_is_drawn_on_stderr_and_json_stays_one_document(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'fencepost.db'}"
+    with connect(url, clock=ManualClock(datetime.now(UTC) - timedelta(days=30))) as old:
+        for _ in range(5):
+            old.cancel(old.submit("mail").id)
+    drawn, stdout = fencepost_on_terminal(
+        "prune", "--older-than", "1d", "--batch", "2", "--json", db=url, only="stderr"
+    )
+    assert "pruning finished executions" in drawn  # the bar, on the terminal (stderr)
+    assert json.loads(stdout)["executions"] == 5  # stdout: the document alone

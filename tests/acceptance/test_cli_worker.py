@@ -37,7 +37,7 @@ def test_a_bad_definition_file_is_refused_with_file_field_and_reason(tmp_path: P
     ("args", "named"),
     [
         pytest.param([], "app", id="no-jobs"),
-        pytest.param(["examples.nope:app"], "No module named 'examples.nope'", id="bad-module"),
+        pytest.param(["examples.nope:app"], "no module 'examples.nope' in ", id="bad-module"),
         pytest.param(["fencepost:connect"], "app", id="not-an-app"),
         pytest.param(
             ["--definitions", EXAMPLES, "--buckets", "70"],

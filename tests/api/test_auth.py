@@ -32,7 +32,7 @@ UNKNOWN_TOKEN = "not-a-configured-token-0123"
 
 #: Paths anyone may call: health, the spec and its viewers, and the dashboard's page,
 #: its static files and its sign-in (which takes the token in its body).
-PUBLIC = ("/healthz", "/readyz", "/openapi.json", "/redoc", "/", "/session")
+PUBLIC = ("/healthz", "/readyz", "/openapi.json", "/", "/session")
 PUBLIC_PREFIXES = ("/docs", "/static/")
 
 #: Operator actions on one execution: admin only.

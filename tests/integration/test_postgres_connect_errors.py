@@ -9,7 +9,6 @@ loopback in it), so no address outside the machine is ever asked.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 import uuid
@@ -19,18 +18,12 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests import postgres
+from tests.integration.test_service_processes import free_port
 from tests.integration.test_worker_processes import APP, FENCEPOST, ROOT
 
 pytestmark = pytest.mark.slow
 
 PASSWORD = "s3cret-never-shown"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,7 @@ from fencepost.api.metrics import router as metrics_router
 from fencepost.store.base import Store
 from fencepost.worker.registry import JobRegistry
 
-
-#: Where the API docs' own assets (Swagger UI, ReDoc) are served.
+#: Where the API docs' own assets (Swagger UI) are served.
 DOCS_ASSETS = "/docs-assets"
 
 
@@ -59,9 +58,10 @@ def create_app(
     ``loopback_only`` answers only requests whose ``Host`` is a loopback name: for a
     service without tokens.
     """
-    # /docs and /redoc load their scripts and styles from this service (fastapi-offline
-    # ships them), not from a CDN: the docs work where the service has no internet.
-    app = FastAPIOffline(title="fencepost", version="0.1.0", static_url=DOCS_ASSETS)
+    # /docs loads its scripts and styles from this service (fastapi-offline ships them),
+    # not from a CDN: the docs work where the service has no internet. No /redoc: its
+    # page fetches a logo from cdn.redoc.ly whatever serves its script.
+    app = FastAPIOffline(title="fencepost", version="0.1.0", static_url=DOCS_ASSETS, redoc_url=None)
     app.state.store = store
     app.state.auth = auth if auth is not None else Auth()
     app.state.registry = registry

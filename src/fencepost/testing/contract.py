@@ -2,7 +2,7 @@
 
 Use it from a test module by providing a ``store_factory`` fixture — a callable
 ``(clock, **connect_options) -> Store`` that opens a fresh, empty store reading
-time from ``clock`` — and subclassing :class:`StoreContract`::
+time from ``clock`` (None: the system clock) — and subclassing :class:`StoreContract`::
 
     @pytest.fixture
     def store_factory(tmp_path):
