@@ -184,7 +184,11 @@ def test_cancel_from_the_execution_view(page: tuple[Page, PageTrouble], store: S
     expect(tab.locator("#execution-id")).to_have_text(ids["hostile"])
     expect(tab.locator('dd[data-field="job"]')).to_have_text(HOSTILE)
     expect(tab.locator("#execution-inputs")).to_contain_text("<script>alert(2)</script>")
-    tab.get_by_role("button", name="Cancel").click()
+    tab.get_by_role("button", name="Cancel").click()  # asks first: nothing happens yet
+    confirm = tab.get_by_role("button", name="Confirm cancel")
+    expect(confirm).to_be_visible()
+    assert store.get(ids["hostile"]).state is State.SCHEDULED
+    confirm.click()
     expect(tab.locator('dd[data-field="state"]')).to_have_text("CANCELLED")
     expect(tab.locator("#transitions")).to_contain_text("CANCELLED")
     assert store.get(ids["hostile"]).state is State.CANCELLED
@@ -204,6 +208,7 @@ def test_replay_a_dead_letter(page: tuple[Page, PageTrouble], store: Store) -> N
     dead = tab.locator(f'#dead-letters tr[data-id="{ids["dead"]}"]')
     expect(dead).to_contain_text("SMTP refused <b>550</b>")
     dead.get_by_role("button", name="Replay").click()
+    dead.get_by_role("button", name="Confirm replay").click()
     expect(tab.locator("#notice")).to_have_text("Execution replayed.")
     expect(dead).to_have_count(0)
     expect(tab.locator("#dead-letters")).to_have_text("No dead letters.")
@@ -261,6 +266,7 @@ def test_sign_in_when_auth_is_on(page: tuple[Page, PageTrouble], store: Store, a
     # State-changing requests work over the session (cookie plus CSRF header).
     tab.locator(f'#executions tr[data-id="{ids["report"]}"] a').click()
     tab.get_by_role("button", name="Cancel").click()
+    tab.get_by_role("button", name="Confirm cancel").click()
     expect(tab.locator('dd[data-field="state"]')).to_have_text("CANCELLED")
     assert store.get(ids["report"]).state is State.CANCELLED
     assert trouble.errors == []
@@ -290,4 +296,105 @@ def test_the_api_docs_load_with_no_request_leaving_the_service(
     assert outside == [], f"/docs asked for {outside}"
     assert page.request.get(base_url + "/redoc").status == 404  # it would call a CDN
     page.close()
+    assert trouble.errors == []
+
+
+TRACEBACK = (
+    "ValueError: no rows for 2026-11-28\n"
+    "Traceback (most recent call last):\n"
+    '  File "jobs.py", line 12, in nightly_report\n'
+    "    rows = load_rows(day)\n"
+    '  File "jobs.py", line 4, in load_rows\n'
+    '    raise ValueError(f"no rows for {day}")\n'
+    "ValueError: no rows for 2026-11-28\n"
+)
+
+
+def test_a_traceback_is_a_collapsed_monospace_block_that_opens(
+    page: tuple[Page, PageTrouble], store: Store
+) -> None:
+    tab, trouble = page
+    failed = store.submit("nightly-report", max_attempts=1).id
+    [lease] = store.claim("worker-1", jobs=["nightly-report"])
+    store.fail(lease, TRACEBACK, retryable=False)
+    tab.goto("/")
+    row = tab.locator(f'#executions tr[data-id="{failed}"]')
+    trace = row.locator("td.error details.trace")
+    expect(trace.locator("summary")).to_have_text("ValueError: no rows for 2026-11-28")
+    expect(trace.locator("pre")).to_be_hidden()  # collapsed to its last line
+    font = trace.locator("summary").evaluate("el => getComputedStyle(el).fontFamily")
+    assert "monospace" in font
+    # The short id in the list, the whole one on hover.
+    link = row.locator("a.id")
+    assert link.get_attribute("title") == failed
+    assert link.inner_text() == f"{failed[:8]}…{failed[-4:]}"
+    trace.locator("summary").click()
+    block = trace.locator("pre")
+    expect(block).to_be_visible()
+    expect(block).to_contain_text('File "jobs.py", line 4, in load_rows')
+    assert block.evaluate("el => getComputedStyle(el).whiteSpace") == "pre"  # lines kept
+    assert "monospace" in block.evaluate("el => getComputedStyle(el).fontFamily")
+    # The execution's own page shows it open.
+    link.click()
+    detail = tab.locator('dd[data-field="error"] details.trace')
+    expect(detail.locator("pre")).to_be_visible()
+    expect(detail.locator("pre")).to_contain_text("Traceback (most recent call last):")
+    assert trouble.errors == []
+
+
+def test_a_running_execution_offers_pause_or_resume_by_its_state(
+    page: tuple[Page, PageTrouble], store: Store
+) -> None:
+    tab, trouble = page
+    running = store.submit("long-report").id
+    store.claim("worker-1", jobs=["long-report"], ttl=3600)
+    tab.goto(f"/#/executions/{running}")
+    actions = tab.locator("#execution-actions")
+    expect(actions.get_by_role("button", name="Pause")).to_be_visible()
+    expect(actions.get_by_role("button", name="Resume")).to_have_count(0)
+    actions.get_by_role("button", name="Pause").click()  # no confirmation: it can be undone
+    expect(actions.get_by_role("button", name="Resume")).to_be_visible()
+    expect(actions.get_by_role("button", name="Pause")).to_have_count(0)
+    assert [c.kind.value for c in store.commands(running)] == ["pause"]
+    actions.get_by_role("button", name="Resume").click()
+    expect(actions.get_by_role("button", name="Pause")).to_be_visible()
+    assert [c.kind.value for c in store.commands(running)] == ["pause", "resume"]
+    assert trouble.errors == []
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_no_view_overflows_sideways_at_desktop_and_phone_widths(
+    browser: Browser, base_url: str, store: Store, tmp_path: Path, width: int
+) -> None:
+    ids = seed(store)
+    failed = store.submit("nightly-report", max_attempts=1).id
+    [lease] = store.claim("worker-1", jobs=["nightly-report"])
+    store.fail(lease, TRACEBACK + "x" * 400, retryable=False)
+    store.add_schedule("nightly-report", cron="0 3 * * *", timezone="Europe/London", id="n")
+    store.register_node("node-a", buckets=range(0, 64), ttl=3600)
+    tab = browser.new_page(base_url=base_url, viewport={"width": width, "height": 900})
+    trouble = PageTrouble(tab)
+    views = {
+        "executions": ("/", "#executions tr"),
+        "execution": (f"/#/executions/{failed}", 'dd[data-field="error"] details.trace'),
+        "schedules": ("/#/schedules", "#schedules tr"),
+        "dead-letters": ("/#/dead-letters", "#dead-letters tr"),
+        "nodes": ("/#/nodes", "#nodes tr"),
+    }
+    for name, (route, ready) in views.items():
+        tab.goto(route)
+        expect(tab.locator(ready).first).to_be_visible(timeout=PATIENCE_MS)
+        if name == "executions":  # an opened traceback scrolls inside its cell, not the page
+            tab.locator("details.trace summary").first.click()
+        overflow = tab.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        tab.screenshot(path=str(tmp_path / f"{name}-{width}.png"), full_page=True)
+        assert overflow <= 0, f"{name} at {width} px is {overflow} px wider than the screen"
+        nav = tab.locator(".top nav")
+        box = nav.bounding_box()
+        assert box is not None
+        assert box["x"] + box["width"] <= width, f"the nav overflows ({name})"
+    assert ids  # the seeded rows are on the pages above
+    tab.close()
     assert trouble.errors == []

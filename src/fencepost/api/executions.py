@@ -232,6 +232,20 @@ def get_transitions(execution_id: str, store: StoreDep) -> list[schemas.Transiti
     return [schemas.Transition.of(t) for t in store.transitions(execution_id)]
 
 
+@router.get(
+    "/executions/{execution_id}/commands",
+    response_model=list[schemas.Command],
+    **guarded(Scope.READ, p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
+)
+def get_commands(execution_id: str, store: StoreDep) -> list[schemas.Command]:
+    """The cancel, pause and resume commands of one execution, oldest first.
+
+    Whether a running execution is paused is the kind of its latest pause or resume
+    (the dashboard offers Pause or Resume by it).
+    """
+    return [schemas.Command.of(c) for c in store.commands(execution_id)]
+
+
 @router.delete(
     "/executions/{execution_id}",
     response_model=schemas.Execution,

@@ -11,6 +11,7 @@
 
 const REFRESH_MS = 2500;
 const PAGE_SIZE = 50;
+const CONFIRM_MS = 4000; // how long a "Confirm …" button waits for its second click
 const STATES = ["SCHEDULED", "RUNNING", "RETRY_WAIT", "SUCCEEDED", "FAILED", "CANCELLED", "SKIPPED"];
 const CSRF_COOKIE = "fencepost_csrf";
 // The chart plots each poll's claim-lateness percentiles over this trailing window.
@@ -125,8 +126,33 @@ function stateBadge(state) {
   return h("span", { class: known ? `state state-${state}` : "state" }, state);
 }
 
+// Ids are long (UUIDv7): lists show the start and the end, the whole id on hover, and a
+// copy of the link text copies the whole id.
+function shortId(id) {
+  return id.length > 14 ? `${id.slice(0, 8)}…${id.slice(-4)}` : id;
+}
+
 function executionLink(id) {
-  return h("a", { href: `#/executions/${encodeURIComponent(id)}`, class: "id" }, id);
+  const link = h("a", { href: `#/executions/${encodeURIComponent(id)}`, class: "id", title: id }, shortId(id));
+  link.addEventListener("copy", (event) => {
+    event.clipboardData.setData("text/plain", id);
+    event.preventDefault();
+  });
+  return link;
+}
+
+// An error as stored: one line, or a message and its traceback. A traceback is a
+// monospace block that shows its last line (the exception) until opened.
+function errorBlock(text, open = false) {
+  if (!text) return "";
+  const lines = text.split("\n").filter((line) => line.trim() !== "");
+  if (lines.length <= 1) return h("code", { class: "error-line" }, text);
+  return h(
+    "details",
+    { class: "trace", open },
+    h("summary", {}, lines[lines.length - 1].trim()),
+    h("pre", {}, text),
+  );
 }
 
 function bucketSpec(buckets) {
@@ -312,7 +338,10 @@ async function signOut() {
 }
 
 // An action button: disabled while its request runs; on success, a notice and a refresh.
-function actionButton(label, title, run, done) {
+// An operator action. One that cannot be taken back (cancel, replay) asks first: the
+// first click turns the button into "Confirm <label>" for a few seconds, and only a
+// second click acts (in the page: a native dialog would block the whole tab).
+function actionButton(label, title, run, done, confirm = false) {
   const allowed = canAct();
   const button = h("button", {
     type: "button",
@@ -320,7 +349,22 @@ function actionButton(label, title, run, done) {
     title: allowed ? title : "needs the admin scope",
     disabled: !allowed,
   }, label);
+  let armed = null;
   button.addEventListener("click", async () => {
+    if (confirm && armed === null) {
+      button.textContent = `Confirm ${label.toLowerCase()}`;
+      button.classList.add("confirming");
+      armed = setTimeout(() => {
+        armed = null;
+        button.textContent = label;
+        button.classList.remove("confirming");
+      }, CONFIRM_MS);
+      return;
+    }
+    if (armed !== null) clearTimeout(armed);
+    armed = null;
+    button.classList.remove("confirming");
+    button.textContent = label;
     button.disabled = true;
     try {
       await run();
@@ -466,44 +510,52 @@ async function loadExecutions(route) {
         timeCell(e.due_at, true),
         h("td", { class: "num" }, e.bucket),
         timeCell(e.updated_at),
-        h("td", { class: "error" }, e.error || ""),
+        h("td", { class: "error" }, errorBlock(e.error)),
       ),
     );
     $("executions").replaceChildren(...(rows.length ? rows : [emptyRow(8, "No executions match.")]));
   };
 }
 
-function executionActions(e) {
+// Paused: the latest pause or resume command of a running execution is a pause.
+function isPaused(commands) {
+  const toggles = commands.filter((c) => c.kind === "pause" || c.kind === "resume");
+  return toggles.length > 0 && toggles[toggles.length - 1].kind === "pause";
+}
+
+function executionActions(e, commands) {
   const id = e.id;
   const buttons = [];
   if (e.state === "SCHEDULED" || e.state === "RETRY_WAIT") {
-    buttons.push(actionButton("Cancel", "cancel before it starts", () => api("DELETE", path("executions", id)), "Execution cancelled."));
+    buttons.push(actionButton("Cancel", "cancel before it starts", () => api("DELETE", path("executions", id)), "Execution cancelled.", true));
   }
   if (e.state === "RUNNING") {
+    buttons.push(actionButton("Cancel", "ask its worker to stop it", () => api("POST", path("executions", id, "cancel")), "Cancel requested; its worker will stop it.", true));
     buttons.push(
-      actionButton("Cancel", "ask its worker to stop it", () => api("POST", path("executions", id, "cancel")), "Cancel requested; its worker will stop it."),
-      actionButton("Pause", "ask its worker to pause it", () => api("POST", path("executions", id, "pause")), "Pause requested."),
-      actionButton("Resume", "ask its worker to resume it", () => api("POST", path("executions", id, "resume")), "Resume requested."),
+      isPaused(commands)
+        ? actionButton("Resume", "ask its worker to resume it", () => api("POST", path("executions", id, "resume")), "Resume requested.")
+        : actionButton("Pause", "ask its worker to pause it", () => api("POST", path("executions", id, "pause")), "Pause requested."),
     );
   }
   if (e.state === "FAILED") {
-    buttons.push(actionButton("Replay", "run it again with fresh attempts", () => api("POST", path("executions", id, "replay")), "Execution replayed."));
+    buttons.push(actionButton("Replay", "run it again with fresh attempts", () => api("POST", path("executions", id, "replay")), "Execution replayed.", true));
   }
   return buttons;
 }
 
 async function loadExecution(route) {
   const id = route.id;
-  const [execution, attempts, transitions] = await Promise.all([
+  const [execution, attempts, transitions, commands] = await Promise.all([
     api("GET", path("executions", id)),
     api("GET", path("executions", id, "attempts")),
     api("GET", path("executions", id, "transitions")),
+    api("GET", path("executions", id, "commands")),
   ]);
   return () => {
-    if (!changed("execution", [execution, attempts, transitions])) return;
+    if (!changed("execution", [execution, attempts, transitions, commands])) return;
     const e = execution;
     $("execution-id").textContent = e.id;
-    $("execution-actions").replaceChildren(...executionActions(e));
+    $("execution-actions").replaceChildren(...executionActions(e, commands));
     const fields = [
       ["job", e.version === null ? e.job : `${e.job} (version ${e.version})`],
       ["state", stateBadge(e.state)],
@@ -518,7 +570,7 @@ async function loadExecution(route) {
       ["timeout", formatSeconds(e.timeout_seconds)],
       ["created", formatTime(e.created_at)],
       ["updated", formatTime(e.updated_at)],
-      ["error", e.error ?? "–"],
+      ["error", e.error ? errorBlock(e.error, true) : "–"],
     ];
     $("execution-fields").replaceChildren(
       ...fields.flatMap(([name, value]) => [h("dt", {}, name), h("dd", { "data-field": name }, value)]),
@@ -536,7 +588,7 @@ async function loadExecution(route) {
         timeCell(a.started_at),
         timeCell(a.ended_at),
         h("td", {}, a.outcome ?? "running"),
-        h("td", { class: "error" }, a.error ?? ""),
+        h("td", { class: "error" }, errorBlock(a.error)),
       ),
     );
     $("attempts").replaceChildren(...(attemptRows.length ? attemptRows : [emptyRow(7, "Not started yet.")]));
@@ -608,8 +660,8 @@ async function loadDeadLetters() {
         h("td", { class: "job" }, e.job),
         h("td", { class: "num" }, `${e.attempt}/${e.max_attempts}`),
         timeCell(e.updated_at, true),
-        h("td", { class: "error" }, e.error ?? ""),
-        h("td", {}, actionButton("Replay", "run it again with fresh attempts", () => api("POST", path("executions", e.id, "replay")), "Execution replayed.")),
+        h("td", { class: "error" }, errorBlock(e.error)),
+        h("td", {}, actionButton("Replay", "run it again with fresh attempts", () => api("POST", path("executions", e.id, "replay")), "Execution replayed.", true)),
       ),
     );
     $("dead-letters").replaceChildren(...(rows.length ? rows : [emptyRow(6, "No dead letters.")]));
