@@ -78,11 +78,15 @@ def test_reconcile_plans_missed_slots_and_expired_leases_then_does_it(database: 
     )
     report = done.json()
     assert (report["dry_run"], report["stored"], report["reaped"]) == (False, 12, 2)
+    # Counted as the listing counts them: tick's 1 run + 5 skipped, quiet's 6 skipped.
+    assert report["stored_by"] == {"run": 1, "held": 0, "skipped": 11}
     assert report["schedules_planned"] >= 2
     states = {e.slot: e.state for e in store.query(schedule="tick").items}
     assert states == {**dict.fromkeys(slots[:-1], State.SKIPPED), slots[-1]: State.SCHEDULED}
     assert store.get(retried.execution_id).state is State.RETRY_WAIT
     assert store.get(dead.execution_id).state is State.FAILED
+    again = fencepost("reconcile", db=database.url).ok()  # nothing left: the same words
+    assert "storing 0 occurrence(s) (0 to run, 0 held, 0 skipped)" in again.stdout
     lines = [json.loads(line) for line in done.errors]
     about = [line for line in lines if line.get("execution_id") == retried.execution_id]
     assert about

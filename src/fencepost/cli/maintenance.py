@@ -19,7 +19,7 @@ from fencepost.cli import common
 from fencepost.cli.output import Output, span, when
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.states import State
-from fencepost.timing.planning import HELD, InFlight, Plan, plan
+from fencepost.timing.planning import InFlight, Plan, occurrence_kind, plan
 from fencepost.timing.policies import Overlap
 
 if TYPE_CHECKING:
@@ -85,12 +85,12 @@ class Planned:
     @property
     def runs(self) -> list[datetime]:
         """Slots to store and run (due at their slot)."""
-        return [o.slot for o in self.plan.occurrences if o.skipped is None and o.due_at < HELD]
+        return [o.slot for o in self.plan.occurrences if occurrence_kind(o) == "run"]
 
     @property
     def held(self) -> list[datetime]:
         """Slots to store held back by the overlap policy until the previous run ends."""
-        return [o.slot for o in self.plan.occurrences if o.skipped is None and o.due_at >= HELD]
+        return [o.slot for o in self.plan.occurrences if occurrence_kind(o) == "held"]
 
     @property
     def skipped(self) -> list[tuple[datetime, str]]:
@@ -150,6 +150,7 @@ def reconcile(args: argparse.Namespace, out: Output) -> int:
                 },
             )
         stored = schedules_planned = reaped = None
+        stored_by: dict[str, int] | None = None
         if not args.dry_run:
             materializer = Materializer(store, options)
             schedules_planned = 0
@@ -159,6 +160,7 @@ def reconcile(args: argparse.Namespace, out: Output) -> int:
                 if taken == 0:
                     break
             stored = materializer.stored
+            stored_by = {k: materializer.stored_by[k] for k in ("run", "held", "skipped")}
             reaped = 0
             while (batch := store.reap_expired(limit=_REAP_BATCH)) > 0:
                 reaped += batch
@@ -185,6 +187,7 @@ def reconcile(args: argparse.Namespace, out: Output) -> int:
                 ],
                 "schedules_planned": schedules_planned,
                 "stored": stored,
+                "stored_by": stored_by,
                 "reaped": reaped,
             }
         )
@@ -210,9 +213,13 @@ def reconcile(args: argparse.Namespace, out: Output) -> int:
     if args.dry_run:
         out.line("dry run: nothing was stored or timed out")
     else:
+        # Counted as the listing above counts (to run, held, skipped); the passes run
+        # just after the listing's plan, so slots that fell due meanwhile are in too.
+        assert stored_by is not None
         out.line(
             f"materialized {schedules_planned} schedule plan(s), storing {stored} "
-            f"occurrence(s); timed out {reaped} expired lease(s)"
+            f"occurrence(s) ({stored_by['run']} to run, {stored_by['held']} held, "
+            f"{stored_by['skipped']} skipped); timed out {reaped} expired lease(s)"
         )
     return 0
 

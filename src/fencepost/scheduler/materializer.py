@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -22,7 +23,7 @@ from fencepost.domain.models import Schedule
 from fencepost.domain.schedules import slot_text
 from fencepost.domain.states import CommandKind, State
 from fencepost.store.base import Store, default_node_id
-from fencepost.timing.planning import HELD, InFlight, Plan, plan
+from fencepost.timing.planning import HELD, InFlight, Plan, occurrence_kind, plan
 from fencepost.timing.policies import Overlap
 from fencepost.timing.rules import Rule, make_rule
 
@@ -77,6 +78,9 @@ class Materializer:
         self.options = options if options is not None else MaterializerOptions()
         self.owner = self.options.owner or f"{default_node_id()}:scheduler"
         self.stored = 0  #: occurrences stored (inserted or found) since start
+        #: The same, by what each is: "run" (due at its slot), "held" (waits for the
+        #: previous run, overlap policy) or "skipped" (recorded SKIPPED).
+        self.stored_by: Counter[str] = Counter()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -114,6 +118,7 @@ class Materializer:
                 log.warning("schedule %s: lease lost before its plan was stored", schedule.id)
                 continue
             self.stored += len(result)
+            self.stored_by.update(occurrence_kind(o) for o in planned.occurrences)
             self._follow_up(schedule, planned, now)
         return len(schedules)
 

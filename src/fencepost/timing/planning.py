@@ -40,6 +40,15 @@ NEVER = datetime(9999, 12, 31, tzinfo=UTC)
 #: ``due_at`` of a held occurrence: stored, visible, never claimable until released.
 HELD = datetime(9999, 1, 1, tzinfo=UTC)
 
+
+def occurrence_kind(occurrence: Occurrence) -> str:
+    """What a planned occurrence is: ``run`` (due at its slot), ``held`` (due at HELD,
+    waiting for the previous run) or ``skipped`` (recorded SKIPPED)."""
+    if occurrence.skipped is not None:
+        return "skipped"
+    return "held" if occurrence.due_at >= HELD else "run"
+
+
 #: The reason recorded for the slots of a paused schedule.
 PAUSED = "paused"
 
