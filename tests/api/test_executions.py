@@ -131,6 +131,42 @@ def test_an_unknown_field_is_named_with_the_field_meant(
     assert store.query().items == []
 
 
+@pytest.mark.parametrize(
+    ("key", "says"),
+    [
+        ("", "is not a field of this request"),
+        ("\u0000", "is not a field of this request"),
+        # Not text at all: the body is refused before its keys are looked at.
+        ("\\ud800", "body: Input should be a valid string"),
+        ("d" * 3000, "is not a field of this request"),
+        ("delay\u0000", "is not a field of this request"),
+        ("__proto__", "is not a field of this request"),
+        ("1e309", "is not a field of this request"),
+    ],
+    ids=["empty", "nul", "lone-surrogate", "long", "nul-suffix", "proto", "number-like"],
+)
+def test_a_hostile_unknown_field_is_refused_and_the_answer_is_json(
+    client: TestClient, store: Store, key: str, says: str
+) -> None:
+    # The body is sent as text: a lone surrogate must arrive as the JSON escape it is.
+    name = key.replace("\u0000", "\\u0000")
+    body = '{"job": "x", "' + name + '": 1}'
+    response = client.post(
+        "/executions", content=body.encode(), headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 422, response.text
+    problem = response.json()  # decodes: the answer is valid JSON whatever the key held
+    assert problem["type"].endswith("/validation")
+    assert says in problem["detail"]
+    assert store.query().items == []
+
+
+def test_the_commands_of_an_unknown_or_hostile_id_are_a_404(client: TestClient) -> None:
+    for execution_id in ("nope", "%00", "x" * 3000, "%F0%9F%92%A9"):
+        response = client.get(f"/executions/{execution_id}/commands")
+        assert_problem(response, 404, "not-found")
+
+
 def test_inputs_that_are_not_json_are_refused(client: TestClient, store: Store) -> None:
     # Python's JSON parser accepts NaN, which is not JSON: the store's encoder refuses it.
     response = client.post(

@@ -115,3 +115,31 @@ def test_a_sqlite_file_of_another_application_is_left_byte_for_byte(
     assert len(run.stderr.splitlines()) == 1
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.db"]  # no -wal, no -shm
+
+
+@pytest.mark.parametrize("change", ["older", "newer"])
+def test_a_schema_of_another_version_is_named_and_left_alone(tmp_path: Path, change: str) -> None:
+    path = tmp_path / "jobs.db"
+    assert fencepost("db", "migrate", "--db", f"sqlite:///{path}").returncode == 0
+    with sqlite3.connect(path) as conn:
+        latest = conn.execute("SELECT max(version) FROM fencepost_migrations").fetchone()[0]
+        if change == "older":
+            conn.execute("DELETE FROM fencepost_migrations WHERE version = ?", (latest,))
+        else:
+            conn.execute(
+                "INSERT INTO fencepost_migrations (version, name, applied_at) VALUES (?, 'x', 0)",
+                (latest + 1,),
+            )
+    conn.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    run = fencepost("ps", "--db", f"sqlite:///{path}")
+    assert run.returncode == 1
+    if change == "older":
+        assert run.stderr.strip() == (
+            f"fencepost ps: the fencepost schema in sqlite:///{path} is at version "
+            f"{latest - 1}, this fencepost needs {latest} (`fencepost db migrate --db URL` "
+            "upgrades it)"
+        )
+    else:
+        assert "the database was migrated by a newer fencepost" in run.stderr
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before

@@ -202,3 +202,28 @@ def test_new_occurrence_execution() -> None:
         "s",
         "SCHEDULED",
     )
+
+
+@pytest.mark.parametrize(
+    "job", ["a/b", "..", "été", "-", "x" * 200, "j\u200bk", "<script>", "nightly report"]
+)
+def test_a_derived_schedule_id_is_one_stable_path_segment_whatever_the_job(job: str) -> None:
+    from fencepost.domain import schedules as plans
+
+    def derive(**changes: object) -> str:
+        arguments: dict[str, object] = {
+            "cron": "@daily",
+            "inputs": {"k": "\u00e9" * 1000, "n": -(10**18), "deep": [[[[{}]]]]},
+        }
+        arguments.update(changes)
+        return plans.define(job, max_payload_bytes=1 << 20, **arguments).derived_id()
+
+    first = derive()
+    assert plans.check_schedule_id(first) == first  # one URL path segment, storable
+    assert len(first) <= 97
+    assert first.isascii()
+    assert derive() == first, "the same definition names the same schedule"
+    assert derive(cron="0 0 * * *") == first, "an alias and its expression are one rule"
+    assert derive(inputs={"k": "y"}) != first
+    assert derive(timezone="Europe/Berlin") != first
+    assert derive(max_attempts=9) == first, "options other than the rule and inputs do not count"

@@ -74,8 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _migrate(url: str | None, parser: argparse.ArgumentParser) -> int:
-    if not url:
-        parser.error("--db is required (or set FENCEPOST_DB)")
+    if not url:  # only an explicit --db ""
+        parser.error("--db must not be empty")
     from fencepost.store import connect
 
     try:

@@ -53,6 +53,15 @@ def latest_version(package: str) -> int:
     return migration_files(package)[-1][0]
 
 
+def refuse_newer(applied: set[int], package: str) -> None:
+    """:class:`StoreUnavailable` if ``applied`` holds a version ``package`` does not ship."""
+    if applied - {version for version, _, _ in migration_files(package)}:
+        raise StoreUnavailable(
+            f"the database was migrated by a newer fencepost (versions {sorted(applied)}); "
+            "upgrade fencepost to open it"
+        )
+
+
 def require_migrated(applied: set[int] | None, package: str, location: str) -> None:
     """Refuse a database that is not at ``package``'s schema version, without touching it.
 
@@ -66,11 +75,7 @@ def require_migrated(applied: set[int] | None, package: str, location: str) -> N
             f"no fencepost schema in {location} "
             "(`fencepost db migrate --db URL` creates it; this command only reads)"
         )
-    if max(applied) > latest:
-        raise StoreUnavailable(
-            f"the database was migrated by a newer fencepost (versions {sorted(applied)}); "
-            "upgrade fencepost to open it"
-        )
+    refuse_newer(applied, package)
     if max(applied) < latest:
         raise NotMigrated(
             f"the fencepost schema in {location} is at version {max(applied)}, this "

@@ -31,7 +31,7 @@ from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
 from fencepost.domain.errors import StoreRefused, StoreUnavailable, ValidationError
-from fencepost.store.sql import load_queries, migration_files
+from fencepost.store.sql import load_queries, migration_files, refuse_newer
 
 QUERIES = load_queries("fencepost.store.postgres", "queries.sql")
 
@@ -259,12 +259,7 @@ def migrate(db: Database) -> list[int]:
         conn.execute(QUERIES["lock_migrations"])
         conn.execute(QUERIES["create_migrations_table"])
         done: set[int] = {row[0] for row in conn.execute(QUERIES["applied_migrations"])}
-        newer = done - {version for version, _, _ in known}
-        if newer:
-            raise StoreUnavailable(
-                f"the database was migrated by a newer fencepost (versions {sorted(done)}); "
-                "upgrade fencepost to open it"
-            )
+        refuse_newer(done, MIGRATIONS_PACKAGE)
         applied = []
         for version, name, sql in known:
             if version not in done:

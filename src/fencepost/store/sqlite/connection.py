@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from typing import Literal, get_args
 
 from fencepost.domain.errors import StoreRefused, StoreUnavailable
-from fencepost.store.sql import load_queries, migration_files
+from fencepost.store.sql import load_queries, migration_files, refuse_newer
 
 QUERIES = load_queries("fencepost.store.sqlite", "queries.sql")
 MIGRATIONS_PACKAGE = "fencepost.store.sqlite.migrations"
@@ -191,11 +191,7 @@ def migrate(conn: sqlite3.Connection) -> list[int]:
                 {"version": version, "name": name, "at": int(time.time() * 1_000_000)},
             )
             applied.append(version)
-        if done - {v for v, _, _ in migration_files(MIGRATIONS_PACKAGE)}:
-            raise StoreUnavailable(
-                "the database was migrated by a newer fencepost "
-                f"(versions {sorted(done)}); upgrade fencepost to open it"
-            )
+        refuse_newer(done, MIGRATIONS_PACKAGE)
     except BaseException:
         conn.execute(QUERIES["rollback"])
         raise
