@@ -15,10 +15,7 @@ from typing import Any
 
 import pytest
 
-from fencepost.domain.errors import (
-    StaleLease,
-    ValidationError,
-)
+from fencepost.domain.errors import StaleLease, ValidationError
 from fencepost.domain.models import Lease
 from fencepost.domain.states import AttemptOutcome, Event, State
 from fencepost.store.base import Store

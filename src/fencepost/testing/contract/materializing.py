@@ -15,11 +15,7 @@ from typing import Any
 import pytest
 
 from fencepost.domain.buckets import bucket_for
-from fencepost.domain.errors import (
-    NotFound,
-    StaleLease,
-    ValidationError,
-)
+from fencepost.domain.errors import NotFound, StaleLease, ValidationError
 from fencepost.domain.models import Occurrence, Schedule
 from fencepost.domain.schedules import parse_slot, slot_text
 from fencepost.domain.states import Event, State

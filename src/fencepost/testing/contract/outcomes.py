@@ -12,12 +12,7 @@ from typing import Any
 
 import pytest
 
-from fencepost.domain.errors import (
-    InvalidTransition,
-    ResultInvalid,
-    StaleLease,
-    ValidationError,
-)
+from fencepost.domain.errors import InvalidTransition, ResultInvalid, StaleLease, ValidationError
 from fencepost.domain.models import Lease
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.states import AttemptOutcome, Event, State

@@ -7,27 +7,17 @@ from typing import Any
 
 import pytest
 
-from fencepost.domain.errors import (
-    NotFound,
-    ValidationError,
-)
+from fencepost.domain.errors import NotFound, ValidationError
 from fencepost.domain.models import Occurrence
 from fencepost.domain.states import CommandKind, State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
-from fencepost.testing.contract.support import (
-    ContractFixtures,
-    assert_audit_valid,
-    at,
-    executions,
-)
+from fencepost.testing.contract.support import ContractFixtures, assert_audit_valid, at, executions
 from fencepost.testing.factory import ExecutionFactory
 
 
 class PruningContract(ContractFixtures):
     """Prune old finished executions in batches, from a cutoff fixed when the call starts."""
-
-    # -- pruning -------------------------------------------------------------------------
 
     def test_prune_deletes_only_old_finished_executions(
         self, store: Store, clock: ManualClock, make: ExecutionFactory

@@ -11,26 +11,17 @@ from typing import Any
 
 import pytest
 
-from fencepost.domain.errors import (
-    NotFound,
-    ValidationError,
-)
+from fencepost.domain.errors import NotFound, ValidationError
 from fencepost.domain.models import Occurrence
 from fencepost.domain.states import State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
-from fencepost.testing.contract.support import (
-    ContractFixtures,
-    _keys_in_distinct_buckets,
-    at,
-)
+from fencepost.testing.contract.support import ContractFixtures, _keys_in_distinct_buckets, at
 from fencepost.testing.factory import ExecutionFactory
 
 
 class ReadingContract(ContractFixtures):
     """Read executions: by id, and by query with filters and keyset pages."""
-
-    # -- reading -------------------------------------------------------------------------
 
     def test_unknown_ids(self, store: Store) -> None:
         for read in (store.get, store.transitions, store.attempts):

@@ -16,21 +16,13 @@ from typing import Any
 import pytest
 
 from fencepost.domain.buckets import bucket_for
-from fencepost.domain.errors import (
-    StaleLease,
-    ValidationError,
-)
+from fencepost.domain.errors import StaleLease, ValidationError
 from fencepost.domain.models import Lease, Occurrence
 from fencepost.domain.reports import Lateness, SloOffender, SloShare, Stats
 from fencepost.domain.states import State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
-from fencepost.testing.contract.support import (
-    _US,
-    ContractFixtures,
-    _keys_in_distinct_buckets,
-    at,
-)
+from fencepost.testing.contract.support import _US, ContractFixtures, _keys_in_distinct_buckets, at
 from fencepost.testing.factory import ExecutionFactory
 from fencepost.timing.planning import HELD
 

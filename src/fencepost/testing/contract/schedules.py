@@ -1,8 +1,8 @@
 """The contract of schedule definitions.
 
 ``add_schedule`` (defaults, every field, validation, idempotent ids, the first watermark),
-``get_schedule`` and ``list_schedules``, ``update_schedule``, pause and resume, and
-``delete_schedule``.
+``get_schedule`` and ``schedules`` (filters, pages), ``update_schedule``,
+``pause_schedule`` and ``resume_schedule``, and ``delete_schedule``.
 """
 
 from __future__ import annotations
@@ -12,12 +12,7 @@ from typing import Any
 
 import pytest
 
-from fencepost.domain.errors import (
-    IdempotencyConflict,
-    NotFound,
-    StaleLease,
-    ValidationError,
-)
+from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, ValidationError
 from fencepost.domain.models import Occurrence
 from fencepost.domain.states import Event, State
 from fencepost.store.base import Store
@@ -34,8 +29,6 @@ from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
 
 class SchedulesContract(ContractFixtures):
     """Add, read, update, pause, resume and delete schedules."""
-
-    # -- schedules: definitions ----------------------------------------------------------
 
     def test_add_schedule_defaults(self, store: Store, clock: ManualClock) -> None:
         clock.set(5)

@@ -13,26 +13,16 @@ from typing import Any
 import pytest
 
 from fencepost.domain.buckets import bucket_for
-from fencepost.domain.errors import (
-    IdempotencyConflict,
-    ValidationError,
-)
+from fencepost.domain.errors import IdempotencyConflict, ValidationError
 from fencepost.domain.states import Event, State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
-from fencepost.testing.contract.support import (
-    ContractFixtures,
-    StoreFactory,
-    at,
-    timezone_plus,
-)
+from fencepost.testing.contract.support import ContractFixtures, StoreFactory, at, timezone_plus
 from fencepost.testing.factory import ExecutionFactory
 
 
 class SubmittingContract(ContractFixtures):
     """Submit one or many executions, with and without an idempotency key."""
-
-    # -- submit ------------------------------------------------------------------------
 
     def test_submit_defaults(self, store: Store, clock: ManualClock) -> None:
         clock.set(5)
