@@ -25,11 +25,11 @@ from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import JSON, Command, Execution
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.states import CommandKind
+from fencepost.jobs.registry import JobRegistry
+from fencepost.jobs.spec import DEFAULT_LEASE_TTL, JobSpec, spec_from_function
 from fencepost.scheduler.handle import ScheduleHandle
 from fencepost.scheduler.materializer import Materializer, MaterializerOptions
 from fencepost.store import Store, connect
-from fencepost.worker.jobs import DEFAULT_LEASE_TTL, JobSpec, spec_from_function
-from fencepost.worker.registry import JobRegistry
 from fencepost.worker.runtime import Worker, WorkerOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -40,7 +40,7 @@ class App:
 
     ``store`` is a URL for :func:`fencepost.connect` (opened on first use) or an
     open :class:`Store`. ``definitions`` loads job definition files from a
-    directory (see :mod:`fencepost.worker.definitions`).
+    directory (see :mod:`fencepost.jobs.definitions`).
     """
 
     def __init__(
@@ -112,7 +112,7 @@ class App:
     def load_definitions(self, directory: str | Path) -> list[JobSpec]:
         """Register every job definition file in ``directory``; returns the specs loaded."""
         # Imported here: definition files bring YAML and HTTP clients that code-only apps skip.
-        from fencepost.worker.definitions import load_definitions
+        from fencepost.jobs.definitions import load_definitions
 
         specs = load_definitions(Path(directory))
         for spec in specs:

@@ -19,7 +19,7 @@ from fencepost.domain import models
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import MAX_KEY
-from fencepost.worker.registry import JobRegistry
+from fencepost.jobs.registry import JobRegistry
 
 router = APIRouter()
 

@@ -21,9 +21,9 @@ from fencepost.api.deps import Cursor, Limit, RegistryDep, StoreDep, guarded
 from fencepost.api.schemas import MAX_NAME, NAME_PATTERN, Instant
 from fencepost.domain import models
 from fencepost.domain.errors import NotFound, ValidationError
+from fencepost.jobs.registry import JobRegistry
 from fencepost.scheduler.handle import ScheduleHandle
 from fencepost.store.base import Store
-from fencepost.worker.registry import JobRegistry
 
 router = APIRouter(tags=["schedules"])
 

@@ -29,10 +29,10 @@ from fencepost.api.guard import DEFAULT_MAX_BODY_BYTES, is_loopback
 from fencepost.api.metrics import Metrics, create_metrics
 from fencepost.api.protocol import guarded_protocol
 from fencepost.domain.errors import StoreUnavailable
+from fencepost.jobs.registry import JobRegistry
 from fencepost.scheduler.materializer import Materializer, MaterializerOptions
 from fencepost.store.base import Store, default_node_id
 from fencepost.worker.prefetch import DEFAULT_CONCURRENCY
-from fencepost.worker.registry import JobRegistry
 from fencepost.worker.runtime import Worker, WorkerOptions
 
 log = logging.getLogger("fencepost.service")

@@ -44,10 +44,11 @@ from fencepost.domain.checks import MAX_ERROR_CHARS, require_int, sanitize_text
 from fencepost.domain.errors import StaleLease, StoreUnavailable, ValidationError
 from fencepost.domain.models import JSON, Command, Lease
 from fencepost.domain.states import CommandKind, State
+from fencepost.jobs.context import Context
+from fencepost.jobs.registry import JobRegistry
+from fencepost.jobs.spec import JobSpec
 from fencepost.store.base import RESULT_INVALID, default_node_id
-from fencepost.worker.context import Context
 from fencepost.worker.errors import Cancelled, PermanentFailure
-from fencepost.worker.jobs import JobSpec
 from fencepost.worker.prefetch import (
     DEFAULT_CONCURRENCY,
     DEFAULT_PREFETCH,
@@ -56,7 +57,6 @@ from fencepost.worker.prefetch import (
     ClaimBuffer,
     FinishRate,
 )
-from fencepost.worker.registry import JobRegistry
 from fencepost.worker.source import WorkSource
 
 log = logging.getLogger("fencepost.worker")

@@ -2,7 +2,7 @@
 
 :class:`JobSpec` is the one shape every job takes, whether it was written as a
 Python function (:func:`spec_from_function`) or as a definition file
-(:mod:`fencepost.worker.definitions`). Its ``run`` callable is always called
+(:mod:`fencepost.jobs.definitions`). Its ``run`` callable is always called
 as ``run(ctx, inputs)``; for coroutine handlers it returns an awaitable.
 
 Inputs are checked against a JSON Schema (draft 2020-12) before anything is
@@ -25,8 +25,8 @@ from fencepost.domain.checks import require_int, require_name
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import JSON
 from fencepost.domain.retry import RetryPolicy
+from fencepost.jobs.context import Context
 from fencepost.timing.durations import as_duration
-from fencepost.worker.context import Context
 
 if TYPE_CHECKING:
     import jsonschema
