@@ -25,6 +25,7 @@ from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import JSON, Command, Execution
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.states import CommandKind
+from fencepost.jobs.defaults import schedule_defaults, submit_defaults
 from fencepost.jobs.registry import JobRegistry
 from fencepost.jobs.spec import DEFAULT_LEASE_TTL, JobSpec, spec_from_function
 from fencepost.scheduler.handle import ScheduleHandle
@@ -141,21 +142,21 @@ class App:
         :class:`ValidationError` naming the field (``inputs.day``) and nothing
         is stored. ``max_attempts`` and ``timeout`` default to the job's.
         """
-        spec = self.registry.get(job, version)
-        checked = spec.check_inputs(inputs)
-        attempts = max_attempts if max_attempts is not None else spec.max_attempts
-        options: dict[str, Any] = {} if attempts is None else {"max_attempts": attempts}
+        defaults = submit_defaults(
+            self.registry,
+            job,
+            inputs,
+            version=version,
+            max_attempts=max_attempts,
+            timeout=timeout,
+        )
         return self.store.submit(
-            spec.name,
-            inputs=checked,
-            job_version=spec.version,
             execute_at=execute_at,
             delay=delay,
             idempotency_key=idempotency_key,
-            timeout=timeout if timeout is not None else spec.timeout,
             bucket_key=bucket_key,
             priority=priority,
-            **options,
+            **defaults,
         )
 
     def request(
@@ -195,16 +196,13 @@ class App:
         becomes an execution keyed ``schedule_id:slot``; see
         :mod:`fencepost.timing.planning` for the misfire and overlap policies.
         """
-        spec = self.registry.get(job, version)
-        attempts = max_attempts if max_attempts is not None else spec.max_attempts
-        options: dict[str, Any] = {} if attempts is None else {"max_attempts": attempts}
+        defaults = schedule_defaults(
+            self.registry, job, inputs, version=version, max_attempts=max_attempts
+        )
         stored = self.store.add_schedule(
-            spec.name,
             cron=cron,
             every=every,
             timezone=timezone,
-            inputs=spec.check_inputs(inputs),
-            job_version=spec.version,
             misfire=misfire,
             misfire_grace=misfire_grace,
             max_catch_up=max_catch_up,
@@ -215,7 +213,7 @@ class App:
             end_at=end_at,
             id=id,
             priority=priority,
-            **options,
+            **defaults,
         )
         return ScheduleHandle(self.store, stored)
 
