@@ -47,6 +47,7 @@ from fencepost.domain.states import CommandKind, State
 from fencepost.jobs.context import Context
 from fencepost.jobs.registry import JobRegistry
 from fencepost.jobs.spec import JobSpec
+from fencepost.scheduler.reaper import reap_all
 from fencepost.store.base import RESULT_INVALID, default_node_id
 from fencepost.worker.errors import Cancelled, PermanentFailure
 from fencepost.worker.prefetch import (
@@ -344,7 +345,8 @@ class Worker:
                         self._store_call(partial(self._poll_commands, now))
                         next_commands = now + opts.command_interval
                     if now >= next_reap and self._clock_agrees:
-                        self._store_call(self.store.reap_expired)
+                        # One batch a pass: this thread also renews the leases it holds.
+                        self._store_call(partial(reap_all, self.store, batches=1))
                         next_reap = now + opts.reap_interval
                 claimed = 0
                 if not self._stopping.is_set() and self._healthy and self._clock_agrees:
