@@ -21,13 +21,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import JSON, Command, Execution
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.states import CommandKind
 from fencepost.jobs.defaults import schedule_defaults, submit_defaults
 from fencepost.jobs.registry import JobRegistry
-from fencepost.jobs.spec import DEFAULT_LEASE_TTL, JobSpec, spec_from_function
+from fencepost.jobs.spec import DEFAULT_LEASE_TTL, JobSpec, retry_options, spec_from_function
 from fencepost.scheduler.handle import ScheduleHandle
 from fencepost.scheduler.materializer import Materializer, MaterializerOptions
 from fencepost.store import Store, connect
@@ -87,7 +86,7 @@ class App:
         is a :class:`RetryPolicy` or a mapping with ``base_delay``/``max_delay``
         (and optionally ``max_attempts``). The function is returned unchanged.
         """
-        policy, attempts = _retry(retry, max_attempts)
+        policy, attempts = retry_options(retry, max_attempts)
 
         def register(handler: F) -> F:
             self.registry.add(
@@ -264,20 +263,3 @@ class App:
         if self._store is not None and self._url is not None:
             self._store.close()
             self._store = None
-
-
-def _retry(
-    retry: RetryPolicy | Mapping[str, float] | None, max_attempts: int | None
-) -> tuple[RetryPolicy | None, int | None]:
-    if retry is None or isinstance(retry, RetryPolicy):
-        return retry, max_attempts
-    if not isinstance(retry, Mapping):
-        raise ValidationError("retry", f"must be a RetryPolicy or a mapping, got {retry!r}")
-    fields = dict(retry)
-    attempts = fields.pop("max_attempts", None)
-    unknown = sorted(set(fields) - {"base_delay", "max_delay"})
-    if unknown:
-        raise ValidationError(f"retry.{unknown[0]}", "unknown field")
-    if max_attempts is None and attempts is not None:
-        max_attempts = int(attempts)
-    return RetryPolicy(**fields), max_attempts
