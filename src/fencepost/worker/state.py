@@ -53,20 +53,20 @@ class WorkerState:
     _outbox: list[Outcome]  #: outcomes waiting to be written
     _outbox_since: float  #: when the oldest outcome in the outbox arrived
     _buffer: ClaimBuffer[Run]
-    _writer: ThreadPoolExecutor | None
-    _writing: Future[tuple[list[Outcome], Exception | None]] | None
+    _writer: ThreadPoolExecutor | None  #: writes outcome batches beside the claims (PostgreSQL)
+    _writing: Future[tuple[list[Outcome], Exception | None]] | None  #: the batch in flight
     _rate: FinishRate
     _next_hand_back: float
     _next_scan: float  #: when held runs are next scanned for timeouts and heartbeats
     _threads: list[threading.Thread]
     _loop: asyncio.AbstractEventLoop | None
     _loop_thread: threading.Thread | None
-    _healthy: bool
-    _clock_agrees: bool
+    _healthy: bool  #: False while the store is unreachable (store calls wait for _retry_at)
+    _clock_agrees: bool  #: this process's clock is within a lease of the store's
     _backoff: float
     _retry_at: float
     _thread: threading.Thread | None
-    _groups: dict[timedelta, tuple[list[str], list[tuple[str, int]]]]
+    _groups: dict[timedelta, tuple[list[str], list[tuple[str, int]]]]  #: claims by lease ttl
 
     def _store_call(self, action: Callable[[], Any]) -> Any:
         """Run one store operation; None if the store is down (the worker then backs off)."""
@@ -86,6 +86,7 @@ class WorkerState:
             self._backoff = 0.0
 
     def _store_down(self, exc: Exception) -> None:
+        """A store call met an outage: back off (doubling, up to ``max_backoff``), say so once."""
         self._backoff = min(self.options.max_backoff, max(0.1, self._backoff * 2))
         self._retry_at = self._monotonic() + self._backoff
         if self._healthy:
