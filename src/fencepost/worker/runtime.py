@@ -43,8 +43,9 @@ from typing import Any
 from fencepost.domain.checks import MAX_ERROR_CHARS, require_int, sanitize_text
 from fencepost.domain.errors import StaleLease, StoreUnavailable, ValidationError
 from fencepost.domain.models import JSON, Command, Lease
+from fencepost.domain.nodes import default_node_id
+from fencepost.domain.payloads import RESULT_INVALID
 from fencepost.domain.states import CommandKind, State
-from fencepost.store.base import RESULT_INVALID, default_node_id
 from fencepost.worker.context import Context
 from fencepost.worker.errors import Cancelled, PermanentFailure
 from fencepost.worker.jobs import JobSpec
@@ -211,7 +212,7 @@ class Worker:
         self._thread: threading.Thread | None = None
         self._groups = _claim_groups(registry)
         if not self._groups:
-            raise ValueError("a worker needs at least one job to run")
+            raise ValidationError("registry", "a worker needs at least one job to run")
 
     # -- lifecycle -------------------------------------------------------------------
 
