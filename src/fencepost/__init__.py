@@ -13,16 +13,30 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from fencepost.app import App
     from fencepost.domain.errors import (
+        ApiError,
+        Cancelled,
         FencepostError,
+        Forbidden,
         IdempotencyConflict,
         InvalidTransition,
+        NotDue,
         NotFound,
         NotMigrated,
         NotRunning,
+        PermanentFailure,
+        RemoteIdempotencyConflict,
+        RemoteInvalidTransition,
+        RemoteNotDue,
+        RemoteNotFound,
+        RemoteNotRunning,
+        RemoteStaleLease,
+        RemoteStoreUnavailable,
+        RemoteValidationError,
         ResultInvalid,
         StaleLease,
         StoreRefused,
         StoreUnavailable,
+        Unauthorized,
         ValidationError,
     )
     from fencepost.domain.models import (
@@ -36,21 +50,21 @@ if TYPE_CHECKING:
         SchedulePage,
         Transition,
     )
+    from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
     from fencepost.domain.reports import Lateness, SloOffender, SloReport, Stats
     from fencepost.domain.retry import RetryPolicy
     from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
     from fencepost.store import Store, StoreConfig, connect
     from fencepost.timing.clock import Clock, SystemClock
-    from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
     from fencepost.timing.rules import fire_times
     from fencepost.worker.context import Context
-    from fencepost.worker.errors import Cancelled, PermanentFailure
     from fencepost.worker.jobs import JobSpec
     from fencepost.worker.runtime import Worker, WorkerOptions
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApiError",
     "App",
     "Attempt",
     "AttemptOutcome",
@@ -65,12 +79,14 @@ __all__ = [
     "Event",
     "Execution",
     "FencepostError",
+    "Forbidden",
     "IdempotencyConflict",
     "InvalidTransition",
     "JobSpec",
     "Lateness",
     "Lease",
     "Misfire",
+    "NotDue",
     "NotFound",
     "NotMigrated",
     "NotRunning",
@@ -78,6 +94,14 @@ __all__ = [
     "Overlap",
     "Page",
     "PermanentFailure",
+    "RemoteIdempotencyConflict",
+    "RemoteInvalidTransition",
+    "RemoteNotDue",
+    "RemoteNotFound",
+    "RemoteNotRunning",
+    "RemoteStaleLease",
+    "RemoteStoreUnavailable",
+    "RemoteValidationError",
     "ResultInvalid",
     "RetryPolicy",
     "Schedule",
@@ -93,6 +117,7 @@ __all__ = [
     "StoreUnavailable",
     "SystemClock",
     "Transition",
+    "Unauthorized",
     "ValidationError",
     "Worker",
     "WorkerOptions",
@@ -104,33 +129,44 @@ __all__ = [
 #: Where each public name lives. They load on first use (PEP 562): ``fencepost --help``
 #: and a worker's CLI import only what they use, not the App, scheduler and store at once.
 _LAZY = {
+    "ApiError": "fencepost.domain.errors",
     "App": "fencepost.app",
     "Attempt": "fencepost.domain.models",
     "AttemptOutcome": "fencepost.domain.states",
-    "Cancelled": "fencepost.worker.errors",
+    "Cancelled": "fencepost.domain.errors",
     "Clock": "fencepost.timing.clock",
     "Command": "fencepost.domain.models",
     "CommandKind": "fencepost.domain.states",
     "CommandState": "fencepost.domain.states",
     "Context": "fencepost.worker.context",
-    "DstFold": "fencepost.timing.policies",
-    "DstGap": "fencepost.timing.policies",
+    "DstFold": "fencepost.domain.policies",
+    "DstGap": "fencepost.domain.policies",
     "Event": "fencepost.domain.states",
     "Execution": "fencepost.domain.models",
     "FencepostError": "fencepost.domain.errors",
+    "Forbidden": "fencepost.domain.errors",
     "IdempotencyConflict": "fencepost.domain.errors",
     "InvalidTransition": "fencepost.domain.errors",
     "JobSpec": "fencepost.worker.jobs",
     "Lateness": "fencepost.domain.reports",
     "Lease": "fencepost.domain.models",
-    "Misfire": "fencepost.timing.policies",
+    "Misfire": "fencepost.domain.policies",
+    "NotDue": "fencepost.domain.errors",
     "NotFound": "fencepost.domain.errors",
     "NotMigrated": "fencepost.domain.errors",
     "NotRunning": "fencepost.domain.errors",
     "Occurrence": "fencepost.domain.models",
-    "Overlap": "fencepost.timing.policies",
+    "Overlap": "fencepost.domain.policies",
     "Page": "fencepost.domain.models",
-    "PermanentFailure": "fencepost.worker.errors",
+    "PermanentFailure": "fencepost.domain.errors",
+    "RemoteIdempotencyConflict": "fencepost.domain.errors",
+    "RemoteInvalidTransition": "fencepost.domain.errors",
+    "RemoteNotDue": "fencepost.domain.errors",
+    "RemoteNotFound": "fencepost.domain.errors",
+    "RemoteNotRunning": "fencepost.domain.errors",
+    "RemoteStaleLease": "fencepost.domain.errors",
+    "RemoteStoreUnavailable": "fencepost.domain.errors",
+    "RemoteValidationError": "fencepost.domain.errors",
     "ResultInvalid": "fencepost.domain.errors",
     "RetryPolicy": "fencepost.domain.retry",
     "Schedule": "fencepost.domain.models",
@@ -146,6 +182,7 @@ _LAZY = {
     "StoreUnavailable": "fencepost.domain.errors",
     "SystemClock": "fencepost.timing.clock",
     "Transition": "fencepost.domain.models",
+    "Unauthorized": "fencepost.domain.errors",
     "ValidationError": "fencepost.domain.errors",
     "Worker": "fencepost.worker.runtime",
     "WorkerOptions": "fencepost.worker.runtime",

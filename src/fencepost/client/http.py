@@ -24,10 +24,10 @@ from urllib.parse import quote
 import httpx
 
 from fencepost.client import convert
-from fencepost.client.errors import RemoteStaleLease, error_of
+from fencepost.client.errors import error_of
 from fencepost.domain import payloads
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
-from fencepost.domain.errors import ResultInvalid, StaleLease, StoreUnavailable
+from fencepost.domain.errors import RemoteStaleLease, ResultInvalid, StaleLease, StoreUnavailable
 from fencepost.domain.models import (
     JSON,
     Attempt,

@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 
 from fencepost.domain import payloads
+from fencepost.domain.errors import Cancelled
 from fencepost.domain.models import JSON, Lease
-from fencepost.worker.errors import Cancelled
 
 #: The reason a checkpoint gives when the worker learned the lease is gone.
 LEASE_LOST = "lease lost"

@@ -41,13 +41,18 @@ from types import FrameType
 from typing import Any
 
 from fencepost.domain.checks import MAX_ERROR_CHARS, require_int, sanitize_text
-from fencepost.domain.errors import StaleLease, StoreUnavailable, ValidationError
+from fencepost.domain.errors import (
+    Cancelled,
+    PermanentFailure,
+    StaleLease,
+    StoreUnavailable,
+    ValidationError,
+)
 from fencepost.domain.models import JSON, Command, Lease
 from fencepost.domain.nodes import default_node_id
 from fencepost.domain.payloads import RESULT_INVALID
 from fencepost.domain.states import CommandKind, State
 from fencepost.worker.context import Context
-from fencepost.worker.errors import Cancelled, PermanentFailure
 from fencepost.worker.jobs import JobSpec
 from fencepost.worker.prefetch import (
     DEFAULT_CONCURRENCY,

@@ -21,9 +21,8 @@ import time
 from collections.abc import Sequence
 from typing import IO, Any
 
-from fencepost.domain.errors import FencepostError, ValidationError
+from fencepost.domain.errors import Cancelled, FencepostError, PermanentFailure, ValidationError
 from fencepost.worker.context import Context
-from fencepost.worker.errors import Cancelled, PermanentFailure
 from fencepost.worker.runners import templates
 
 #: How much of stdout and stderr is kept, in characters (from the end).

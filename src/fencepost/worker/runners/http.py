@@ -23,11 +23,10 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from fencepost.domain.errors import FencepostError, ValidationError
+from fencepost.domain.errors import Cancelled, FencepostError, PermanentFailure, ValidationError
 from fencepost.domain.models import JSON
 from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
 from fencepost.worker.context import Context
-from fencepost.worker.errors import Cancelled, PermanentFailure
 from fencepost.worker.runners import templates
 
 #: The methods an HTTP job may use.
