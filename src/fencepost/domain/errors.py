@@ -6,7 +6,8 @@ Every one derives from :class:`FencepostError`; several are also a builtin
     FencepostError
      ├── ValidationError          bad input; ``field`` names the offending argument (a ValueError)
      │    ├── ResultInvalid       a handler's result is not JSON (the execution is FAILED)
-     │    └── StoreRefused        the database refused a value of this call (a data error)
+     │    ├── StoreRefused        the database refused a value of this call (a data error)
+     │    └── DefinitionError     a job definition file was refused; names the file too
      ├── NotFound                 no execution (or schedule) with that id (a LookupError)
      ├── StaleLease               owner/epoch do not match, or the lease expired (HTTP 409)
      ├── InvalidTransition        the state machine forbids the requested change
@@ -17,6 +18,8 @@ Every one derives from :class:`FencepostError`; several are also a builtin
      ├── NotMigrated              the database lacks fencepost's schema, and may not create it
      ├── Cancelled                raised by ctx.checkpoint(): stop now (cancel, timeout, lost lease)
      ├── PermanentFailure         raised by a handler: fail without retrying
+     ├── CommandFailed            a command job exited non-zero or was killed (retryable)
+     ├── HttpFailed               an HTTP job met a 5xx, 408, 429, timeout or network error
      └── ApiError                 the HTTP service answered with a problem (RFC 9457)
           ├── Unauthorized                 401: no token, or an unknown one
           ├── Forbidden                    403: the token lacks the scope
@@ -43,13 +46,18 @@ every layer may name, and one tree is easier to read than three.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 __all__ = [
     "ApiError",
     "Cancelled",
+    "CommandFailed",
+    "DefinitionError",
     "FencepostError",
     "Forbidden",
+    "HttpFailed",
     "IdempotencyConflict",
     "InvalidTransition",
     "NotDue",
@@ -249,6 +257,48 @@ class Cancelled(FencepostError):
 
 class PermanentFailure(FencepostError):
     """Raise from a handler to fail the execution without retrying (a dead letter at once)."""
+
+
+# -- the job catalogue: definition files and the runners of their jobs ------------------
+
+
+class DefinitionError(ValidationError):
+    """A definition file (or directory of them) was refused.
+
+    ``str()`` is ``"<file>: <field>: <reason>"``; ``path``, ``field`` and
+    ``reason`` hold the parts (``message`` is ``reason`` too, as for every
+    :class:`ValidationError`).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], field: str, reason: str) -> None:
+        super().__init__(field, reason)
+        self.path = Path(path)
+        self.reason = reason
+        self.args = (f"{self.path}: {field}: {reason}",)
+
+
+class CommandFailed(FencepostError):
+    """A command exited with a non-zero status or was killed by a signal (retryable).
+
+    ``returncode`` is the exit status, or minus the signal number; ``stderr`` is
+    the tail of its standard error.
+    """
+
+    def __init__(self, message: str, *, returncode: int | None = None, stderr: str = "") -> None:
+        super().__init__(message)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+class HttpFailed(FencepostError):
+    """The request failed in a way worth retrying: 5xx, 408, 429, network error or timeout.
+
+    ``status`` is the response status, or None when no response arrived.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 # -- the HTTP service's problems, as the client raises them ---------------------------

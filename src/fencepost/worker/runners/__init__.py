@@ -16,7 +16,8 @@ Errors they raise, besides :class:`~fencepost.worker.errors.Cancelled` and
      └── HttpFailed      5xx, 408, 429, network error or timeout (retryable)
 """
 
-from fencepost.worker.runners.command import CommandFailed, CommandRunner
-from fencepost.worker.runners.http import HttpFailed, HttpRunner
+from fencepost.domain.errors import CommandFailed, HttpFailed
+from fencepost.worker.runners.command import CommandRunner
+from fencepost.worker.runners.http import HttpRunner
 
 __all__ = ["CommandFailed", "CommandRunner", "HttpFailed", "HttpRunner"]

@@ -23,7 +23,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from fencepost.domain.errors import Cancelled, FencepostError, PermanentFailure, ValidationError
+from fencepost.domain.errors import Cancelled, HttpFailed, PermanentFailure, ValidationError
 from fencepost.domain.models import JSON
 from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
 from fencepost.worker.context import Context
@@ -54,17 +54,6 @@ _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _MAX_BODY = DEFAULT_MAX_PAYLOAD_BYTES
 
 _EXCERPT = 200
-
-
-class HttpFailed(FencepostError):
-    """The request failed in a way worth retrying: 5xx, 408, 429, network error or timeout.
-
-    ``status`` is the response status, or None when no response arrived.
-    """
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class HttpRunner:
