@@ -125,8 +125,8 @@ def _action(e: Execution) -> str:
 
 def reconcile(args: argparse.Namespace, out: Output) -> int:
     """``fencepost reconcile [--dry-run]``."""
+    from fencepost.domain.nodes import default_node_id
     from fencepost.scheduler.materializer import Materializer, MaterializerOptions
-    from fencepost.store.base import default_node_id
 
     common.num_buckets(args)
     common.require_db(args)

@@ -20,10 +20,11 @@ from datetime import datetime, timedelta
 
 from fencepost.domain.errors import FencepostError, InvalidTransition, NotRunning, StaleLease
 from fencepost.domain.models import Schedule
+from fencepost.domain.nodes import default_node_id
 from fencepost.domain.policies import Overlap
 from fencepost.domain.schedules import slot_text
 from fencepost.domain.states import CommandKind, State
-from fencepost.store.base import Store, default_node_id
+from fencepost.store.base import Store
 from fencepost.timing.planning import HELD, InFlight, Plan, occurrence_kind, plan
 from fencepost.timing.rules import rule_of
 
