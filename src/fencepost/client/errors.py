@@ -12,40 +12,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from fencepost.domain.errors import (
-    ApiError,
-    Forbidden,
-    RemoteIdempotencyConflict,
-    RemoteInvalidTransition,
-    RemoteNotDue,
-    RemoteNotFound,
-    RemoteNotRunning,
-    RemoteStaleLease,
-    RemoteStoreUnavailable,
-    RemoteValidationError,
-    Unauthorized,
-)
+from fencepost.domain import errors
 
 _BASE = "https://fencepost.dev/problems/"
 
 
-_BY_TYPE: dict[str, type[ApiError]] = {
-    _BASE + "validation": RemoteValidationError,
-    _BASE + "body-too-large": RemoteValidationError,
-    _BASE + "not-found": RemoteNotFound,
-    _BASE + "invalid-transition": RemoteInvalidTransition,
-    _BASE + "not-running": RemoteNotRunning,
-    _BASE + "not-due": RemoteNotDue,
-    _BASE + "idempotency-conflict": RemoteIdempotencyConflict,
-    _BASE + "stale-lease": RemoteStaleLease,
-    _BASE + "store-unavailable": RemoteStoreUnavailable,
-    _BASE + "unauthorized": Unauthorized,
-    _BASE + "forbidden": Forbidden,
-    _BASE + "csrf": Forbidden,
+_BY_TYPE: dict[str, type[errors.ApiError]] = {
+    _BASE + "validation": errors.RemoteValidationError,
+    _BASE + "body-too-large": errors.RemoteValidationError,
+    _BASE + "not-found": errors.RemoteNotFound,
+    _BASE + "invalid-transition": errors.RemoteInvalidTransition,
+    _BASE + "not-running": errors.RemoteNotRunning,
+    _BASE + "not-due": errors.RemoteNotDue,
+    _BASE + "idempotency-conflict": errors.RemoteIdempotencyConflict,
+    _BASE + "stale-lease": errors.RemoteStaleLease,
+    _BASE + "store-unavailable": errors.RemoteStoreUnavailable,
+    _BASE + "unauthorized": errors.Unauthorized,
+    _BASE + "forbidden": errors.Forbidden,
+    _BASE + "csrf": errors.Forbidden,
 }
 
 
-def error_of(status: int, problem: dict[str, Any]) -> ApiError:
+def error_of(status: int, problem: dict[str, Any]) -> errors.ApiError:
     """The exception for one problem response."""
     cls = _BY_TYPE.get(str(problem.get("type")))
     if cls is None:
@@ -53,7 +41,7 @@ def error_of(status: int, problem: dict[str, Any]) -> ApiError:
         # authentications, perhaps by another process on this host) and 5xx pass:
         # a remote worker treats them as an outage, keeps its outcomes and retries.
         transient = status >= 500 or status in _TRANSIENT
-        cls = RemoteStoreUnavailable if transient else ApiError
+        cls = errors.RemoteStoreUnavailable if transient else errors.ApiError
     return cls(status, problem)
 
 
