@@ -6,7 +6,8 @@ imports at the top, inside functions, and under ``if TYPE_CHECKING:`` alike. A
 type-only import still ties one layer to the names of another, and no layer needs
 one the table forbids, so they count.
 
-The table is the one place to change when the architecture changes on purpose.
+The tables below (:data:`MAY_IMPORT` first) are the place to change when the
+architecture changes on purpose.
 """
 
 from __future__ import annotations
