@@ -27,8 +27,8 @@ from fencepost.domain.errors import (
 )
 from fencepost.domain.schedules import slot_text
 from fencepost.domain.states import CommandKind, Event, State
-from fencepost.scheduler.materializer import rule_of
 from fencepost.store.base import Store
+from fencepost.timing.rules import rule_of
 from fencepost.worker.runtime import Worker, WorkerOptions
 from tests.api.support import TestClient
 

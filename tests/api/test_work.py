@@ -11,9 +11,10 @@ import pytest
 from fencepost.api import create_app
 from fencepost.domain.schedules import slot_text
 from fencepost.domain.states import Event, State
-from fencepost.scheduler.materializer import Materializer, MaterializerOptions, rule_of
+from fencepost.scheduler.materializer import Materializer, MaterializerOptions
 from fencepost.store.base import Store
 from fencepost.testing import ManualClock
+from fencepost.timing.rules import rule_of
 from tests.api.support import TestClient, assert_problem
 
 pytestmark = pytest.mark.manual_clock

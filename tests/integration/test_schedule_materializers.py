@@ -21,7 +21,7 @@ import pytest
 
 import fencepost
 from fencepost.domain.schedules import slot_text
-from fencepost.scheduler.materializer import rule_of
+from fencepost.timing.rules import rule_of
 
 pytestmark = pytest.mark.slow
 

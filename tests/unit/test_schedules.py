@@ -12,6 +12,7 @@ from fencepost import ValidationError
 from fencepost.domain import schedules as plans
 from fencepost.domain.models import Occurrence
 from fencepost.domain.schedules import parse_slot, slot_text
+from fencepost.timing import specs
 from fencepost.timing.policies import Misfire, Overlap
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -20,7 +21,7 @@ LIMIT = 1024
 
 
 def spec(**arguments: Any) -> plans.ScheduleSpec:
-    return plans.define(arguments.pop("job", "job"), max_payload_bytes=LIMIT, **arguments)
+    return specs.define(arguments.pop("job", "job"), max_payload_bytes=LIMIT, **arguments)
 
 
 @pytest.mark.parametrize(
@@ -114,7 +115,7 @@ def test_amend_validates_the_combination_and_replans() -> None:
         watermark=T0 + timedelta(hours=5),
     )
     later = T0 + timedelta(minutes=1)
-    changed = plans.amend(
+    changed = specs.amend(
         current, {"every": 3600, "cron": None}, now=later, max_payload_bytes=LIMIT
     )
     assert (changed.every, changed.cron, changed.timezone) == (timedelta(hours=1), None, "UTC")
@@ -132,9 +133,9 @@ def test_amend_validates_the_combination_and_replans() -> None:
         ({"when": "now"}, "when"),
     ):
         with pytest.raises(ValidationError) as caught:
-            plans.amend(current, changes, now=later, max_payload_bytes=LIMIT)
+            specs.amend(current, changes, now=later, max_payload_bytes=LIMIT)
         assert caught.value.field == field
-    kept = plans.amend(current, {"overlap": Overlap.SKIP}, now=later, max_payload_bytes=LIMIT)
+    kept = specs.amend(current, {"overlap": Overlap.SKIP}, now=later, max_payload_bytes=LIMIT)
     assert (kept.cron, kept.timezone, kept.overlap) == ("0 2 * * *", "Europe/Berlin", Overlap.SKIP)
 
 
@@ -216,7 +217,7 @@ def test_a_derived_schedule_id_is_one_stable_path_segment_whatever_the_job(job: 
             "inputs": {"k": "\u00e9" * 1000, "n": -(10**18), "deep": [[[[{}]]]]},
         }
         arguments.update(changes)
-        return plans.define(job, max_payload_bytes=1 << 20, **arguments).derived_id()
+        return specs.define(job, max_payload_bytes=1 << 20, **arguments).derived_id()
 
     first = derive()
     assert plans.check_schedule_id(first) == first  # one URL path segment, storable

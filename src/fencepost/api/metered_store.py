@@ -19,10 +19,11 @@ from typing import Any, Self
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from fencepost.domain.defaults import DEFAULT_TTL
 from fencepost.domain.errors import ResultInvalid, StaleLease
 from fencepost.domain.models import JSON, Execution, Lease, Occurrence, Schedule
 from fencepost.domain.states import State
-from fencepost.store.base import DEFAULT_TTL, Store
+from fencepost.store.base import Store
 from fencepost.timing.durations import as_duration
 
 #: Upper bounds of the claim lateness histogram, in seconds: from a busy worker's

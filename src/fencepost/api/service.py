@@ -27,10 +27,11 @@ from fencepost.api.defaults import (
 from fencepost.api.guard import DEFAULT_MAX_BODY_BYTES, is_loopback
 from fencepost.api.metrics import Metrics, create_metrics
 from fencepost.api.protocol import guarded_protocol
+from fencepost.domain.nodes import default_node_id
 from fencepost.jobs.registry import JobRegistry
 from fencepost.scheduler.materializer import Materializer, MaterializerOptions
 from fencepost.scheduler.reaper import Reaper
-from fencepost.store.base import Store, default_node_id
+from fencepost.store.base import Store
 from fencepost.worker.prefetch import DEFAULT_CONCURRENCY
 from fencepost.worker.runtime import Worker, WorkerOptions
 

@@ -64,8 +64,8 @@ from fencepost.domain.models import Lease as DomainLease
 from fencepost.domain.models import Occurrence, Schedule
 from fencepost.domain.schedules import occurrence_key, slot_text
 from fencepost.domain.states import CommandKind, CommandState, State
-from fencepost.scheduler.materializer import rule_of
 from fencepost.store.base import Store
+from fencepost.timing.rules import rule_of
 
 router = APIRouter(tags=["worker protocol"])
 

@@ -27,9 +27,9 @@ from fencepost.cli import logs
 from fencepost.cli.output import Output
 from fencepost.domain import payloads
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS, parse_buckets
+from fencepost.domain.durations import as_aware_utc, parse_duration
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.domain.states import State
-from fencepost.timing.durations import as_aware_utc, parse_duration
 
 if TYPE_CHECKING:
     from fencepost.store import Store

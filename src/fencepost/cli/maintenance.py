@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from fencepost.cli import common
 from fencepost.cli.output import Output, span, when
 from fencepost.domain.errors import ValidationError
+from fencepost.domain.policies import Overlap
 from fencepost.domain.states import State
 from fencepost.timing.planning import InFlight, Plan, occurrence_kind, plan
-from fencepost.timing.policies import Overlap
 
 if TYPE_CHECKING:
     import argparse
@@ -123,9 +123,9 @@ def _action(e: Execution) -> str:
 
 def reconcile(args: argparse.Namespace, out: Output) -> int:
     """``fencepost reconcile [--dry-run]``."""
+    from fencepost.domain.nodes import default_node_id
     from fencepost.scheduler.materializer import Materializer, MaterializerOptions
     from fencepost.scheduler.reaper import reap_all
-    from fencepost.store.base import default_node_id
 
     common.num_buckets(args)
     common.require_db(args)
@@ -222,7 +222,8 @@ def reconcile(args: argparse.Namespace, out: Output) -> int:
 def _plan_due(
     store: Store, options: MaterializerOptions, now: datetime, update: Callable[[int], None]
 ) -> list[Planned]:
-    from fencepost.scheduler.materializer import in_flight_of, rule_of
+    from fencepost.scheduler.materializer import in_flight_of
+    from fencepost.timing.rules import rule_of
 
     planned: list[Planned] = []
     cursor: str | None = None

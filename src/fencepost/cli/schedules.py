@@ -12,8 +12,9 @@ from fencepost.cli.submit import add_input_options, relabel
 from fencepost.domain import schedules as plans
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
+from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS
-from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
+from fencepost.timing import specs
 
 if TYPE_CHECKING:
     import argparse
@@ -153,7 +154,7 @@ def add(args: argparse.Namespace, out: Output) -> int:
     }
     common.require_db(args)
     try:  # the store's own checks, before it is opened
-        spec = plans.define(args.job, max_payload_bytes=DEFAULT_MAX_PAYLOAD_BYTES, **arguments)
+        spec = specs.define(args.job, max_payload_bytes=DEFAULT_MAX_PAYLOAD_BYTES, **arguments)
         if args.id is not None:
             plans.check_schedule_id(args.id)
     except ValidationError as exc:
@@ -202,7 +203,7 @@ def ls(args: argparse.Namespace, out: Output) -> int:
 
 
 def _next_fire(schedule: Schedule, now: datetime) -> datetime | None:
-    from fencepost.scheduler.materializer import rule_of
+    from fencepost.timing.rules import rule_of
 
     return next(iter(rule_of(schedule).slots(now)), None)
 

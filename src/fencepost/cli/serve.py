@@ -15,8 +15,8 @@ from fencepost.api.defaults import (
 )
 from fencepost.cli import common, logs
 from fencepost.cli.worker import import_app, load_registry
+from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import FencepostError, ValidationError
-from fencepost.timing.durations import as_duration
 from fencepost.worker.prefetch import DEFAULT_CONCURRENCY
 
 if TYPE_CHECKING:

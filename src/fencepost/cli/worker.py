@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
             worker.store, MaterializerOptions(owner=f"{worker.owner}:scheduler")
         )
         materializer.start()
-    from fencepost.client.errors import Forbidden, Unauthorized
+    from fencepost.domain.errors import Forbidden, Unauthorized
 
     try:
         worker.run()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fencepost.client.errors import ApiError, Forbidden, Unauthorized
+from fencepost.domain.errors import ApiError, Forbidden, Unauthorized
 
 if TYPE_CHECKING:
     from fencepost.client.http import Client

@@ -24,9 +24,10 @@ from urllib.parse import quote
 import httpx
 
 from fencepost.client import convert
-from fencepost.client.errors import RemoteStaleLease, error_of
+from fencepost.client.errors import error_of
 from fencepost.domain import payloads
-from fencepost.domain.errors import ResultInvalid, StaleLease, StoreUnavailable
+from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
+from fencepost.domain.errors import RemoteStaleLease, ResultInvalid, StaleLease, StoreUnavailable
 from fencepost.domain.models import (
     JSON,
     Attempt,
@@ -38,10 +39,9 @@ from fencepost.domain.models import (
     SchedulePage,
     Transition,
 )
-from fencepost.domain.nodes import BucketReport, Node
+from fencepost.domain.nodes import BucketReport, Node, default_node_id
 from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.states import CommandKind, State
-from fencepost.store.base import DEFAULT_COMMAND_TTL, DEFAULT_TTL, default_node_id
 
 #: Large enough for any payload the service accepts; the service enforces its own cap.
 _ENCODE_LIMIT = 64 * 1024 * 1024

@@ -1,25 +1,85 @@
-"""The fencepost error hierarchy.
+"""Every error fencepost raises on purpose, in one module.
 
-Every error fencepost raises on purpose derives from :class:`FencepostError`::
+Every one derives from :class:`FencepostError`; several are also a builtin
+(``ValueError``, ``LookupError``) so that generic callers keep working::
 
     FencepostError
-     ├── ValidationError          bad input; ``field`` names the offending argument
+     ├── ValidationError          bad input; ``field`` names the offending argument (a ValueError)
      │    ├── ResultInvalid       a handler's result is not JSON (the execution is FAILED)
-     │    └── StoreRefused        the database refused a value of this call (a data error)
-     ├── NotFound                 no execution (or schedule) with that id
+     │    ├── StoreRefused        the database refused a value of this call (a data error)
+     │    └── DefinitionError     a job definition file was refused; names the file too
+     ├── NotFound                 no execution (or schedule) with that id (a LookupError)
      ├── StaleLease               owner/epoch do not match, or the lease expired (HTTP 409)
      ├── InvalidTransition        the state machine forbids the requested change
      ├── NotRunning               a command was requested for an execution that is not running
      ├── IdempotencyConflict      same idempotency key (or schedule id), different request
-     └── StoreUnavailable         the backend cannot be reached (driver errors, translated)
+     ├── NotDue                   a schedule's occurrence asked for before its time
+     ├── StoreUnavailable         the backend cannot be reached (driver errors, translated)
+     ├── NotMigrated              the database lacks fencepost's schema, and may not create it
+     ├── Cancelled                raised by ctx.checkpoint(): stop now (cancel, timeout, lost lease)
+     ├── PermanentFailure         raised by a handler: fail without retrying
+     ├── CommandFailed            a command job exited non-zero or was killed (retryable)
+     ├── HttpFailed               an HTTP job met a 5xx, 408, 429, timeout or network error
+     └── ApiError                 the HTTP service answered with a problem (RFC 9457)
+          ├── Unauthorized                 401: no token, or an unknown one
+          ├── Forbidden                    403: the token lacks the scope
+          ├── RemoteValidationError        422: also a ValidationError
+          ├── RemoteNotFound               404: also a NotFound
+          ├── RemoteStaleLease             409: also a StaleLease
+          ├── RemoteInvalidTransition      409: also an InvalidTransition
+          ├── RemoteNotRunning             409: also a NotRunning
+          ├── RemoteIdempotencyConflict    409: also an IdempotencyConflict
+          ├── RemoteNotDue                 409: also a NotDue
+          └── RemoteStoreUnavailable       5xx: also a StoreUnavailable
 
 Driver exceptions never leak through the store boundary: backends translate them with
 ``raise ... from exc``. Only a failure to reach the database is :class:`StoreUnavailable`
 (an outage: workers stop claiming and hold their outcomes); a value the database
 refuses is :class:`StoreRefused`, the problem of the one call that carried it.
+
+The client raises each problem the service answers with as the ``Remote*`` class that
+is also the store's own error (:func:`fencepost.client.errors.error_of` picks it), so
+code written against a store (``except StaleLease``) works unchanged against the
+service. They live here, not in ``client``, because they are plain exceptions that
+every layer may name, and one tree is easier to read than three.
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ApiError",
+    "Cancelled",
+    "CommandFailed",
+    "DefinitionError",
+    "FencepostError",
+    "Forbidden",
+    "HttpFailed",
+    "IdempotencyConflict",
+    "InvalidTransition",
+    "NotDue",
+    "NotFound",
+    "NotMigrated",
+    "NotRunning",
+    "PermanentFailure",
+    "RemoteIdempotencyConflict",
+    "RemoteInvalidTransition",
+    "RemoteNotDue",
+    "RemoteNotFound",
+    "RemoteNotRunning",
+    "RemoteStaleLease",
+    "RemoteStoreUnavailable",
+    "RemoteValidationError",
+    "ResultInvalid",
+    "StaleLease",
+    "StoreRefused",
+    "StoreUnavailable",
+    "Unauthorized",
+    "ValidationError",
+]
 
 
 class FencepostError(Exception):
@@ -176,3 +236,131 @@ class NotMigrated(FencepostError):
     """The database lacks fencepost's schema (or has an older one), and the caller
     opened it without migrating (``connect(url, migrate=False)``: the read-only
     commands). ``fencepost db migrate`` creates or upgrades it."""
+
+
+# -- raised by handlers, and by the worker to its handlers ------------------------------
+
+
+class Cancelled(FencepostError):
+    """The handler was asked to stop; ``reason`` says why.
+
+    Raised by :meth:`~fencepost.jobs.context.Context.checkpoint` when a cancel
+    was requested, the attempt ran past its timeout, the lease was lost, or the
+    worker is stopping for good. A handler may catch it to clean up, and should
+    then return or re-raise.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"cancelled: {reason}")
+        self.reason = reason
+
+
+class PermanentFailure(FencepostError):
+    """Raise from a handler to fail the execution without retrying (a dead letter at once)."""
+
+
+# -- the job catalogue: definition files and the runners of their jobs ------------------
+
+
+class DefinitionError(ValidationError):
+    """A definition file (or directory of them) was refused.
+
+    ``str()`` is ``"<file>: <field>: <reason>"``; ``path``, ``field`` and
+    ``reason`` hold the parts (``message`` is ``reason`` too, as for every
+    :class:`ValidationError`).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], field: str, reason: str) -> None:
+        super().__init__(field, reason)
+        self.path = Path(path)
+        self.reason = reason
+        self.args = (f"{self.path}: {field}: {reason}",)
+
+
+class CommandFailed(FencepostError):
+    """A command exited with a non-zero status or was killed by a signal (retryable).
+
+    ``returncode`` is the exit status, or minus the signal number; ``stderr`` is
+    the tail of its standard error.
+    """
+
+    def __init__(self, message: str, *, returncode: int | None = None, stderr: str = "") -> None:
+        super().__init__(message)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+class HttpFailed(FencepostError):
+    """The request failed in a way worth retrying: 5xx, 408, 429, network error or timeout.
+
+    ``status`` is the response status, or None when no response arrived.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# -- the HTTP service's problems, as the client raises them ---------------------------
+
+
+class ApiError(FencepostError):
+    """A problem the service answered with (RFC 9457): ``status``, ``type``, ``detail``."""
+
+    def __init__(self, status: int, problem: dict[str, Any]) -> None:
+        self.status = status
+        self.type = str(problem.get("type", "about:blank"))
+        self.title = str(problem.get("title", ""))
+        self.detail = str(problem.get("detail", ""))
+        self.problem = problem
+        Exception.__init__(self, self.detail or self.title or f"HTTP {status}")
+
+
+class Unauthorized(ApiError):
+    """401: no token, or a token the service does not know."""
+
+
+class Forbidden(ApiError):
+    """403: the token lacks the scope this call needs."""
+
+
+class RemoteValidationError(ApiError, ValidationError):
+    """422: a :class:`ValidationError`; ``field`` names the offending input."""
+
+    def __init__(self, status: int, problem: dict[str, Any]) -> None:
+        super().__init__(status, problem)
+        self.field = str(problem.get("field") or "body")
+        self.message = self.detail
+
+
+class RemoteNotFound(ApiError, NotFound):
+    """404: a :class:`NotFound`."""
+
+    def __init__(self, status: int, problem: dict[str, Any]) -> None:
+        super().__init__(status, problem)
+        self.id = self.execution_id = ""
+        self.subject = "execution"
+
+
+class RemoteInvalidTransition(ApiError, InvalidTransition):
+    """409: an :class:`InvalidTransition` (not allowed in the execution's state)."""
+
+
+class RemoteNotRunning(ApiError, NotRunning):
+    """409: a :class:`NotRunning` (a command for an execution that is not running)."""
+
+
+class RemoteIdempotencyConflict(ApiError, IdempotencyConflict):
+    """409: an :class:`IdempotencyConflict` (a key reused with a different request)."""
+
+
+class RemoteNotDue(ApiError, NotDue):
+    """409: a :class:`NotDue` (an occurrence asked for before its time, held or paused)."""
+
+
+class RemoteStaleLease(ApiError, StaleLease):
+    """409: a :class:`StaleLease` (the lease was replaced or ran out)."""
+
+
+class RemoteStoreUnavailable(ApiError, StoreUnavailable):
+    """503 (or any 5xx): the service or its database is unavailable; retry later."""

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
-from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
 
 #: A JSON value as Python holds it (dict, list, str, int, float, bool or None).
 JSON = Any

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from fencepost.domain.models import Execution
+
+
+def default_node_id() -> str:
+    """``host:pid``: unique per live process, recognisable in an operator's listing."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

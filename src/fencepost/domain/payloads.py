@@ -34,6 +34,10 @@ MAX_DEPTH = 64
 #: The key of the marker :func:`readable` shows in place of a payload that breaks the rule.
 PAYLOAD_UNREADABLE = "payload_unreadable"
 
+#: The error text recorded when a completion's result is not acceptable JSON (the
+#: execution is FAILED without a retry: see :class:`~fencepost.domain.errors.ResultInvalid`).
+RESULT_INVALID = "result_invalid"
+
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 # A JSON escape of U+0000: "\u0000" not itself preceded by an escaped backslash.
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")

@@ -10,10 +10,10 @@ from typing import Any
 from fencepost.domain import payloads
 from fencepost.domain.buckets import bucket_for
 from fencepost.domain.checks import INT32_MAX, require_int, require_name
+from fencepost.domain.durations import as_aware_utc, as_duration
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import JSON, Execution
 from fencepost.domain.states import State
-from fencepost.timing.durations import as_aware_utc, as_duration
 
 #: How many attempts an execution gets unless the submitter says otherwise.
 DEFAULT_MAX_ATTEMPTS = 3

@@ -4,7 +4,7 @@ A :class:`Context` is handed to every handler. It carries the identity of the
 attempt (``execution_id``, ``slot``, ``attempt``, ``epoch`` — what a handler
 needs to make external side effects idempotent) and one way to talk back:
 :meth:`Context.checkpoint`, which records progress, raises
-:class:`~fencepost.worker.errors.Cancelled` when the handler should stop, and
+:class:`~fencepost.domain.errors.Cancelled` when the handler should stop, and
 blocks while the execution is paused.
 
 The worker drives the other side through the underscored methods; handlers
@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 
 from fencepost.domain import payloads
+from fencepost.domain.errors import Cancelled
 from fencepost.domain.models import JSON, Lease
-from fencepost.worker.errors import Cancelled
 
 #: The reason a checkpoint gives when the worker learned the lease is gone.
 LEASE_LOST = "lease lost"

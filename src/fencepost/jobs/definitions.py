@@ -61,7 +61,7 @@ import yaml
 
 from fencepost.domain import payloads
 from fencepost.domain.checks import require_int, require_name, suggest
-from fencepost.domain.errors import ValidationError
+from fencepost.domain.errors import DefinitionError, ValidationError
 from fencepost.domain.retry import RetryPolicy
 from fencepost.jobs.runners import templates
 from fencepost.jobs.runners.command import CommandRunner
@@ -83,21 +83,6 @@ _IDENTIFIER = r"[^\W\d]\w*"
 _PYTHON_TARGET = re.compile(
     rf"({_IDENTIFIER}(?:\.{_IDENTIFIER})*):({_IDENTIFIER}(?:\.{_IDENTIFIER})*)"
 )
-
-
-class DefinitionError(ValidationError):
-    """A definition file (or directory of them) was refused.
-
-    ``str()`` is ``"<file>: <field>: <reason>"``; ``path``, ``field`` and
-    ``reason`` hold the parts (``message`` is ``reason`` too, as for every
-    :class:`ValidationError`).
-    """
-
-    def __init__(self, path: str | os.PathLike[str], field: str, reason: str) -> None:
-        super().__init__(field, reason)
-        self.path = Path(path)
-        self.reason = reason
-        self.args = (f"{self.path}: {field}: {reason}",)
 
 
 def load_definitions(directory: str | os.PathLike[str]) -> list[JobSpec]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from fencepost.domain.durations import as_aware_utc
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import Execution, Occurrence, Page, Schedule
 from fencepost.domain.states import State
-from fencepost.scheduler.materializer import rule_of
 from fencepost.store.base import Store
-from fencepost.timing.durations import as_aware_utc
+from fencepost.timing.rules import rule_of
 
 _MICROSECOND = timedelta(microseconds=1)
 

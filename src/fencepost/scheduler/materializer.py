@@ -20,12 +20,13 @@ from datetime import datetime, timedelta
 
 from fencepost.domain.errors import FencepostError, InvalidTransition, NotRunning, StaleLease
 from fencepost.domain.models import Schedule
+from fencepost.domain.nodes import default_node_id
+from fencepost.domain.policies import Overlap
 from fencepost.domain.schedules import slot_text
 from fencepost.domain.states import CommandKind, State
-from fencepost.store.base import Store, default_node_id
+from fencepost.store.base import Store
 from fencepost.timing.planning import HELD, InFlight, Plan, occurrence_kind, plan
-from fencepost.timing.policies import Overlap
-from fencepost.timing.rules import Rule, make_rule
+from fencepost.timing.rules import rule_of
 
 log = logging.getLogger("fencepost.scheduler")
 
@@ -44,20 +45,6 @@ class MaterializerOptions:
     interval: float = 1.0  #: idle wait between passes
     recheck: float = 1.0  #: how soon a schedule with held occurrences is looked at again
     limit: int = 1000  #: occurrences planned per schedule per pass
-
-
-def rule_of(schedule: Schedule) -> Rule:
-    """The firing rule of a stored schedule (intervals anchor at ``start_at`` or creation)."""
-    return make_rule(
-        cron=schedule.cron,
-        every=schedule.every,
-        timezone=schedule.timezone,
-        dst_gap=schedule.dst_gap,
-        dst_fold=schedule.dst_fold,
-        start_at=schedule.start_at,
-        end_at=schedule.end_at,
-        anchor=schedule.start_at or schedule.created_at,
-    )
 
 
 def in_flight_of(store: Store, schedule: Schedule) -> InFlight:

@@ -21,9 +21,7 @@ Conventions that hold for every verb:
 
 from __future__ import annotations
 
-import os
 import random
-import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -43,6 +41,8 @@ from fencepost.domain.checks import (
     require_text,
     storable,
 )
+from fencepost.domain.defaults import DEFAULT_COMMAND_TTL as DEFAULT_COMMAND_TTL
+from fencepost.domain.defaults import DEFAULT_TTL as DEFAULT_TTL
 from fencepost.domain.errors import ResultInvalid, StaleLease, ValidationError
 from fencepost.domain.events import (
     ExecutionCancelled,
@@ -67,6 +67,7 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.nodes import BucketReport, Node, ownership
+from fencepost.domain.nodes import default_node_id as default_node_id
 from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
@@ -78,6 +79,7 @@ from fencepost.domain.submission import (
     check_arguments,
     prepare,
 )
+from fencepost.timing import specs
 from fencepost.timing.clock import Clock, SystemClock
 from fencepost.timing.durations import as_aware_utc, as_duration
 from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
@@ -85,13 +87,8 @@ from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
 #: The longest pause prune takes between batches, in seconds.
 _PRUNE_YIELD_CAP = 0.1
 
-#: Default lease duration in seconds.
-DEFAULT_TTL = 30.0
-#: Default duration of a command claim in seconds: short, so that a command taken by
-#: a worker that does not hold the execution soon reaches the one that does.
-DEFAULT_COMMAND_TTL = 5.0
 #: The error text recorded when a completion's result is not acceptable JSON.
-RESULT_INVALID = "result_invalid"
+RESULT_INVALID = payloads.RESULT_INVALID
 #: The error prefix of an execution a claim set aside: its stored inputs cannot be delivered.
 PAYLOAD_UNREADABLE = payloads.PAYLOAD_UNREADABLE
 #: Default window of :meth:`Store.stats`: the last hour.
@@ -1099,7 +1096,7 @@ class Store(ABC):
         returned unchanged, whatever happened to it since (updates, pauses);
         with different arguments :class:`IdempotencyConflict` is raised.
         """
-        spec = plans.define(
+        spec = specs.define(
             job,
             max_payload_bytes=self.config.max_payload_bytes,
             cron=cron,
@@ -1196,7 +1193,7 @@ class Store(ABC):
         limit = self.config.max_payload_bytes
 
         def decide(current: Schedule, now: datetime) -> Schedule:
-            return plans.amend(current, changes, now=now, max_payload_bytes=limit)
+            return specs.amend(current, changes, now=now, max_payload_bytes=limit)
 
         return self._change_schedule(schedule_id, decide)
 
@@ -1461,11 +1458,6 @@ def set_aside(lease: Lease, problem: str, now: datetime) -> ExecutionFailed:
 def _unix_ms(now: datetime) -> int:
     """``now`` in milliseconds since the epoch: the time part of the ids made at ``now``."""
     return int(now.timestamp() * 1000)
-
-
-def default_node_id() -> str:
-    """``host:pid``: unique per live process, recognisable in an operator's listing."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _states(

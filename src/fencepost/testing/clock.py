@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
-from fencepost.timing.durations import as_aware_utc
+from fencepost.domain.durations import as_aware_utc
 
 #: Where a ManualClock starts when given a number of seconds: 2026-01-01T00:00:00Z + seconds.
 MANUAL_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from fencepost.domain.models import Occurrence
-from fencepost.timing.policies import Misfire, Overlap
+from fencepost.domain.policies import Misfire, Overlap
 
 if TYPE_CHECKING:
     from fencepost.domain.models import Schedule

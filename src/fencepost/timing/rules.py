@@ -21,13 +21,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import islice
+from typing import TYPE_CHECKING
 
+from fencepost.domain.durations import as_aware_utc, as_duration
 from fencepost.domain.errors import ValidationError
+from fencepost.domain.policies import DstFold, DstGap, parse_policy
 from fencepost.timing.cron import parse_cron
-from fencepost.timing.durations import as_aware_utc, as_duration
-from fencepost.timing.policies import DstFold, DstGap, parse_policy
 from fencepost.timing.slots import cron_slots, interval_slots
 from fencepost.timing.zones import zone
+
+if TYPE_CHECKING:
+    from fencepost.domain.models import Schedule
 
 #: The default anchor of an interval rule without ``start_at``.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -206,3 +210,17 @@ def fire_times(
             "count", f"must be an integer from 1 to {MAX_FIRE_TIMES}, got {count!r}"
         )
     return list(islice(built.slots(start), count))
+
+
+def rule_of(schedule: Schedule) -> Rule:
+    """The firing rule of a stored schedule (intervals anchor at ``start_at`` or creation)."""
+    return make_rule(
+        cron=schedule.cron,
+        every=schedule.every,
+        timezone=schedule.timezone,
+        dst_gap=schedule.dst_gap,
+        dst_fold=schedule.dst_fold,
+        start_at=schedule.start_at,
+        end_at=schedule.end_at,
+        anchor=schedule.start_at or schedule.created_at,
+    )

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from fencepost.domain.policies import DstFold, DstGap
 from fencepost.timing.cron import wall_times
-from fencepost.timing.policies import DstFold, DstGap
 from fencepost.timing.zones import instants
 
 #: How far ahead of ``after`` an offset can still matter, and how densely it is sampled.

@@ -2,7 +2,7 @@
 
 A wall time in a zone maps to zero, one or two instants: zero in a *gap* (the
 clocks sprang forward over it), two in a *fold* (they fell back over it). The
-policies of :mod:`fencepost.timing.policies` decide which instants run.
+policies of :mod:`fencepost.domain.policies` decide which instants run.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fencepost.domain.errors import ValidationError
-from fencepost.timing.policies import DstFold, DstGap
+from fencepost.domain.policies import DstFold, DstGap
 
 
 def zone(name: object) -> ZoneInfo:

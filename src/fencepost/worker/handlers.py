@@ -13,7 +13,7 @@ import asyncio
 import logging
 import threading
 
-from fencepost.worker.errors import Cancelled
+from fencepost.domain.errors import Cancelled
 from fencepost.worker.runs import (
     CANCEL_REQUESTED,
     TIMED_OUT,

@@ -20,8 +20,8 @@ from functools import partial
 from fencepost.domain.checks import MAX_ERROR_CHARS, sanitize_text
 from fencepost.domain.errors import StaleLease, StoreUnavailable, ValidationError
 from fencepost.domain.models import JSON, Lease
+from fencepost.domain.payloads import RESULT_INVALID
 from fencepost.domain.states import State
-from fencepost.store.base import RESULT_INVALID
 from fencepost.worker.runs import CANCEL_REQUESTED, SHUTTING_DOWN, Outcome, about, first_line
 from fencepost.worker.state import WorkerState
 

@@ -12,10 +12,10 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from fencepost.domain.errors import Cancelled, PermanentFailure
 from fencepost.domain.models import JSON, Lease
 from fencepost.jobs.context import Context
 from fencepost.jobs.spec import JobSpec
-from fencepost.worker.errors import Cancelled, PermanentFailure
 
 #: Why a handler was told to stop, as recorded and as raised by checkpoints.
 CANCEL_REQUESTED = "cancel requested"

@@ -44,12 +44,12 @@ from types import FrameType
 from typing import Any
 
 from fencepost.domain.checks import require_int
-from fencepost.domain.errors import StoreUnavailable
+from fencepost.domain.errors import StoreUnavailable, ValidationError
 from fencepost.domain.models import Lease
+from fencepost.domain.nodes import default_node_id
 from fencepost.jobs.context import Context
 from fencepost.jobs.registry import JobRegistry
 from fencepost.scheduler.reaper import reap_all
-from fencepost.store.base import default_node_id
 from fencepost.worker.handlers import HandlerPool
 from fencepost.worker.held import HeldRuns
 from fencepost.worker.options import WorkerOptions
@@ -134,7 +134,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         self._thread: threading.Thread | None = None
         self._groups = _claim_groups(registry)
         if not self._groups:
-            raise ValueError("a worker needs at least one job to run")
+            raise ValidationError("registry", "a worker needs at least one job to run")
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -8,15 +8,16 @@
 Command arguments, URLs, header values and JSON bodies are templates
 (:mod:`fencepost.jobs.runners.templates`).
 
-Errors they raise, besides :class:`~fencepost.worker.errors.Cancelled` and
-:class:`~fencepost.worker.errors.PermanentFailure`::
+Errors they raise, besides :class:`~fencepost.domain.errors.Cancelled` and
+:class:`~fencepost.domain.errors.PermanentFailure`::
 
     FencepostError
      ├── CommandFailed   non-zero exit or killed by a signal (retryable)
      └── HttpFailed      5xx, 408, 429, network error or timeout (retryable)
 """
 
-from fencepost.jobs.runners.command import CommandFailed, CommandRunner
-from fencepost.jobs.runners.http import HttpFailed, HttpRunner
+from fencepost.domain.errors import CommandFailed, HttpFailed
+from fencepost.jobs.runners.command import CommandRunner
+from fencepost.jobs.runners.http import HttpRunner
 
 __all__ = ["CommandFailed", "CommandRunner", "HttpFailed", "HttpRunner"]

@@ -21,10 +21,9 @@ import time
 from collections.abc import Sequence
 from typing import IO, Any
 
-from fencepost.domain.errors import FencepostError, ValidationError
+from fencepost.domain.errors import Cancelled, CommandFailed, PermanentFailure, ValidationError
 from fencepost.jobs.context import Context
 from fencepost.jobs.runners import templates
-from fencepost.worker.errors import Cancelled, PermanentFailure
 
 #: How much of stdout and stderr is kept, in characters (from the end).
 TAIL_CHARS = 4096
@@ -41,19 +40,6 @@ _POLL = 0.05
 #: How long to wait for the output readers once every process in the group is gone. They
 #: only outlast that when a process escaped the group (setsid) still holding the pipes.
 _READER_JOIN = 1.0
-
-
-class CommandFailed(FencepostError):
-    """A command exited with a non-zero status or was killed by a signal (retryable).
-
-    ``returncode`` is the exit status, or minus the signal number; ``stderr`` is
-    the tail of its standard error.
-    """
-
-    def __init__(self, message: str, *, returncode: int | None = None, stderr: str = "") -> None:
-        super().__init__(message)
-        self.returncode = returncode
-        self.stderr = stderr
 
 
 class CommandRunner:

@@ -23,12 +23,11 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from fencepost.domain.errors import FencepostError, ValidationError
+from fencepost.domain.errors import Cancelled, HttpFailed, PermanentFailure, ValidationError
 from fencepost.domain.models import JSON
 from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
 from fencepost.jobs.context import Context
 from fencepost.jobs.runners import templates
-from fencepost.worker.errors import Cancelled, PermanentFailure
 
 #: The methods an HTTP job may use.
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -55,17 +54,6 @@ _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _MAX_BODY = DEFAULT_MAX_PAYLOAD_BYTES
 
 _EXCERPT = 200
-
-
-class HttpFailed(FencepostError):
-    """The request failed in a way worth retrying: 5xx, 408, 429, network error or timeout.
-
-    ``status`` is the response status, or None when no response arrived.
-    """
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class HttpRunner:

@@ -25,9 +25,8 @@ from dataclasses import dataclass
 from string import Formatter
 from typing import Any
 
-from fencepost.domain.errors import ValidationError
+from fencepost.domain.errors import PermanentFailure, ValidationError
 from fencepost.jobs.context import Context
-from fencepost.worker.errors import PermanentFailure
 
 #: The fields every template may use besides ``inputs.<name>``.
 CONTEXT_FIELDS = ("execution_id", "slot", "attempt", "epoch")

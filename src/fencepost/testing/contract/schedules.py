@@ -14,6 +14,7 @@ import pytest
 
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, ValidationError
 from fencepost.domain.models import Occurrence
+from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.states import Event, State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
@@ -24,7 +25,6 @@ from fencepost.testing.contract.support import (
     at,
     timezone_plus,
 )
-from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
 
 
 class SchedulesContract(ContractFixtures):
