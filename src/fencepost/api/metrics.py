@@ -186,10 +186,11 @@ class MeteredStore:
     def heartbeat(self, lease: Lease, **options: Any) -> Lease:
         """:meth:`Store.heartbeat`, counting a refusal."""
         try:
-            return self.wrapped.heartbeat(lease, **options)
+            renewed: Lease = self.wrapped.heartbeat(lease, **options)
         except StaleLease:
             self._refused("heartbeat")
             raise
+        return renewed
 
     def heartbeat_many(
         self, beats: Sequence[tuple[Lease, JSON]], **options: Any

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, overload
 
 from fencepost.domain import payloads
 from fencepost.domain import schedules as plans
@@ -45,9 +45,11 @@ from fencepost.domain.checks import (
 )
 from fencepost.domain.errors import ResultInvalid, StaleLease, ValidationError
 from fencepost.domain.events import (
+    ExecutionAborted,
     ExecutionCancelled,
     ExecutionEvent,
     ExecutionFailed,
+    ExecutionReleased,
     ExecutionReplayed,
     ExecutionRescheduled,
     ExecutionTimedOut,
@@ -59,7 +61,9 @@ from fencepost.domain.models import (
     Attempt,
     Command,
     Execution,
+    Fence,
     Lease,
+    LiveFence,
     Occurrence,
     Page,
     Schedule,
@@ -106,6 +110,16 @@ _MAX_ERROR_CHARS = MAX_ERROR_CHARS
 #: The longest name a filter or fence may carry (ids, job names, owners). Longer
 #: than any stored name, so a filter never refuses what a store could hold.
 _MAX_NAME_IN_FILTER = 1024
+
+
+#: How a fenced verb decides its event: from the execution as this transaction holds
+#: it, at the store's now (see :meth:`Store._fenced_change`).
+Decide = Callable[[Execution, datetime], ExecutionEvent]
+
+
+def always(event: ExecutionEvent) -> Decide:
+    """A decision that does not depend on the row: ``event`` whatever it holds."""
+    return lambda _current, _now: event
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,7 +187,7 @@ def stale_schedule(schedule: Schedule) -> StaleLease:
 class Outcome:
     """A completion prepared for a backend: the encoded result, or why it is invalid."""
 
-    lease: Lease
+    lease: Fence
     result: JSON
     result_json: str | None  #: None when the result was refused
     invalid: str | None  #: the ``result_invalid: ...`` error when refused
@@ -448,48 +462,79 @@ class Store(ABC):
     ) -> list[Lease]:
         """Claim with validated arguments (see :meth:`claim`)."""
 
+    @overload
     def heartbeat(
-        self, lease: Lease, *, ttl: float | timedelta = DEFAULT_TTL, progress: JSON = None
-    ) -> Lease:
+        self, fence: Lease, *, ttl: float | timedelta = ..., progress: JSON = ...
+    ) -> Lease: ...
+
+    @overload
+    def heartbeat(
+        self, fence: Fence, *, ttl: float | timedelta = ..., progress: JSON = ...
+    ) -> LiveFence: ...
+
+    def heartbeat(
+        self, fence: Fence, *, ttl: float | timedelta = DEFAULT_TTL, progress: JSON = None
+    ) -> LiveFence:
         """Extend a live lease to ``now + ttl`` and return the renewed lease.
 
         A heartbeat never shortens a lease: ``lease_until`` becomes the later of
-        its current value and ``now + ttl``.
+        its current value and ``now + ttl``. Given a :class:`Lease`, the answer is
+        that lease with its new ``lease_until``; given a bare :class:`Fence`, a
+        :class:`LiveFence`.
 
         Fenced: only if the row is RUNNING with this owner and epoch and
         ``now < lease_until``; otherwise :class:`StaleLease` (audited, nothing
         else changes). ``progress`` (JSON), when given, replaces the stored progress.
         """
-        outcome = self.heartbeat_many([(lease, progress)], ttl=ttl)[0]
+        outcome = self.heartbeat_many([(fence, progress)], ttl=ttl)[0]
         if isinstance(outcome, StaleLease):
             raise outcome
         return outcome
 
+    @overload
+    def heartbeat_many(
+        self, beats: Sequence[tuple[Lease, JSON]], *, ttl: float | timedelta = ...
+    ) -> list[Lease | StaleLease]: ...
+
+    @overload
+    def heartbeat_many(
+        self, beats: Sequence[tuple[Fence, JSON]], *, ttl: float | timedelta = ...
+    ) -> list[LiveFence | StaleLease]: ...
+
     def heartbeat_many(
         self,
-        beats: Sequence[tuple[Lease, JSON]],
+        beats: Sequence[tuple[Fence, JSON]],
         *,
         ttl: float | timedelta = DEFAULT_TTL,
-    ) -> list[Lease | StaleLease]:
-        """Renew many leases in one transaction; ``beats`` pairs a lease with its progress.
+    ) -> Sequence[LiveFence | StaleLease]:
+        """Renew many leases in one transaction; ``beats`` pairs a fence with its progress.
 
-        Returns, in order, the renewed lease or the :class:`StaleLease` that
-        refused it (each refusal audited). One stale lease does not stop the others.
+        Returns, in order, the renewed lease (as :meth:`heartbeat` answers) or the
+        :class:`StaleLease` that refused it (each refusal audited). One stale
+        lease does not stop the others.
         """
         duration = as_duration(ttl, field="ttl")
-        _check_fences(lease for lease, _ in beats)
+        _check_fences(fence for fence, _ in beats)
         encoded = [
-            (lease, None if p is None else self._encode(p, "progress")) for lease, p in beats
+            (fence, None if p is None else self._encode(p, "progress")) for fence, p in beats
         ]
-        return self._heartbeat(encoded, ttl=duration)
+        return [
+            renewed(fence, outcome) if isinstance(outcome, datetime) else outcome
+            for (fence, _), outcome in zip(
+                beats, self._heartbeat(encoded, ttl=duration), strict=True
+            )
+        ]
 
     @abstractmethod
     def _heartbeat(
-        self, beats: Sequence[tuple[Lease, str | None]], *, ttl: timedelta
-    ) -> list[Lease | StaleLease]:
-        """Renew validated leases (progress already encoded) in one transaction."""
+        self, beats: Sequence[tuple[Fence, str | None]], *, ttl: timedelta
+    ) -> list[datetime | StaleLease]:
+        """Renew validated fences (progress already encoded) in one transaction.
 
-    def complete(self, lease: Lease, result: JSON = None) -> Execution:
+        Returns, per beat, the new ``lease_until`` or the (audited) refusal.
+        """
+
+    def complete(self, fence: Fence, result: JSON = None) -> Execution:
         """Record success: RUNNING -> SUCCEEDED with ``result``, if the lease is live.
 
         Fenced like :meth:`heartbeat`: a stale lease raises :class:`StaleLease` and
@@ -497,33 +542,33 @@ class Store(ABC):
         fails the execution permanently with error ``result_invalid: ...`` and
         raises :class:`ResultInvalid`. Returns the finished execution.
         """
-        _check_fences((lease,))
-        outcome = self._outcome(lease, result)
+        _check_fences((fence,))
+        outcome = self._outcome(fence, result)
         refused = self._complete([outcome])[0]
         if refused is not None:
             raise refused
         if outcome.invalid is not None:
-            raise ResultInvalid(lease.execution_id, outcome.invalid)
-        return self.get(lease.execution_id)
+            raise ResultInvalid(fence.execution_id, outcome.invalid)
+        return self.get(fence.execution_id)
 
-    def complete_many(self, results: Sequence[tuple[Lease, JSON]]) -> list[StaleLease | None]:
+    def complete_many(self, results: Sequence[tuple[Fence, JSON]]) -> list[StaleLease | None]:
         """Complete many leases in one transaction; see :meth:`complete`.
 
         Returns, in order, ``None`` where the completion was accepted (the
         execution is SUCCEEDED, or FAILED with ``result_invalid``) or the
         :class:`StaleLease` that refused it. One stale lease does not stop the others.
         """
-        _check_fences(lease for lease, _ in results)
-        return self._complete([self._outcome(lease, result) for lease, result in results])
+        _check_fences(fence for fence, _ in results)
+        return self._complete([self._outcome(fence, result) for fence, result in results])
 
-    def _outcome(self, lease: Lease, result: JSON) -> Outcome:
+    def _outcome(self, fence: Fence, result: JSON) -> Outcome:
         try:
             text = payloads.encode(result, field="result", limit=self.config.max_payload_bytes)
         except ValidationError as exc:
             return Outcome(
-                lease=lease, result=None, result_json=None, invalid=f"{RESULT_INVALID}: {exc}"
+                lease=fence, result=None, result_json=None, invalid=f"{RESULT_INVALID}: {exc}"
             )
-        return Outcome(lease=lease, result=result, result_json=text, invalid=None)
+        return Outcome(lease=fence, result=result, result_json=text, invalid=None)
 
     @abstractmethod
     def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
@@ -531,7 +576,7 @@ class Store(ABC):
 
     def fail(
         self,
-        lease: Lease,
+        fence: Fence,
         error: str,
         *,
         retryable: bool = True,
@@ -541,7 +586,8 @@ class Store(ABC):
         """Record a failed attempt, if the lease is live (else :class:`StaleLease`).
 
         Retryable with attempts left: RUNNING -> RETRY_WAIT, due after
-        ``retry_in`` or the store's backoff (full jitter). Otherwise RUNNING ->
+        ``retry_in`` or the store's backoff (full jitter) for the attempt the
+        stored row carries, read in the fenced transaction. Otherwise RUNNING ->
         FAILED, a dead letter. ``error`` is kept (truncated to 8,192 characters).
 
         ``timed_out=True`` says the worker stopped the attempt because it ran past
@@ -549,28 +595,24 @@ class Store(ABC):
         attempt ends TIMED_OUT (with ``error``); retries and dead letters as above.
         A stale lease is refused and audited (``STALE_REFUSED``) either way.
         """
-        _check_fences((lease,))
+        _check_fences((fence,))
         error = require_text(error, "error", max_len=_MAX_ERROR_CHARS)
         delay = (
-            self.retry_delay(lease.attempt)
-            if retry_in is None
-            else as_duration(retry_in, field="retry_in", allow_zero=True)
+            None if retry_in is None else as_duration(retry_in, field="retry_in", allow_zero=True)
         )
-        return self._fail(
-            lease,
-            error,
-            retryable=bool(retryable),
-            delay=delay,
-            timed_out=bool(timed_out),
-        )
+        retryable, timed_out = bool(retryable), bool(timed_out)
 
-    @abstractmethod
-    def _fail(
-        self, lease: Lease, error: str, *, retryable: bool, delay: timedelta, timed_out: bool
-    ) -> Execution:
-        """Apply a validated failure (see :meth:`fail`); build its event with :func:`failure`."""
+        def decide(current: Execution, now: datetime) -> ExecutionEvent:
+            # The backoff grows with the stored attempt, read under the fence: the
+            # caller need not know it (an HTTP worker sends only owner and epoch).
+            wait = self.retry_delay(current.attempt) if delay is None else delay
+            return failure(
+                fence, error, retryable=retryable, timed_out=timed_out, retry_at=now + wait
+            )
 
-    def release(self, lease: Lease, *, reason: str = "released") -> Execution:
+        return self._fenced_change(fence, "fail", decide)
+
+    def release(self, fence: Fence, *, reason: str = "released") -> Execution:
         """Give a live lease back unfinished: RUNNING -> SCHEDULED, claimable at once.
 
         For a worker that stops (graceful shutdown) or cannot run the execution.
@@ -578,14 +620,13 @@ class Store(ABC):
         the epoch keeps its value (the next claim raises it). Fenced like
         :meth:`complete`: a stale lease raises :class:`StaleLease`.
         """
-        _check_fences((lease,))
-        return self._release(lease, require_name(reason, "reason", max_len=_MAX_ERROR_CHARS))
+        _check_fences((fence,))
+        event = ExecutionReleased(
+            owner=fence.owner, reason=require_name(reason, "reason", max_len=_MAX_ERROR_CHARS)
+        )
+        return self._fenced_change(fence, "release", always(event))
 
-    @abstractmethod
-    def _release(self, lease: Lease, reason: str) -> Execution:
-        """Apply a validated release (see :meth:`release`)."""
-
-    def abort(self, lease: Lease, *, reason: str = "cancel requested") -> Execution:
+    def abort(self, fence: Fence, *, reason: str = "cancel requested") -> Execution:
         """Stop a running execution to honour a cancel: RUNNING -> CANCELLED, if the lease is live.
 
         For the worker holding the execution, once it has stopped the handler. The
@@ -597,12 +638,21 @@ class Store(ABC):
         cancel *command* completes it (:meth:`complete_command`) before aborting.
         A client cancels an execution that has not started with :meth:`cancel`.
         """
-        _check_fences((lease,))
-        return self._abort(lease, require_name(reason, "reason", max_len=_MAX_ERROR_CHARS))
+        _check_fences((fence,))
+        event = ExecutionAborted(
+            owner=fence.owner, reason=require_name(reason, "reason", max_len=_MAX_ERROR_CHARS)
+        )
+        return self._fenced_change(fence, "abort", always(event))
 
     @abstractmethod
-    def _abort(self, lease: Lease, reason: str) -> Execution:
-        """Apply a validated abort (see :meth:`abort`)."""
+    def _fenced_change(self, fence: Fence, verb: str, decide: Decide) -> Execution:
+        """Apply ``decide(current, now)`` under the fence in one transaction, or raise.
+
+        Read (and hold) the execution; if ``fence`` does not hold it
+        (:func:`fencepost.domain.machine.holds`) audit a ``STALE_REFUSED`` for
+        ``verb`` and raise :class:`StaleLease`; else apply the decided event
+        through :func:`fencepost.domain.machine.apply` and return the result.
+        """
 
     def retry_delay(self, attempt: int) -> timedelta:
         """The backoff before retrying after failed attempt ``attempt`` (jittered)."""
@@ -700,7 +750,7 @@ class Store(ABC):
     ) -> list[Command]:
         """Claim with validated arguments (see :meth:`claim_commands`), in request order."""
 
-    def complete_command(self, command: Command, lease: Lease) -> Command:
+    def complete_command(self, command: Command, lease: Fence) -> Command:
         """Mark a claimed command delivered: CLAIMED -> DONE, fenced on both sides.
 
         Only if, by the store's clock ``now``, the stored command is still CLAIMED
@@ -721,7 +771,7 @@ class Store(ABC):
         return done
 
     @abstractmethod
-    def _complete_command(self, command: Command, lease: Lease) -> Command | None:
+    def _complete_command(self, command: Command, lease: Fence) -> Command | None:
         """Apply the fence of :meth:`complete_command`; the DONE command, or None if refused.
 
         ``command.owner == lease.owner`` and the execution ids already match.
@@ -1401,7 +1451,7 @@ class Store(ABC):
 
 
 def failure(
-    lease: Lease,
+    lease: Fence,
     error: str,
     *,
     retryable: bool,
@@ -1444,7 +1494,7 @@ def claimed_inputs(texts: Sequence[str]) -> tuple[list[JSON], dict[int, str]]:
     return values, problems
 
 
-def set_aside(lease: Lease, problem: str, now: datetime) -> ExecutionFailed:
+def set_aside(lease: Fence, problem: str, now: datetime) -> ExecutionFailed:
     """The event that fails a claimed execution whose stored inputs cannot be delivered.
 
     A permanent failure (retrying cannot mend stored inputs), recorded as
@@ -1455,6 +1505,18 @@ def set_aside(lease: Lease, problem: str, now: datetime) -> ExecutionFailed:
         error=f"{PAYLOAD_UNREADABLE}: inputs {problem}",
         retryable=False,
         retry_at=now,
+    )
+
+
+def renewed(fence: Fence, lease_until: datetime) -> LiveFence:
+    """What a heartbeat answers: the lease (or a bare fence) with its new ``lease_until``."""
+    if isinstance(fence, LiveFence):
+        return replace(fence, lease_until=lease_until)
+    return LiveFence(
+        execution_id=fence.execution_id,
+        owner=fence.owner,
+        epoch=fence.epoch,
+        lease_until=lease_until,
     )
 
 
@@ -1500,7 +1562,7 @@ def _cursor_storable(after: str | None) -> bool:
     return after is None or after.isascii() or storable(after.replace("\x00", ""))
 
 
-def _check_fences(leases: Iterable[Lease]) -> None:
+def _check_fences(leases: Iterable[Fence]) -> None:
     """Refuse a fence whose owner no store can hold (a claim never leases to one).
 
     A caller may build a lease by hand (the HTTP API does, from a request); its

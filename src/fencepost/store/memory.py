@@ -19,13 +19,11 @@ from fencepost.domain import schedules as plans
 from fencepost.domain.commands import claimable, may_complete, new_command, on_request
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
 from fencepost.domain.events import (
-    ExecutionAborted,
     ExecutionCancelled,
     ExecutionClaimed,
     ExecutionCompleted,
     ExecutionEvent,
     ExecutionFailed,
-    ExecutionReleased,
     ExecutionSkipped,
     LeaseExpired,
 )
@@ -33,6 +31,7 @@ from fencepost.domain.machine import Change, apply, holds, lease_is_live, stale_
 from fencepost.domain.models import (
     Command,
     Execution,
+    Fence,
     Lease,
     Page,
     Schedule,
@@ -52,12 +51,12 @@ from fencepost.domain.states import (
 )
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
+    Decide,
     ExecutionFilter,
     Materialization,
     Outcome,
     Store,
     StoreConfig,
-    failure,
     stale_schedule,
 )
 from fencepost.timing.planning import HELD
@@ -108,7 +107,7 @@ class MemoryStore(Store):
         except KeyError:
             raise NotFound(execution_id) from None
 
-    def _refuse(self, lease: Lease, verb: str, now: datetime) -> StaleLease:
+    def _refuse(self, lease: Fence, verb: str, now: datetime) -> StaleLease:
         current = self._rows.get(lease.execution_id)
         if current is not None:
             self._record(
@@ -126,7 +125,7 @@ class MemoryStore(Store):
             )
         return StaleLease(lease.execution_id, lease.owner, lease.epoch)
 
-    def _fenced(self, lease: Lease, verb: str, now: datetime) -> Execution | StaleLease:
+    def _fenced(self, lease: Fence, verb: str, now: datetime) -> Execution | StaleLease:
         current = self._rows.get(lease.execution_id)
         if current is None or not holds(current, lease.owner, lease.epoch, now):
             return self._refuse(lease, verb, now)
@@ -257,11 +256,11 @@ class MemoryStore(Store):
         return chosen
 
     def _heartbeat(
-        self, beats: Sequence[tuple[Lease, str | None]], *, ttl: timedelta
-    ) -> list[Lease | StaleLease]:
+        self, beats: Sequence[tuple[Fence, str | None]], *, ttl: timedelta
+    ) -> list[datetime | StaleLease]:
         with self._lock:
             now = self.clock.now()
-            out: list[Lease | StaleLease] = []
+            out: list[datetime | StaleLease] = []
             for lease, progress in beats:
                 current = self._fenced(lease, "heartbeat", now)
                 if isinstance(current, StaleLease):
@@ -273,7 +272,7 @@ class MemoryStore(Store):
                 if progress is not None:
                     renewed = replace(renewed, progress=payloads.decode(progress))
                 self._rows[lease.execution_id] = renewed
-                out.append(replace(lease, lease_until=until))
+                out.append(until)
             return out
 
     def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
@@ -298,37 +297,13 @@ class MemoryStore(Store):
                 out.append(None)
             return out
 
-    def _fail(
-        self, lease: Lease, error: str, *, retryable: bool, delay: timedelta, timed_out: bool
-    ) -> Execution:
-        return self._fenced_change(
-            lease,
-            "fail",
-            lambda now: failure(
-                lease, error, retryable=retryable, timed_out=timed_out, retry_at=now + delay
-            ),
-        )
-
-    def _release(self, lease: Lease, reason: str) -> Execution:
-        return self._fenced_change(
-            lease, "release", lambda _: ExecutionReleased(owner=lease.owner, reason=reason)
-        )
-
-    def _abort(self, lease: Lease, reason: str) -> Execution:
-        return self._fenced_change(
-            lease, "abort", lambda _: ExecutionAborted(owner=lease.owner, reason=reason)
-        )
-
-    def _fenced_change(
-        self, lease: Lease, verb: str, event_at: Callable[[datetime], ExecutionEvent]
-    ) -> Execution:
-        """Apply the event ``event_at(now)`` under the lease's fence, or raise StaleLease."""
+    def _fenced_change(self, fence: Fence, verb: str, decide: Decide) -> Execution:
         with self._lock:
             now = self.clock.now()
-            current = self._fenced(lease, verb, now)
+            current = self._fenced(fence, verb, now)
             if isinstance(current, StaleLease):
                 raise current
-            return self._apply(current.id, event_at(now), now)
+            return self._apply(current.id, decide(current, now), now)
 
     def reap_expired(self, *, limit: int = 1000) -> int:
         with self._lock:
@@ -384,7 +359,7 @@ class MemoryStore(Store):
                 claimed.append(taken)
             return claimed
 
-    def _complete_command(self, command: Command, lease: Lease) -> Command | None:
+    def _complete_command(self, command: Command, lease: Fence) -> Command | None:
         with self._lock:
             now = self.clock.now()
             row = self._commands.get(command.execution_id, {}).get(command.id)

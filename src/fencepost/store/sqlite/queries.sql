@@ -465,7 +465,7 @@ SET job = :job, job_version = :job_version, inputs = :inputs, cron = :cron, ever
 WHERE id = :id
 
 -- name: delete_schedule
-DELETE FROM schedules WHERE id = :id
+DELETE FROM schedules WHERE id = :id RETURNING id
 
 -- name: waiting_schedule_executions
 -- What deleting a schedule cancels (the state list is sources(CANCELLED) less RUNNING).

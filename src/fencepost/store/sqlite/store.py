@@ -15,58 +15,41 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import closing
-from dataclasses import replace
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, closing
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from fencepost.domain import schedules as plans
 from fencepost.domain.checks import storable
-from fencepost.domain.commands import new_command, on_request
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
 from fencepost.domain.events import (
-    ExecutionAborted,
-    ExecutionCancelled,
-    ExecutionEvent,
-    ExecutionFailed,
-    ExecutionReleased,
     ExecutionSkipped,
-    LeaseExpired,
 )
 from fencepost.domain.ids import id_floor
 from fencepost.domain.machine import (
-    RECORDS_ERROR,
     Change,
     apply,
-    holds,
     stale_reason,
     takeover_reason,
 )
 from fencepost.domain.models import (
     Command,
     Execution,
+    Fence,
     Lease,
-    Page,
     Schedule,
-    SchedulePage,
-    Transition,
 )
 from fencepost.domain.nodes import Node
 from fencepost.domain.reports import Lateness, SloOffender, SloReport, Stats, share, tabulate
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
-from fencepost.domain.states import CommandKind, CommandState, Event, State
+from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
-    UNFINISHED_STATES,
-    ExecutionFilter,
     Materialization,
     Outcome,
-    Store,
     StoreConfig,
     claimed_inputs,
-    failure,
-    set_aside,
     stale_schedule,
 )
 from fencepost.store.batching import rounds, rounds_of
@@ -85,6 +68,7 @@ from fencepost.store.sqlite.connection import (
     translate_errors,
 )
 from fencepost.store.sqlite.connection import migrate as apply_migrations
+from fencepost.store.sqlstore import SqlStore, stale
 from fencepost.timing.clock import SystemClock
 from fencepost.timing.planning import HELD
 
@@ -92,18 +76,16 @@ Q = QUERIES
 _MICROSECOND = timedelta(microseconds=1)
 
 
-#: The query block by (one schedule?, newest first?). A schedule's executions are read
-#: through their own index (see the blocks).
-_QUERY_BLOCKS = {
-    (False, False): "query_executions",
-    (False, True): "query_executions_newest_first",
-    (True, False): "query_schedule_executions",
-    (True, True): "query_schedule_executions_newest_first",
-}
+#: The blocks the shared verbs run under a lock's name: inside BEGIN IMMEDIATE this
+#: connection already holds the whole file, so holding a row is reading it.
+_LOCKS_ARE_READS = {"lock_execution": Q["get_execution"], "lock_schedule": Q["get_schedule"]}
 
 
-class SqliteStore(Store):
+class SqliteStore(SqlStore):
     """Executions in one SQLite file (WAL mode), shared safely by processes on one machine."""
+
+    queries: ClassVar[Mapping[str, str]] = {**Q, **_LOCKS_ARE_READS}
+    rows = rows
 
     def __init__(
         self,
@@ -132,6 +114,45 @@ class SqliteStore(Store):
 
     def close(self) -> None:
         self._db.close()
+
+    # -- dialect hooks (see SqlStore) ------------------------------------------------------
+
+    def _read(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._db.read()
+
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._db.write()
+
+    def _tx_now(self, conn: sqlite3.Connection) -> datetime:
+        return self.clock.now()  # one machine, one clock: the process's
+
+    def _now_param(self) -> int:
+        return rows.to_us(self.clock.now())
+
+    def _t(self, value: datetime) -> int:
+        return rows.to_us(value)
+
+    def _array(self, values: Sequence[Any]) -> str:
+        return json.dumps(values)
+
+    def _can_name(self, row_id: str) -> bool:
+        return storable(row_id)  # sqlite3 cannot even bind a lone surrogate
+
+    def _refuse(
+        self, conn: sqlite3.Connection, fences: Sequence[Fence], verb: str, now: datetime | None
+    ) -> None:
+        at = rows.to_us(self.clock.now() if now is None else now)
+        for fence in fences:
+            conn.execute(
+                Q["insert_stale_refusal"],
+                {
+                    "execution_id": fence.execution_id,
+                    "epoch": fence.epoch,
+                    "actor": fence.owner,
+                    "reason": stale_reason(verb),
+                    "at": at,
+                },
+            )
 
     def clock_offset(self, written_at: datetime) -> float | None:
         # Leases here are judged by each process's own clock, so a process under a
@@ -197,56 +218,6 @@ class SqliteStore(Store):
             return {}
         found = conn.execute(Q["find_idempotency_keys"], {"keys": json.dumps(keys)})
         return {key: (id_, request_hash) for key, id_, request_hash in found}
-
-    # -- reading -------------------------------------------------------------------------
-
-    def get(self, execution_id: str) -> Execution:
-        with self._db.read() as conn:
-            return self._get(conn, execution_id)
-
-    @staticmethod
-    def _get(conn: sqlite3.Connection, execution_id: str) -> Execution:
-        if not storable(execution_id):  # sqlite3 cannot even bind a lone surrogate
-            raise NotFound(execution_id)
-        row = conn.execute(Q["get_execution"], {"id": execution_id}).fetchone()
-        if row is None:
-            raise NotFound(execution_id)
-        return rows.execution(row)
-
-    def _find(self, idempotency_key: str) -> Execution | None:
-        with self._db.read() as conn:
-            row = conn.execute(Q["find_execution"], {"key": idempotency_key}).fetchone()
-        return None if row is None else rows.execution(row)
-
-    def _query(self, filters: ExecutionFilter) -> Page:
-        params = {
-            "after": filters.after,
-            "states": None if filters.states is None else json.dumps(filters.states),
-            "job": filters.job,
-            "schedule": filters.schedule,
-            "bucket": filters.bucket,
-            "buckets": None if filters.buckets is None else json.dumps(filters.buckets),
-            "due_after": rows.opt_us(filters.due_after),
-            "due_before": rows.opt_us(filters.due_before),
-            "limit": filters.limit + 1,
-        }
-        query = Q[_QUERY_BLOCKS[filters.schedule is not None, filters.newest_first]]
-        with self._db.read() as conn:
-            items = [rows.execution(r) for r in conn.execute(query, params)]
-        more = len(items) > filters.limit
-        items = items[: filters.limit]
-        return Page(items=items, next_cursor=items[-1].id if more else None)
-
-    def transitions(self, execution_id: str) -> list[Transition]:
-        if not storable(execution_id):
-            raise NotFound(execution_id)
-        with self._db.read() as conn:
-            found = conn.execute(Q["select_transitions"], {"id": execution_id}).fetchall()
-            if not found and conn.execute(Q["execution_exists"], {"id": execution_id}).fetchone():
-                return []
-        if not found:
-            raise NotFound(execution_id)
-        return [rows.transition(r) for r in found]
 
     # -- leasing ---------------------------------------------------------------------------
 
@@ -341,15 +312,14 @@ class SqliteStore(Store):
                     due_us,
                 ) in enumerate(candidates)
             ]
-            for i, problem in unreadable.items():
-                self._fenced_apply(conn, leases[i], "fail", set_aside(leases[i], problem, now), now)
+            self._set_aside(conn, leases, unreadable, now)
         if unreadable:
             return [lease for i, lease in enumerate(leases) if i not in unreadable]
         return leases
 
     def _heartbeat(
-        self, beats: Sequence[tuple[Lease, str | None]], *, ttl: timedelta
-    ) -> list[Lease | StaleLease]:
+        self, beats: Sequence[tuple[Fence, str | None]], *, ttl: timedelta
+    ) -> list[datetime | StaleLease]:
         with self._db.write() as conn:
             now = self.clock.now()
             until = now + ttl
@@ -369,12 +339,9 @@ class SqliteStore(Store):
                     if progress is not None and i in renewed
                 ],
             )
-            return [
-                replace(lease, lease_until=renewed[i])
-                if i in renewed
-                else _refuse(conn, lease, "heartbeat", now)
-                for i, (lease, _) in enumerate(beats)
-            ]
+            refused = [lease for i, (lease, _) in enumerate(beats) if i not in renewed]
+            self._refuse(conn, refused, "heartbeat", now)
+            return [renewed.get(i) or stale(lease) for i, (lease, _) in enumerate(beats)]
 
     def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
         with self._db.write() as conn:
@@ -397,87 +364,16 @@ class SqliteStore(Store):
             out: list[StaleLease | None] = []
             verdicts = iter(accepted)
             for o in outcomes:
-                if o.invalid is None:
-                    ok = next(verdicts)
-                    out.append(None if ok else _refuse(conn, o.lease, "complete", now))
-                    continue
-                # A result that is not JSON fails permanently, through the state machine.
-                event = ExecutionFailed(
-                    owner=o.lease.owner, error=o.invalid, retryable=False, retry_at=now
-                )
-                outcome = self._fenced_apply(conn, o.lease, "complete", event, now)
-                out.append(outcome if isinstance(outcome, StaleLease) else None)
+                if o.invalid is not None:
+                    out.append(self._fail_invalid(conn, o, now))
+                elif next(verdicts):
+                    out.append(None)
+                else:
+                    self._refuse(conn, [o.lease], "complete", now)
+                    out.append(stale(o.lease))
             return out
 
-    def _fail(
-        self, lease: Lease, error: str, *, retryable: bool, delay: timedelta, timed_out: bool
-    ) -> Execution:
-        return self._fenced_change(
-            lease,
-            "fail",
-            lambda now: failure(
-                lease, error, retryable=retryable, timed_out=timed_out, retry_at=now + delay
-            ),
-        )
-
-    def _release(self, lease: Lease, reason: str) -> Execution:
-        return self._fenced_change(
-            lease, "release", lambda _: ExecutionReleased(owner=lease.owner, reason=reason)
-        )
-
-    def _abort(self, lease: Lease, reason: str) -> Execution:
-        return self._fenced_change(
-            lease, "abort", lambda _: ExecutionAborted(owner=lease.owner, reason=reason)
-        )
-
-    def _fenced_change(
-        self, lease: Lease, verb: str, event_at: Callable[[datetime], ExecutionEvent]
-    ) -> Execution:
-        """Apply the event ``event_at(now)`` under the lease's fence, or raise StaleLease."""
-        with self._db.write() as conn:
-            now = self.clock.now()
-            outcome = self._fenced_apply(conn, lease, verb, event_at(now), now)
-        if isinstance(outcome, StaleLease):
-            raise outcome
-        return outcome
-
-    def reap_expired(self, *, limit: int = 1000) -> int:
-        with self._db.write() as conn:
-            now = self.clock.now()
-            expired = conn.execute(
-                Q["expired_leases"], {"now": rows.to_us(now), "limit": limit}
-            ).fetchall()
-            for row in expired:
-                current = rows.execution(row)
-                event = LeaseExpired(retry_at=now + self.retry_delay(current.attempt))
-                _write(conn, apply(current, event, now), now)
-            return len(expired)
-
     # -- commands --------------------------------------------------------------------------
-
-    def _request(
-        self, execution_id: str, kind: CommandKind, *, actor: str, command_id: str
-    ) -> Command:
-        with self._db.write() as conn:
-            now = self.clock.now()
-            current = self._get(conn, execution_id)
-            state = on_request(current, kind)
-            if state is CommandState.DONE:
-                _write(conn, apply(current, ExecutionCancelled(actor=actor), now), now)
-            done_at = now if state is CommandState.DONE else None
-            conn.execute(
-                Q["insert_command"],
-                {
-                    "id": command_id,
-                    "execution_id": execution_id,
-                    "kind": kind,
-                    "state": state,
-                    "requested_by": actor,
-                    "requested_at": rows.to_us(now),
-                    "done_at": rows.opt_us(done_at),
-                },
-            )
-        return new_command(command_id, execution_id, kind, state, actor, now)
 
     def _claim_commands(
         self, owner: str, execution_ids: tuple[str, ...], *, ttl: timedelta, limit: int
@@ -495,36 +391,6 @@ class SqliteStore(Store):
                 },
             ).fetchall()
         return sorted((rows.command(r) for r in found), key=lambda c: (c.requested_at, c.id))
-
-    def _complete_command(self, command: Command, lease: Lease) -> Command | None:
-        with self._db.write() as conn:
-            row = conn.execute(
-                Q["complete_command"],
-                {
-                    "id": command.id,
-                    "execution_id": command.execution_id,
-                    "owner": lease.owner,
-                    "epoch": lease.epoch,
-                    "now": rows.to_us(self.clock.now()),
-                },
-            ).fetchone()
-        return None if row is None else rows.command(row)
-
-    def _release_command(self, command: Command) -> None:
-        with self._db.write() as conn:
-            conn.execute(Q["release_command"], {"id": command.id, "owner": command.owner})
-
-    def commands(self, execution_id: str) -> list[Command]:
-        if not storable(execution_id):
-            raise NotFound(execution_id)
-        with self._db.read() as conn:
-            found = conn.execute(Q["select_commands"], {"id": execution_id}).fetchall()
-            if (
-                not found
-                and not conn.execute(Q["execution_exists"], {"id": execution_id}).fetchone()
-            ):
-                raise NotFound(execution_id)
-        return [rows.command(r) for r in found]
 
     # -- nodes -----------------------------------------------------------------------------
 
@@ -545,12 +411,6 @@ class SqliteStore(Store):
             ).fetchone()
         return rows.node(row)
 
-    def deregister_node(self, node_id: str) -> None:
-        if not storable(node_id):
-            return  # no node can have this id
-        with self._db.write() as conn:
-            conn.execute(Q["deregister_node"], {"id": node_id})
-
     def nodes(self, *, live_only: bool = True) -> list[Node]:
         live_at = rows.to_us(self.clock.now()) if live_only else None
         with self._db.read() as conn:
@@ -568,14 +428,6 @@ class SqliteStore(Store):
             return [rows.execution(r) for r in conn.execute(Q["orphans"], params)]
 
     # -- reports and housekeeping ----------------------------------------------------------
-
-    def _bucket_counts(self, states: tuple[State, ...]) -> dict[int, int]:
-        with self._db.read() as conn:
-            if set(states) == set(UNFINISHED_STATES):
-                found = conn.execute(Q["bucket_counts_unfinished"])
-            else:
-                found = conn.execute(Q["bucket_counts"], {"states": json.dumps(states)})
-            return {int(bucket): int(count) for bucket, count in found}
 
     def _stats(self, window: timedelta) -> Stats:
         now = self.clock.now()
@@ -693,66 +545,6 @@ class SqliteStore(Store):
             conn.execute(Q["insert_schedule"], params | {"request_hash": fingerprint})
         return schedule
 
-    def get_schedule(self, schedule_id: str) -> Schedule:
-        with self._db.read() as conn:
-            return self._get_schedule(conn, schedule_id)
-
-    @staticmethod
-    def _get_schedule(conn: sqlite3.Connection, schedule_id: str) -> Schedule:
-        if not storable(schedule_id):
-            raise NotFound(schedule_id, subject="schedule")
-        row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
-        if row is None:
-            raise NotFound(schedule_id, subject="schedule")
-        return rows.schedule(row)
-
-    def _list_schedules(
-        self,
-        *,
-        job: str | None,
-        paused: bool | None,
-        limit: int,
-        after: str | None,
-        due_before: datetime | None,
-    ) -> SchedulePage:
-        params = {
-            "job": job,
-            "paused": paused,
-            "after": after,
-            "due_before": rows.opt_us(due_before),
-            "limit": limit + 1,
-        }
-        with self._db.read() as conn:
-            items = [rows.schedule(r) for r in conn.execute(Q["list_schedules"], params)]
-        more = len(items) > limit
-        items = items[:limit]
-        return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
-
-    def _change_schedule(
-        self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
-    ) -> Schedule:
-        with self._db.write() as conn:
-            current = self._get_schedule(conn, schedule_id)
-            changed = decide(current, self.clock.now())
-            if changed is None:
-                return current
-            params = rows.schedule_params(changed, self._encode(changed.inputs, "inputs"))
-            conn.execute(Q["write_schedule"], params)
-        return changed
-
-    def delete_schedule(self, schedule_id: str) -> None:
-        if not storable(schedule_id):
-            raise NotFound(schedule_id, subject="schedule")
-        with self._db.write() as conn:
-            if conn.execute(Q["delete_schedule"], {"id": schedule_id}).rowcount == 0:
-                raise NotFound(schedule_id, subject="schedule")
-            now = self.clock.now()
-            event = ExecutionCancelled(actor=plans.SCHEDULE_DELETED)
-            # Read them all first: the writes change the index the select walks.
-            waiting = conn.execute(Q["waiting_schedule_executions"], {"id": schedule_id})
-            for row in waiting.fetchall():
-                _write(conn, apply(rows.execution(row), event, now), now)
-
     def _acquire_schedules(self, owner: str, *, limit: int, ttl: timedelta) -> list[Schedule]:
         with self._db.write() as conn:
             now = self.clock.now()
@@ -813,72 +605,10 @@ class SqliteStore(Store):
         with self._db.write() as conn:
             conn.execute(Q["release_schedules"], {"items": json.dumps(held)})
 
-    # -- operator verbs --------------------------------------------------------------------
-
-    def _transition(self, execution_id: str, event: ExecutionEvent) -> Execution:
-        return self._apply(execution_id, event)
-
-    def _apply(self, execution_id: str, event: ExecutionEvent) -> Execution:
-        with self._db.write() as conn:
-            now = self.clock.now()
-            change = apply(self._get(conn, execution_id), event, now)
-            _write(conn, change, now)
-            return change.execution
-
-    def _fenced_apply(
-        self,
-        conn: sqlite3.Connection,
-        lease: Lease,
-        verb: str,
-        event: ExecutionEvent,
-        now: datetime,
-    ) -> Execution | StaleLease:
-        """Read the row, check the fence, apply ``event``; all inside the caller's transaction."""
-        try:
-            current = self._get(conn, lease.execution_id)
-        except NotFound:
-            return StaleLease(lease.execution_id, lease.owner, lease.epoch)
-        if not holds(current, lease.owner, lease.epoch, now):
-            return _refuse(conn, lease, verb, now)
-        change = apply(current, event, now)
-        _write(conn, change, now)
-        return change.execution
-
 
 def _id_after(instant: datetime) -> str:
     """The first id of the millisecond after ``instant``: ids of rows created by then sort below."""
     return id_floor(int(instant.timestamp() * 1000) + 1)
-
-
-def _write(conn: sqlite3.Connection, change: Change, now: datetime) -> None:
-    """Persist a change decided by the state machine, with its audit transition."""
-    new = change.execution
-    cursor = conn.execute(
-        Q["write_change"],
-        {
-            "id": new.id,
-            "state": new.state,
-            "due_at": rows.to_us(new.due_at),
-            "attempt": new.attempt,
-            "epoch": new.epoch,
-            "lease_owner": new.lease_owner,
-            "lease_until": rows.opt_us(new.lease_until),
-            "updated_at": rows.to_us(new.updated_at),
-            "from_state": change.from_state,
-            "from_epoch": change.from_epoch,
-        },
-    )
-    # The row was read in this same immediate transaction; a miss is a bug, not a race.
-    assert cursor.rowcount == 1, f"lost update on {new.id}"
-    if change.event in RECORDS_ERROR:
-        conn.execute(Q["set_error"], {"id": new.id, "error": new.error})
-    t = change.transition(0, now)
-    conn.execute(
-        Q["insert_transition"],
-        _transition_params(
-            t.execution_id, t.event, t.from_state, t.to_state, t.epoch, t.actor, t.reason, now
-        ),
-    )
 
 
 def _insert_occurrences(
@@ -948,21 +678,6 @@ def _insert_occurrences(
     return found
 
 
-def _refuse(conn: sqlite3.Connection, lease: Lease, verb: str, now: datetime) -> StaleLease:
-    """Audit a refused fenced call (nothing else changes) and return its error."""
-    conn.execute(
-        Q["insert_stale_refusal"],
-        {
-            "execution_id": lease.execution_id,
-            "epoch": lease.epoch,
-            "actor": lease.owner,
-            "reason": stale_reason(verb),
-            "at": rows.to_us(now),
-        },
-    )
-    return StaleLease(lease.execution_id, lease.owner, lease.epoch)
-
-
 def _in_claim_order(found: list[Any], limit: int) -> list[Any]:
     """The rows of ``claim_candidates`` to claim: at most ``limit``, in claim order.
 
@@ -998,7 +713,7 @@ def _fenced_rows(
     return verdicts
 
 
-def _lease_keys(leases: Iterable[Lease]) -> str:
+def _lease_keys(leases: Iterable[Fence]) -> str:
     return json.dumps([[lease.execution_id, lease.owner, lease.epoch] for lease in leases])
 
 
