@@ -159,6 +159,20 @@ class ExecutionFilter:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimRequest:
+    """The validated arguments of :meth:`Store.claim`."""
+
+    owner: str
+    limit: int
+    ttl: timedelta
+    jobs: tuple[str, ...] | None
+    buckets: tuple[int, ...] | None
+    max_per_bucket: int | None
+    versions: tuple[tuple[str, int], ...] | None
+    ids: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Materialization:
     """One validated item of :meth:`Store.materialize`."""
 
@@ -435,31 +449,22 @@ class Store(ABC):
         already RUNNING). Claimers that pass no cap are not held to it.
         """
         return self._claim(
-            require_name(owner, "owner"),
-            limit=require_int(limit, "limit", low=1, high=_MAX_LIMIT),
-            ttl=as_duration(ttl, field="ttl"),
-            jobs=None if jobs is None else _names(jobs, "jobs"),
-            buckets=None if buckets is None else self._buckets(buckets),
-            max_per_bucket=None
-            if max_per_bucket is None
-            else require_int(max_per_bucket, "max_per_bucket", low=1, high=INT32_MAX),
-            versions=None if versions is None else _versions(versions),
-            ids=None if ids is None else _names(ids, "ids"),
+            ClaimRequest(
+                owner=require_name(owner, "owner"),
+                limit=require_int(limit, "limit", low=1, high=_MAX_LIMIT),
+                ttl=as_duration(ttl, field="ttl"),
+                jobs=None if jobs is None else _names(jobs, "jobs"),
+                buckets=None if buckets is None else self._buckets(buckets),
+                max_per_bucket=None
+                if max_per_bucket is None
+                else require_int(max_per_bucket, "max_per_bucket", low=1, high=INT32_MAX),
+                versions=None if versions is None else _versions(versions),
+                ids=None if ids is None else _names(ids, "ids"),
+            )
         )
 
     @abstractmethod
-    def _claim(
-        self,
-        owner: str,
-        *,
-        limit: int,
-        ttl: timedelta,
-        jobs: tuple[str, ...] | None,
-        buckets: tuple[int, ...] | None,
-        max_per_bucket: int | None,
-        versions: tuple[tuple[str, int], ...] | None,
-        ids: tuple[str, ...] | None = None,
-    ) -> list[Lease]:
+    def _claim(self, request: ClaimRequest) -> list[Lease]:
         """Claim with validated arguments (see :meth:`claim`)."""
 
     @overload

@@ -51,6 +51,7 @@ from fencepost.domain.states import (
 )
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
+    ClaimRequest,
     Decide,
     ExecutionFilter,
     Materialization,
@@ -206,18 +207,9 @@ class MemoryStore(Store):
             self._row(execution_id)
             return list(self._audit.get(execution_id, []))
 
-    def _claim(
-        self,
-        owner: str,
-        *,
-        limit: int,
-        ttl: timedelta,
-        jobs: tuple[str, ...] | None,
-        buckets: tuple[int, ...] | None,
-        max_per_bucket: int | None,
-        versions: tuple[tuple[str, int], ...] | None,
-        ids: tuple[str, ...] | None = None,
-    ) -> list[Lease]:
+    def _claim(self, request: ClaimRequest) -> list[Lease]:
+        jobs, ids, buckets, versions = request.jobs, request.ids, request.buckets, request.versions
+        limit, cap = request.limit, request.max_per_bucket
         with self._lock:
             now = self.clock.now()
             ordered = sorted(
@@ -236,12 +228,8 @@ class MemoryStore(Store):
                 ),
                 key=lambda e: (-e.priority, e.due_at, e.id),
             )
-            candidates = (
-                ordered[:limit]
-                if max_per_bucket is None
-                else self._within_cap(ordered, max_per_bucket)[:limit]
-            )
-            event = ExecutionClaimed(owner=owner, lease_until=now + ttl)
+            candidates = ordered[:limit] if cap is None else self._within_cap(ordered, cap)[:limit]
+            event = ExecutionClaimed(owner=request.owner, lease_until=now + request.ttl)
             return [_lease(self._apply(e.id, event, now)) for e in candidates]
 
     def _within_cap(self, ordered: list[Execution], cap: int) -> list[Execution]:

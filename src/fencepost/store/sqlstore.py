@@ -32,7 +32,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ClassVar, Protocol
 
 from fencepost.domain import schedules as plans
@@ -56,16 +56,20 @@ from fencepost.domain.models import (
     SchedulePage,
     Transition,
 )
+from fencepost.domain.reports import Lateness, SloOffender, SloReport, Stats, share, tabulate
 from fencepost.domain.states import CommandKind, CommandState, State
 from fencepost.store.base import (
     UNFINISHED_STATES,
+    ClaimRequest,
     Decide,
     ExecutionFilter,
     Outcome,
     Store,
     always,
+    claimed_inputs,
     set_aside,
 )
+from fencepost.store.rows import version_keys
 
 #: The query block by (one schedule?, newest first?). A schedule's executions are read
 #: through their own index (see the blocks).
@@ -94,6 +98,12 @@ class RowMapping(Protocol):
 
     def schedule_params(self, s: Schedule, inputs_json: str) -> dict[str, Any]:
         """The parameters of ``insert_schedule`` and ``write_schedule``."""
+
+    def instant(self, value: Any) -> datetime:
+        """A time as a row holds it, as an aware datetime."""
+
+    def duration(self, value: Any) -> timedelta:
+        """A duration as a row holds it, as a timedelta."""
 
 
 def stale(fence: Fence) -> StaleLease:
@@ -137,6 +147,10 @@ class SqlStore(Store):
 
     def _t_opt(self, value: datetime | None) -> Any:
         return None if value is None else self._t(value)
+
+    @abstractmethod
+    def _d(self, value: timedelta) -> Any:
+        """A duration as this dialect binds it."""
 
     @abstractmethod
     def _array(self, values: Sequence[Any]) -> Any:
@@ -216,6 +230,20 @@ class SqlStore(Store):
             if conn.execute(self._q("execution_exists"), {"id": execution_id}).fetchone():
                 return []
         raise NotFound(execution_id)
+
+    # -- leasing ---------------------------------------------------------------------------
+
+    def _claim_params(self, request: ClaimRequest) -> dict[str, Any]:
+        """The filters of the claim blocks (the dialect adds its ``now``, owner and ttl)."""
+        versions = request.versions
+        return {
+            "limit": request.limit,
+            "jobs": None if request.jobs is None else self._array(request.jobs),
+            "ids": None if request.ids is None else self._array(request.ids),
+            "buckets": None if request.buckets is None else self._array(request.buckets),
+            "versions": None if versions is None else self._array(version_keys(versions)),
+            "cap": request.max_per_bucket,
+        }
 
     # -- changes through the state machine -----------------------------------------------
 
@@ -377,6 +405,49 @@ class SqlStore(Store):
                 found = conn.execute(self._q("bucket_counts"), {"states": self._array(states)})
             return {int(bucket): int(count) for bucket, count in found}
 
+    def _slo(
+        self,
+        *,
+        window: timedelta,
+        claim_within: timedelta,
+        finish_within: timedelta,
+        worst: int,
+    ) -> SloReport:
+        with self._read() as conn:
+            now = self._tx_now(conn)
+            found = conn.execute(
+                self._q("slo"),
+                {
+                    "now": self._t(now),
+                    "start": self._t(now - window),
+                    "claim_within": self._d(claim_within),
+                    "finish_within": self._d(finish_within),
+                    "worst": worst,
+                },
+            ).fetchall()
+        claim_met, claim_total, finish_met, finish_total = found[0][:4]
+        instant, duration = self.rows.instant, self.rows.duration
+        return SloReport(
+            at=now,
+            window=window,
+            claim_within=claim_within,
+            finish_within=finish_within,
+            claimed=share(claim_met, claim_total),
+            finished=share(finish_met, finish_total),
+            worst=[
+                SloOffender(
+                    execution_id=id_,
+                    job=job,
+                    due_at=instant(due_at),
+                    claimed_at=None if claimed_at is None else instant(claimed_at),
+                    lateness=duration(lateness),
+                    state=State(state),
+                )
+                for *_, id_, job, due_at, claimed_at, lateness, state in found
+                if id_ is not None
+            ],
+        )
+
     # -- schedules -------------------------------------------------------------------------
 
     def get_schedule(self, schedule_id: str) -> Schedule:
@@ -443,3 +514,70 @@ class SqlStore(Store):
             waiting = conn.execute(self._q("waiting_schedule_executions"), {"id": schedule_id})
             for row in waiting.fetchall():
                 self._persist(conn, apply(self.rows.execution(row), event, now), now)
+
+
+def stats_report(
+    now: datetime,
+    window: timedelta,
+    counts: Sequence[tuple[str, str, int]],
+    backlog: int,
+    lateness: Lateness,
+    refused: int | None,
+    expiries: int | None,
+) -> Stats:
+    """:class:`Stats` from the figures a dialect's statistics blocks read at ``now``."""
+    by_state, by_job = tabulate((job, State(state), n) for job, state, n in counts)
+    return Stats(
+        at=now,
+        window=window,
+        by_state=by_state,
+        by_job=by_job,
+        due_backlog=backlog,
+        claim_lateness=lateness,
+        stale_refused=refused or 0,
+        lease_expiries=expiries or 0,
+    )
+
+
+def claimed_leases(
+    owner: str, claimed: Sequence[tuple[Any, ...]]
+) -> tuple[list[Lease], dict[int, str]]:
+    """The leases of claimed rows, and by index why a row's inputs cannot be delivered.
+
+    Each row holds, as the execution is after the claim: id, epoch, attempt,
+    max_attempts, job, job_version, timeout, schedule_id, slot, lease_until,
+    due_at and the stored inputs text (decoded here, see :func:`claimed_inputs`).
+    """
+    inputs, unreadable = claimed_inputs([row[11] for row in claimed])
+    leases = [
+        Lease(
+            execution_id=id_,
+            owner=owner,
+            epoch=epoch,
+            lease_until=lease_until,
+            due_at=due_at,
+            attempt=attempt,
+            max_attempts=max_attempts,
+            job=job,
+            job_version=job_version,
+            inputs=inputs[i],
+            timeout=timeout,
+            schedule_id=schedule_id,
+            slot=slot,
+        )
+        for i, (
+            id_,
+            epoch,
+            attempt,
+            max_attempts,
+            job,
+            job_version,
+            timeout,
+            schedule_id,
+            slot,
+            lease_until,
+            due_at,
+            _,
+        ) in enumerate(claimed)
+    ]
+    return leases, unreadable

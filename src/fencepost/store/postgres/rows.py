@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from fencepost.domain.models import Schedule
 from fencepost.domain.nodes import Node
 from fencepost.store.rows import command, execution, schedule, submitted, transition
 
-__all__ = ["command", "execution", "node", "schedule", "schedule_params", "submitted", "transition"]
+__all__ = [
+    "command",
+    "duration",
+    "execution",
+    "instant",
+    "node",
+    "schedule",
+    "schedule_params",
+    "submitted",
+    "transition",
+]
 
 
 def schedule_params(s: Schedule, inputs_json: str) -> dict[str, Any]:
@@ -52,3 +63,13 @@ def node(row: Any) -> Node:
         heartbeat_at=heartbeat_at,
         expires_at=expires_at,
     )
+
+
+def instant(value: datetime) -> datetime:
+    """A time as psycopg loads it: already an aware datetime."""
+    return value
+
+
+def duration(value: timedelta) -> timedelta:
+    """An interval as psycopg loads it: already a timedelta."""
+    return value

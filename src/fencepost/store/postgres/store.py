@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -35,16 +36,15 @@ from fencepost.domain.models import (
     Schedule,
 )
 from fencepost.domain.nodes import Node
-from fencepost.domain.reports import Lateness, SloOffender, SloReport, Stats, share, tabulate
+from fencepost.domain.reports import Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
-from fencepost.domain.states import State
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
+    ClaimRequest,
     ExecutionFilter,
     Materialization,
     Outcome,
     StoreConfig,
-    claimed_inputs,
     stale_schedule,
 )
 from fencepost.store.batching import rounds, rounds_of
@@ -59,9 +59,8 @@ from fencepost.store.postgres.connection import (
     target,
 )
 from fencepost.store.postgres.connection import migrate as apply_migrations
-from fencepost.store.rows import version_keys
 from fencepost.store.sql import latest_version, require_migrated
-from fencepost.store.sqlstore import SqlStore, stale
+from fencepost.store.sqlstore import SqlStore, claimed_leases, stale, stats_report
 from fencepost.timing.planning import HELD
 
 Q = QUERIES
@@ -172,6 +171,9 @@ class PostgresStore(SqlStore):
 
     def _t(self, value: datetime) -> datetime:
         return value  # psycopg binds aware datetimes as timestamptz
+
+    def _d(self, value: timedelta) -> timedelta:
+        return value  # psycopg binds a timedelta as an interval
 
     def _array(self, values: Sequence[Any]) -> list[Any]:
         return [str(v) if isinstance(v, StrEnum) else v for v in values]
@@ -303,31 +305,17 @@ class PostgresStore(SqlStore):
 
     # -- leasing ---------------------------------------------------------------------------
 
-    def _claim(
-        self,
-        owner: str,
-        *,
-        limit: int,
-        ttl: timedelta,
-        jobs: tuple[str, ...] | None,
-        buckets: tuple[int, ...] | None,
-        max_per_bucket: int | None,
-        versions: tuple[tuple[str, int], ...] | None,
-        ids: tuple[str, ...] | None = None,
-    ) -> list[Lease]:
-        if ids is not None:
-            ids = tuple(i for i in ids if _is_uuid(i))  # others name no execution here
+    def _claim(self, request: ClaimRequest) -> list[Lease]:
+        if request.ids is not None:
+            ids = tuple(i for i in request.ids if _is_uuid(i))  # others name no execution here
             if not ids:
                 return []
-        params = {
+            request = replace(request, ids=ids)
+        owner, buckets, max_per_bucket = request.owner, request.buckets, request.max_per_bucket
+        params = self._claim_params(request) | {
             "now": self._pinned_now(),
             "owner": owner,
-            "limit": limit,
-            "ttl": ttl,
-            "jobs": None if jobs is None else list(jobs),
-            "ids": None if ids is None else list(ids),
-            "buckets": None if buckets is None else list(buckets),
-            "versions": None if versions is None else version_keys(versions),
+            "ttl": request.ttl,
             "takeover_reason": TAKEOVER_REASON_FORMAT,
         }
         if max_per_bucket is None:
@@ -343,41 +331,8 @@ class PostgresStore(SqlStore):
             locked = sorted(buckets if buckets is not None else range(self.config.num_buckets))
             with self._db.transaction() as conn:
                 conn.execute(Q["lock_buckets"], {"buckets": locked})
-                claimed = conn.execute(
-                    Q["claim_capped"], params | {"cap": max_per_bucket}
-                ).fetchall()
-        inputs, unreadable = claimed_inputs([row[11] for row in claimed])
-        leases = [
-            Lease(
-                execution_id=id_,
-                owner=owner,
-                epoch=epoch,
-                lease_until=lease_until,
-                due_at=due_at,
-                attempt=attempt,
-                max_attempts=max_attempts,
-                job=job,
-                job_version=job_version,
-                inputs=inputs[i],
-                timeout=timeout,
-                schedule_id=schedule_id,
-                slot=slot,
-            )
-            for i, (
-                id_,
-                epoch,
-                attempt,
-                max_attempts,
-                job,
-                job_version,
-                timeout,
-                schedule_id,
-                slot,
-                lease_until,
-                due_at,
-                _,
-            ) in enumerate(claimed)
-        ]
+                claimed = conn.execute(Q["claim_capped"], params).fetchall()
+        leases, unreadable = claimed_leases(owner, claimed)
         if not unreadable:
             return leases
         with self._db.transaction() as conn:
@@ -510,60 +465,9 @@ class PostgresStore(SqlStore):
             ).fetchone()
         assert row is not None
         counts, backlog, refused, expiries, count, ranks, longest = row
-        by_state, by_job = tabulate((job, State(state), n) for job, state, n in counts)
         p50, p90, p99 = ranks if ranks is not None else (None, None, None)
-        return Stats(
-            at=now,
-            window=window,
-            by_state=by_state,
-            by_job=by_job,
-            due_backlog=backlog,
-            claim_lateness=Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest),
-            stale_refused=refused,
-            lease_expiries=expiries,
-        )
-
-    def _slo(
-        self,
-        *,
-        window: timedelta,
-        claim_within: timedelta,
-        finish_within: timedelta,
-        worst: int,
-    ) -> SloReport:
-        with self._db.connection() as conn:
-            now = self._now(conn)
-            found = conn.execute(
-                Q["slo"],
-                {
-                    "now": now,
-                    "start": now - window,
-                    "claim_within": claim_within,
-                    "finish_within": finish_within,
-                    "worst": worst,
-                },
-            ).fetchall()
-        claim_met, claim_total, finish_met, finish_total = found[0][:4]
-        return SloReport(
-            at=now,
-            window=window,
-            claim_within=claim_within,
-            finish_within=finish_within,
-            claimed=share(claim_met, claim_total),
-            finished=share(finish_met, finish_total),
-            worst=[
-                SloOffender(
-                    execution_id=id_,
-                    job=job,
-                    due_at=due_at,
-                    claimed_at=claimed_at,
-                    lateness=lateness,
-                    state=State(state),
-                )
-                for *_, id_, job, due_at, claimed_at, lateness, state in found
-                if id_ is not None
-            ],
-        )
+        lateness = Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest)
+        return stats_report(now, window, counts, backlog, lateness, refused, expiries)
 
     def _store_now(self) -> datetime:
         with self._db.connection() as conn:

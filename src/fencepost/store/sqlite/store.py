@@ -41,19 +41,18 @@ from fencepost.domain.models import (
     Schedule,
 )
 from fencepost.domain.nodes import Node
-from fencepost.domain.reports import Lateness, SloOffender, SloReport, Stats, share, tabulate
+from fencepost.domain.reports import Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
+    ClaimRequest,
     Materialization,
     Outcome,
     StoreConfig,
-    claimed_inputs,
     stale_schedule,
 )
 from fencepost.store.batching import rounds, rounds_of
-from fencepost.store.rows import version_keys
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlite import rows
 from fencepost.store.sqlite.connection import (
@@ -68,7 +67,7 @@ from fencepost.store.sqlite.connection import (
     translate_errors,
 )
 from fencepost.store.sqlite.connection import migrate as apply_migrations
-from fencepost.store.sqlstore import SqlStore, stale
+from fencepost.store.sqlstore import SqlStore, claimed_leases, stale, stats_report
 from fencepost.timing.clock import SystemClock
 from fencepost.timing.planning import HELD
 
@@ -131,6 +130,9 @@ class SqliteStore(SqlStore):
 
     def _t(self, value: datetime) -> int:
         return rows.to_us(value)
+
+    def _d(self, value: timedelta) -> int | None:
+        return rows.duration_us(value)
 
     def _array(self, values: Sequence[Any]) -> str:
         return json.dumps(values)
@@ -221,37 +223,18 @@ class SqliteStore(SqlStore):
 
     # -- leasing ---------------------------------------------------------------------------
 
-    def _claim(
-        self,
-        owner: str,
-        *,
-        limit: int,
-        ttl: timedelta,
-        jobs: tuple[str, ...] | None,
-        buckets: tuple[int, ...] | None,
-        max_per_bucket: int | None,
-        versions: tuple[tuple[str, int], ...] | None,
-        ids: tuple[str, ...] | None = None,
-    ) -> list[Lease]:
-        pinned = None if versions is None else json.dumps(version_keys(versions))
+    def _claim(self, request: ClaimRequest) -> list[Lease]:
+        owner, capped = request.owner, request.max_per_bucket is not None
         with self._db.write() as conn:
             now = self.clock.now()
             now_us = rows.to_us(now)
-            until = now + ttl
+            until = now + request.ttl
             candidates = _in_claim_order(
                 conn.execute(
-                    Q["claim_candidates" if max_per_bucket is None else "claim_candidates_capped"],
-                    {
-                        "now": now_us,
-                        "limit": limit,
-                        "jobs": None if jobs is None else json.dumps(jobs),
-                        "ids": None if ids is None else json.dumps(ids),
-                        "buckets": None if buckets is None else json.dumps(buckets),
-                        "versions": pinned,
-                        "cap": max_per_bucket,
-                    },
+                    Q["claim_candidates_capped" if capped else "claim_candidates"],
+                    self._claim_params(request) | {"now": now_us},
                 ).fetchall(),
-                limit,
+                request.limit,
             )
             if not candidates:
                 return []
@@ -278,40 +261,8 @@ class SqliteStore(SqlStore):
                     for id_, state, epoch, _, _, old_owner, *_ in candidates
                 ],
             )
-            inputs, unreadable = claimed_inputs([c[11] for c in candidates])
-            leases = [
-                Lease(
-                    execution_id=id_,
-                    owner=owner,
-                    epoch=epoch + 1,
-                    lease_until=until,
-                    due_at=rows.from_us(due_us),
-                    attempt=attempt + 1,
-                    max_attempts=max_attempts,
-                    job=job,
-                    job_version=job_version,
-                    inputs=inputs[i],
-                    timeout=rows.opt_duration(timeout_us),
-                    schedule_id=schedule_id,
-                    slot=slot,
-                )
-                for i, (
-                    id_,
-                    _,
-                    epoch,
-                    attempt,
-                    max_attempts,
-                    _,
-                    job,
-                    job_version,
-                    timeout_us,
-                    schedule_id,
-                    slot,
-                    _,
-                    _,
-                    due_us,
-                ) in enumerate(candidates)
-            ]
+            claimed = [_after_claim(row, until) for row in candidates]
+            leases, unreadable = claimed_leases(owner, claimed)
             self._set_aside(conn, leases, unreadable, now)
         if unreadable:
             return [lease for i, lease in enumerate(leases) if i not in unreadable]
@@ -442,58 +393,9 @@ class SqliteStore(SqlStore):
             (backlog,) = conn.execute(Q["stats_backlog"], params).fetchone()
             refused, expiries = conn.execute(Q["stats_events"], params).fetchone()
             count, *ranks = conn.execute(Q["stats_lateness"], params).fetchone()
-        by_state, by_job = tabulate((job, State(state), n) for job, state, n in counts)
         p50, p90, p99, longest = (None if v is None else rows.us_duration(v) for v in ranks)
-        return Stats(
-            at=now,
-            window=window,
-            by_state=by_state,
-            by_job=by_job,
-            due_backlog=backlog,
-            claim_lateness=Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest),
-            stale_refused=refused or 0,
-            lease_expiries=expiries or 0,
-        )
-
-    def _slo(
-        self,
-        *,
-        window: timedelta,
-        claim_within: timedelta,
-        finish_within: timedelta,
-        worst: int,
-    ) -> SloReport:
-        now = self.clock.now()
-        params = {
-            "now": rows.to_us(now),
-            "start": rows.to_us(now - window),
-            "claim_within": rows.duration_us(claim_within),
-            "finish_within": rows.duration_us(finish_within),
-            "worst": worst,
-        }
-        with self._db.read() as conn:
-            found = conn.execute(Q["slo"], params).fetchall()
-        claim_met, claim_total, finish_met, finish_total = found[0][:4]
-        return SloReport(
-            at=now,
-            window=window,
-            claim_within=claim_within,
-            finish_within=finish_within,
-            claimed=share(claim_met, claim_total),
-            finished=share(finish_met, finish_total),
-            worst=[
-                SloOffender(
-                    execution_id=id_,
-                    job=job,
-                    due_at=rows.from_us(due_at),
-                    claimed_at=None if claimed_at is None else rows.from_us(claimed_at),
-                    lateness=rows.us_duration(lateness),
-                    state=State(state),
-                )
-                for *_, id_, job, due_at, claimed_at, lateness, state in found
-                if id_ is not None
-            ],
-        )
+        lateness = Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest)
+        return stats_report(now, window, counts, backlog, lateness, refused, expiries)
 
     def _store_now(self) -> datetime:
         return self.clock.now()
@@ -689,6 +591,16 @@ def _in_claim_order(found: list[Any], limit: int) -> list[Any]:
         return found
     found.sort(key=lambda row: (-row[-2], row[-1], row[0]))
     return found[:limit]
+
+
+def _after_claim(row: Any, until: datetime) -> tuple[Any, ...]:
+    """A row of ``claim_candidates`` as the claim left it, in :func:`claimed_leases`' order."""
+    id_, _, epoch, attempt, max_attempts, _, job, job_version, timeout_us, *rest = row
+    schedule_id, slot, inputs_text, _, due_us = rest
+    timeout = rows.opt_duration(timeout_us)
+    due_at = rows.from_us(due_us)
+    after = (epoch + 1, attempt + 1, max_attempts, job, job_version, timeout, schedule_id, slot)
+    return (id_, *after, until, due_at, inputs_text)
 
 
 def _fenced_rows(
