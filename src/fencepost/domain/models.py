@@ -46,7 +46,9 @@ class Execution:
     updated_at: datetime
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+# Fence and LiveFence have no __slots__ of their own, so that Lease's slots name every
+# one of its fields (code that lists a lease's fields by its __slots__ keeps working).
+@dataclass(frozen=True, kw_only=True)
 class Fence:
     """What a fenced write names: ``owner`` holding ``execution_id`` at ``epoch``.
 
@@ -62,7 +64,7 @@ class Fence:
     epoch: int
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class LiveFence(Fence):
     """A fence with the ``lease_until`` the store last gave it (what a heartbeat returns)."""
 
