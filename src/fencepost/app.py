@@ -148,7 +148,7 @@ class App:
         return self.store.submit(
             spec.name,
             inputs=checked,
-            job_version=spec.version,
+            version=spec.version,
             execute_at=execute_at,
             delay=delay,
             idempotency_key=idempotency_key,

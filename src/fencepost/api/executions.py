@@ -100,7 +100,7 @@ def _submit_arguments(
     return {
         "job": job,
         "inputs": inputs,
-        "job_version": version,
+        "version": version,
         "execute_at": body.execute_at,
         "delay": body.delay_seconds,
         "idempotency_key": idempotency_key,

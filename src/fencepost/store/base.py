@@ -79,6 +79,7 @@ from fencepost.domain.submission import (
     DEFAULT_MAX_ATTEMPTS,
     SUBMIT_ARGUMENTS,
     NewExecution,
+    canonical,
     check_arguments,
     prepare,
 )
@@ -232,8 +233,9 @@ class Store(ABC):
     def submit(
         self,
         job: str,
-        *,
         inputs: JSON = None,
+        *,
+        version: int | None = None,
         execute_at: datetime | None = None,
         delay: float | timedelta | None = None,
         idempotency_key: str | None = None,
@@ -241,30 +243,39 @@ class Store(ABC):
         timeout: float | timedelta | None = None,
         bucket_key: str | None = None,
         priority: int = 0,
-        job_version: int | None = None,
+        **deprecated: Any,
     ) -> Execution:
         """Store a new execution of ``job`` and return it (state SCHEDULED, epoch 0).
 
         ``execute_at`` (timezone-aware; naive is refused) or ``delay`` (seconds or
         timedelta from the store's now) set ``due_at``; neither means now.
         ``inputs`` must be JSON within ``max_payload_bytes`` (``None`` means ``{}``).
+        ``version`` pins the execution to a version of its job (its ``job_version``);
+        ``job_version=`` is its deprecated name (a :class:`DeprecationWarning`).
 
         With an ``idempotency_key``: if an execution with that key exists and was
         submitted with the same arguments, it is returned unchanged (whatever its
         state); with different arguments, :class:`IdempotencyConflict` is raised.
         """
-        return self.submit_or_find(
-            job,
-            inputs=inputs,
-            execute_at=execute_at,
-            delay=delay,
-            idempotency_key=idempotency_key,
-            max_attempts=max_attempts,
-            timeout=timeout,
-            bucket_key=bucket_key,
-            priority=priority,
-            job_version=job_version,
-        )[0]
+        arguments = {
+            "inputs": inputs,
+            "version": version,
+            "execute_at": execute_at,
+            "delay": delay,
+            "idempotency_key": idempotency_key,
+            "max_attempts": max_attempts,
+            "timeout": timeout,
+            "bucket_key": bucket_key,
+            "priority": priority,
+        }
+        if deprecated:
+            unknown = sorted(set(deprecated) - {"job_version"})
+            if unknown:
+                raise TypeError(f"submit() got an unexpected keyword argument {unknown[0]!r}")
+            if version is None:
+                del arguments["version"]
+            arguments = canonical(arguments | deprecated, stacklevel=2)
+        return self._submit_or_find(job, arguments)[0]
 
     def submit_or_find(self, job: str, **arguments: Any) -> tuple[Execution, bool]:
         """:meth:`submit` (with its arguments), also saying whether this call created it.
@@ -277,6 +288,9 @@ class Store(ABC):
         unknown = set(arguments) - SUBMIT_ARGUMENTS
         if unknown:
             raise TypeError(f"submit_or_find() got an unexpected argument {sorted(unknown)[0]!r}")
+        return self._submit_or_find(job, canonical(arguments))
+
+    def _submit_or_find(self, job: str, arguments: Mapping[str, Any]) -> tuple[Execution, bool]:
         now = self.clock.now()
         new = self._prepare(now, _unix_ms(now), job, **arguments)
         execution = self._insert([new])[0]
@@ -297,7 +311,7 @@ class Store(ABC):
         for index, request in enumerate(requests):
             check_arguments(request, index=index)
             try:
-                batch.append(self._prepare(now, unix_ms, **request))
+                batch.append(self._prepare(now, unix_ms, **canonical(request)))
             except ValidationError as exc:
                 raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
         return self._insert(batch) if batch else []
