@@ -338,7 +338,13 @@ def _print_tables(runs: dict[str, list[Run]], n: int, prefix: str = "") -> None:
     print()
 
 
-def main_postgres(url: str, n: int, repeat: int, *, analyze: bool) -> int:
+def write_json(path: Path | None, runs: dict[str, list[Run]]) -> None:
+    """``--json PATH``: every figure's median rate, per second, by its key."""
+    if path is not None:
+        path.write_text(json.dumps({key: _median(r) for key, r in runs.items() if r}, indent=1))
+
+
+def main_postgres(url: str, n: int, repeat: int, *, analyze: bool, json_out: Path | None) -> int:
     """The same measurements against the PostgreSQL store at ``url``, floors in bare psycopg."""
     import psycopg  # the postgres extra; SQLite runs do not need it
 
@@ -430,6 +436,7 @@ def main_postgres(url: str, n: int, repeat: int, *, analyze: bool) -> int:
     print("    default, PostgreSQL's generic plan for the unnest join rescans unnest per")
     print("    leased row and the floor falls to about 40%. fencepost keeps the default.")
     print(f"total {time.perf_counter() - started:.0f} s")
+    write_json(json_out, runs)
     return 0
 
 
@@ -452,6 +459,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="PostgreSQL: do not VACUUM ANALYZE the copies (the planner has no statistics)",
     )
+    parser.add_argument(
+        "--json", type=Path, default=None, help="also write each figure's median here (JSON)"
+    )
     args = parser.parse_args(argv)
     postgres = args.db is not None
     if postgres and not args.db.startswith(("postgresql://", "postgres://")):
@@ -460,9 +470,11 @@ def main(argv: list[str] | None = None) -> int:
     if n < 25 or args.repeat < 1:
         parser.error("--n must be at least 25 and --repeat at least 1")
     if postgres:
-        return main_postgres(args.db, n, args.repeat, analyze=not args.stale_stats)
+        return main_postgres(
+            args.db, n, args.repeat, analyze=not args.stale_stats, json_out=args.json
+        )
     small = n // 20
-    return main_sqlite(n, small, args.repeat, args.db_dir)
+    return main_sqlite(n, small, args.repeat, args.db_dir, args.json)
 
 
 def _pragmas(sql: str) -> str:
@@ -493,7 +505,7 @@ def _file_system(path: Path) -> str:
     return f"{best[1]} (mounted at {best[0]})"
 
 
-def main_sqlite(n: int, small: int, repeat: int, db_dir: Path | None) -> int:
+def main_sqlite(n: int, small: int, repeat: int, db_dir: Path | None, json_out: Path | None) -> int:
     """Both SQLite modes, FULL (the default) and NORMAL, interleaved in one run."""
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print("fencepost store throughput (SQLite)")
@@ -612,6 +624,7 @@ def main_sqlite(n: int, small: int, repeat: int, db_dir: Path | None) -> int:
     print("    LIMIT B) RETURNING id, epoch; then BEGIN IMMEDIATE + the fenced UPDATE per row")
     print("    (executemany) + the result into execution_data.")
     print(f"total {time.perf_counter() - started:.0f} s")
+    write_json(json_out, runs)
     return 0
 
 

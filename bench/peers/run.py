@@ -9,6 +9,7 @@ bench/peers/requirements-NAME.txt) when missing or stale, then runs, with the de
 
     .venv/bin/python bench/peers/run.py [--systems KEY,...] [--repeat 3] [--n 20000]
         [--burst 10000] [--quick] [--pg-dsn postgresql://postgres@127.0.0.1:5432/postgres]
+        [--baseline REV]
 
 Systems (``--systems`` keys), defaults first, tuned after, floors last:
 
@@ -21,6 +22,12 @@ Systems (``--systems`` keys), defaults first, tuned after, floors last:
 * ``pgqueuer-batch100``: ``pgq run pgqueuer_app:main --batch-size 100``;
 * ``floor-pg``, ``floor-sqlite``: a raw fenced claim + complete loop, batch 256, no
   framework (bench/peers/floors.py); W1 only.
+
+``--baseline REV`` adds, after each chosen fencepost system, the same system run on
+git revision ``REV`` (checked out in a temporary worktree and put first on the
+processes' ``PYTHONPATH``; the harness, the app and the peers stay the same), so a
+change to fencepost is measured before and after in one interleaved run, with the
+ratios of the medians printed.
 
 Every system runs in one worker process, in a fresh database per run (a PostgreSQL
 database created on ``--pg-dsn`` and dropped, or a new SQLite file), each through its
@@ -61,7 +68,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -94,6 +101,8 @@ class System:
     backend: str  #: "pg" or "sqlite"
     kind: str  #: "fencepost", "pgqueuer", "huey" or "floor"
     extra: tuple[str, ...] = ()  #: flags added to the worker's command line
+    #: fencepost's source tree to run instead of the installed one (``--baseline``)
+    src: Path | None = None
 
     @property
     def python(self) -> Path:
@@ -192,16 +201,25 @@ def backend(system: System, dsn: str, tmp: Path) -> Iterator[Backend]:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-def child_env(extra: dict[str, str]) -> dict[str, str]:
+def child_env(extra: dict[str, str], src: Path | None = None) -> dict[str, str]:
+    """The environment of an app, enqueue or worker process; ``src`` goes before .venv's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "VIRTUAL_ENV"))}
     env.update(extra)
-    env["PYTHONPATH"] = str(PEERS)
+    env["PYTHONPATH"] = os.pathsep.join([str(PEERS)] + ([str(src)] if src else []))
     return env
 
 
 def install_schema(system: System, db: Backend, tmp: Path) -> None:
     """Each system's own installer: fencepost's migrations at connect, ``pgq install``."""
-    if system.kind == "fencepost":
+    if system.kind == "fencepost" and system.src is not None:
+        subprocess.run(
+            [str(system.python), "-c", f"import fencepost; fencepost.connect({db.url!r}).close()"],
+            env=child_env(db.env, system.src),
+            cwd=tmp,
+            check=True,
+            capture_output=True,
+        )
+    elif system.kind == "fencepost":
         fencepost.connect(db.url).close()
     elif system.kind == "pgqueuer":
         pgq = VENVS / "pgqueuer" / "bin" / "pgq"
@@ -235,7 +253,8 @@ def enqueue(
     argv = [str(system.python), str(PEERS / "enqueue.py"), system.kind, "0", str(n)]
     if lead is not None:
         argv += ["--lead", str(lead)]
-    done = subprocess.run(argv, env=child_env(db.env), cwd=tmp, capture_output=True, text=True)
+    env = child_env(db.env, system.src)
+    done = subprocess.run(argv, env=env, cwd=tmp, capture_output=True, text=True)
     if done.returncode != 0 or not done.stdout.strip():
         raise RunFailed(f"{workload}: the enqueue crashed: {done.stderr.strip()[-600:]}")
     answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -434,7 +453,7 @@ def run_w1(system: System, dsn: str, n: int, outcome: Outcome, logs: Path | None
             install_schema(system, db, tmp)
             stored = int(enqueue(system, db, tmp, n, None, outcome, "W1")["enqueued"])
             starts = StartsFile(tmp / "starts.txt")
-            env = child_env({**db.env, STARTS_ENV: str(starts.path)})
+            env = child_env({**db.env, STARTS_ENV: str(starts.path)}, system.src)
             argv = system.worker_argv(db.url) + list(system.extra)
             with worker(argv, env, tmp, tmp / "worker.log") as proc:
                 reason = wait_for(starts, stored, proc.alive, time.monotonic())
@@ -458,7 +477,7 @@ def run_w2(
         with backend(system, dsn, tmp) as db:
             install_schema(system, db, tmp)
             starts = StartsFile(tmp / "starts.txt")
-            env = child_env({**db.env, STARTS_ENV: str(starts.path)})
+            env = child_env({**db.env, STARTS_ENV: str(starts.path)}, system.src)
             argv = system.worker_argv(db.url) + list(system.extra)
             with worker(argv, env, tmp, tmp / "worker.log") as proc:
                 time.sleep(IDLE)
@@ -728,6 +747,25 @@ def report(
         ratio("fencepost-SQLite W1 / Huey W1", rate("fencepost-sqlite"), rate("huey"), faster),
     ]
     for s in chosen:
+        if s.src is not None:
+            head = s.key.removesuffix("@base")
+            lines.append(
+                ratio(
+                    f"{head} W1 / the same at the baseline",
+                    rate(head),
+                    rate(s.key),
+                    "above 1: faster than the baseline",
+                )
+            )
+            lines.append(
+                ratio(
+                    f"{head} W2 p99 / the same at the baseline",
+                    p99(head),
+                    p99(s.key),
+                    "below 1: less late than the baseline",
+                )
+            )
+    for s in chosen:
         if s.kind != "floor":
             floor = "floor-pg" if s.backend == "pg" else "floor-sqlite"
             backend = "PostgreSQL" if s.backend == "pg" else "SQLite"
@@ -762,6 +800,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--pg-dsn", default=DEFAULT_DSN, help=f"default {DEFAULT_DSN}")
     parser.add_argument("--logs", type=Path, help="keep every worker's log in this directory")
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also run each chosen fencepost system on git revision REV, interleaved "
+        "(before/after in one run)",
+    )
     args = parser.parse_args()
     quick = args.quick
     args.repeat = args.repeat or (1 if quick else 3)
@@ -773,6 +817,46 @@ def main() -> None:
     if unknown:
         parser.error(f"--systems: unknown {', '.join(unknown)}; known: {', '.join(BY_KEY)}")
     chosen = [s for s in SYSTEMS if s.key in keys]
+    with baseline_tree(args.baseline) as base_src:
+        if base_src is not None:
+            chosen = with_baseline(chosen, args.baseline, base_src)
+        run_all(args, chosen)
+
+
+@contextmanager
+def baseline_tree(rev: str | None) -> Iterator[Path | None]:
+    """``rev``'s source, checked out in a temporary git worktree (None: no baseline)."""
+    if rev is None:
+        yield None
+        return
+    root = PEERS.parents[1]
+    with tempfile.TemporaryDirectory(prefix="fpbench-baseline-") as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(
+            ["git", "-C", str(root), "worktree", "add", "--detach", "-q", str(tree), rev],
+            check=True,
+        )
+        try:
+            yield tree / "src"
+        finally:
+            subprocess.run(
+                ["git", "-C", str(root), "worktree", "remove", "--force", str(tree)], check=False
+            )
+
+
+def with_baseline(chosen: list[System], rev: str, src: Path) -> list[System]:
+    """Each fencepost system followed by the same system on ``rev``'s source."""
+    out: list[System] = []
+    for s in chosen:
+        out.append(s)
+        if s.kind == "fencepost":
+            label = f"{s.label} [baseline {rev}]"
+            out.append(replace(s, key=f"{s.key}@base", label=label, src=src))
+    return out
+
+
+def run_all(args: argparse.Namespace, chosen: list[System]) -> None:
+    """Every chosen system, ``args.repeat`` times, interleaved; then the report."""
     for kind in sorted({s.kind for s in chosen} & {"pgqueuer", "huey"}):
         if not (VENVS / kind / ".installed").exists():
             raise SystemExit(f"{VENVS / kind} is missing: run `make bench-peers` once")

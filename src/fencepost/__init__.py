@@ -39,13 +39,13 @@ if TYPE_CHECKING:
     from fencepost.domain.reports import Lateness, SloOffender, SloReport, Stats
     from fencepost.domain.retry import RetryPolicy
     from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
+    from fencepost.jobs.context import Context
+    from fencepost.jobs.spec import JobSpec
     from fencepost.store import Store, StoreConfig, connect
     from fencepost.timing.clock import Clock, SystemClock
     from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
     from fencepost.timing.rules import fire_times
-    from fencepost.worker.context import Context
     from fencepost.worker.errors import Cancelled, PermanentFailure
-    from fencepost.worker.jobs import JobSpec
     from fencepost.worker.runtime import Worker, WorkerOptions
 
 __version__ = "0.1.0"
@@ -112,7 +112,7 @@ _LAZY = {
     "Command": "fencepost.domain.models",
     "CommandKind": "fencepost.domain.states",
     "CommandState": "fencepost.domain.states",
-    "Context": "fencepost.worker.context",
+    "Context": "fencepost.jobs.context",
     "DstFold": "fencepost.timing.policies",
     "DstGap": "fencepost.timing.policies",
     "Event": "fencepost.domain.states",
@@ -120,7 +120,7 @@ _LAZY = {
     "FencepostError": "fencepost.domain.errors",
     "IdempotencyConflict": "fencepost.domain.errors",
     "InvalidTransition": "fencepost.domain.errors",
-    "JobSpec": "fencepost.worker.jobs",
+    "JobSpec": "fencepost.jobs.spec",
     "Lateness": "fencepost.domain.reports",
     "Lease": "fencepost.domain.models",
     "Misfire": "fencepost.timing.policies",

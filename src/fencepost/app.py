@@ -21,15 +21,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import JSON, Command, Execution
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.states import CommandKind
+from fencepost.jobs.defaults import schedule_defaults, submit_defaults
+from fencepost.jobs.registry import JobRegistry
+from fencepost.jobs.spec import DEFAULT_LEASE_TTL, JobSpec, retry_options, spec_from_function
 from fencepost.scheduler.handle import ScheduleHandle
 from fencepost.scheduler.materializer import Materializer, MaterializerOptions
 from fencepost.store import Store, connect
-from fencepost.worker.jobs import DEFAULT_LEASE_TTL, JobSpec, spec_from_function
-from fencepost.worker.registry import JobRegistry
 from fencepost.worker.runtime import Worker, WorkerOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -40,7 +40,7 @@ class App:
 
     ``store`` is a URL for :func:`fencepost.connect` (opened on first use) or an
     open :class:`Store`. ``definitions`` loads job definition files from a
-    directory (see :mod:`fencepost.worker.definitions`).
+    directory (see :mod:`fencepost.jobs.definitions`).
     """
 
     def __init__(
@@ -86,7 +86,7 @@ class App:
         is a :class:`RetryPolicy` or a mapping with ``base_delay``/``max_delay``
         (and optionally ``max_attempts``). The function is returned unchanged.
         """
-        policy, attempts = _retry(retry, max_attempts)
+        policy, attempts = retry_options(retry, max_attempts)
 
         def register(handler: F) -> F:
             self.registry.add(
@@ -112,7 +112,7 @@ class App:
     def load_definitions(self, directory: str | Path) -> list[JobSpec]:
         """Register every job definition file in ``directory``; returns the specs loaded."""
         # Imported here: definition files bring YAML and HTTP clients that code-only apps skip.
-        from fencepost.worker.definitions import load_definitions
+        from fencepost.jobs.definitions import load_definitions
 
         specs = load_definitions(Path(directory))
         for spec in specs:
@@ -141,21 +141,23 @@ class App:
         :class:`ValidationError` naming the field (``inputs.day``) and nothing
         is stored. ``max_attempts`` and ``timeout`` default to the job's.
         """
-        spec = self.registry.get(job, version)
-        checked = spec.check_inputs(inputs)
-        attempts = max_attempts if max_attempts is not None else spec.max_attempts
-        options: dict[str, Any] = {} if attempts is None else {"max_attempts": attempts}
+        defaults = submit_defaults(
+            self.registry,
+            job,
+            inputs,
+            version=version,
+            max_attempts=max_attempts,
+            timeout=timeout,
+        )
+        # The defaults name the version by the execution's field; submit calls it version.
+        defaults["version"] = defaults.pop("job_version")
         return self.store.submit(
-            spec.name,
-            inputs=checked,
-            version=spec.version,
             execute_at=execute_at,
             delay=delay,
             idempotency_key=idempotency_key,
-            timeout=timeout if timeout is not None else spec.timeout,
             bucket_key=bucket_key,
             priority=priority,
-            **options,
+            **defaults,
         )
 
     def request(
@@ -195,16 +197,13 @@ class App:
         becomes an execution keyed ``schedule_id:slot``; see
         :mod:`fencepost.timing.planning` for the misfire and overlap policies.
         """
-        spec = self.registry.get(job, version)
-        attempts = max_attempts if max_attempts is not None else spec.max_attempts
-        options: dict[str, Any] = {} if attempts is None else {"max_attempts": attempts}
+        defaults = schedule_defaults(
+            self.registry, job, inputs, version=version, max_attempts=max_attempts
+        )
         stored = self.store.add_schedule(
-            spec.name,
             cron=cron,
             every=every,
             timezone=timezone,
-            inputs=spec.check_inputs(inputs),
-            job_version=spec.version,
             misfire=misfire,
             misfire_grace=misfire_grace,
             max_catch_up=max_catch_up,
@@ -215,7 +214,7 @@ class App:
             end_at=end_at,
             id=id,
             priority=priority,
-            **options,
+            **defaults,
         )
         return ScheduleHandle(self.store, stored)
 
@@ -266,20 +265,3 @@ class App:
         if self._store is not None and self._url is not None:
             self._store.close()
             self._store = None
-
-
-def _retry(
-    retry: RetryPolicy | Mapping[str, float] | None, max_attempts: int | None
-) -> tuple[RetryPolicy | None, int | None]:
-    if retry is None or isinstance(retry, RetryPolicy):
-        return retry, max_attempts
-    if not isinstance(retry, Mapping):
-        raise ValidationError("retry", f"must be a RetryPolicy or a mapping, got {retry!r}")
-    fields = dict(retry)
-    attempts = fields.pop("max_attempts", None)
-    unknown = sorted(set(fields) - {"base_delay", "max_delay"})
-    if unknown:
-        raise ValidationError(f"retry.{unknown[0]}", "unknown field")
-    if max_attempts is None and attempts is not None:
-        max_attempts = int(attempts)
-    return RetryPolicy(**fields), max_attempts

@@ -20,7 +20,8 @@ from prometheus_client.samples import Sample
 import fencepost
 from fencepost.api import create_app
 from fencepost.api.auth import Auth, Principal, Scope
-from fencepost.api.metrics import MeteredStore, Metrics, create_metrics
+from fencepost.api.metered_store import MeteredStore
+from fencepost.api.metrics import Metrics, create_metrics
 from fencepost.app import App
 from fencepost.domain.errors import ResultInvalid, StaleLease, StoreUnavailable
 from fencepost.domain.models import Lease, Occurrence

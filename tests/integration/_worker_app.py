@@ -10,7 +10,7 @@ import sys
 import time
 
 import fencepost
-from fencepost.worker.context import Context
+from fencepost.jobs.context import Context
 
 app = fencepost.App("memory://")
 

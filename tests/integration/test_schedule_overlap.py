@@ -17,7 +17,7 @@ import pytest
 
 import fencepost
 from fencepost import State
-from fencepost.worker.context import Context
+from fencepost.jobs.context import Context
 
 pytestmark = pytest.mark.slow
 

@@ -60,7 +60,7 @@ DEFERRED = {
     "fencepost.scheduler.materializer",
     "fencepost.scheduler.handle",
     "fencepost.worker.runtime",
-    "fencepost.worker.jobs",
+    "fencepost.jobs.spec",
     "asyncio",
 }
 

@@ -16,15 +16,15 @@ import yaml
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import Lease
 from fencepost.domain.retry import RetryPolicy
-from fencepost.worker.context import Context
-from fencepost.worker.definitions import (
+from fencepost.jobs.context import Context
+from fencepost.jobs.definitions import (
     DefinitionError,
     load_definition,
     load_definitions,
     parse_duration,
 )
-from fencepost.worker.jobs import DEFAULT_LEASE_TTL
-from fencepost.worker.runners import CommandRunner, HttpRunner
+from fencepost.jobs.runners import CommandRunner, HttpRunner
+from fencepost.jobs.spec import DEFAULT_LEASE_TTL
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "definitions"
 

@@ -8,9 +8,9 @@ import pytest
 
 import fencepost
 from fencepost.domain.errors import ValidationError
-from fencepost.worker.context import Context
-from fencepost.worker.jobs import spec_from_function
-from fencepost.worker.registry import JobRegistry
+from fencepost.jobs.context import Context
+from fencepost.jobs.registry import JobRegistry
+from fencepost.jobs.spec import spec_from_function
 
 
 def report(ctx: Context, day: str, limit: int = 10, tags: list[str] | None = None) -> None:

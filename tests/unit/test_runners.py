@@ -18,10 +18,10 @@ import pytest
 
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import Lease
-from fencepost.worker.context import Context
+from fencepost.jobs.context import Context
+from fencepost.jobs.runners import CommandFailed, CommandRunner, HttpFailed, HttpRunner, templates
+from fencepost.jobs.runners.command import KILL_GRACE, TAIL_CHARS
 from fencepost.worker.errors import Cancelled, PermanentFailure
-from fencepost.worker.runners import CommandFailed, CommandRunner, HttpFailed, HttpRunner, templates
-from fencepost.worker.runners.command import KILL_GRACE, TAIL_CHARS
 
 PY = sys.executable
 

@@ -29,8 +29,8 @@ from fencepost.domain.states import (
     Event,
     State,
 )
+from fencepost.jobs.context import Context
 from fencepost.store.base import Store
-from fencepost.worker.context import Context
 from fencepost.worker.errors import Cancelled, PermanentFailure
 from fencepost.worker.runtime import Worker, WorkerOptions
 

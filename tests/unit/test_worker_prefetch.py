@@ -22,8 +22,8 @@ from fencepost.app import App
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import Lease
 from fencepost.domain.states import AttemptOutcome, State
+from fencepost.jobs.context import Context
 from fencepost.store.base import Store
-from fencepost.worker.context import Context
 from fencepost.worker.prefetch import (
     DEFAULT_PREFETCH,
     HORIZON,

@@ -15,8 +15,8 @@ from fencepost.api.guard import DEFAULT_MAX_BODY_BYTES, Guard, LoopbackOnly
 from fencepost.api.limits import ByteBudget, FailureLimiter
 from fencepost.api.metrics import Metrics, create_metrics
 from fencepost.api.metrics import router as metrics_router
+from fencepost.jobs.registry import JobRegistry
 from fencepost.store.base import Store
-from fencepost.worker.registry import JobRegistry
 
 #: Where the API docs' own assets (Swagger UI) are served.
 DOCS_ASSETS = "/docs-assets"

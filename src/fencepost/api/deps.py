@@ -8,8 +8,8 @@ from fastapi import Depends, Query, Request
 
 from fencepost.api import problems as p
 from fencepost.api.auth import Scope, require
+from fencepost.jobs.registry import JobRegistry
 from fencepost.store.base import Store
-from fencepost.worker.registry import JobRegistry
 
 #: The largest page a list endpoint returns.
 MAX_PAGE = 1000

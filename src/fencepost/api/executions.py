@@ -19,7 +19,8 @@ from fencepost.domain import models
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import MAX_KEY
-from fencepost.worker.registry import JobRegistry
+from fencepost.jobs.defaults import submit_defaults
+from fencepost.jobs.registry import JobRegistry
 
 router = APIRouter()
 
@@ -86,27 +87,18 @@ def _submit_arguments(
     body: schemas.SubmitRequest, registry: JobRegistry | None, idempotency_key: str | None
 ) -> dict[str, Any]:
     """``Store.submit``'s arguments for one request, checked against the registry if any."""
-    job, version, inputs = body.job, body.version, body.inputs
-    arguments: dict[str, Any] = {}
-    if body.max_attempts is not None:
-        arguments["max_attempts"] = body.max_attempts
-    if registry is not None:
-        spec = registry.get(job, version)
-        job, version, inputs = spec.name, spec.version, spec.check_inputs(inputs)
-        if spec.max_attempts is not None:
-            arguments.setdefault("max_attempts", spec.max_attempts)
-        if spec.timeout is not None:
-            arguments["timeout"] = spec.timeout
+    defaults = submit_defaults(
+        registry, body.job, body.inputs, version=body.version, max_attempts=body.max_attempts
+    )
+    # The defaults name the version by the execution's field; submit calls it version.
+    defaults["version"] = defaults.pop("job_version")
     return {
-        "job": job,
-        "inputs": inputs,
-        "version": version,
         "execute_at": body.execute_at,
         "delay": body.delay_seconds,
         "idempotency_key": idempotency_key,
         "bucket_key": body.bucket_key,
         "priority": body.priority,
-        **arguments,
+        **defaults,
     }
 
 

@@ -21,9 +21,10 @@ from fencepost.api.deps import Cursor, Limit, RegistryDep, StoreDep, guarded
 from fencepost.api.schemas import MAX_NAME, NAME_PATTERN, Instant
 from fencepost.domain import models
 from fencepost.domain.errors import NotFound, ValidationError
+from fencepost.jobs.defaults import schedule_defaults
+from fencepost.jobs.registry import JobRegistry
 from fencepost.scheduler.handle import ScheduleHandle
 from fencepost.store.base import Store
-from fencepost.worker.registry import JobRegistry
 
 router = APIRouter(tags=["schedules"])
 
@@ -99,20 +100,17 @@ def add_schedule(
     """Store a schedule (201); with ``id``, the same body again returns it (200)."""
     if (body.cron is None) == (body.every_seconds is None):
         raise ValidationError("cron", _ONE_RULE + (", not both" if body.cron is not None else ""))
-    job, arguments = body.job, body.arguments()
+    arguments = body.arguments() | {"job": body.job}
     if registry is not None:  # as App.schedule does
-        spec = registry.get(job, body.version)
-        job = spec.name
-        arguments["job_version"] = spec.version
-        arguments["inputs"] = spec.check_inputs(body.inputs)
-        if body.max_attempts is None and spec.max_attempts is not None:
-            arguments["max_attempts"] = spec.max_attempts
+        arguments |= schedule_defaults(
+            registry, body.job, body.inputs, version=body.version, max_attempts=body.max_attempts
+        )
     # The store returns an existing schedule for a repeated id without saying so.
     # Looking first tells 200 from 201, except for two racing first requests with
     # one id, which may both answer 201 (with the same schedule).
     existed = body.id is not None and _exists(store, body.id)
     with _api_names():
-        schedule = store.add_schedule(job, id=body.id, **arguments)
+        schedule = store.add_schedule(id=body.id, **arguments)
     if existed:
         response.status_code = status.HTTP_200_OK
     return _view(store, schedule)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import threading
 from dataclasses import dataclass, field, replace
 from types import FrameType
 
@@ -28,11 +27,11 @@ from fencepost.api.defaults import (
 from fencepost.api.guard import DEFAULT_MAX_BODY_BYTES, is_loopback
 from fencepost.api.metrics import Metrics, create_metrics
 from fencepost.api.protocol import guarded_protocol
-from fencepost.domain.errors import StoreUnavailable
+from fencepost.jobs.registry import JobRegistry
 from fencepost.scheduler.materializer import Materializer, MaterializerOptions
+from fencepost.scheduler.reaper import Reaper
 from fencepost.store.base import Store, default_node_id
 from fencepost.worker.prefetch import DEFAULT_CONCURRENCY
-from fencepost.worker.registry import JobRegistry
 from fencepost.worker.runtime import Worker, WorkerOptions
 
 log = logging.getLogger("fencepost.service")
@@ -120,8 +119,8 @@ class Service:
                     concurrency=self.options.concurrency,
                 )
                 self.workers.append(Worker(metered, jobs, worker_options))
-        self._stop = threading.Event()
-        self._reaper = threading.Thread(target=self._reap, name="fencepost-reaper", daemon=True)
+        # Time out expired leases even when no embedded worker runs (remote workers only).
+        self._reaper = Reaper(metered, interval=self.options.reap_interval)
 
     def start(self) -> None:
         """Start the materializer, the reaper and the embedded workers."""
@@ -140,9 +139,7 @@ class Service:
             worker.join()
         if self.materializer is not None:
             self.materializer.stop()
-        self._stop.set()
-        if self._reaper.is_alive():
-            self._reaper.join(5)
+        self._reaper.stop()
 
     def serve(self, host: str = "127.0.0.1", port: int = 8080, *, log_level: str = "info") -> None:
         """Run everything until SIGTERM/SIGINT, then stop gracefully.
@@ -191,14 +188,3 @@ class Service:
         log.warning("signal %d during shutdown: stopping workers at once", signum)
         for worker in self.workers:
             worker.stop(immediate=True)
-
-    def _reap(self) -> None:
-        """Time out expired leases even when no embedded worker runs (remote workers only)."""
-        while not self._stop.wait(self.options.reap_interval):
-            try:
-                while self.store.reap_expired(limit=1000) == 1000:
-                    pass
-            except StoreUnavailable as exc:
-                log.warning("reaper: store unavailable (%s); retrying", exc)
-            except Exception:  # the reaper must outlive any one bad pass
-                log.exception("reaper pass failed")

@@ -36,8 +36,6 @@ log = logging.getLogger("fencepost.cli")
 _PAGE = 500
 #: Materializer passes one ``reconcile`` runs at most (each takes up to ``batch`` schedules).
 _MAX_PASSES = 1_000
-#: Expired leases timed out per reaper call.
-_REAP_BATCH = 1_000
 
 
 def add_parsers(commands: Any) -> None:
@@ -126,6 +124,7 @@ def _action(e: Execution) -> str:
 def reconcile(args: argparse.Namespace, out: Output) -> int:
     """``fencepost reconcile [--dry-run]``."""
     from fencepost.scheduler.materializer import Materializer, MaterializerOptions
+    from fencepost.scheduler.reaper import reap_all
     from fencepost.store.base import default_node_id
 
     common.num_buckets(args)
@@ -161,11 +160,7 @@ def reconcile(args: argparse.Namespace, out: Output) -> int:
                     break
             stored = materializer.stored
             stored_by = {k: materializer.stored_by[k] for k in ("run", "held", "skipped")}
-            reaped = 0
-            while (batch := store.reap_expired(limit=_REAP_BATCH)) > 0:
-                reaped += batch
-                if batch < _REAP_BATCH:
-                    break
+            reaped = reap_all(store)
     if out.as_json:
         out.document(
             {

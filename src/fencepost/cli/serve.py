@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import argparse
 
     from fencepost.api.auth import Auth
-    from fencepost.worker.registry import JobRegistry
+    from fencepost.jobs.registry import JobRegistry
 
 
 def add_parser(commands: Any) -> None:

@@ -17,7 +17,7 @@ from fencepost.worker.prefetch import DEFAULT_CONCURRENCY, DEFAULT_PREFETCH
 
 if TYPE_CHECKING:
     from fencepost.app import App
-    from fencepost.worker.registry import JobRegistry
+    from fencepost.jobs.registry import JobRegistry
     from fencepost.worker.runtime import Worker
     from fencepost.worker.source import WorkSource
 
@@ -183,12 +183,12 @@ def _poll_interval(args: argparse.Namespace) -> float:
 
 def load_registry(app: App | None, definitions: Path | None) -> JobRegistry:
     """The jobs of ``app`` and of the definition files in ``definitions``, together."""
-    from fencepost.worker.registry import JobRegistry
+    from fencepost.jobs.registry import JobRegistry
 
     specs = [] if app is None else list(app.registry)
     if definitions is not None:
         # Definition files need YAML, JSON Schema and the runners: loaded only for them.
-        from fencepost.worker.definitions import load_definitions
+        from fencepost.jobs.definitions import load_definitions
 
         specs += load_definitions(definitions)
     return JobRegistry(specs)

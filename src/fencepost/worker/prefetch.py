@@ -49,7 +49,7 @@ _SAMPLE = 0.02
 
 
 class Waiting(Protocol):
-    """What the buffer needs of a claimed execution (the worker's ``_Run``)."""
+    """What the buffer needs of a claimed execution (the worker's ``Run``)."""
 
     is_async: bool
     claimed_at: float

@@ -3,10 +3,10 @@
 - :class:`CommandRunner` runs an external command (no shell) in its own process group;
 - :class:`HttpRunner` sends one HTTP request;
 - ``python:`` definitions need no runner of their own: they become
-  :func:`~fencepost.worker.jobs.spec_from_function` specs.
+  :func:`~fencepost.jobs.spec.spec_from_function` specs.
 
 Command arguments, URLs, header values and JSON bodies are templates
-(:mod:`fencepost.worker.runners.templates`).
+(:mod:`fencepost.jobs.runners.templates`).
 
 Errors they raise, besides :class:`~fencepost.worker.errors.Cancelled` and
 :class:`~fencepost.worker.errors.PermanentFailure`::
@@ -16,7 +16,7 @@ Errors they raise, besides :class:`~fencepost.worker.errors.Cancelled` and
      └── HttpFailed      5xx, 408, 429, network error or timeout (retryable)
 """
 
-from fencepost.worker.runners.command import CommandFailed, CommandRunner
-from fencepost.worker.runners.http import HttpFailed, HttpRunner
+from fencepost.jobs.runners.command import CommandFailed, CommandRunner
+from fencepost.jobs.runners.http import HttpFailed, HttpRunner
 
 __all__ = ["CommandFailed", "CommandRunner", "HttpFailed", "HttpRunner"]

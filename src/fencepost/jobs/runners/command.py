@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from fencepost.domain.errors import FencepostError, ValidationError
-from fencepost.worker.context import Context
+from fencepost.jobs.context import Context
+from fencepost.jobs.runners import templates
 from fencepost.worker.errors import Cancelled, PermanentFailure
-from fencepost.worker.runners import templates
 
 #: How much of stdout and stderr is kept, in characters (from the end).
 TAIL_CHARS = 4096
@@ -59,7 +59,7 @@ class CommandFailed(FencepostError):
 class CommandRunner:
     """``run(ctx, inputs)`` for a command job: returns the command's stdout tail.
 
-    ``argv`` is a list of templates (see :mod:`~fencepost.worker.runners.templates`);
+    ``argv`` is a list of templates (see :mod:`~fencepost.jobs.runners.templates`);
     each becomes exactly one argument. The command's environment is the
     worker's plus ``FENCEPOST_EXECUTION_ID``, ``FENCEPOST_SLOT`` (empty when
     unscheduled), ``FENCEPOST_ATTEMPT``, ``FENCEPOST_EPOCH`` and ``FENCEPOST_JOB``;

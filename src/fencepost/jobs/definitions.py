@@ -21,7 +21,7 @@ Durations (``timeout``, ``lease_ttl``, ``retry.base_delay``, ``retry.max_delay``
 defaults to the larger of 300 s and ``base_delay``.
 
 Command arguments, the URL, header values and strings in the JSON body are
-templates (:mod:`fencepost.worker.runners.templates`): ``{inputs.<name>}``,
+templates (:mod:`fencepost.jobs.runners.templates`): ``{inputs.<name>}``,
 ``{execution_id}``, ``{slot}``, ``{attempt}``, ``{epoch}``; ``{{`` and ``}}``
 are literal braces (so code passed with ``python -c`` must double its braces,
 or better, read its values from ``sys.argv``).
@@ -33,7 +33,7 @@ that one import, so sibling modules it imports at top level resolve too; loading
 is meant for start-up, not for threads racing on ``sys.path``). The module then
 stays in ``sys.modules`` under its plain name, so two directories must not both
 hold a ``jobs.py``. The callable becomes a job as with
-:func:`~fencepost.worker.jobs.spec_from_function`; its inputs schema is the
+:func:`~fencepost.jobs.spec.spec_from_function`; its inputs schema is the
 file's ``inputs`` if given, else derived from its type hints.
 
 Every refusal is a :class:`DefinitionError` naming the file, the field (a dotted
@@ -63,11 +63,11 @@ from fencepost.domain import payloads
 from fencepost.domain.checks import require_int, require_name, suggest
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.retry import RetryPolicy
+from fencepost.jobs.runners import templates
+from fencepost.jobs.runners.command import CommandRunner
+from fencepost.jobs.runners.http import DEFAULT_TIMEOUT, HttpRunner
+from fencepost.jobs.spec import DEFAULT_LEASE_TTL, JobSpec, Runner, spec_from_function
 from fencepost.timing.durations import parse_duration
-from fencepost.worker.jobs import DEFAULT_LEASE_TTL, JobSpec, Runner, spec_from_function
-from fencepost.worker.runners import templates
-from fencepost.worker.runners.command import CommandRunner
-from fencepost.worker.runners.http import DEFAULT_TIMEOUT, HttpRunner
 
 #: The file name suffixes :func:`load_definitions` picks up (compared case-insensitively).
 SUFFIXES = (".yaml", ".yml", ".json")

@@ -26,7 +26,7 @@ from string import Formatter
 from typing import Any
 
 from fencepost.domain.errors import ValidationError
-from fencepost.worker.context import Context
+from fencepost.jobs.context import Context
 from fencepost.worker.errors import PermanentFailure
 
 #: The fields every template may use besides ``inputs.<name>``.

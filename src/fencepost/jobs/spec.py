@@ -2,7 +2,7 @@
 
 :class:`JobSpec` is the one shape every job takes, whether it was written as a
 Python function (:func:`spec_from_function`) or as a definition file
-(:mod:`fencepost.worker.definitions`). Its ``run`` callable is always called
+(:mod:`fencepost.jobs.definitions`). Its ``run`` callable is always called
 as ``run(ctx, inputs)``; for coroutine handlers it returns an awaitable.
 
 Inputs are checked against a JSON Schema (draft 2020-12) before anything is
@@ -25,8 +25,8 @@ from fencepost.domain.checks import require_int, require_name
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import JSON
 from fencepost.domain.retry import RetryPolicy
+from fencepost.jobs.context import Context
 from fencepost.timing.durations import as_duration
-from fencepost.worker.context import Context
 
 if TYPE_CHECKING:
     import jsonschema
@@ -238,3 +238,25 @@ def _schema_from_hints(fields: list[inspect.Parameter], hints: Mapping[str, Any]
 def _qualname(handler: Callable[..., Any]) -> str:
     module = getattr(handler, "__module__", "?")
     return f"{module}:{getattr(handler, '__qualname__', repr(handler))}"
+
+
+def retry_options(
+    retry: RetryPolicy | Mapping[str, float] | None, max_attempts: int | None
+) -> tuple[RetryPolicy | None, int | None]:
+    """A job's retry policy and attempts from ``@app.job``'s ``retry`` and ``max_attempts``.
+
+    ``retry`` is a :class:`RetryPolicy`, or a mapping with ``base_delay`` and
+    ``max_delay`` and optionally ``max_attempts`` (which ``max_attempts`` overrides).
+    """
+    if retry is None or isinstance(retry, RetryPolicy):
+        return retry, max_attempts
+    if not isinstance(retry, Mapping):
+        raise ValidationError("retry", f"must be a RetryPolicy or a mapping, got {retry!r}")
+    fields = dict(retry)
+    attempts = fields.pop("max_attempts", None)
+    unknown = sorted(set(fields) - {"base_delay", "max_delay"})
+    if unknown:
+        raise ValidationError(f"retry.{unknown[0]}", "unknown field")
+    if max_attempts is None and attempts is not None:
+        max_attempts = int(attempts)
+    return RetryPolicy(**fields), max_attempts

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from fencepost.domain.errors import ValidationError
-from fencepost.worker.jobs import JobSpec
+from fencepost.jobs.spec import JobSpec
 
 
 class JobRegistry:

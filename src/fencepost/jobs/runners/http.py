@@ -26,9 +26,9 @@ import httpx
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.domain.models import JSON
 from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
-from fencepost.worker.context import Context
+from fencepost.jobs.context import Context
+from fencepost.jobs.runners import templates
 from fencepost.worker.errors import Cancelled, PermanentFailure
-from fencepost.worker.runners import templates
 
 #: The methods an HTTP job may use.
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -74,7 +74,7 @@ class HttpRunner:
     ``url`` and header values are templates; values substituted into the URL are
     percent-encoded (``/`` included), so an input cannot change the URL's
     structure. ``json`` (None: not given) is the body, its strings templates (see
-    :func:`~fencepost.worker.runners.templates.render_json`); without it,
+    :func:`~fencepost.jobs.runners.templates.render_json`); without it,
     POST, PUT and PATCH send the inputs as the JSON body. ``timeout`` bounds the
     whole request, in seconds.
     """

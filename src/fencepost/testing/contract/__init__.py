@@ -1,0 +1,82 @@
+"""The store contract suite: the behaviour every backend must show.
+
+Use it from a test module by providing a ``store_factory`` fixture — a callable
+``(clock, **connect_options) -> Store`` that opens a fresh, empty store reading
+time from ``clock`` (None: the system clock) — and subclassing :class:`StoreContract`::
+
+    @pytest.fixture
+    def store_factory(tmp_path):
+        return lambda clock, **options: MyStore(tmp_path / "db", clock=clock, **options)
+
+    class TestMyStore(StoreContract):
+        pass
+
+fencepost's own suite parametrizes that one fixture over every backend it ships.
+All times are driven by a :class:`~fencepost.testing.ManualClock`, so every
+boundary (``now == lease_until``, ``now == due_at``) is tested exactly.
+
+One module a section, each a mixin on the shared fixtures of :mod:`.support`
+(a backend being written may subclass one section alone):
+
+* :mod:`.leasing` — :class:`LeasingContract`: claim, heartbeat, fencing, expiry and reaping;
+* :mod:`.outcomes` — :class:`OutcomesContract`: complete, fail and retry, release, timeouts,
+  abort;
+* :mod:`.submitting` — :class:`SubmittingContract`: submit, submit_many, idempotency, find;
+* :mod:`.reading` — :class:`ReadingContract`: get, transitions, attempts, query and paging;
+* :mod:`.commands` — :class:`CommandsContract`: commands, cancel, reschedule, replay;
+* :mod:`.schedules` — :class:`SchedulesContract`: schedule definitions;
+* :mod:`.materializing` — :class:`MaterializingContract`: acquire, materialize, backfill;
+* :mod:`.reports` — :class:`ReportsContract`: buckets, nodes, stats, SLO;
+* :mod:`.pruning` — :class:`PruningContract`: prune.
+"""
+
+from __future__ import annotations
+
+from fencepost.testing.contract.commands import CommandsContract
+from fencepost.testing.contract.leasing import LeasingContract
+from fencepost.testing.contract.materializing import MaterializingContract
+from fencepost.testing.contract.outcomes import OutcomesContract
+from fencepost.testing.contract.pruning import PruningContract
+from fencepost.testing.contract.reading import ReadingContract
+from fencepost.testing.contract.reports import ReportsContract
+from fencepost.testing.contract.schedules import SchedulesContract
+from fencepost.testing.contract.submitting import SubmittingContract
+from fencepost.testing.contract.support import (
+    ContractFixtures,
+    StoreFactory,
+    assert_audit_valid,
+    at,
+    executions,
+)
+
+__all__ = [
+    "CommandsContract",
+    "ContractFixtures",
+    "LeasingContract",
+    "MaterializingContract",
+    "OutcomesContract",
+    "PruningContract",
+    "ReadingContract",
+    "ReportsContract",
+    "SchedulesContract",
+    "StoreContract",
+    "StoreFactory",
+    "SubmittingContract",
+    "assert_audit_valid",
+    "at",
+    "executions",
+]
+
+
+class StoreContract(
+    LeasingContract,
+    OutcomesContract,
+    SubmittingContract,
+    ReadingContract,
+    CommandsContract,
+    SchedulesContract,
+    MaterializingContract,
+    ReportsContract,
+    PruningContract,
+):
+    """The behavioural specification of :class:`~fencepost.store.base.Store`: every section."""

@@ -1,0 +1,119 @@
+"""What every section of the contract suite shares: the fixtures, the timeline, the checks.
+
+* :class:`ContractFixtures` — the ``clock``, ``store`` and ``make`` fixtures each section's
+  tests take, built on the one ``store_factory`` fixture the user provides;
+* :func:`at` — an instant on the ManualClock timeline; ``_US``, one microsecond, for
+  "just before" a boundary;
+* :func:`assert_audit_valid` — the audit trail of an execution walks the state machine;
+* small readers: :func:`executions` (every row, paged), ``_fields`` and its kin (a frozen
+  value's fields as a dict, to forge a changed copy), ``_keys_in_distinct_buckets``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from fencepost.domain.buckets import bucket_for
+from fencepost.domain.machine import is_edge
+from fencepost.domain.models import Command, Execution, Lease, Schedule
+from fencepost.domain.states import Event, State
+from fencepost.store.base import Store
+from fencepost.testing.clock import MANUAL_EPOCH, ManualClock
+from fencepost.testing.factory import ExecutionFactory
+
+#: ``(clock, **connect_options) -> Store``: a fresh, empty store reading time from ``clock``
+#: (None: the system clock). The one fixture a backend provides, named ``store_factory``.
+StoreFactory = Callable[..., Store]
+
+_US = timedelta(microseconds=1)
+
+
+def at(seconds: float) -> datetime:
+    """The instant "t = seconds" on a ManualClock timeline."""
+    return MANUAL_EPOCH + timedelta(seconds=seconds)
+
+
+def assert_audit_valid(store: Store, execution_id: str) -> None:
+    """Every audit record is an edge of the state machine, in order, with epochs never falling."""
+    trail = store.transitions(execution_id)
+    assert trail, "every execution has at least its SUBMITTED transition"
+    assert trail[0].event is Event.SUBMITTED
+    assert [t.seq for t in trail] == sorted(t.seq for t in trail)
+    state: State | None = None
+    epoch = 0
+    for t in trail:
+        assert is_edge(t.event, t.from_state, t.to_state), t
+        if t.event is Event.STALE_REFUSED:
+            assert t.from_state == state, t
+            continue
+        assert t.from_state == state, f"audit gap before {t}"
+        assert t.epoch >= epoch, t
+        state, epoch = t.to_state, t.epoch
+    assert store.get(execution_id).state == state
+
+
+class ContractFixtures:
+    """The fixtures every section of the suite runs on, from the user's ``store_factory``.
+
+    Each section (``LeasingContract``, ``SchedulesContract``, …) inherits them, so a backend
+    may subclass one section alone while it is being written, or all of them through
+    :class:`~fencepost.testing.contract.StoreContract`.
+    """
+
+    @pytest.fixture
+    def clock(self) -> ManualClock:
+        return ManualClock(0)
+
+    @pytest.fixture
+    def store(self, store_factory: StoreFactory, clock: ManualClock) -> Iterator[Store]:
+        store = store_factory(clock, rng=random.Random(1234))
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def make(self, store: Store) -> ExecutionFactory:
+        return ExecutionFactory(store)
+
+
+def timezone_plus(hours: int) -> Any:
+    """A fixed UTC offset of ``hours``."""
+    return timezone(timedelta(hours=hours))
+
+
+def _fields(lease: Lease) -> dict[str, Any]:
+    return {name: getattr(lease, name) for name in Lease.__dataclass_fields__}
+
+
+def _command_fields(command: Command) -> dict[str, Any]:
+    return {name: getattr(command, name) for name in Command.__dataclass_fields__}
+
+
+def _schedule_fields(schedule: Schedule) -> dict[str, Any]:
+    return {name: getattr(schedule, name) for name in Schedule.__dataclass_fields__}
+
+
+def _keys_in_distinct_buckets(count: int, num_buckets: int) -> list[str]:
+    """``count`` bucket keys that land in ``count`` different buckets."""
+    keys: dict[int, str] = {}
+    for n in range(10 * num_buckets):
+        keys.setdefault(bucket_for(f"tenant-{n}", num_buckets), f"tenant-{n}")
+        if len(keys) == count:
+            return list(keys.values())
+    raise AssertionError(f"fewer than {count} buckets")
+
+
+def executions(store: Store) -> list[Execution]:
+    """Every execution in the store, in id order."""
+    out: list[Execution] = []
+    cursor = None
+    while True:
+        page = store.query(limit=1000, after=cursor)
+        out.extend(page.items)
+        if page.next_cursor is None:
+            return out
+        cursor = page.next_cursor

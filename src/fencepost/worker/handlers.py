@@ -1,0 +1,132 @@
+"""The handlers' side of a worker: threads and an event loop that run them, and timeouts.
+
+Plain functions run on ``concurrency`` handler threads, each taking runs from the
+claim buffer; coroutines run on one event loop thread. A finished handler drops its
+outcome in the queue the control thread collects and wakes it. A handler past its
+timeout is told to stop and abandoned: its thread is replaced, and what it returns
+later is ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+from fencepost.worker.errors import Cancelled
+from fencepost.worker.runs import (
+    CANCEL_REQUESTED,
+    TIMED_OUT,
+    Outcome,
+    Run,
+    about,
+    failure,
+    inputs_of,
+)
+from fencepost.worker.state import WorkerState
+
+log = logging.getLogger("fencepost.worker")
+
+
+class HandlerPool(WorkerState):
+    """Starting, running, timing out and abandoning handlers (a part of ``Worker``)."""
+
+    def _dispatch(self) -> None:
+        """Start the buffered coroutine runs that free slots allow (threads take their own)."""
+        for run in self._buffer.take_coroutines():
+            loop = self._event_loop()
+            run.future = asyncio.run_coroutine_threadsafe(self._run_async(run), loop)
+
+    def _start_handlers(self) -> None:
+        for _ in range(self.options.concurrency):
+            self._spawn_handler()
+
+    def _spawn_handler(self) -> None:
+        thread = threading.Thread(
+            target=self._handler_thread, name="fencepost-handler", daemon=True
+        )
+        thread.start()
+        # Abandoned handlers' threads leave when their handler finally returns.
+        self._threads = [t for t in self._threads if t.is_alive()]
+        self._threads.append(thread)
+
+    def _handler_thread(self) -> None:
+        while True:
+            run = self._buffer.take()
+            if run is None:
+                return
+            outcome = self._execute(run)
+            mine = self._buffer.free(run)  # False: abandoned, the slot went to a replacement
+            self._done.put(outcome)
+            self._wake.set()
+            if not mine:
+                return  # abandoned after a timeout: a replacement thread took our place
+
+    def _execute(self, run: Run) -> Outcome:
+        try:
+            result = run.spec.run(run.ctx, inputs_of(run.lease))
+        except BaseException as exc:  # the handler's failure is the execution's, not ours
+            return failure(run, exc)
+        return Outcome(run, "complete", result=result)
+
+    async def _run_async(self, run: Run) -> None:
+        try:
+            result = await run.spec.run(run.ctx, inputs_of(run.lease))
+            outcome = Outcome(run, "complete", result=result)
+        except asyncio.CancelledError:
+            outcome = failure(run, Cancelled(run.ctx.stop_reason or CANCEL_REQUESTED))
+        except BaseException as exc:
+            outcome = failure(run, exc)
+        self._buffer.free(run)
+        self._done.put(outcome)
+        self._wake.set()
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            self._loop_thread = threading.Thread(
+                target=run_loop, args=(loop,), name="fencepost-async", daemon=True
+            )
+            self._loop_thread.start()
+            self._loop = loop
+        return self._loop
+
+    def _enforce_timeouts(self, now: float) -> None:
+        for run in list(self._runs.values()):
+            if run.deadline is None or run.paused_at is not None or now < run.deadline:
+                continue
+            timeout = run.lease.timeout or run.spec.timeout
+            log.warning(
+                "execution %s (epoch %d, owner %s) timed out after %s; abandoning its handler",
+                run.lease.execution_id,
+                run.lease.epoch,
+                self.owner,
+                timeout,
+                extra=about(run.lease),
+            )
+            self._abandon(run, TIMED_OUT)
+            self._outbox.append(Outcome(run, "timeout", error=f"timed out after {timeout}"))
+
+    def _abandon(self, run: Run, reason: str) -> None:
+        """Tell a handler to stop and stop waiting for it; its thread is replaced."""
+        run.finished = True
+        run.ctx._request_stop(reason)
+        self._runs.pop(run.lease.execution_id, None)
+        # Whoever frees the slot first owns what follows: if the handler returned just
+        # now, its thread carries on and needs no replacement.
+        handler_still_running = self._buffer.free(run)
+        if run.future is not None:
+            run.future.cancel()
+        elif handler_still_running and not self._stopping.is_set():
+            self._spawn_handler()
+
+
+def run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Run coroutine handlers until the worker stops; then cancel stragglers and close."""
+    loop.run_forever()
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.wait(pending, timeout=1.0))
+    loop.close()

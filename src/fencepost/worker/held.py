@@ -1,0 +1,125 @@
+"""The runs a worker holds, kept alive and steered: heartbeats and commands.
+
+Leases are renewed in one batch per lease length, a third of a lease after their
+last renewal (sooner when a checkpoint left progress to write); a refused renewal
+means the lease is lost, and the handler's result will be refused. Commands
+(cancel, pause, resume) addressed to held executions are claimed, acknowledged
+under the run's lease and applied; one for an execution no longer held goes back
+for its holder.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from datetime import timedelta
+from functools import partial
+
+from fencepost.domain.errors import StaleLease
+from fencepost.domain.models import JSON, Command
+from fencepost.domain.states import CommandKind
+from fencepost.worker.runs import CANCEL_REQUESTED, Outcome, Run, about
+from fencepost.worker.state import WorkerState
+
+log = logging.getLogger("fencepost.worker")
+
+
+class HeldRuns(WorkerState):
+    """Heartbeats and commands for the runs a worker holds (a part of ``Worker``)."""
+
+    def _heartbeat(self, now: float) -> None:
+        """Renew, in one batch per lease length, every lease whose beat is due.
+
+        A lease is due a third of its length after it was last renewed; a
+        checkpoint's progress makes it due after ``progress_interval``.
+        """
+        due: dict[timedelta, list[tuple[Run, JSON]]] = defaultdict(list)
+        for run in list(self._runs.values()):
+            dirty = run.ctx._has_progress()
+            soon = (
+                run.next_beat
+                - run.spec.lease_ttl.total_seconds() / 3
+                + self.options.progress_interval
+            )
+            if now >= run.next_beat or (dirty and now >= soon):
+                dirty, progress = run.ctx._take_progress()
+                due[run.spec.lease_ttl].append((run, progress if dirty else None))
+        for ttl, beats in due.items():
+            self._store_call(partial(self._renew, ttl, beats, now))
+
+    def _renew(self, ttl: timedelta, beats: list[tuple[Run, JSON]], now: float) -> None:
+        renewed = self.store.heartbeat_many([(run.lease, p) for run, p in beats], ttl=ttl)
+        seconds = ttl.total_seconds()
+        for (run, _), verdict in zip(beats, renewed, strict=True):
+            if isinstance(verdict, StaleLease):
+                if not run.ctx.lease_lost:
+                    log.warning(
+                        "execution %s (epoch %d, owner %s): heartbeat refused, lease lost; "
+                        "the handler's result will be refused",
+                        run.lease.execution_id,
+                        run.lease.epoch,
+                        self.owner,
+                        extra=about(run.lease),
+                    )
+                run.ctx._lose()
+                run.next_beat = float("inf")
+            else:
+                run.lease = verdict
+                run.expires = now + seconds
+                run.next_beat = now + seconds / 3
+
+    def _poll_commands(self, now: float) -> None:
+        if not self._runs:
+            return
+        commands = self.store.claim_commands(
+            self.owner, list(self._runs), ttl=self.options.command_ttl
+        )
+        for command in commands:
+            self._deliver(command, now)
+
+    def _deliver(self, command: Command, now: float) -> None:
+        """Acknowledge and apply a command, or give it back if we do not hold its execution."""
+        run = self._runs.get(command.execution_id)
+        try:
+            if run is None:  # finished or released since the claim: not ours any more
+                raise StaleLease(command.execution_id, self.owner, 0)
+            self.store.complete_command(command, run.lease)
+        except StaleLease:
+            log.info(
+                "command %s for %s: not held by %s; released for its holder",
+                command.kind.value,
+                command.execution_id,
+                self.owner,
+                extra={"execution_id": command.execution_id, "owner": self.owner},
+            )
+            self.store.release_command(command)
+            return
+        self.counters.commands += 1
+        log.info(
+            "execution %s (epoch %d, owner %s): %s requested by %s",
+            run.lease.execution_id,
+            run.lease.epoch,
+            self.owner,
+            command.kind.value,
+            command.requested_by,
+            extra=about(run.lease),
+        )
+        if command.kind is CommandKind.CANCEL and self._buffer.remove(run):
+            # Still waiting in the buffer: no handler to stop, cancel it at once.
+            run.finished = True
+            self._runs.pop(run.lease.execution_id, None)
+            self._outbox.append(Outcome(run, "abort"))
+        elif command.kind is CommandKind.CANCEL:
+            run.cancel_requested = True
+            if run.paused_at is not None:
+                run.ctx._resume()
+                run.resume(now)
+            run.ctx._request_stop(CANCEL_REQUESTED)
+        elif command.kind is CommandKind.PAUSE:
+            if run.paused_at is None:
+                run.paused_at = now
+                run.ctx._pause()
+        elif command.kind is CommandKind.RESUME and run.paused_at is not None:
+            # Time spent paused does not count against the attempt's timeout.
+            run.resume(now)
+            run.ctx._resume()

@@ -1,0 +1,272 @@
+"""The outbox: a worker's finished outcomes, collected and written in batches.
+
+Each finished handler drops its outcome in a queue and wakes the control thread,
+which moves it to the outbox and writes the outbox once it is worth a transaction:
+completions in one batch, the rest one by one. When the database is unreachable
+the outbox keeps them (until their lease has surely expired) and the next flush
+tries again. A refusal (a stale lease, a value the store refuses) is that outcome's
+problem, logged and counted, never the worker's.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from functools import partial
+
+from fencepost.domain.checks import MAX_ERROR_CHARS, sanitize_text
+from fencepost.domain.errors import StaleLease, StoreUnavailable, ValidationError
+from fencepost.domain.models import JSON, Lease
+from fencepost.domain.states import State
+from fencepost.store.base import RESULT_INVALID
+from fencepost.worker.runs import CANCEL_REQUESTED, SHUTTING_DOWN, Outcome, about, first_line
+from fencepost.worker.state import WorkerState
+
+log = logging.getLogger("fencepost.worker")
+
+
+class Outbox(WorkerState):
+    """Collecting outcomes and writing them to the store (a part of ``Worker``)."""
+
+    def _collect(self) -> None:
+        """Move finished handlers' outcomes from the queue to the outbox."""
+        while True:
+            try:
+                outcome = self._done.get_nowait()
+            except queue.Empty:
+                return
+            run = outcome.run
+            if run.finished:
+                continue  # timed out (already reported) or released at shutdown
+            run.finished = True
+            self._runs.pop(run.lease.execution_id, None)
+            if not self._outbox:
+                self._outbox_since = self._monotonic()
+            if outcome.verb == "cancelled":
+                if run.ctx.stop_reason == SHUTTING_DOWN:
+                    outcome.verb = "release"
+                elif run.cancel_requested:
+                    outcome.verb = "abort"
+                else:
+                    outcome.verb = "fail"
+            self._outbox.append(outcome)
+
+    def _flush_due(self, now: float) -> bool:
+        """Whether the outbox is worth a transaction now (batches amortize its cost)."""
+        return bool(self._outbox) and (
+            len(self._outbox) >= self.options.flush_batch
+            or now - self._outbox_since >= self.options.flush_delay
+            or self._stopping.is_set()
+        )
+
+    def _flush(self, now: float, *, wait: bool = False) -> None:
+        """Write the outbox: completions in one batch, then the rest one by one.
+
+        Where the store takes writes from several threads at once (PostgreSQL),
+        the batch is written on the writer thread while this one goes on claiming
+        (one batch in flight; the next waits for it) — unless ``wait``. A claim
+        and a completion then overlap instead of taking turns, and handlers do not
+        idle through both round trips.
+
+        Stops at the first outage and keeps what is unwritten for the next try.
+        While the store is down, an outcome whose lease has surely expired is
+        dropped: the store will time that attempt out and retry it anyway.
+        """
+        if self._writing is not None:
+            if not (wait or self._writing.done()):
+                return  # the batch in flight first: outcomes keep gathering meanwhile
+            self._written(*self._writing.result())
+            self._writing = None
+        if not self._outbox or (not self._healthy and now < self._retry_at):
+            return
+        if not self._healthy:
+            self._outbox = [o for o in self._outbox if not self._expired(o, now)]
+        batch, self._outbox = self._outbox, []
+        if self._writer is None or wait:
+            self._written(*self._write_outcomes(batch))
+            return
+        self._writing = self._writer.submit(self._write_outcomes, batch)
+        self._writing.add_done_callback(lambda _: self._wake.set())
+
+    def _write_outcomes(self, batch: list[Outcome]) -> tuple[list[Outcome], Exception | None]:
+        """Write ``batch``; what an outage left unwritten, and the outage (None: all written)."""
+        completions = [o for o in batch if o.verb == "complete"]
+        steps: list[tuple[list[Outcome], Callable[[], bool]]] = []
+        checkpointed = [o for o in batch if o.run.ctx._has_progress()]
+        if checkpointed:  # progress of a job that ended before its next heartbeat: first
+            steps.append(([], partial(self._write_progress, checkpointed)))
+        if completions:
+            steps.append((completions, partial(self._complete, completions)))
+        for outcome in batch:
+            if outcome.verb != "complete":
+                steps.append(([outcome], partial(self._write, outcome)))
+        for index, (_, write) in enumerate(steps):
+            try:
+                write()
+            except StoreUnavailable as exc:
+                return [o for unwritten, _ in steps[index:] for o in unwritten], exc
+        return [], None
+
+    def _write_progress(self, outcomes: list[Outcome]) -> bool:
+        """Write the last checkpoint's progress of finished runs, with a heartbeat each."""
+        by_ttl: dict[timedelta, list[tuple[Lease, JSON]]] = defaultdict(list)
+        for outcome in outcomes:
+            dirty, progress = outcome.run.ctx._take_progress()
+            if dirty and progress is not None:
+                by_ttl[outcome.run.spec.lease_ttl].append((outcome.run.lease, progress))
+        for ttl, beats in by_ttl.items():
+            self.store.heartbeat_many(beats, ttl=ttl)  # a lost lease: its outcome is refused
+        return True
+
+    def _written(self, unwritten: list[Outcome], outage: Exception | None) -> None:
+        """Account for a written batch: an outage puts what it left back in front."""
+        if outage is None:
+            self._store_up()
+            return
+        self._outbox = unwritten + self._outbox
+        if unwritten and self._outbox[0] is unwritten[0]:
+            self._outbox_since = self._monotonic()
+        self._store_down(outage)
+
+    def _expired(self, outcome: Outcome, now: float) -> bool:
+        if outcome.run.expires > now:
+            return False
+        self.counters.dropped += 1
+        log.error(
+            "execution %s (epoch %d, owner %s): lease expired before its %s could be "
+            "written; the store will time the attempt out and retry it",
+            outcome.run.lease.execution_id,
+            outcome.run.lease.epoch,
+            self.owner,
+            outcome.verb,
+            extra=about(outcome.run.lease),
+        )
+        return True
+
+    def _complete(self, outcomes: Sequence[Outcome]) -> bool:
+        try:
+            verdicts = self.store.complete_many([(o.run.lease, o.result) for o in outcomes])
+        except ValidationError:
+            # One completion the store refuses fails the batch's transaction: write
+            # them one by one, so the refusal stays that completion's problem.
+            for outcome in outcomes:
+                self._write(outcome)
+            return True
+        for outcome, verdict in zip(outcomes, verdicts, strict=True):
+            if verdict is None:
+                self.counters.succeeded += 1
+            else:
+                self._refused(outcome, verdict)
+        return True
+
+    def _write(self, outcome: Outcome) -> bool:
+        """Write one outcome. A refusal (stale lease, refused value) is that outcome's problem."""
+        try:
+            self._apply(outcome)
+        except StaleLease as exc:
+            self._refused(outcome, exc)
+        except ValidationError as exc:
+            self._rejected(outcome, exc)
+        return True
+
+    def _apply(self, outcome: Outcome) -> None:
+        lease = outcome.run.lease
+        # Error texts come from handlers and commands and may hold anything: they are
+        # made storable here (U+0000 and lone surrogates replaced), never refused.
+        error = sanitize_text(outcome.error, max_len=MAX_ERROR_CHARS)
+        if outcome.verb == "complete":
+            refused = self.store.complete_many([(lease, outcome.result)])[0]
+            if refused is not None:
+                raise refused
+            self.counters.succeeded += 1
+        elif outcome.verb in ("fail", "timeout"):
+            retry = outcome.run.spec.retry
+            timed_out = outcome.verb == "timeout"
+            if not timed_out:  # a timeout was logged when it fired
+                self._log_failure(outcome)
+            execution = self.store.fail(
+                lease,
+                error,
+                retryable=outcome.retryable,  # True for a timeout: it retries like a failure
+                timed_out=timed_out,
+                retry_in=None if retry is None else retry.delay(lease.attempt),
+            )
+            if execution.state is State.FAILED:
+                log.error(
+                    "execution %s (job %s) dead-lettered after attempt %d of %d: %s",
+                    lease.execution_id,
+                    lease.job,
+                    lease.attempt,
+                    lease.max_attempts,
+                    first_line(error),
+                    extra=about(lease),
+                )
+            if timed_out:
+                self.counters.timed_out += 1
+            else:
+                self.counters.failed += 1
+        elif outcome.verb == "abort":
+            self.store.abort(lease, reason=CANCEL_REQUESTED)
+            self.counters.cancelled += 1
+        elif outcome.verb == "release":
+            self.store.release(lease, reason=outcome.error or SHUTTING_DOWN)
+            self.counters.released += 1
+        else:  # pragma: no cover - the verbs are ours
+            raise AssertionError(outcome.verb)
+
+    def _log_failure(self, outcome: Outcome) -> None:
+        """One WARNING line per failed attempt, with the handler's traceback on the record."""
+        if outcome.logged:
+            return
+        outcome.logged = True
+        lease = outcome.run.lease
+        exc = outcome.exc
+        log.warning(
+            "execution %s (job %s) attempt %d of %d failed (epoch %d, owner %s): %s",
+            lease.execution_id,
+            lease.job,
+            lease.attempt,
+            lease.max_attempts,
+            lease.epoch,
+            self.owner,
+            first_line(outcome.error),
+            exc_info=None if exc is None else (type(exc), exc, exc.__traceback__),
+            extra=about(lease),
+        )
+
+    def _rejected(self, outcome: Outcome, exc: ValidationError) -> None:
+        """The store refused a value of this outcome: record it, log it once, go on.
+
+        Not an outage: the worker keeps claiming and writing the others. A refused
+        completion fails the execution instead (retrying cannot mend the result);
+        anything else is left for its lease to expire, so the store times it out.
+        """
+        self.counters.rejected += 1
+        lease = outcome.run.lease
+        log.error(
+            "execution %s (epoch %d, owner %s): the store refused its %s (%s)",
+            lease.execution_id,
+            lease.epoch,
+            self.owner,
+            outcome.verb,
+            exc,
+            extra=about(lease),
+        )
+        if outcome.verb == "complete":
+            message = sanitize_text(f"{RESULT_INVALID}: {exc}", max_len=MAX_ERROR_CHARS)
+            self._write(Outcome(outcome.run, "fail", error=message, retryable=False))
+
+    def _refused(self, outcome: Outcome, exc: StaleLease) -> None:
+        self.counters.refused += 1
+        log.warning(
+            "execution %s (epoch %d, owner %s): %s refused, the lease was lost (%s)",
+            outcome.run.lease.execution_id,
+            outcome.run.lease.epoch,
+            self.owner,
+            outcome.verb,
+            exc,
+            extra=about(outcome.run.lease),
+        )

@@ -1,0 +1,128 @@
+"""One claimed execution as a worker tracks it, and the outcome its handler left.
+
+A :class:`Run` lives from its claim to its reported outcome; an :class:`Outcome` is
+what the outbox (:mod:`fencepost.worker.outbox`) writes for it. The helpers below
+turn what a handler raised into an outcome and say which execution a log line is
+about.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from fencepost.domain.models import JSON, Lease
+from fencepost.jobs.context import Context
+from fencepost.jobs.spec import JobSpec
+from fencepost.worker.errors import Cancelled, PermanentFailure
+
+#: Why a handler was told to stop, as recorded and as raised by checkpoints.
+CANCEL_REQUESTED = "cancel requested"
+TIMED_OUT = "timed out"
+SHUTTING_DOWN = "worker shutting down"
+
+
+@dataclass(eq=False)
+class Run:
+    """One claimed execution, from claim to reported outcome.
+
+    Monotonic times throughout. A run waits in the claim buffer from
+    ``claimed_at`` until a handler starts it (``started_at``).
+    """
+
+    spec: JobSpec
+    lease: Lease
+    ctx: Context
+    expires: float  #: by when the lease has surely expired
+    timeout: float | None  #: seconds the attempt may run (None: no timeout)
+    next_beat: float
+    claimed_at: float
+    is_async: bool
+    started_at: float | None = None
+    holds_slot: bool = False  #: a handler slot is taken by this run (see ClaimBuffer)
+    paused_at: float | None = None
+    paused_for: float = 0.0  #: seconds spent paused since the start (not counted)
+    cancel_requested: bool = False
+    future: Any = None  #: the concurrent.futures.Future of a coroutine run
+    finished: bool = False  #: the outcome is known (reported, or abandoned)
+
+    @property
+    def deadline(self) -> float | None:
+        """When the attempt times out: its timeout counts from the handler's start."""
+        if self.timeout is None or self.started_at is None:
+            return None
+        return self.started_at + self.timeout + self.paused_for
+
+    def resume(self, now: float) -> None:
+        """End a pause; the part of it after the start does not count against the timeout."""
+        if self.paused_at is not None and self.started_at is not None:
+            self.paused_for += max(0.0, now - max(self.paused_at, self.started_at))
+        self.paused_at = None
+
+
+@dataclass
+class Outcome:
+    """A result to write: ``verb`` is complete, fail, timeout, abort or release."""
+
+    run: Run
+    verb: str
+    result: JSON = None
+    error: str = ""
+    retryable: bool = True
+    exc: BaseException | None = None  #: what the handler raised (for the log's traceback)
+    logged: bool = False  #: the failed attempt's log line is out (an outage may retry the write)
+
+
+@dataclass
+class WorkerCounters:
+    """What a worker has done since it started (for logs, tests and benchmarks)."""
+
+    claimed: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    timed_out: int = 0
+    cancelled: int = 0
+    released: int = 0
+    refused: int = 0  #: outcomes refused because the lease was lost
+    rejected: int = 0  #: outcomes whose values the store refused (each logged)
+    dropped: int = 0  #: outcomes given up because their lease expired while the store was down
+    commands: int = 0
+
+
+def about(lease: Lease) -> dict[str, object]:
+    """The structured fields of a log line about one execution (``--log-format json``)."""
+    return {
+        "execution_id": lease.execution_id,
+        "epoch": lease.epoch,
+        "owner": lease.owner,
+        "job": lease.job,
+        "attempt": lease.attempt,
+    }
+
+
+def inputs_of(lease: Lease) -> dict[str, Any]:
+    """The keyword arguments a handler is called with (inputs that are not an object: none)."""
+    return dict(lease.inputs) if isinstance(lease.inputs, dict) else {}
+
+
+def failure(run: Run, exc: BaseException) -> Outcome:
+    """What ``exc``, raised by ``run``'s handler, makes of the attempt.
+
+    :class:`Cancelled` is sorted out when collected (release, abort or fail);
+    :class:`PermanentFailure` fails without a retry; anything else fails with the
+    traceback's last lines, retryable.
+    """
+    if isinstance(exc, Cancelled):
+        return Outcome(run, "cancelled", error=str(exc), retryable=True, exc=exc)
+    if isinstance(exc, PermanentFailure):
+        error = f"{type(exc).__name__}: {exc}"
+        return Outcome(run, "fail", error=error, retryable=False, exc=exc)
+    lines = traceback.format_exception(exc)
+    error = f"{type(exc).__name__}: {exc}\n{''.join(lines[-6:])}"
+    return Outcome(run, "fail", error=error, exc=exc)
+
+
+def first_line(error: str) -> str:
+    """An error's first line (its type and message), for a one-line log message."""
+    return error.partition("\n")[0]

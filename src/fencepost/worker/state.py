@@ -1,0 +1,98 @@
+"""What every part of a worker shares: its state, and whether the store answers.
+
+A :class:`~fencepost.worker.runtime.Worker` is one object assembled from parts, one
+module each, so that each concern reads on its own page:
+
+* :mod:`~fencepost.worker.runtime`: the control loop, claiming, lifecycle, shutdown;
+* :mod:`~fencepost.worker.handlers`: the handler threads and event loop, timeouts;
+* :mod:`~fencepost.worker.outbox`: collecting outcomes and writing them in batches;
+* :mod:`~fencepost.worker.held`: heartbeats and commands for the runs it holds.
+
+They are mixins of one class rather than objects calling each other: the hot path
+(one claimed execution, one handler run, one outcome written) makes exactly the
+calls it made as one class, and every part reads the same attributes, all set in
+``Worker.__init__`` and declared here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+from fencepost.domain.errors import StoreUnavailable
+from fencepost.jobs.registry import JobRegistry
+from fencepost.worker.options import WorkerOptions
+from fencepost.worker.prefetch import ClaimBuffer, FinishRate
+from fencepost.worker.runs import Outcome, Run, WorkerCounters
+from fencepost.worker.source import WorkSource
+
+log = logging.getLogger("fencepost.worker")
+
+
+class WorkerState:
+    """The attributes a worker's parts share, and the store's health (see the module)."""
+
+    store: WorkSource
+    registry: JobRegistry
+    options: WorkerOptions
+    owner: str
+    counters: WorkerCounters
+    _monotonic: Callable[[], float]
+    _wake: threading.Event  #: set from any thread to end the control loop's wait
+    _stopping: threading.Event  #: first signal: drain
+    _immediate: threading.Event  #: second signal: stop now
+    _stopped: threading.Event
+    _runs: dict[str, Run]  #: every run held, buffered or running, by execution id
+    _done: queue.SimpleQueue[Outcome]  #: handlers' outcomes (put by handler threads)
+    _outbox: list[Outcome]  #: outcomes waiting to be written
+    _outbox_since: float  #: when the oldest outcome in the outbox arrived
+    _buffer: ClaimBuffer[Run]
+    _writer: ThreadPoolExecutor | None  #: writes outcome batches beside the claims (PostgreSQL)
+    _writing: Future[tuple[list[Outcome], Exception | None]] | None  #: the batch in flight
+    _rate: FinishRate
+    _next_hand_back: float
+    _next_scan: float  #: when held runs are next scanned for timeouts and heartbeats
+    _threads: list[threading.Thread]
+    _loop: asyncio.AbstractEventLoop | None
+    _loop_thread: threading.Thread | None
+    _healthy: bool  #: False while the store is unreachable (store calls wait for _retry_at)
+    _clock_agrees: bool  #: this process's clock is within a lease of the store's
+    _backoff: float
+    _retry_at: float
+    _thread: threading.Thread | None
+    _groups: dict[timedelta, tuple[list[str], list[tuple[str, int]]]]  #: claims by lease ttl
+
+    def _store_call(self, action: Callable[[], Any]) -> Any:
+        """Run one store operation; None if the store is down (the worker then backs off)."""
+        try:
+            value = action()
+        except StoreUnavailable as exc:
+            self._store_down(exc)
+            return None
+        self._store_up()
+        return value
+
+    def _store_up(self) -> None:
+        """A store call succeeded: if the store was down, say so and resume."""
+        if not self._healthy:
+            log.warning("database reachable again; resuming claims")
+            self._healthy = True
+            self._backoff = 0.0
+
+    def _store_down(self, exc: Exception) -> None:
+        """A store call met an outage: back off (doubling, up to ``max_backoff``), say so once."""
+        self._backoff = min(self.options.max_backoff, max(0.1, self._backoff * 2))
+        self._retry_at = self._monotonic() + self._backoff
+        if self._healthy:
+            log.error(
+                "database unreachable (%s): not claiming; holding %d outcomes, retrying",
+                exc,
+                len(self._outbox),
+            )
+        self._healthy = False
