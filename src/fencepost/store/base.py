@@ -37,11 +37,7 @@ from fencepost.domain.checks import (
     storable,
 )
 from fencepost.domain.errors import ResultInvalid, StaleLease, ValidationError
-from fencepost.domain.events import (
-    ExecutionAborted,
-    ExecutionEvent,
-    ExecutionReleased,
-)
+from fencepost.domain.events import ExecutionAborted, ExecutionEvent, ExecutionReleased
 from fencepost.domain.machine import attempts_from_transitions
 from fencepost.domain.models import (
     JSON,

@@ -8,11 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from fencepost.domain.checks import (
-    MAX_ERROR_CHARS,
-    require_int,
-    require_name,
-)
+from fencepost.domain.checks import MAX_ERROR_CHARS, require_int, require_name
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.events import (
     ExecutionCancelled,

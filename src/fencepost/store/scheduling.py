@@ -8,27 +8,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fencepost.domain import schedules as plans
-from fencepost.domain.checks import (
-    require_int,
-    require_name,
-)
+from fencepost.domain.checks import require_int, require_name
 from fencepost.domain.errors import StaleLease, ValidationError
-from fencepost.domain.models import (
-    JSON,
-    Execution,
-    Occurrence,
-    Schedule,
-    SchedulePage,
-)
+from fencepost.domain.models import JSON, Execution, Occurrence, Schedule, SchedulePage
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS
 from fencepost.store.core import StoreCore
-from fencepost.store.values import (
-    DEFAULT_TTL,
-    MAX_LIMIT,
-    Materialization,
-    cursor_storable,
-)
+from fencepost.store.values import DEFAULT_TTL, MAX_LIMIT, Materialization, cursor_storable
 from fencepost.timing.durations import as_aware_utc, as_duration
 from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
 

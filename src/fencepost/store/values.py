@@ -15,25 +15,10 @@ from datetime import datetime, timedelta
 
 from fencepost.domain import payloads
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS
-from fencepost.domain.checks import (
-    INT32_MAX,
-    require_int,
-    require_name,
-    storable,
-)
+from fencepost.domain.checks import INT32_MAX, require_int, require_name, storable
 from fencepost.domain.errors import StaleLease, ValidationError
-from fencepost.domain.events import (
-    ExecutionEvent,
-    ExecutionFailed,
-    ExecutionTimedOut,
-)
-from fencepost.domain.models import (
-    JSON,
-    Execution,
-    Fence,
-    LiveFence,
-    Schedule,
-)
+from fencepost.domain.events import ExecutionEvent, ExecutionFailed, ExecutionTimedOut
+from fencepost.domain.models import JSON, Execution, Fence, LiveFence, Schedule
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.schedules import NewOccurrence
 from fencepost.domain.states import State

@@ -23,18 +23,8 @@ from typing import Any
 from fencepost.domain import schedules as plans
 from fencepost.domain.checks import storable
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, StoreUnavailable
-from fencepost.domain.machine import (
-    TAKEOVER_REASON_FORMAT,
-    stale_reason,
-)
-from fencepost.domain.models import (
-    Command,
-    Execution,
-    Fence,
-    Lease,
-    Page,
-    Schedule,
-)
+from fencepost.domain.machine import TAKEOVER_REASON_FORMAT, stale_reason
+from fencepost.domain.models import Command, Execution, Fence, Lease, Page, Schedule
 from fencepost.domain.nodes import Node
 from fencepost.domain.reports import Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec

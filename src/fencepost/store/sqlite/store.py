@@ -23,35 +23,16 @@ from typing import Any, ClassVar
 from fencepost.domain import schedules as plans
 from fencepost.domain.checks import storable
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
-from fencepost.domain.events import (
-    ExecutionSkipped,
-)
+from fencepost.domain.events import ExecutionSkipped
 from fencepost.domain.ids import id_floor
-from fencepost.domain.machine import (
-    Change,
-    apply,
-    stale_reason,
-    takeover_reason,
-)
-from fencepost.domain.models import (
-    Command,
-    Execution,
-    Fence,
-    Lease,
-    Schedule,
-)
+from fencepost.domain.machine import Change, apply, stale_reason, takeover_reason
+from fencepost.domain.models import Command, Execution, Fence, Lease, Schedule
 from fencepost.domain.nodes import Node
 from fencepost.domain.reports import Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
-from fencepost.store.base import (
-    ClaimRequest,
-    Materialization,
-    Outcome,
-    StoreConfig,
-    stale_schedule,
-)
+from fencepost.store.base import ClaimRequest, Materialization, Outcome, StoreConfig, stale_schedule
 from fencepost.store.batching import rounds, rounds_of
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlite import rows
