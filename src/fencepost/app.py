@@ -149,6 +149,8 @@ class App:
             max_attempts=max_attempts,
             timeout=timeout,
         )
+        # The defaults name the version by the execution's field; submit calls it version.
+        defaults["version"] = defaults.pop("job_version")
         return self.store.submit(
             execute_at=execute_at,
             delay=delay,

@@ -145,8 +145,8 @@ def test_batches_answer_per_item(client: TestClient, store: Store, clock: Manual
 
 
 def test_claim_filters_by_job_version_and_bucket(client: TestClient, store: Store) -> None:
-    store.submit("a", job_version=1)
-    wanted = store.submit("a", job_version=2)
+    store.submit("a", version=1)
+    wanted = store.submit("a", version=2)
     store.submit("b")
     leases = claim(client, "w", limit=10, jobs=["a"], versions=[{"job": "a", "version": 2}])
     assert [le["execution_id"] for le in leases] == [wanted.id]

@@ -1445,7 +1445,7 @@ def test_integers_past_the_str_limit(store: Store, field: str) -> None:
     calls: dict[str, Callable[[], object]] = {
         "priority": lambda: store.submit("job", priority=huge),
         "max_attempts": lambda: store.submit("job", max_attempts=huge),
-        "job_version": lambda: store.submit("job", job_version=huge),
+        "job_version": lambda: store.submit("job", version=huge),
         "max_catch_up": lambda: store.add_schedule("job", every=60, max_catch_up=huge),
         "limit": lambda: store.claim("w", limit=huge),
     }

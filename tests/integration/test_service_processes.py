@@ -240,7 +240,7 @@ def test_a_frozen_remote_worker_s_completion_is_refused_over_http(
     store = fencepost.connect(db)
     try:
         a = processes.start("worker-a", *remote, "--owner", "worker-a")
-        eid = store.submit("slow", job_version=1).id
+        eid = store.submit("slow", version=1).id
         wait_until(lambda: running_under(store, eid, "worker-a", 1), 15, "A to claim")
         a.send_signal(signal.SIGSTOP)  # A holds the lease and stops answering
         processes.start("worker-b", *remote, "--owner", "worker-b")

@@ -30,7 +30,7 @@ def _mixed_batch(later: datetime) -> list[dict[str, Any]]:
         {"job": "plain"},
         {"job": "inputs", "inputs": {"n": 1, "é": ["x", None]}},
         {"job": "delayed", "delay": 90, "priority": -3},
-        {"job": "at", "execute_at": later, "job_version": 2},
+        {"job": "at", "execute_at": later, "version": 2},
         {"job": "keyed", "idempotency_key": "k1", "timeout": 12.5, "max_attempts": 7},
         {"job": "keyed", "idempotency_key": "k1", "timeout": 12.5, "max_attempts": 7},
         {"job": "tenant", "bucket_key": "tenant-9", "delay": timedelta(milliseconds=1)},

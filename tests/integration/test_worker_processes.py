@@ -152,7 +152,7 @@ run:
 """,
     )
     a = workers.start(url, "worker-a", "--definitions", str(definitions), "--concurrency", "1")
-    eid = store.submit("slow", job_version=1).id
+    eid = store.submit("slow", version=1).id
     wait_until(lambda: running_under(store, eid, "worker-a", 1), 15, "A to claim")
     freeze(a, tmp_path / "fencepost.db")
     workers.start(url, "worker-b", "--definitions", str(definitions), "--concurrency", "1")
@@ -299,7 +299,7 @@ run:
     ids = [
         store.submit("spin").id,
         store.submit("deaf").id,
-        store.submit("sleeper", job_version=1, inputs={"pidfile": str(pidfile)}).id,
+        store.submit("sleeper", version=1, inputs={"pidfile": str(pidfile)}).id,
     ]
     wait_until(
         lambda: all(store.get(i).state is State.RUNNING for i in ids), 15, "all three to run"

@@ -90,6 +90,8 @@ def _submit_arguments(
     defaults = submit_defaults(
         registry, body.job, body.inputs, version=body.version, max_attempts=body.max_attempts
     )
+    # The defaults name the version by the execution's field; submit calls it version.
+    defaults["version"] = defaults.pop("job_version")
     return {
         "execute_at": body.execute_at,
         "delay": body.delay_seconds,

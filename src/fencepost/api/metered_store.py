@@ -20,11 +20,11 @@ from typing import Any, Self
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from fencepost.domain.defaults import DEFAULT_TTL
+from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import ResultInvalid, StaleLease
 from fencepost.domain.models import JSON, Execution, Lease, Occurrence, Schedule
 from fencepost.domain.states import State
 from fencepost.store.base import Store
-from fencepost.timing.durations import as_duration
 
 #: Upper bounds of the claim lateness histogram, in seconds: from a busy worker's
 #: poll interval up to ten minutes, with 10 s (the claim SLO) as one of them.
@@ -163,10 +163,11 @@ class MeteredStore:
     def heartbeat(self, lease: Lease, **options: Any) -> Lease:
         """:meth:`Store.heartbeat`, counting a refusal."""
         try:
-            return self.wrapped.heartbeat(lease, **options)
+            renewed: Lease = self.wrapped.heartbeat(lease, **options)
         except StaleLease:
             self._refused("heartbeat")
             raise
+        return renewed
 
     def heartbeat_many(
         self, beats: Sequence[tuple[Lease, JSON]], **options: Any

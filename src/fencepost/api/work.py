@@ -8,9 +8,10 @@ one is refused with a 409 ``stale-lease`` problem and audited. Batch forms
 (``/completions``, ``/heartbeats``) keep a busy worker to one round trip per
 batch, as the store's ``*_many`` verbs do.
 
-The fence reads only a lease's execution id, owner and epoch, so the server
-rebuilds a :class:`~fencepost.domain.models.Lease` from those three; the other
-fields are filled with neutral values that no backend reads.
+A report carries what the fence reads, the execution id, owner and epoch: the
+server passes them to the store as a :class:`~fencepost.domain.models.Fence`, and
+the store reads anything else it needs (the attempt for a failure's backoff)
+inside the fenced transaction.
 """
 
 from __future__ import annotations
@@ -76,19 +77,29 @@ _NEUTRAL_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 
-def lease_of(execution_id: str, owner: str, epoch: int, attempt: int = 0) -> models.Lease:
-    """A lease as the fence sees it: execution id, owner and epoch (see the module doc)."""
-    return models.Lease(
-        execution_id=execution_id,
-        owner=owner,
-        epoch=epoch,
-        lease_until=_NEUTRAL_TIME,
-        attempt=attempt,
+def fence_of(execution_id: str, owner: str, epoch: int) -> models.Fence:
+    """The fence a report names (see the module doc)."""
+    return models.Fence(execution_id=execution_id, owner=owner, epoch=epoch)
+
+
+def _renewal(renewed: models.LiveFence) -> Lease:
+    """The answer to a heartbeat: the wire's lease, as far as a renewal knows it.
+
+    A heartbeat learns the fence and its new ``lease_until``; the wire's lease shape
+    also has the claim's fields, which keep the placeholder values they have always
+    had in this answer (a worker keeps the lease its claim delivered).
+    """
+    return Lease(
+        execution_id=renewed.execution_id,
+        owner=renewed.owner,
+        epoch=renewed.epoch,
+        lease_until=renewed.lease_until,
+        attempt=0,
         max_attempts=0,
         job="",
-        job_version=None,
+        version=None,
         inputs=None,
-        timeout=None,
+        timeout_seconds=None,
         schedule_id=None,
         slot=None,
         due_at=_NEUTRAL_TIME,
@@ -263,8 +274,8 @@ def complete_occurrence(
 )
 def heartbeat(execution_id: ExecutionId, body: HeartbeatRequest, store: StoreDep) -> Lease:
     """Renew a live lease (never shortening it); 409 ``stale-lease`` if it is not held."""
-    lease = lease_of(execution_id, body.owner, body.epoch)
-    return Lease.of(store.heartbeat(lease, ttl=body.ttl_seconds, progress=body.progress))
+    fence = fence_of(execution_id, body.owner, body.epoch)
+    return _renewal(store.heartbeat(fence, ttl=body.ttl_seconds, progress=body.progress))
 
 
 @router.post(
@@ -274,9 +285,9 @@ def heartbeat(execution_id: ExecutionId, body: HeartbeatRequest, store: StoreDep
 )
 def complete(execution_id: ExecutionId, body: CompleteRequest, store: StoreDep) -> Any:
     """Record success; 409 ``stale-lease`` if the lease was replaced or ran out."""
-    lease = lease_of(execution_id, body.owner, body.epoch)
+    fence = fence_of(execution_id, body.owner, body.epoch)
     try:
-        return schemas.Execution.of(store.complete(lease, body.result))
+        return schemas.Execution.of(store.complete(fence, body.result))
     except ResultInvalid as exc:  # recorded as FAILED result_invalid; say so with the field
         return p.problem(p.VALIDATION, str(exc), field="result")
 
@@ -288,20 +299,21 @@ def complete(execution_id: ExecutionId, body: CompleteRequest, store: StoreDep) 
 )
 def fail(execution_id: ExecutionId, body: FailRequest, store: StoreDep) -> schemas.Execution:
     """Record a failed attempt (retry with backoff, or dead letter); 409 if stale."""
-    # The backoff grows with the attempt number; read it from the row. A stale
-    # report is refused by the fence whatever attempt it carries.
-    # (At least 1: an execution never claimed has attempt 0, and is refused as stale.)
-    attempt = max(1, store.get(execution_id).attempt)
-    lease = lease_of(execution_id, body.owner, body.epoch, attempt)
-    return schemas.Execution.of(
-        store.fail(
-            lease,
+    # The backoff grows with the attempt number: the store reads it under the fence.
+    try:
+        failed = store.fail(
+            fence_of(execution_id, body.owner, body.epoch),
             body.error,
             retryable=body.retryable,
             retry_in=body.retry_in_seconds,
             timed_out=body.timed_out,
         )
-    )
+    except StaleLease:
+        # An unknown execution has always been a 404 here (the other reports answer
+        # 409): looked up on the refusal path only, off the accepted report's way.
+        store.get(execution_id)
+        raise
+    return schemas.Execution.of(failed)
 
 
 @router.post(
@@ -311,9 +323,9 @@ def fail(execution_id: ExecutionId, body: FailRequest, store: StoreDep) -> schem
 )
 def release(execution_id: ExecutionId, body: ReasonRequest, store: StoreDep) -> schemas.Execution:
     """Give a live lease back unfinished (claimable again at once); 409 if stale."""
-    lease = lease_of(execution_id, body.owner, body.epoch)
+    fence = fence_of(execution_id, body.owner, body.epoch)
     reason = {"reason": body.reason} if body.reason is not None else {}
-    return schemas.Execution.of(store.release(lease, **reason))
+    return schemas.Execution.of(store.release(fence, **reason))
 
 
 @router.post(
@@ -323,9 +335,9 @@ def release(execution_id: ExecutionId, body: ReasonRequest, store: StoreDep) -> 
 )
 def abort(execution_id: ExecutionId, body: ReasonRequest, store: StoreDep) -> schemas.Execution:
     """Stop a running execution to honour a cancel command (CANCELLED); 409 if stale."""
-    lease = lease_of(execution_id, body.owner, body.epoch)
+    fence = fence_of(execution_id, body.owner, body.epoch)
     reason = {"reason": body.reason} if body.reason is not None else {}
-    return schemas.Execution.of(store.abort(lease, **reason))
+    return schemas.Execution.of(store.abort(fence, **reason))
 
 
 @router.post(
@@ -336,7 +348,7 @@ def abort(execution_id: ExecutionId, body: ReasonRequest, store: StoreDep) -> sc
 def complete_many(body: CompletionBatch, store: StoreDep) -> CompletionResults:
     """Complete many leases in one transaction; per item, null or the refusal."""
     outcomes = store.complete_many(
-        [(lease_of(i.execution_id, i.owner, i.epoch), i.result) for i in body.items]
+        [(fence_of(i.execution_id, i.owner, i.epoch), i.result) for i in body.items]
     )
     return CompletionResults(results=[None if o is None else _refusal(o) for o in outcomes])
 
@@ -349,11 +361,11 @@ def complete_many(body: CompletionBatch, store: StoreDep) -> CompletionResults:
 def heartbeat_many(body: HeartbeatBatch, store: StoreDep) -> HeartbeatResults:
     """Renew many leases in one transaction; per item, the renewed lease or the refusal."""
     outcomes = store.heartbeat_many(
-        [(lease_of(i.execution_id, i.owner, i.epoch), i.progress) for i in body.items],
+        [(fence_of(i.execution_id, i.owner, i.epoch), i.progress) for i in body.items],
         ttl=body.ttl_seconds,
     )
     return HeartbeatResults(
-        results=[_refusal(o) if isinstance(o, StaleLease) else Lease.of(o) for o in outcomes]
+        results=[_refusal(o) if isinstance(o, StaleLease) else _renewal(o) for o in outcomes]
     )
 
 
@@ -379,8 +391,8 @@ def complete_command(
     command_id: Annotated[str, Path(min_length=1)], body: CommandDelivery, store: StoreDep
 ) -> ClaimedCommand:
     """Mark a claimed command delivered, under the execution lease ``owner``/``epoch``."""
-    lease = lease_of(body.execution_id, body.owner, body.epoch)
-    return ClaimedCommand.of(store.complete_command(_command_of(command_id, body), lease))
+    fence = fence_of(body.execution_id, body.owner, body.epoch)
+    return ClaimedCommand.of(store.complete_command(_command_of(command_id, body), fence))
 
 
 @router.post(

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         "timeout": common.maybe_duration(args.timeout, "--timeout"),
         "bucket_key": args.bucket_key,
         "priority": args.priority,
-        "job_version": args.job_version,
+        "version": args.job_version,
     }
     buckets = common.num_buckets(args)
     common.require_db(args)

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from fencepost.domain.errors import NotRunning
 from fencepost.domain.machine import holds, lease_is_live
-from fencepost.domain.models import Command, Execution, Lease
+from fencepost.domain.models import Command, Execution, Fence
 from fencepost.domain.states import WAITING_STATES, CommandKind, CommandState, State
 
 
@@ -67,7 +67,7 @@ def claimable(command: Command, now: datetime) -> bool:
 
 
 def may_complete(
-    row: Command, command: Command, lease: Lease, execution: Execution, now: datetime
+    row: Command, command: Command, lease: Fence, execution: Execution, now: datetime
 ) -> bool:
     """The fence of ``complete_command``, on both sides, from the rows as stored.
 

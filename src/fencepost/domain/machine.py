@@ -1,10 +1,14 @@
 """The execution state machine: the edges as data, and one pure function that applies them.
 
 Every backend changes state through these rules. The memory backend calls
-:func:`apply` directly; the SQL backends take their guards (``sources``) and their
-targets (``after_failure``) from here and pass them into their statements, so
-no backend decides a transition on its own. The contract suite checks that every
-audit transition a backend writes is an edge of :data:`EDGES`.
+:func:`apply` for every change. The SQL backends call it too, for every verb off the
+hot path (fail, release, abort, cancel, replay, reschedule, reaping, a command's
+cancel, deleting a schedule, a refused result, a set-aside claim: see
+``fencepost.store.sqlstore``), and write the decided row with its guard. Claim,
+complete and what submits and materializes write their transitions as SQL literals
+for speed; ``tests/unit/test_machine_sql.py`` reads every block of both dialects'
+SQL and checks each transition it writes against :data:`EDGES`, and the contract
+suite checks that every audit transition a backend writes is an edge.
 """
 
 from __future__ import annotations

@@ -46,18 +46,39 @@ class Execution:
     updated_at: datetime
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Lease:
-    """Proof that ``owner`` holds ``execution_id`` at ``epoch`` until ``lease_until``.
+# Fence and LiveFence have no __slots__ of their own, so that Lease's slots name every
+# one of its fields (code that lists a lease's fields by its __slots__ keeps working).
+@dataclass(frozen=True, kw_only=True)
+class Fence:
+    """What a fenced write names: ``owner`` holding ``execution_id`` at ``epoch``.
 
-    Pass it back to ``complete``, ``fail`` and ``heartbeat``; they succeed only
-    while the row still carries this owner and epoch and the lease is live.
+    Pass it to ``heartbeat``, ``complete``, ``fail``, ``release``, ``abort`` and
+    ``complete_command``: they succeed only while the stored row still carries this
+    owner and epoch and the lease is live (the store's clock decides). Everything
+    else such a write needs (the attempt number for the backoff) is read inside
+    its own transaction.
     """
 
     execution_id: str
     owner: str
     epoch: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class LiveFence(Fence):
+    """A fence with the ``lease_until`` the store last gave it (what a heartbeat returns)."""
+
     lease_until: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Lease(LiveFence):
+    """A fence plus what the claim delivered: proof of holding until ``lease_until``.
+
+    A lease is a :class:`Fence`: pass it back to ``complete``, ``fail`` and
+    ``heartbeat`` as it is.
+    """
+
     #: The execution's ``due_at`` when it was claimed (for a takeover, its current one):
     #: claim lateness is measured from it. Heartbeats carry it unchanged.
     due_at: datetime

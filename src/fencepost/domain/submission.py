@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,10 +19,12 @@ from fencepost.domain.states import State
 #: How many attempts an execution gets unless the submitter says otherwise.
 DEFAULT_MAX_ATTEMPTS = 3
 
-#: The arguments ``submit`` accepts (and ``submit_many`` accepts in each item).
+#: The arguments ``submit`` accepts (and ``submit_many`` accepts in each item);
+#: ``job_version`` is the deprecated name of ``version`` (see :func:`canonical`).
 SUBMIT_ARGUMENTS = frozenset(
     {
         "job",
+        "version",
         "job_version",
         "inputs",
         "execute_at",
@@ -97,7 +100,7 @@ def prepare(
     now: datetime,
     max_payload_bytes: int,
     num_buckets: int,
-    job_version: object = None,
+    version: object = None,
     inputs: object = None,
     execute_at: object = None,
     delay: object = None,
@@ -107,12 +110,14 @@ def prepare(
     bucket_key: object = None,
     priority: object = 0,
 ) -> NewExecution:
-    """Validate one submit request; every error names its field. ``now`` is the store's."""
+    """Validate one submit request; every error names its field. ``now`` is the store's.
+
+    A bad ``version`` is reported on the field ``job_version``, the execution's field
+    it sets (as it was before ``version`` was the argument's name).
+    """
     job = require_name(job, "job")
-    version = (
-        None
-        if job_version is None
-        else require_int(job_version, "job_version", low=1, high=INT32_MAX)
+    job_version = (
+        None if version is None else require_int(version, "job_version", low=1, high=INT32_MAX)
     )
     if inputs is None:
         inputs = {}
@@ -140,7 +145,7 @@ def prepare(
         request_hash = payloads.fingerprint(
             {
                 "job": job,
-                "job_version": version,
+                "job_version": job_version,
                 # The inputs as stored (JSON: keys are strings), not as given: sorting
                 # keys of mixed types would fail, and {1: "a"} is stored as {"1": "a"}.
                 "inputs": payloads.decode(inputs_json),
@@ -155,7 +160,7 @@ def prepare(
     return NewExecution(
         id=new_id,
         job=job,
-        job_version=version,
+        job_version=job_version,
         inputs=inputs,
         inputs_json=inputs_json,
         due_at=due_at,
@@ -170,6 +175,27 @@ def prepare(
         bucket_key=bkey,
         created_at=now,
     )
+
+
+def canonical(arguments: Mapping[str, Any], *, stacklevel: int = 2) -> dict[str, Any]:
+    """``arguments`` with the deprecated ``job_version`` renamed ``version``.
+
+    Warns (:class:`DeprecationWarning`, at ``stacklevel`` above this call) when the old
+    name is used; both names at once are a :class:`ValidationError` on ``version``.
+    """
+    if "job_version" not in arguments:
+        return dict(arguments)
+    warnings.warn(
+        "job_version= is deprecated; pass version= instead",
+        DeprecationWarning,
+        stacklevel=stacklevel + 1,
+    )
+    renamed = dict(arguments)
+    old = renamed.pop("job_version")
+    if "version" in renamed:
+        raise ValidationError("version", "give version or job_version (deprecated), not both")
+    renamed["version"] = old
+    return renamed
 
 
 def check_arguments(item: Mapping[str, Any], *, index: int) -> None:

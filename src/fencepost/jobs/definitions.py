@@ -61,13 +61,13 @@ import yaml
 
 from fencepost.domain import payloads
 from fencepost.domain.checks import require_int, require_name, suggest
+from fencepost.domain.durations import parse_duration
 from fencepost.domain.errors import DefinitionError, ValidationError
 from fencepost.domain.retry import RetryPolicy
 from fencepost.jobs.runners import templates
 from fencepost.jobs.runners.command import CommandRunner
 from fencepost.jobs.runners.http import DEFAULT_TIMEOUT, HttpRunner
 from fencepost.jobs.spec import DEFAULT_LEASE_TTL, JobSpec, Runner, spec_from_function
-from fencepost.timing.durations import parse_duration
 
 #: The file name suffixes :func:`load_definitions` picks up (compared case-insensitively).
 SUFFIXES = (".yaml", ".yml", ".json")

@@ -22,11 +22,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, get_type_hints
 
 from fencepost.domain.checks import require_int, require_name
+from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import JSON
 from fencepost.domain.retry import RetryPolicy
 from fencepost.jobs.context import Context
-from fencepost.timing.durations import as_duration
 
 if TYPE_CHECKING:
     import jsonschema

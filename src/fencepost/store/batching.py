@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from fencepost.domain.models import Lease
+from fencepost.domain.models import Fence
 
 
-def rounds(leases: Sequence[Lease]) -> Iterator[dict[str, int]]:
+def rounds(leases: Sequence[Fence]) -> Iterator[dict[str, int]]:
     """Split a batch so that no execution appears twice in one set-based statement.
 
     Each round maps execution id -> position in ``leases``. A set-based UPDATE

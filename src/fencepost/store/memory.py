@@ -4,6 +4,20 @@ Every change goes through :func:`fencepost.domain.machine.apply`. Payloads are
 round-tripped through JSON on the way in, so what a caller reads back is what a
 serializing backend would give (tuples become lists, and so on). Nothing
 survives the process; use it for tests and for trying things out.
+
+It stays a reference model beside the SQL stores rather than a peer of
+:class:`~fencepost.store.sqlstore.SqlStore`: what the verbs decide is already shared
+(validation and the fail, release and abort decisions in :class:`Store`, every
+transition in ``domain.machine``, commands in ``domain.commands``, schedules in
+``domain.schedules``), and what is left is how rows are found and kept, which for
+dicts is a few lines where SQL needs a statement. Emulating the SQL hooks over dicts
+would cost more code than it saves. Where it differs from the SQL stores, on purpose:
+
+* one lock serializes every verb (no concurrency to skip locked rows around);
+* the claim, the bucket cap and every filter are Python over all rows, not index scans;
+* ``prune`` deletes oldest ``updated_at`` first (SQLite walks ids; PostgreSQL skips
+  rows a concurrent transaction holds);
+* the audit ``seq`` is one counter for the store; ``clock_offset`` is None (one process).
 """
 
 from __future__ import annotations
@@ -19,13 +33,11 @@ from fencepost.domain import schedules as plans
 from fencepost.domain.commands import claimable, may_complete, new_command, on_request
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
 from fencepost.domain.events import (
-    ExecutionAborted,
     ExecutionCancelled,
     ExecutionClaimed,
     ExecutionCompleted,
     ExecutionEvent,
     ExecutionFailed,
-    ExecutionReleased,
     ExecutionSkipped,
     LeaseExpired,
 )
@@ -33,6 +45,7 @@ from fencepost.domain.machine import Change, apply, holds, lease_is_live, stale_
 from fencepost.domain.models import (
     Command,
     Execution,
+    Fence,
     Lease,
     Page,
     Schedule,
@@ -52,12 +65,13 @@ from fencepost.domain.states import (
 )
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
+    ClaimRequest,
+    Decide,
     ExecutionFilter,
     Materialization,
     Outcome,
     Store,
     StoreConfig,
-    failure,
     stale_schedule,
 )
 from fencepost.timing.planning import HELD
@@ -108,7 +122,7 @@ class MemoryStore(Store):
         except KeyError:
             raise NotFound(execution_id) from None
 
-    def _refuse(self, lease: Lease, verb: str, now: datetime) -> StaleLease:
+    def _refuse(self, lease: Fence, verb: str, now: datetime) -> StaleLease:
         current = self._rows.get(lease.execution_id)
         if current is not None:
             self._record(
@@ -126,7 +140,7 @@ class MemoryStore(Store):
             )
         return StaleLease(lease.execution_id, lease.owner, lease.epoch)
 
-    def _fenced(self, lease: Lease, verb: str, now: datetime) -> Execution | StaleLease:
+    def _fenced(self, lease: Fence, verb: str, now: datetime) -> Execution | StaleLease:
         current = self._rows.get(lease.execution_id)
         if current is None or not holds(current, lease.owner, lease.epoch, now):
             return self._refuse(lease, verb, now)
@@ -207,18 +221,9 @@ class MemoryStore(Store):
             self._row(execution_id)
             return list(self._audit.get(execution_id, []))
 
-    def _claim(
-        self,
-        owner: str,
-        *,
-        limit: int,
-        ttl: timedelta,
-        jobs: tuple[str, ...] | None,
-        buckets: tuple[int, ...] | None,
-        max_per_bucket: int | None,
-        versions: tuple[tuple[str, int], ...] | None,
-        ids: tuple[str, ...] | None = None,
-    ) -> list[Lease]:
+    def _claim(self, request: ClaimRequest) -> list[Lease]:
+        jobs, ids, buckets, versions = request.jobs, request.ids, request.buckets, request.versions
+        limit, cap = request.limit, request.max_per_bucket
         with self._lock:
             now = self.clock.now()
             ordered = sorted(
@@ -237,12 +242,8 @@ class MemoryStore(Store):
                 ),
                 key=lambda e: (-e.priority, e.due_at, e.id),
             )
-            candidates = (
-                ordered[:limit]
-                if max_per_bucket is None
-                else self._within_cap(ordered, max_per_bucket)[:limit]
-            )
-            event = ExecutionClaimed(owner=owner, lease_until=now + ttl)
+            candidates = ordered[:limit] if cap is None else self._within_cap(ordered, cap)[:limit]
+            event = ExecutionClaimed(owner=request.owner, lease_until=now + request.ttl)
             return [_lease(self._apply(e.id, event, now)) for e in candidates]
 
     def _within_cap(self, ordered: list[Execution], cap: int) -> list[Execution]:
@@ -257,11 +258,11 @@ class MemoryStore(Store):
         return chosen
 
     def _heartbeat(
-        self, beats: Sequence[tuple[Lease, str | None]], *, ttl: timedelta
-    ) -> list[Lease | StaleLease]:
+        self, beats: Sequence[tuple[Fence, str | None]], *, ttl: timedelta
+    ) -> list[datetime | StaleLease]:
         with self._lock:
             now = self.clock.now()
-            out: list[Lease | StaleLease] = []
+            out: list[datetime | StaleLease] = []
             for lease, progress in beats:
                 current = self._fenced(lease, "heartbeat", now)
                 if isinstance(current, StaleLease):
@@ -273,7 +274,7 @@ class MemoryStore(Store):
                 if progress is not None:
                     renewed = replace(renewed, progress=payloads.decode(progress))
                 self._rows[lease.execution_id] = renewed
-                out.append(replace(lease, lease_until=until))
+                out.append(until)
             return out
 
     def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
@@ -298,37 +299,13 @@ class MemoryStore(Store):
                 out.append(None)
             return out
 
-    def _fail(
-        self, lease: Lease, error: str, *, retryable: bool, delay: timedelta, timed_out: bool
-    ) -> Execution:
-        return self._fenced_change(
-            lease,
-            "fail",
-            lambda now: failure(
-                lease, error, retryable=retryable, timed_out=timed_out, retry_at=now + delay
-            ),
-        )
-
-    def _release(self, lease: Lease, reason: str) -> Execution:
-        return self._fenced_change(
-            lease, "release", lambda _: ExecutionReleased(owner=lease.owner, reason=reason)
-        )
-
-    def _abort(self, lease: Lease, reason: str) -> Execution:
-        return self._fenced_change(
-            lease, "abort", lambda _: ExecutionAborted(owner=lease.owner, reason=reason)
-        )
-
-    def _fenced_change(
-        self, lease: Lease, verb: str, event_at: Callable[[datetime], ExecutionEvent]
-    ) -> Execution:
-        """Apply the event ``event_at(now)`` under the lease's fence, or raise StaleLease."""
+    def _fenced_change(self, fence: Fence, verb: str, decide: Decide) -> Execution:
         with self._lock:
             now = self.clock.now()
-            current = self._fenced(lease, verb, now)
+            current = self._fenced(fence, verb, now)
             if isinstance(current, StaleLease):
                 raise current
-            return self._apply(current.id, event_at(now), now)
+            return self._apply(current.id, decide(current, now), now)
 
     def reap_expired(self, *, limit: int = 1000) -> int:
         with self._lock:
@@ -384,7 +361,7 @@ class MemoryStore(Store):
                 claimed.append(taken)
             return claimed
 
-    def _complete_command(self, command: Command, lease: Lease) -> Command | None:
+    def _complete_command(self, command: Command, lease: Fence) -> Command | None:
         with self._lock:
             now = self.clock.now()
             row = self._commands.get(command.execution_id, {}).get(command.id)

@@ -8,9 +8,9 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from fencepost.domain.models import Command, Execution, Schedule, Transition
+from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.states import CommandKind, CommandState, Event, State
 from fencepost.domain.submission import NewExecution
-from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
 
 T = TypeVar("T")
 

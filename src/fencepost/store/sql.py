@@ -1,7 +1,11 @@
 """Named SQL blocks, loaded from ``.sql`` files shipped with a backend.
 
 A file holds blocks headed by ``-- name: <block>``; runtime code refers to
-blocks by name and holds no SQL text of its own.
+blocks by name and holds no SQL text of its own. A file may also hold fragments,
+headed by ``-- fragment: <name>``: text that is not a statement by itself, written
+once and placed into blocks where a line reads ``-- include: <name>`` (two blocks
+that share most of a statement, such as a claim and its capped variant, then
+share its text). Fragments are not blocks: they are not returned.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ from importlib import resources
 
 from fencepost.domain.errors import NotMigrated, StoreUnavailable
 
-_HEADER = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+_HEADER = re.compile(r"^--\s*(name|fragment):\s*(\w+)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"^[ \t]*--\s*include:\s*(\w+)\s*$", re.MULTILINE)
 
 
 def load_queries(package: str, filename: str) -> dict[str, str]:
@@ -21,16 +26,28 @@ def load_queries(package: str, filename: str) -> dict[str, str]:
 
 
 def parse_blocks(text: str, *, source: str) -> dict[str, str]:
-    """Split SQL text into named blocks; duplicate or empty blocks are errors."""
+    """Split SQL text into named blocks; duplicate or empty blocks are errors.
+
+    ``-- include: <fragment>`` lines are replaced by the fragment's text (fragments
+    may include fragments defined before them); an unknown fragment is an error.
+    """
     parts = _HEADER.split(text)
     blocks: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        sql = body.strip()
-        if name in blocks:
+    fragments: dict[str, str] = {}
+
+    def include(match: re.Match[str]) -> str:
+        if match[1] not in fragments:
+            raise ValueError(f"{source}: fragment {match[1]!r} is not defined before its use")
+        return fragments[match[1]]
+
+    for kind, name, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
+        sql = _INCLUDE.sub(include, body.strip("\n").rstrip())
+        into = fragments if kind == "fragment" else blocks
+        if name in blocks or name in fragments:
             raise ValueError(f"{source}: block {name!r} is defined twice")
-        if not sql:
+        if not sql.strip():
             raise ValueError(f"{source}: block {name!r} is empty")
-        blocks[name] = sql
+        into[name] = sql if kind == "fragment" else sql.strip()
     return blocks
 
 

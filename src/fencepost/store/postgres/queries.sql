@@ -164,40 +164,17 @@ FROM transitions WHERE execution_id = %(id)s::uuid ORDER BY seq
 -- name: execution_exists
 SELECT 1 FROM executions WHERE id = %(id)s::uuid
 
--- name: claim
--- One statement: pick due rows (skipping rows another claim has locked), lease
--- them, write their CLAIMED transitions, and return them with their inputs as
--- text (the store checks them before the transaction commits, and decodes a
--- batch's texts in one parse).
--- Candidates are restricted to %(jobs)s, %(ids)s, %(buckets)s and the 'job:version'
--- pairs in %(versions)s (rows without a job_version run on any version).
---
--- A claim must not cost more as the backlog grows, whatever the planner believes
--- about sizes (a worker's prepared claim may have been planned while it polled an
--- empty table, before a burst arrived):
--- * now is a scalar subquery, not a join with clock: due_at <= now is then a
---   condition inside the claimable index, so a walk over rows not yet due reads
---   no table rows, and the walk keeps the index's order and stops at the limit.
--- * Each picked row is updated through its primary key: joined with picked, a
---   nested loop of index lookups in the generic plans psycopg's prepared
---   statements get. (A plan made for one call may still hash-join the whole of a
---   table under about 60,000 rows; bounded, where the alternatives were not.)
--- * Inputs are looked up per claimed row: joined, the planner hash-joined every
---   row of execution_data on every claim of a table under about 60,000 rows.
-WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
-waiting AS (
-    SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at
-    FROM executions AS e
-    WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= (SELECT now FROM clock)
+-- fragment: claim_filters
+-- The restrictions every branch of a claim applies (see claim).
       AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
       AND (%(ids)s::uuid[] IS NULL OR e.id = ANY(%(ids)s::uuid[]))
       AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
       AND (%(versions)s::text[] IS NULL OR e.job_version IS NULL
            OR e.job || ':' || e.job_version = ANY(%(versions)s::text[]))
-    ORDER BY e.priority DESC, e.due_at, e.id
-    LIMIT %(limit)s
-    FOR UPDATE OF e SKIP LOCKED
-),
+
+-- fragment: claim_lease
+-- The end of claim and claim_capped, after their waiting rows: expired leases with
+-- attempts left, the pick in claim order, the lease, its audit, the answer.
 expired AS (
     -- now as a scalar subquery, not a join: then lease_until <= now is an index
     -- condition and the scan reads only expired leases, not every leased row.
@@ -205,11 +182,7 @@ expired AS (
     FROM executions AS e
     WHERE e.state = 'RUNNING' AND e.lease_until <= (SELECT now FROM clock)
       AND e.attempt < e.max_attempts
-      AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
-      AND (%(ids)s::uuid[] IS NULL OR e.id = ANY(%(ids)s::uuid[]))
-      AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
-      AND (%(versions)s::text[] IS NULL OR e.job_version IS NULL
-           OR e.job || ':' || e.job_version = ANY(%(versions)s::text[]))
+      -- include: claim_filters
     ORDER BY e.lease_until
     LIMIT %(limit)s
     FOR UPDATE OF e SKIP LOCKED
@@ -246,6 +219,38 @@ SELECT c.id, c.epoch, c.attempt, c.max_attempts, c.job, c.job_version, c.timeout
 FROM claimed AS c
 ORDER BY c.priority DESC, c.due_at, c.id
 
+-- name: claim
+-- One statement: pick due rows (skipping rows another claim has locked), lease
+-- them, write their CLAIMED transitions, and return them with their inputs as
+-- text (the store checks them before the transaction commits, and decodes a
+-- batch's texts in one parse).
+-- Candidates are restricted to %(jobs)s, %(ids)s, %(buckets)s and the 'job:version'
+-- pairs in %(versions)s (rows without a job_version run on any version).
+--
+-- A claim must not cost more as the backlog grows, whatever the planner believes
+-- about sizes (a worker's prepared claim may have been planned while it polled an
+-- empty table, before a burst arrived):
+-- * now is a scalar subquery, not a join with clock: due_at <= now is then a
+--   condition inside the claimable index, so a walk over rows not yet due reads
+--   no table rows, and the walk keeps the index's order and stops at the limit.
+-- * Each picked row is updated through its primary key: joined with picked, a
+--   nested loop of index lookups in the generic plans psycopg's prepared
+--   statements get. (A plan made for one call may still hash-join the whole of a
+--   table under about 60,000 rows; bounded, where the alternatives were not.)
+-- * Inputs are looked up per claimed row: joined, the planner hash-joined every
+--   row of execution_data on every claim of a table under about 60,000 rows.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+waiting AS (
+    SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at
+    FROM executions AS e
+    WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= (SELECT now FROM clock)
+      -- include: claim_filters
+    ORDER BY e.priority DESC, e.due_at, e.id
+    LIMIT %(limit)s
+    FOR UPDATE OF e SKIP LOCKED
+),
+-- include: claim_lease
+
 -- name: claim_capped
 -- claim under max_per_bucket (%(cap)s): a bucket gives at most %(cap)s minus its
 -- RUNNING executions. Runs after lock_buckets in the same transaction, so two
@@ -263,11 +268,7 @@ ranked AS (
                AS bucket_rank
     FROM executions AS e, clock
     WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= clock.now
-      AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
-      AND (%(ids)s::uuid[] IS NULL OR e.id = ANY(%(ids)s::uuid[]))
-      AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
-      AND (%(versions)s::text[] IS NULL OR e.job_version IS NULL
-           OR e.job || ':' || e.job_version = ANY(%(versions)s::text[]))
+      -- include: claim_filters
 ),
 eligible AS (
     SELECT r.id FROM ranked AS r LEFT JOIN running AS n ON n.bucket = r.bucket
@@ -281,53 +282,7 @@ waiting AS (
     WHERE e.id IN (SELECT id FROM eligible) AND e.state IN ('RETRY_WAIT', 'SCHEDULED')
     FOR UPDATE OF e SKIP LOCKED
 ),
-expired AS (
-    -- now as a scalar subquery, not a join: then lease_until <= now is an index
-    -- condition and the scan reads only expired leases, not every leased row.
-    SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at
-    FROM executions AS e
-    WHERE e.state = 'RUNNING' AND e.lease_until <= (SELECT now FROM clock)
-      AND e.attempt < e.max_attempts
-      AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
-      AND (%(ids)s::uuid[] IS NULL OR e.id = ANY(%(ids)s::uuid[]))
-      AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
-      AND (%(versions)s::text[] IS NULL OR e.job_version IS NULL
-           OR e.job || ':' || e.job_version = ANY(%(versions)s::text[]))
-    ORDER BY e.lease_until
-    LIMIT %(limit)s
-    FOR UPDATE OF e SKIP LOCKED
-),
-picked AS (
-    SELECT * FROM waiting
-    UNION ALL
-    SELECT * FROM expired
-    ORDER BY priority DESC, due_at, id
-    LIMIT %(limit)s
-),
-claimed AS (
-    UPDATE executions AS e
-    SET state = 'RUNNING', epoch = e.epoch + 1, attempt = e.attempt + 1,
-        lease_owner = %(owner)s, lease_until = clock.now + %(ttl)s::interval,
-        updated_at = clock.now
-    FROM picked AS p, clock
-    WHERE e.id = p.id
-    RETURNING e.id, p.state AS from_state, p.lease_owner AS from_owner, e.epoch, e.attempt,
-              e.max_attempts, e.job, e.job_version, e.timeout, e.schedule_id, e.slot,
-              e.lease_until, e.priority, e.due_at, clock.now AS at
-),
-audit AS (
-    INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
-    SELECT id, 'CLAIMED', from_state, 'RUNNING', epoch, %(owner)s,
-           CASE WHEN from_state = 'RUNNING'
-                THEN format(%(takeover_reason)s::text, from_owner, epoch - 1) END,
-           at
-    FROM claimed
-)
-SELECT c.id, c.epoch, c.attempt, c.max_attempts, c.job, c.job_version, c.timeout,
-       c.schedule_id, c.slot, c.lease_until, c.due_at,
-       (SELECT d.inputs::text FROM execution_data AS d WHERE d.execution_id = c.id)
-FROM claimed AS c
-ORDER BY c.priority DESC, c.due_at, c.id
+-- include: claim_lease
 
 -- name: lock_buckets
 -- Serialize capped claimers per bucket, in bucket order so that two never deadlock.

@@ -13,55 +13,28 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from fencepost.domain import schedules as plans
 from fencepost.domain.checks import storable
-from fencepost.domain.commands import new_command, on_request
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, StoreUnavailable
-from fencepost.domain.events import (
-    ExecutionAborted,
-    ExecutionCancelled,
-    ExecutionEvent,
-    ExecutionFailed,
-    ExecutionReleased,
-    LeaseExpired,
-)
-from fencepost.domain.machine import (
-    RECORDS_ERROR,
-    TAKEOVER_REASON_FORMAT,
-    Change,
-    apply,
-    holds,
-    stale_reason,
-)
-from fencepost.domain.models import (
-    Command,
-    Execution,
-    Lease,
-    Page,
-    Schedule,
-    SchedulePage,
-    Transition,
-)
+from fencepost.domain.machine import TAKEOVER_REASON_FORMAT, stale_reason
+from fencepost.domain.models import Command, Execution, Fence, Lease, Page, Schedule
 from fencepost.domain.nodes import Node
-from fencepost.domain.reports import Lateness, SloOffender, SloReport, Stats, share, tabulate
+from fencepost.domain.reports import Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
-from fencepost.domain.states import CommandKind, CommandState, State
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
-    UNFINISHED_STATES,
+    ClaimRequest,
     ExecutionFilter,
     Materialization,
     Outcome,
-    Store,
     StoreConfig,
-    claimed_inputs,
-    failure,
-    set_aside,
     stale_schedule,
 )
 from fencepost.store.batching import rounds, rounds_of
@@ -76,8 +49,8 @@ from fencepost.store.postgres.connection import (
     target,
 )
 from fencepost.store.postgres.connection import migrate as apply_migrations
-from fencepost.store.rows import version_keys
 from fencepost.store.sql import latest_version, require_migrated
+from fencepost.store.sqlstore import SqlStore, claimed_leases, stale, stats_report
 from fencepost.timing.planning import HELD
 
 Q = QUERIES
@@ -94,18 +67,11 @@ _ZERO = timedelta(0)
 PLAN_PER_CALL = 64
 
 
-#: The query block by (one schedule?, newest first?). A schedule's executions are read
-#: through their own index (see the blocks).
-_QUERY_BLOCKS = {
-    (False, False): "query_executions",
-    (False, True): "query_executions_newest_first",
-    (True, False): "query_schedule_executions",
-    (True, True): "query_schedule_executions_newest_first",
-}
-
-
-class PostgresStore(Store):
+class PostgresStore(SqlStore):
     """Executions in a PostgreSQL database shared by any number of processes and machines."""
+
+    queries = Q
+    rows = rows
 
     #: At most one wake-up notification per this many seconds from one store. Short:
     #: a submit that sends none waits for the workers' next poll (50 ms), so a producer
@@ -178,6 +144,54 @@ class PostgresStore(Store):
         assert row is not None
         now: datetime = row[0]
         return now
+
+    # -- dialect hooks (see SqlStore) ------------------------------------------------------
+
+    def _read(self) -> AbstractContextManager[Connection]:
+        return self._db.connection()
+
+    def _write(self) -> AbstractContextManager[Connection]:
+        return self._db.transaction()
+
+    def _tx_now(self, conn: Connection) -> datetime:
+        return self._now(conn)
+
+    def _now_param(self) -> datetime | None:
+        return self._pinned_now()
+
+    def _t(self, value: datetime) -> datetime:
+        return value  # psycopg binds aware datetimes as timestamptz
+
+    def _d(self, value: timedelta) -> timedelta:
+        return value  # psycopg binds a timedelta as an interval
+
+    def _array(self, values: Sequence[Any]) -> list[Any]:
+        return [str(v) if isinstance(v, StrEnum) else v for v in values]
+
+    def _can_name(self, row_id: str) -> bool:
+        return _is_uuid(row_id)  # ids are UUIDs here: anything else names no row
+
+    def _refuse(
+        self, conn: Connection, fences: Sequence[Fence], verb: str, now: datetime | None
+    ) -> None:
+        # `now` is not bound: the statement reads the same clock (pinned or the server's).
+        if not fences:
+            return
+        conn.execute(
+            Q["insert_stale_refusals"],
+            {
+                "now": self._pinned_now(),
+                "ids": [fence.execution_id for fence in fences],
+                "owners": [fence.owner for fence in fences],
+                "epochs": [fence.epoch for fence in fences],
+                "reason": stale_reason(verb),
+            },
+        )
+
+    def _schedule_cursor(self, after: str | None) -> str | None:
+        # A cursor is a bound, not a name: no stored id holds U+0000, so the ids
+        # after "s\x00..." are exactly the ids after "s", which PostgreSQL can take.
+        return None if after is None else after.partition("\x00")[0]
 
     # -- submitting ----------------------------------------------------------------------
 
@@ -274,84 +288,24 @@ class PostgresStore(Store):
 
     # -- reading -------------------------------------------------------------------------
 
-    def get(self, execution_id: str) -> Execution:
-        with self._db.connection() as conn:
-            return self._get(conn, execution_id)
-
-    @staticmethod
-    def _get(conn: Connection, execution_id: str, *, lock: bool = False) -> Execution:
-        if not _is_uuid(execution_id):
-            raise NotFound(execution_id)
-        query = Q["lock_execution"] if lock else Q["get_execution"]
-        row = conn.execute(query, {"id": execution_id}).fetchone()
-        if row is None:
-            raise NotFound(execution_id)
-        return rows.execution(row)
-
-    def _find(self, idempotency_key: str) -> Execution | None:
-        with self._db.connection() as conn:
-            row = conn.execute(Q["find_execution"], {"key": idempotency_key}).fetchone()
-        return None if row is None else rows.execution(row)
-
     def _query(self, filters: ExecutionFilter) -> Page:
         if filters.after is not None and not _is_uuid(filters.after):
-            return Page(items=[], next_cursor=None)
-        params = {
-            "after": filters.after,
-            "states": None if filters.states is None else [str(s) for s in filters.states],
-            "job": filters.job,
-            "schedule": filters.schedule,
-            "bucket": filters.bucket,
-            "buckets": None if filters.buckets is None else list(filters.buckets),
-            "due_after": filters.due_after,
-            "due_before": filters.due_before,
-            "limit": filters.limit + 1,
-        }
-        query = Q[_QUERY_BLOCKS[filters.schedule is not None, filters.newest_first]]
-        with self._db.connection() as conn:
-            items = [rows.execution(r) for r in conn.execute(query, params)]
-        more = len(items) > filters.limit
-        items = items[: filters.limit]
-        return Page(items=items, next_cursor=items[-1].id if more else None)
-
-    def transitions(self, execution_id: str) -> list[Transition]:
-        if not _is_uuid(execution_id):
-            raise NotFound(execution_id)
-        with self._db.connection() as conn:
-            found = conn.execute(Q["select_transitions"], {"id": execution_id}).fetchall()
-            if not found and conn.execute(Q["execution_exists"], {"id": execution_id}).fetchone():
-                return []
-        if not found:
-            raise NotFound(execution_id)
-        return [rows.transition(r) for r in found]
+            return Page(items=[], next_cursor=None)  # no id sorts after a non-UUID here
+        return super()._query(filters)
 
     # -- leasing ---------------------------------------------------------------------------
 
-    def _claim(
-        self,
-        owner: str,
-        *,
-        limit: int,
-        ttl: timedelta,
-        jobs: tuple[str, ...] | None,
-        buckets: tuple[int, ...] | None,
-        max_per_bucket: int | None,
-        versions: tuple[tuple[str, int], ...] | None,
-        ids: tuple[str, ...] | None = None,
-    ) -> list[Lease]:
-        if ids is not None:
-            ids = tuple(i for i in ids if _is_uuid(i))  # others name no execution here
+    def _claim(self, request: ClaimRequest) -> list[Lease]:
+        if request.ids is not None:
+            ids = tuple(i for i in request.ids if _is_uuid(i))  # others name no execution here
             if not ids:
                 return []
-        params = {
+            request = replace(request, ids=ids)
+        owner, buckets, max_per_bucket = request.owner, request.buckets, request.max_per_bucket
+        params = self._claim_params(request) | {
             "now": self._pinned_now(),
             "owner": owner,
-            "limit": limit,
-            "ttl": ttl,
-            "jobs": None if jobs is None else list(jobs),
-            "ids": None if ids is None else list(ids),
-            "buckets": None if buckets is None else list(buckets),
-            "versions": None if versions is None else version_keys(versions),
+            "ttl": request.ttl,
             "takeover_reason": TAKEOVER_REASON_FORMAT,
         }
         if max_per_bucket is None:
@@ -367,52 +321,17 @@ class PostgresStore(Store):
             locked = sorted(buckets if buckets is not None else range(self.config.num_buckets))
             with self._db.transaction() as conn:
                 conn.execute(Q["lock_buckets"], {"buckets": locked})
-                claimed = conn.execute(
-                    Q["claim_capped"], params | {"cap": max_per_bucket}
-                ).fetchall()
-        inputs, unreadable = claimed_inputs([row[11] for row in claimed])
-        leases = [
-            Lease(
-                execution_id=id_,
-                owner=owner,
-                epoch=epoch,
-                lease_until=lease_until,
-                due_at=due_at,
-                attempt=attempt,
-                max_attempts=max_attempts,
-                job=job,
-                job_version=job_version,
-                inputs=inputs[i],
-                timeout=timeout,
-                schedule_id=schedule_id,
-                slot=slot,
-            )
-            for i, (
-                id_,
-                epoch,
-                attempt,
-                max_attempts,
-                job,
-                job_version,
-                timeout,
-                schedule_id,
-                slot,
-                lease_until,
-                due_at,
-                _,
-            ) in enumerate(claimed)
-        ]
+                claimed = conn.execute(Q["claim_capped"], params).fetchall()
+        leases, unreadable = claimed_leases(owner, claimed)
         if not unreadable:
             return leases
         with self._db.transaction() as conn:
-            now = self._now(conn)
-            for i, problem in unreadable.items():
-                self._fenced_apply(conn, leases[i], "fail", set_aside(leases[i], problem, now), now)
+            self._set_aside(conn, leases, unreadable, self._now(conn))
         return [lease for i, lease in enumerate(leases) if i not in unreadable]
 
     def _heartbeat(
-        self, beats: Sequence[tuple[Lease, str | None]], *, ttl: timedelta
-    ) -> list[Lease | StaleLease]:
+        self, beats: Sequence[tuple[Fence, str | None]], *, ttl: timedelta
+    ) -> list[datetime | StaleLease]:
         renewed: dict[int, datetime] = {}
         # An id that is not a UUID names no execution here: refused without asking.
         usable = [i for i, (lease, _) in enumerate(beats) if _is_uuid(lease.execution_id)]
@@ -432,13 +351,9 @@ class PostgresStore(Store):
                     prepare=_reuse_plan(len(chosen)),
                 )
                 renewed.update((usable[round_[id_]], until) for id_, until in found)
-            self._refuse(conn, [beats[i][0] for i in usable if i not in renewed], "heartbeat")
-        return [
-            replace(lease, lease_until=renewed[i])
-            if i in renewed
-            else StaleLease(lease.execution_id, lease.owner, lease.epoch)
-            for i, (lease, _) in enumerate(beats)
-        ]
+            refused = [beats[i][0] for i in usable if i not in renewed]
+            self._refuse(conn, refused, "heartbeat", None)
+        return [renewed.get(i) or stale(lease) for i, (lease, _) in enumerate(beats)]
 
     def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
         # An id that is not a UUID names no execution here: refused without asking.
@@ -469,103 +384,16 @@ class PostgresStore(Store):
                     prepare=_reuse_plan(len(chosen)),
                 )
                 accepted.update(valid[round_[id_]][0] for (id_,) in found)
-            self._refuse(conn, [o.lease for i, o in valid if i not in accepted], "complete")
+            refused = [o.lease for i, o in valid if i not in accepted]
+            self._refuse(conn, refused, "complete", None)
             for i, o in enumerate(outcomes):
-                if o.invalid is None:
-                    refused = StaleLease(o.lease.execution_id, o.lease.owner, o.lease.epoch)
-                    out.append(None if i in accepted else refused)
-                    continue
-                # A result that is not JSON fails permanently, through the state machine.
-                now = self._now(conn)
-                event = ExecutionFailed(
-                    owner=o.lease.owner, error=o.invalid, retryable=False, retry_at=now
-                )
-                outcome = self._fenced_apply(conn, o.lease, "complete", event, now)
-                out.append(outcome if isinstance(outcome, StaleLease) else None)
+                if o.invalid is not None:
+                    out.append(self._fail_invalid(conn, o, self._now(conn)))
+                else:
+                    out.append(None if i in accepted else stale(o.lease))
         return out
 
-    def _refuse(self, conn: Connection, leases: Sequence[Lease], verb: str) -> None:
-        """Audit refused fenced calls (nothing else changes)."""
-        if not leases:
-            return
-        conn.execute(
-            Q["insert_stale_refusals"],
-            {
-                "now": self._pinned_now(),
-                "ids": [lease.execution_id for lease in leases],
-                "owners": [lease.owner for lease in leases],
-                "epochs": [lease.epoch for lease in leases],
-                "reason": stale_reason(verb),
-            },
-        )
-
-    def _fail(
-        self, lease: Lease, error: str, *, retryable: bool, delay: timedelta, timed_out: bool
-    ) -> Execution:
-        return self._fenced_change(
-            lease,
-            "fail",
-            lambda now: failure(
-                lease, error, retryable=retryable, timed_out=timed_out, retry_at=now + delay
-            ),
-        )
-
-    def _release(self, lease: Lease, reason: str) -> Execution:
-        return self._fenced_change(
-            lease, "release", lambda _: ExecutionReleased(owner=lease.owner, reason=reason)
-        )
-
-    def _abort(self, lease: Lease, reason: str) -> Execution:
-        return self._fenced_change(
-            lease, "abort", lambda _: ExecutionAborted(owner=lease.owner, reason=reason)
-        )
-
-    def _fenced_change(
-        self, lease: Lease, verb: str, event_at: Callable[[datetime], ExecutionEvent]
-    ) -> Execution:
-        """Apply the event ``event_at(now)`` under the lease's fence, or raise StaleLease."""
-        with self._db.transaction() as conn:
-            now = self._now(conn)
-            outcome = self._fenced_apply(conn, lease, verb, event_at(now), now)
-        if isinstance(outcome, StaleLease):
-            raise outcome
-        return outcome
-
-    def reap_expired(self, *, limit: int = 1000) -> int:
-        with self._db.transaction() as conn:
-            now = self._now(conn)
-            expired = conn.execute(Q["expired_leases"], {"now": now, "limit": limit}).fetchall()
-            for row in expired:
-                current = rows.execution(row)
-                event = LeaseExpired(retry_at=now + self.retry_delay(current.attempt))
-                _write(conn, apply(current, event, now), now)
-        return len(expired)
-
     # -- commands --------------------------------------------------------------------------
-
-    def _request(
-        self, execution_id: str, kind: CommandKind, *, actor: str, command_id: str
-    ) -> Command:
-        with self._db.transaction() as conn:
-            now = self._now(conn)
-            current = self._get(conn, execution_id, lock=True)
-            state = on_request(current, kind)
-            if state is CommandState.DONE:
-                _write(conn, apply(current, ExecutionCancelled(actor=actor), now), now)
-            done_at = now if state is CommandState.DONE else None
-            conn.execute(
-                Q["insert_command"],
-                {
-                    "id": command_id,
-                    "execution_id": execution_id,
-                    "kind": str(kind),
-                    "state": str(state),
-                    "requested_by": actor,
-                    "requested_at": now,
-                    "done_at": done_at,
-                },
-            )
-        return new_command(command_id, execution_id, kind, state, actor, now)
 
     def _claim_commands(
         self, owner: str, execution_ids: tuple[str, ...], *, ttl: timedelta, limit: int
@@ -584,38 +412,6 @@ class PostgresStore(Store):
             found = conn.execute(Q["claim_commands"], params).fetchall()
         return sorted((rows.command(r) for r in found), key=lambda c: (c.requested_at, c.id))
 
-    def _complete_command(self, command: Command, lease: Lease) -> Command | None:
-        if not (_is_uuid(command.id) and _is_uuid(command.execution_id)):
-            return None
-        params = {
-            "now": self._pinned_now(),
-            "id": command.id,
-            "execution_id": command.execution_id,
-            "owner": lease.owner,
-            "epoch": lease.epoch,
-        }
-        with self._db.connection() as conn:
-            row = conn.execute(Q["complete_command"], params).fetchone()
-        return None if row is None else rows.command(row)
-
-    def _release_command(self, command: Command) -> None:
-        if not _is_uuid(command.id):
-            return
-        with self._db.connection() as conn:
-            conn.execute(Q["release_command"], {"id": command.id, "owner": command.owner})
-
-    def commands(self, execution_id: str) -> list[Command]:
-        if not _is_uuid(execution_id):
-            raise NotFound(execution_id)
-        with self._db.connection() as conn:
-            found = conn.execute(Q["select_commands"], {"id": execution_id}).fetchall()
-            if (
-                not found
-                and not conn.execute(Q["execution_exists"], {"id": execution_id}).fetchone()
-            ):
-                raise NotFound(execution_id)
-        return [rows.command(r) for r in found]
-
     # -- nodes -----------------------------------------------------------------------------
 
     def _register_node(
@@ -630,18 +426,12 @@ class PostgresStore(Store):
         }
         with self._db.connection() as conn:
             row = conn.execute(Q["register_node"], params).fetchone()
-        return _node(row)
-
-    def deregister_node(self, node_id: str) -> None:
-        if not storable(node_id):
-            return  # no node can have this id
-        with self._db.connection() as conn:
-            conn.execute(Q["deregister_node"], {"id": node_id})
+        return rows.node(row)
 
     def nodes(self, *, live_only: bool = True) -> list[Node]:
         params = {"now": self._pinned_now(), "live_only": live_only}
         with self._db.connection() as conn:
-            return [_node(r) for r in conn.execute(Q["select_nodes"], params)]
+            return [rows.node(r) for r in conn.execute(Q["select_nodes"], params)]
 
     def _orphans(
         self, buckets: tuple[int, ...], *, older_than: timedelta, limit: int
@@ -657,14 +447,6 @@ class PostgresStore(Store):
 
     # -- reports and housekeeping ----------------------------------------------------------
 
-    def _bucket_counts(self, states: tuple[State, ...]) -> dict[int, int]:
-        with self._db.connection() as conn:
-            if set(states) == set(UNFINISHED_STATES):
-                found = conn.execute(Q["bucket_counts_unfinished"])
-            else:
-                found = conn.execute(Q["bucket_counts"], {"states": [str(s) for s in states]})
-            return {int(bucket): int(count) for bucket, count in found}
-
     def _stats(self, window: timedelta) -> Stats:
         with self._db.connection() as conn:
             now = self._now(conn)
@@ -673,60 +455,9 @@ class PostgresStore(Store):
             ).fetchone()
         assert row is not None
         counts, backlog, refused, expiries, count, ranks, longest = row
-        by_state, by_job = tabulate((job, State(state), n) for job, state, n in counts)
         p50, p90, p99 = ranks if ranks is not None else (None, None, None)
-        return Stats(
-            at=now,
-            window=window,
-            by_state=by_state,
-            by_job=by_job,
-            due_backlog=backlog,
-            claim_lateness=Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest),
-            stale_refused=refused,
-            lease_expiries=expiries,
-        )
-
-    def _slo(
-        self,
-        *,
-        window: timedelta,
-        claim_within: timedelta,
-        finish_within: timedelta,
-        worst: int,
-    ) -> SloReport:
-        with self._db.connection() as conn:
-            now = self._now(conn)
-            found = conn.execute(
-                Q["slo"],
-                {
-                    "now": now,
-                    "start": now - window,
-                    "claim_within": claim_within,
-                    "finish_within": finish_within,
-                    "worst": worst,
-                },
-            ).fetchall()
-        claim_met, claim_total, finish_met, finish_total = found[0][:4]
-        return SloReport(
-            at=now,
-            window=window,
-            claim_within=claim_within,
-            finish_within=finish_within,
-            claimed=share(claim_met, claim_total),
-            finished=share(finish_met, finish_total),
-            worst=[
-                SloOffender(
-                    execution_id=id_,
-                    job=job,
-                    due_at=due_at,
-                    claimed_at=claimed_at,
-                    lateness=lateness,
-                    state=State(state),
-                )
-                for *_, id_, job, due_at, claimed_at, lateness, state in found
-                if id_ is not None
-            ],
-        )
+        lateness = Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest)
+        return stats_report(now, window, counts, backlog, lateness, refused, expiries)
 
     def _store_now(self) -> datetime:
         with self._db.connection() as conn:
@@ -752,7 +483,9 @@ class PostgresStore(Store):
         with self._db.transaction() as conn:
             now = self._now(conn)
             schedule = plans.new_schedule(spec, id=schedule_id, now=now)
-            params = _schedule_params(schedule, spec.inputs_json) | {"request_hash": fingerprint}
+            params = rows.schedule_params(schedule, spec.inputs_json) | {
+                "request_hash": fingerprint
+            }
             # An insert that conflicts, then finds no row, lost a race with a delete: again.
             for _ in range(3):
                 if conn.execute(Q["insert_schedule"], params).fetchone() is not None:
@@ -763,68 +496,6 @@ class PostgresStore(Store):
                         raise IdempotencyConflict(schedule_id, schedule_id, subject="schedule")
                     return rows.schedule(row)
         raise StoreUnavailable(f"schedule {schedule_id!r} kept being added and deleted; try again")
-
-    def get_schedule(self, schedule_id: str) -> Schedule:
-        if not storable(schedule_id):
-            raise NotFound(schedule_id, subject="schedule")
-        with self._db.connection() as conn:
-            row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
-        if row is None:
-            raise NotFound(schedule_id, subject="schedule")
-        return rows.schedule(row)
-
-    def _list_schedules(
-        self,
-        *,
-        job: str | None,
-        paused: bool | None,
-        limit: int,
-        after: str | None,
-        due_before: datetime | None,
-    ) -> SchedulePage:
-        params = {
-            "job": job,
-            "paused": paused,
-            # A cursor is a bound, not a name: no stored id holds U+0000, so the ids
-            # after "s\x00..." are exactly the ids after "s", which PostgreSQL can take.
-            "after": None if after is None else after.partition("\x00")[0],
-            "due_before": due_before,
-            "limit": limit + 1,
-        }
-        with self._db.connection() as conn:
-            items = [rows.schedule(r) for r in conn.execute(Q["list_schedules"], params)]
-        more = len(items) > limit
-        items = items[:limit]
-        return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
-
-    def _change_schedule(
-        self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
-    ) -> Schedule:
-        if not storable(schedule_id):
-            raise NotFound(schedule_id, subject="schedule")
-        with self._db.transaction() as conn:
-            row = conn.execute(Q["lock_schedule"], {"id": schedule_id}).fetchone()
-            if row is None:
-                raise NotFound(schedule_id, subject="schedule")
-            current = rows.schedule(row)
-            changed = decide(current, self._now(conn))
-            if changed is None:
-                return current
-            params = _schedule_params(changed, self._encode(changed.inputs, "inputs"))
-            conn.execute(Q["write_schedule"], params)
-        return changed
-
-    def delete_schedule(self, schedule_id: str) -> None:
-        if not storable(schedule_id):
-            raise NotFound(schedule_id, subject="schedule")
-        with self._db.transaction() as conn:
-            if conn.execute(Q["delete_schedule"], {"id": schedule_id}).fetchone() is None:
-                raise NotFound(schedule_id, subject="schedule")
-            now = self._now(conn)
-            event = ExecutionCancelled(actor=plans.SCHEDULE_DELETED)
-            waiting = conn.execute(Q["waiting_schedule_executions"], {"id": schedule_id})
-            for row in waiting.fetchall():
-                _write(conn, apply(rows.execution(row), event, now), now)
 
     def _acquire_schedules(self, owner: str, *, limit: int, ttl: timedelta) -> list[Schedule]:
         params = {"now": self._pinned_now(), "owner": owner, "limit": limit, "ttl": ttl}
@@ -916,118 +587,6 @@ class PostgresStore(Store):
         }
         with self._db.connection() as conn:
             conn.execute(Q["release_schedules"], params)
-
-    # -- operator verbs --------------------------------------------------------------------
-
-    def _transition(self, execution_id: str, event: ExecutionEvent) -> Execution:
-        return self._apply(execution_id, event)
-
-    def _apply(self, execution_id: str, event: ExecutionEvent) -> Execution:
-        with self._db.transaction() as conn:
-            now = self._now(conn)
-            change = apply(self._get(conn, execution_id, lock=True), event, now)
-            _write(conn, change, now)
-            return change.execution
-
-    def _fenced_apply(
-        self,
-        conn: Connection,
-        lease: Lease,
-        verb: str,
-        event: ExecutionEvent,
-        now: datetime,
-    ) -> Execution | StaleLease:
-        """Lock the row, check the fence, apply ``event``; inside the caller's transaction."""
-        try:
-            current = self._get(conn, lease.execution_id, lock=True)
-        except NotFound:
-            return StaleLease(lease.execution_id, lease.owner, lease.epoch)
-        if not holds(current, lease.owner, lease.epoch, now):
-            self._refuse(conn, [lease], verb)
-            return StaleLease(lease.execution_id, lease.owner, lease.epoch)
-        change = apply(current, event, now)
-        _write(conn, change, now)
-        return change.execution
-
-
-def _write(conn: Connection, change: Change, now: datetime) -> None:
-    """Persist a change decided by the state machine, with its audit transition."""
-    new = change.execution
-    cursor = conn.execute(
-        Q["write_change"],
-        {
-            "id": new.id,
-            "state": str(new.state),
-            "due_at": new.due_at,
-            "attempt": new.attempt,
-            "epoch": new.epoch,
-            "lease_owner": new.lease_owner,
-            "lease_until": new.lease_until,
-            "updated_at": new.updated_at,
-            "from_state": str(change.from_state),
-            "from_epoch": change.from_epoch,
-        },
-    )
-    # The row is locked by this transaction; a miss is a bug, not a race.
-    assert cursor.rowcount == 1, f"lost update on {new.id}"
-    if change.event in RECORDS_ERROR:
-        conn.execute(Q["set_error"], {"id": new.id, "error": new.error})
-    t = change.transition(0, now)
-    conn.execute(
-        Q["insert_transition"],
-        {
-            "execution_id": t.execution_id,
-            "event": str(t.event),
-            "from_state": None if t.from_state is None else str(t.from_state),
-            "to_state": str(t.to_state),
-            "epoch": t.epoch,
-            "actor": t.actor,
-            "reason": t.reason,
-            "at": now,
-        },
-    )
-
-
-def _schedule_params(s: Schedule, inputs_json: str) -> dict[str, Any]:
-    """The parameters of ``insert_schedule`` and ``write_schedule``."""
-    return {
-        "id": s.id,
-        "job": s.job,
-        "job_version": s.job_version,
-        "inputs": inputs_json,
-        "cron": s.cron,
-        "every": s.every,
-        "timezone": s.timezone,
-        "dst_gap": s.dst_gap.value,
-        "dst_fold": s.dst_fold.value,
-        "misfire": s.misfire.value,
-        "misfire_grace": s.misfire_grace,
-        "max_catch_up": s.max_catch_up,
-        "overlap": s.overlap.value,
-        "start_at": s.start_at,
-        "end_at": s.end_at,
-        "max_attempts": s.max_attempts,
-        "priority": s.priority,
-        "paused": s.paused,
-        "watermark": s.watermark,
-        "next_due": s.next_due,
-        "materializer": s.materializer,
-        "lease_until": s.lease_until,
-        "created_at": s.created_at,
-        "updated_at": s.updated_at,
-    }
-
-
-def _node(row: Any) -> Node:
-    id_, kind, buckets, started_at, heartbeat_at, expires_at = row
-    return Node(
-        id=id_,
-        kind=kind,
-        buckets=None if buckets is None else tuple(buckets),
-        started_at=started_at,
-        heartbeat_at=heartbeat_at,
-        expires_at=expires_at,
-    )
 
 
 def _nullable(column: list[Any]) -> list[Any] | None:

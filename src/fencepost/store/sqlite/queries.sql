@@ -155,6 +155,29 @@ FROM transitions WHERE execution_id = :id ORDER BY seq
 -- name: execution_exists
 SELECT 1 FROM executions WHERE id = :id
 
+-- fragment: claim_filters
+-- The restrictions every branch of a claim applies (see claim_candidates).
+      AND (:jobs IS NULL OR e.job IN (SELECT value FROM json_each(:jobs)))
+      AND (:ids IS NULL OR e.id IN (SELECT value FROM json_each(:ids)))
+      AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
+      AND (:versions IS NULL OR e.job_version IS NULL
+           OR e.job || ':' || e.job_version IN (SELECT value FROM json_each(:versions)))
+
+-- fragment: claim_takeovers
+-- The second branch of claim_candidates and claim_candidates_capped: expired leases
+-- with attempts left, from their own partial index.
+UNION ALL
+SELECT * FROM (
+    SELECT e.id, e.state, e.epoch, e.attempt, e.max_attempts, e.lease_owner, e.job,
+           e.job_version, e.timeout_us, e.schedule_id, e.slot, d.inputs, e.priority, e.due_at
+    FROM executions AS e
+    JOIN execution_data AS d ON d.execution_id = e.id
+    WHERE e.state = 'RUNNING' AND e.lease_until <= :now AND e.attempt < e.max_attempts
+      -- include: claim_filters
+    ORDER BY e.lease_until
+    LIMIT :limit
+)
+
 -- name: claim_candidates
 -- Waiting rows that are due, in claim order, then expired leases with attempts
 -- left (takeovers); both restricted to :jobs, :ids, :buckets and the 'job:version'
@@ -170,29 +193,11 @@ SELECT * FROM (
     FROM executions AS e
     JOIN execution_data AS d ON d.execution_id = e.id
     WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
-      AND (:jobs IS NULL OR e.job IN (SELECT value FROM json_each(:jobs)))
-      AND (:ids IS NULL OR e.id IN (SELECT value FROM json_each(:ids)))
-      AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
-      AND (:versions IS NULL OR e.job_version IS NULL
-           OR e.job || ':' || e.job_version IN (SELECT value FROM json_each(:versions)))
+      -- include: claim_filters
     ORDER BY e.priority DESC, e.due_at, e.id
     LIMIT :limit
 )
-UNION ALL
-SELECT * FROM (
-    SELECT e.id, e.state, e.epoch, e.attempt, e.max_attempts, e.lease_owner, e.job,
-           e.job_version, e.timeout_us, e.schedule_id, e.slot, d.inputs, e.priority, e.due_at
-    FROM executions AS e
-    JOIN execution_data AS d ON d.execution_id = e.id
-    WHERE e.state = 'RUNNING' AND e.lease_until <= :now AND e.attempt < e.max_attempts
-      AND (:jobs IS NULL OR e.job IN (SELECT value FROM json_each(:jobs)))
-      AND (:ids IS NULL OR e.id IN (SELECT value FROM json_each(:ids)))
-      AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
-      AND (:versions IS NULL OR e.job_version IS NULL
-           OR e.job || ':' || e.job_version IN (SELECT value FROM json_each(:versions)))
-    ORDER BY e.lease_until
-    LIMIT :limit
-)
+-- include: claim_takeovers
 
 -- name: claim_candidates_capped
 -- claim_candidates under max_per_bucket (:cap): a bucket gives at most
@@ -209,11 +214,7 @@ ranked AS (
                AS bucket_rank
     FROM executions AS e
     WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
-      AND (:jobs IS NULL OR e.job IN (SELECT value FROM json_each(:jobs)))
-      AND (:ids IS NULL OR e.id IN (SELECT value FROM json_each(:ids)))
-      AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
-      AND (:versions IS NULL OR e.job_version IS NULL
-           OR e.job || ':' || e.job_version IN (SELECT value FROM json_each(:versions)))
+      -- include: claim_filters
 )
 SELECT * FROM (
     SELECT r.id, r.state, r.epoch, r.attempt, r.max_attempts, r.lease_owner, r.job,
@@ -225,21 +226,7 @@ SELECT * FROM (
     ORDER BY r.priority DESC, r.due_at, r.id
     LIMIT :limit
 )
-UNION ALL
-SELECT * FROM (
-    SELECT e.id, e.state, e.epoch, e.attempt, e.max_attempts, e.lease_owner, e.job,
-           e.job_version, e.timeout_us, e.schedule_id, e.slot, d.inputs, e.priority, e.due_at
-    FROM executions AS e
-    JOIN execution_data AS d ON d.execution_id = e.id
-    WHERE e.state = 'RUNNING' AND e.lease_until <= :now AND e.attempt < e.max_attempts
-      AND (:jobs IS NULL OR e.job IN (SELECT value FROM json_each(:jobs)))
-      AND (:ids IS NULL OR e.id IN (SELECT value FROM json_each(:ids)))
-      AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
-      AND (:versions IS NULL OR e.job_version IS NULL
-           OR e.job || ':' || e.job_version IN (SELECT value FROM json_each(:versions)))
-    ORDER BY e.lease_until
-    LIMIT :limit
-)
+-- include: claim_takeovers
 
 -- name: claim_update
 -- Runs in the same BEGIN IMMEDIATE transaction as claim_candidates, which
@@ -465,7 +452,7 @@ SET job = :job, job_version = :job_version, inputs = :inputs, cron = :cron, ever
 WHERE id = :id
 
 -- name: delete_schedule
-DELETE FROM schedules WHERE id = :id
+DELETE FROM schedules WHERE id = :id RETURNING id
 
 -- name: waiting_schedule_executions
 -- What deleting a schedule cancels (the state list is sources(CANCELLED) less RUNNING).

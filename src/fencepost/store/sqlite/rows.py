@@ -115,3 +115,8 @@ def node(row: tuple[Any, ...]) -> Node:
         heartbeat_at=from_us(heartbeat_at),
         expires_at=from_us(expires_at),
     )
+
+
+#: A time and a duration as a row holds them (microseconds), as the SQL base reads them.
+instant = from_us
+duration = us_duration

@@ -15,62 +15,25 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import closing
-from dataclasses import replace
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, closing
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from fencepost.domain import schedules as plans
 from fencepost.domain.checks import storable
-from fencepost.domain.commands import new_command, on_request
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
-from fencepost.domain.events import (
-    ExecutionAborted,
-    ExecutionCancelled,
-    ExecutionEvent,
-    ExecutionFailed,
-    ExecutionReleased,
-    ExecutionSkipped,
-    LeaseExpired,
-)
+from fencepost.domain.events import ExecutionSkipped
 from fencepost.domain.ids import id_floor
-from fencepost.domain.machine import (
-    RECORDS_ERROR,
-    Change,
-    apply,
-    holds,
-    stale_reason,
-    takeover_reason,
-)
-from fencepost.domain.models import (
-    Command,
-    Execution,
-    Lease,
-    Page,
-    Schedule,
-    SchedulePage,
-    Transition,
-)
+from fencepost.domain.machine import Change, apply, stale_reason, takeover_reason
+from fencepost.domain.models import Command, Execution, Fence, Lease, Schedule
 from fencepost.domain.nodes import Node
-from fencepost.domain.reports import Lateness, SloOffender, SloReport, Stats, share, tabulate
+from fencepost.domain.reports import Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
-from fencepost.domain.states import CommandKind, CommandState, Event, State
+from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
-from fencepost.store.base import (
-    UNFINISHED_STATES,
-    ExecutionFilter,
-    Materialization,
-    Outcome,
-    Store,
-    StoreConfig,
-    claimed_inputs,
-    failure,
-    set_aside,
-    stale_schedule,
-)
+from fencepost.store.base import ClaimRequest, Materialization, Outcome, StoreConfig, stale_schedule
 from fencepost.store.batching import rounds, rounds_of
-from fencepost.store.rows import version_keys
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlite import rows
 from fencepost.store.sqlite.connection import (
@@ -85,6 +48,7 @@ from fencepost.store.sqlite.connection import (
     translate_errors,
 )
 from fencepost.store.sqlite.connection import migrate as apply_migrations
+from fencepost.store.sqlstore import SqlStore, claimed_leases, stale, stats_report
 from fencepost.timing.clock import SystemClock
 from fencepost.timing.planning import HELD
 
@@ -92,18 +56,16 @@ Q = QUERIES
 _MICROSECOND = timedelta(microseconds=1)
 
 
-#: The query block by (one schedule?, newest first?). A schedule's executions are read
-#: through their own index (see the blocks).
-_QUERY_BLOCKS = {
-    (False, False): "query_executions",
-    (False, True): "query_executions_newest_first",
-    (True, False): "query_schedule_executions",
-    (True, True): "query_schedule_executions_newest_first",
-}
+#: The blocks the shared verbs run under a lock's name: inside BEGIN IMMEDIATE this
+#: connection already holds the whole file, so holding a row is reading it.
+_LOCKS_ARE_READS = {"lock_execution": Q["get_execution"], "lock_schedule": Q["get_schedule"]}
 
 
-class SqliteStore(Store):
+class SqliteStore(SqlStore):
     """Executions in one SQLite file (WAL mode), shared safely by processes on one machine."""
+
+    queries: ClassVar[Mapping[str, str]] = {**Q, **_LOCKS_ARE_READS}
+    rows = rows
 
     def __init__(
         self,
@@ -132,6 +94,48 @@ class SqliteStore(Store):
 
     def close(self) -> None:
         self._db.close()
+
+    # -- dialect hooks (see SqlStore) ------------------------------------------------------
+
+    def _read(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._db.read()
+
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._db.write()
+
+    def _tx_now(self, conn: sqlite3.Connection) -> datetime:
+        return self.clock.now()  # one machine, one clock: the process's
+
+    def _now_param(self) -> int:
+        return rows.to_us(self.clock.now())
+
+    def _t(self, value: datetime) -> int:
+        return rows.to_us(value)
+
+    def _d(self, value: timedelta) -> int | None:
+        return rows.duration_us(value)
+
+    def _array(self, values: Sequence[Any]) -> str:
+        return json.dumps(values)
+
+    def _can_name(self, row_id: str) -> bool:
+        return storable(row_id)  # sqlite3 cannot even bind a lone surrogate
+
+    def _refuse(
+        self, conn: sqlite3.Connection, fences: Sequence[Fence], verb: str, now: datetime | None
+    ) -> None:
+        at = rows.to_us(self.clock.now() if now is None else now)
+        for fence in fences:
+            conn.execute(
+                Q["insert_stale_refusal"],
+                {
+                    "execution_id": fence.execution_id,
+                    "epoch": fence.epoch,
+                    "actor": fence.owner,
+                    "reason": stale_reason(verb),
+                    "at": at,
+                },
+            )
 
     def clock_offset(self, written_at: datetime) -> float | None:
         # Leases here are judged by each process's own clock, so a process under a
@@ -198,89 +202,20 @@ class SqliteStore(Store):
         found = conn.execute(Q["find_idempotency_keys"], {"keys": json.dumps(keys)})
         return {key: (id_, request_hash) for key, id_, request_hash in found}
 
-    # -- reading -------------------------------------------------------------------------
-
-    def get(self, execution_id: str) -> Execution:
-        with self._db.read() as conn:
-            return self._get(conn, execution_id)
-
-    @staticmethod
-    def _get(conn: sqlite3.Connection, execution_id: str) -> Execution:
-        if not storable(execution_id):  # sqlite3 cannot even bind a lone surrogate
-            raise NotFound(execution_id)
-        row = conn.execute(Q["get_execution"], {"id": execution_id}).fetchone()
-        if row is None:
-            raise NotFound(execution_id)
-        return rows.execution(row)
-
-    def _find(self, idempotency_key: str) -> Execution | None:
-        with self._db.read() as conn:
-            row = conn.execute(Q["find_execution"], {"key": idempotency_key}).fetchone()
-        return None if row is None else rows.execution(row)
-
-    def _query(self, filters: ExecutionFilter) -> Page:
-        params = {
-            "after": filters.after,
-            "states": None if filters.states is None else json.dumps(filters.states),
-            "job": filters.job,
-            "schedule": filters.schedule,
-            "bucket": filters.bucket,
-            "buckets": None if filters.buckets is None else json.dumps(filters.buckets),
-            "due_after": rows.opt_us(filters.due_after),
-            "due_before": rows.opt_us(filters.due_before),
-            "limit": filters.limit + 1,
-        }
-        query = Q[_QUERY_BLOCKS[filters.schedule is not None, filters.newest_first]]
-        with self._db.read() as conn:
-            items = [rows.execution(r) for r in conn.execute(query, params)]
-        more = len(items) > filters.limit
-        items = items[: filters.limit]
-        return Page(items=items, next_cursor=items[-1].id if more else None)
-
-    def transitions(self, execution_id: str) -> list[Transition]:
-        if not storable(execution_id):
-            raise NotFound(execution_id)
-        with self._db.read() as conn:
-            found = conn.execute(Q["select_transitions"], {"id": execution_id}).fetchall()
-            if not found and conn.execute(Q["execution_exists"], {"id": execution_id}).fetchone():
-                return []
-        if not found:
-            raise NotFound(execution_id)
-        return [rows.transition(r) for r in found]
-
     # -- leasing ---------------------------------------------------------------------------
 
-    def _claim(
-        self,
-        owner: str,
-        *,
-        limit: int,
-        ttl: timedelta,
-        jobs: tuple[str, ...] | None,
-        buckets: tuple[int, ...] | None,
-        max_per_bucket: int | None,
-        versions: tuple[tuple[str, int], ...] | None,
-        ids: tuple[str, ...] | None = None,
-    ) -> list[Lease]:
-        pinned = None if versions is None else json.dumps(version_keys(versions))
+    def _claim(self, request: ClaimRequest) -> list[Lease]:
+        owner, capped = request.owner, request.max_per_bucket is not None
         with self._db.write() as conn:
             now = self.clock.now()
             now_us = rows.to_us(now)
-            until = now + ttl
+            until = now + request.ttl
             candidates = _in_claim_order(
                 conn.execute(
-                    Q["claim_candidates" if max_per_bucket is None else "claim_candidates_capped"],
-                    {
-                        "now": now_us,
-                        "limit": limit,
-                        "jobs": None if jobs is None else json.dumps(jobs),
-                        "ids": None if ids is None else json.dumps(ids),
-                        "buckets": None if buckets is None else json.dumps(buckets),
-                        "versions": pinned,
-                        "cap": max_per_bucket,
-                    },
+                    Q["claim_candidates_capped" if capped else "claim_candidates"],
+                    self._claim_params(request) | {"now": now_us},
                 ).fetchall(),
-                limit,
+                request.limit,
             )
             if not candidates:
                 return []
@@ -307,49 +242,16 @@ class SqliteStore(Store):
                     for id_, state, epoch, _, _, old_owner, *_ in candidates
                 ],
             )
-            inputs, unreadable = claimed_inputs([c[11] for c in candidates])
-            leases = [
-                Lease(
-                    execution_id=id_,
-                    owner=owner,
-                    epoch=epoch + 1,
-                    lease_until=until,
-                    due_at=rows.from_us(due_us),
-                    attempt=attempt + 1,
-                    max_attempts=max_attempts,
-                    job=job,
-                    job_version=job_version,
-                    inputs=inputs[i],
-                    timeout=rows.opt_duration(timeout_us),
-                    schedule_id=schedule_id,
-                    slot=slot,
-                )
-                for i, (
-                    id_,
-                    _,
-                    epoch,
-                    attempt,
-                    max_attempts,
-                    _,
-                    job,
-                    job_version,
-                    timeout_us,
-                    schedule_id,
-                    slot,
-                    _,
-                    _,
-                    due_us,
-                ) in enumerate(candidates)
-            ]
-            for i, problem in unreadable.items():
-                self._fenced_apply(conn, leases[i], "fail", set_aside(leases[i], problem, now), now)
+            claimed = [_after_claim(row, until) for row in candidates]
+            leases, unreadable = claimed_leases(owner, claimed)
+            self._set_aside(conn, leases, unreadable, now)
         if unreadable:
             return [lease for i, lease in enumerate(leases) if i not in unreadable]
         return leases
 
     def _heartbeat(
-        self, beats: Sequence[tuple[Lease, str | None]], *, ttl: timedelta
-    ) -> list[Lease | StaleLease]:
+        self, beats: Sequence[tuple[Fence, str | None]], *, ttl: timedelta
+    ) -> list[datetime | StaleLease]:
         with self._db.write() as conn:
             now = self.clock.now()
             until = now + ttl
@@ -369,12 +271,9 @@ class SqliteStore(Store):
                     if progress is not None and i in renewed
                 ],
             )
-            return [
-                replace(lease, lease_until=renewed[i])
-                if i in renewed
-                else _refuse(conn, lease, "heartbeat", now)
-                for i, (lease, _) in enumerate(beats)
-            ]
+            refused = [lease for i, (lease, _) in enumerate(beats) if i not in renewed]
+            self._refuse(conn, refused, "heartbeat", now)
+            return [renewed.get(i) or stale(lease) for i, (lease, _) in enumerate(beats)]
 
     def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
         with self._db.write() as conn:
@@ -397,87 +296,16 @@ class SqliteStore(Store):
             out: list[StaleLease | None] = []
             verdicts = iter(accepted)
             for o in outcomes:
-                if o.invalid is None:
-                    ok = next(verdicts)
-                    out.append(None if ok else _refuse(conn, o.lease, "complete", now))
-                    continue
-                # A result that is not JSON fails permanently, through the state machine.
-                event = ExecutionFailed(
-                    owner=o.lease.owner, error=o.invalid, retryable=False, retry_at=now
-                )
-                outcome = self._fenced_apply(conn, o.lease, "complete", event, now)
-                out.append(outcome if isinstance(outcome, StaleLease) else None)
+                if o.invalid is not None:
+                    out.append(self._fail_invalid(conn, o, now))
+                elif next(verdicts):
+                    out.append(None)
+                else:
+                    self._refuse(conn, [o.lease], "complete", now)
+                    out.append(stale(o.lease))
             return out
 
-    def _fail(
-        self, lease: Lease, error: str, *, retryable: bool, delay: timedelta, timed_out: bool
-    ) -> Execution:
-        return self._fenced_change(
-            lease,
-            "fail",
-            lambda now: failure(
-                lease, error, retryable=retryable, timed_out=timed_out, retry_at=now + delay
-            ),
-        )
-
-    def _release(self, lease: Lease, reason: str) -> Execution:
-        return self._fenced_change(
-            lease, "release", lambda _: ExecutionReleased(owner=lease.owner, reason=reason)
-        )
-
-    def _abort(self, lease: Lease, reason: str) -> Execution:
-        return self._fenced_change(
-            lease, "abort", lambda _: ExecutionAborted(owner=lease.owner, reason=reason)
-        )
-
-    def _fenced_change(
-        self, lease: Lease, verb: str, event_at: Callable[[datetime], ExecutionEvent]
-    ) -> Execution:
-        """Apply the event ``event_at(now)`` under the lease's fence, or raise StaleLease."""
-        with self._db.write() as conn:
-            now = self.clock.now()
-            outcome = self._fenced_apply(conn, lease, verb, event_at(now), now)
-        if isinstance(outcome, StaleLease):
-            raise outcome
-        return outcome
-
-    def reap_expired(self, *, limit: int = 1000) -> int:
-        with self._db.write() as conn:
-            now = self.clock.now()
-            expired = conn.execute(
-                Q["expired_leases"], {"now": rows.to_us(now), "limit": limit}
-            ).fetchall()
-            for row in expired:
-                current = rows.execution(row)
-                event = LeaseExpired(retry_at=now + self.retry_delay(current.attempt))
-                _write(conn, apply(current, event, now), now)
-            return len(expired)
-
     # -- commands --------------------------------------------------------------------------
-
-    def _request(
-        self, execution_id: str, kind: CommandKind, *, actor: str, command_id: str
-    ) -> Command:
-        with self._db.write() as conn:
-            now = self.clock.now()
-            current = self._get(conn, execution_id)
-            state = on_request(current, kind)
-            if state is CommandState.DONE:
-                _write(conn, apply(current, ExecutionCancelled(actor=actor), now), now)
-            done_at = now if state is CommandState.DONE else None
-            conn.execute(
-                Q["insert_command"],
-                {
-                    "id": command_id,
-                    "execution_id": execution_id,
-                    "kind": kind,
-                    "state": state,
-                    "requested_by": actor,
-                    "requested_at": rows.to_us(now),
-                    "done_at": rows.opt_us(done_at),
-                },
-            )
-        return new_command(command_id, execution_id, kind, state, actor, now)
 
     def _claim_commands(
         self, owner: str, execution_ids: tuple[str, ...], *, ttl: timedelta, limit: int
@@ -495,36 +323,6 @@ class SqliteStore(Store):
                 },
             ).fetchall()
         return sorted((rows.command(r) for r in found), key=lambda c: (c.requested_at, c.id))
-
-    def _complete_command(self, command: Command, lease: Lease) -> Command | None:
-        with self._db.write() as conn:
-            row = conn.execute(
-                Q["complete_command"],
-                {
-                    "id": command.id,
-                    "execution_id": command.execution_id,
-                    "owner": lease.owner,
-                    "epoch": lease.epoch,
-                    "now": rows.to_us(self.clock.now()),
-                },
-            ).fetchone()
-        return None if row is None else rows.command(row)
-
-    def _release_command(self, command: Command) -> None:
-        with self._db.write() as conn:
-            conn.execute(Q["release_command"], {"id": command.id, "owner": command.owner})
-
-    def commands(self, execution_id: str) -> list[Command]:
-        if not storable(execution_id):
-            raise NotFound(execution_id)
-        with self._db.read() as conn:
-            found = conn.execute(Q["select_commands"], {"id": execution_id}).fetchall()
-            if (
-                not found
-                and not conn.execute(Q["execution_exists"], {"id": execution_id}).fetchone()
-            ):
-                raise NotFound(execution_id)
-        return [rows.command(r) for r in found]
 
     # -- nodes -----------------------------------------------------------------------------
 
@@ -545,12 +343,6 @@ class SqliteStore(Store):
             ).fetchone()
         return rows.node(row)
 
-    def deregister_node(self, node_id: str) -> None:
-        if not storable(node_id):
-            return  # no node can have this id
-        with self._db.write() as conn:
-            conn.execute(Q["deregister_node"], {"id": node_id})
-
     def nodes(self, *, live_only: bool = True) -> list[Node]:
         live_at = rows.to_us(self.clock.now()) if live_only else None
         with self._db.read() as conn:
@@ -569,14 +361,6 @@ class SqliteStore(Store):
 
     # -- reports and housekeeping ----------------------------------------------------------
 
-    def _bucket_counts(self, states: tuple[State, ...]) -> dict[int, int]:
-        with self._db.read() as conn:
-            if set(states) == set(UNFINISHED_STATES):
-                found = conn.execute(Q["bucket_counts_unfinished"])
-            else:
-                found = conn.execute(Q["bucket_counts"], {"states": json.dumps(states)})
-            return {int(bucket): int(count) for bucket, count in found}
-
     def _stats(self, window: timedelta) -> Stats:
         now = self.clock.now()
         params = {
@@ -590,58 +374,9 @@ class SqliteStore(Store):
             (backlog,) = conn.execute(Q["stats_backlog"], params).fetchone()
             refused, expiries = conn.execute(Q["stats_events"], params).fetchone()
             count, *ranks = conn.execute(Q["stats_lateness"], params).fetchone()
-        by_state, by_job = tabulate((job, State(state), n) for job, state, n in counts)
         p50, p90, p99, longest = (None if v is None else rows.us_duration(v) for v in ranks)
-        return Stats(
-            at=now,
-            window=window,
-            by_state=by_state,
-            by_job=by_job,
-            due_backlog=backlog,
-            claim_lateness=Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest),
-            stale_refused=refused or 0,
-            lease_expiries=expiries or 0,
-        )
-
-    def _slo(
-        self,
-        *,
-        window: timedelta,
-        claim_within: timedelta,
-        finish_within: timedelta,
-        worst: int,
-    ) -> SloReport:
-        now = self.clock.now()
-        params = {
-            "now": rows.to_us(now),
-            "start": rows.to_us(now - window),
-            "claim_within": rows.duration_us(claim_within),
-            "finish_within": rows.duration_us(finish_within),
-            "worst": worst,
-        }
-        with self._db.read() as conn:
-            found = conn.execute(Q["slo"], params).fetchall()
-        claim_met, claim_total, finish_met, finish_total = found[0][:4]
-        return SloReport(
-            at=now,
-            window=window,
-            claim_within=claim_within,
-            finish_within=finish_within,
-            claimed=share(claim_met, claim_total),
-            finished=share(finish_met, finish_total),
-            worst=[
-                SloOffender(
-                    execution_id=id_,
-                    job=job,
-                    due_at=rows.from_us(due_at),
-                    claimed_at=None if claimed_at is None else rows.from_us(claimed_at),
-                    lateness=rows.us_duration(lateness),
-                    state=State(state),
-                )
-                for *_, id_, job, due_at, claimed_at, lateness, state in found
-                if id_ is not None
-            ],
-        )
+        lateness = Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest)
+        return stats_report(now, window, counts, backlog, lateness, refused, expiries)
 
     def _store_now(self) -> datetime:
         return self.clock.now()
@@ -692,66 +427,6 @@ class SqliteStore(Store):
             params = rows.schedule_params(schedule, spec.inputs_json)
             conn.execute(Q["insert_schedule"], params | {"request_hash": fingerprint})
         return schedule
-
-    def get_schedule(self, schedule_id: str) -> Schedule:
-        with self._db.read() as conn:
-            return self._get_schedule(conn, schedule_id)
-
-    @staticmethod
-    def _get_schedule(conn: sqlite3.Connection, schedule_id: str) -> Schedule:
-        if not storable(schedule_id):
-            raise NotFound(schedule_id, subject="schedule")
-        row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
-        if row is None:
-            raise NotFound(schedule_id, subject="schedule")
-        return rows.schedule(row)
-
-    def _list_schedules(
-        self,
-        *,
-        job: str | None,
-        paused: bool | None,
-        limit: int,
-        after: str | None,
-        due_before: datetime | None,
-    ) -> SchedulePage:
-        params = {
-            "job": job,
-            "paused": paused,
-            "after": after,
-            "due_before": rows.opt_us(due_before),
-            "limit": limit + 1,
-        }
-        with self._db.read() as conn:
-            items = [rows.schedule(r) for r in conn.execute(Q["list_schedules"], params)]
-        more = len(items) > limit
-        items = items[:limit]
-        return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
-
-    def _change_schedule(
-        self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
-    ) -> Schedule:
-        with self._db.write() as conn:
-            current = self._get_schedule(conn, schedule_id)
-            changed = decide(current, self.clock.now())
-            if changed is None:
-                return current
-            params = rows.schedule_params(changed, self._encode(changed.inputs, "inputs"))
-            conn.execute(Q["write_schedule"], params)
-        return changed
-
-    def delete_schedule(self, schedule_id: str) -> None:
-        if not storable(schedule_id):
-            raise NotFound(schedule_id, subject="schedule")
-        with self._db.write() as conn:
-            if conn.execute(Q["delete_schedule"], {"id": schedule_id}).rowcount == 0:
-                raise NotFound(schedule_id, subject="schedule")
-            now = self.clock.now()
-            event = ExecutionCancelled(actor=plans.SCHEDULE_DELETED)
-            # Read them all first: the writes change the index the select walks.
-            waiting = conn.execute(Q["waiting_schedule_executions"], {"id": schedule_id})
-            for row in waiting.fetchall():
-                _write(conn, apply(rows.execution(row), event, now), now)
 
     def _acquire_schedules(self, owner: str, *, limit: int, ttl: timedelta) -> list[Schedule]:
         with self._db.write() as conn:
@@ -813,72 +488,10 @@ class SqliteStore(Store):
         with self._db.write() as conn:
             conn.execute(Q["release_schedules"], {"items": json.dumps(held)})
 
-    # -- operator verbs --------------------------------------------------------------------
-
-    def _transition(self, execution_id: str, event: ExecutionEvent) -> Execution:
-        return self._apply(execution_id, event)
-
-    def _apply(self, execution_id: str, event: ExecutionEvent) -> Execution:
-        with self._db.write() as conn:
-            now = self.clock.now()
-            change = apply(self._get(conn, execution_id), event, now)
-            _write(conn, change, now)
-            return change.execution
-
-    def _fenced_apply(
-        self,
-        conn: sqlite3.Connection,
-        lease: Lease,
-        verb: str,
-        event: ExecutionEvent,
-        now: datetime,
-    ) -> Execution | StaleLease:
-        """Read the row, check the fence, apply ``event``; all inside the caller's transaction."""
-        try:
-            current = self._get(conn, lease.execution_id)
-        except NotFound:
-            return StaleLease(lease.execution_id, lease.owner, lease.epoch)
-        if not holds(current, lease.owner, lease.epoch, now):
-            return _refuse(conn, lease, verb, now)
-        change = apply(current, event, now)
-        _write(conn, change, now)
-        return change.execution
-
 
 def _id_after(instant: datetime) -> str:
     """The first id of the millisecond after ``instant``: ids of rows created by then sort below."""
     return id_floor(int(instant.timestamp() * 1000) + 1)
-
-
-def _write(conn: sqlite3.Connection, change: Change, now: datetime) -> None:
-    """Persist a change decided by the state machine, with its audit transition."""
-    new = change.execution
-    cursor = conn.execute(
-        Q["write_change"],
-        {
-            "id": new.id,
-            "state": new.state,
-            "due_at": rows.to_us(new.due_at),
-            "attempt": new.attempt,
-            "epoch": new.epoch,
-            "lease_owner": new.lease_owner,
-            "lease_until": rows.opt_us(new.lease_until),
-            "updated_at": rows.to_us(new.updated_at),
-            "from_state": change.from_state,
-            "from_epoch": change.from_epoch,
-        },
-    )
-    # The row was read in this same immediate transaction; a miss is a bug, not a race.
-    assert cursor.rowcount == 1, f"lost update on {new.id}"
-    if change.event in RECORDS_ERROR:
-        conn.execute(Q["set_error"], {"id": new.id, "error": new.error})
-    t = change.transition(0, now)
-    conn.execute(
-        Q["insert_transition"],
-        _transition_params(
-            t.execution_id, t.event, t.from_state, t.to_state, t.epoch, t.actor, t.reason, now
-        ),
-    )
 
 
 def _insert_occurrences(
@@ -948,21 +561,6 @@ def _insert_occurrences(
     return found
 
 
-def _refuse(conn: sqlite3.Connection, lease: Lease, verb: str, now: datetime) -> StaleLease:
-    """Audit a refused fenced call (nothing else changes) and return its error."""
-    conn.execute(
-        Q["insert_stale_refusal"],
-        {
-            "execution_id": lease.execution_id,
-            "epoch": lease.epoch,
-            "actor": lease.owner,
-            "reason": stale_reason(verb),
-            "at": rows.to_us(now),
-        },
-    )
-    return StaleLease(lease.execution_id, lease.owner, lease.epoch)
-
-
 def _in_claim_order(found: list[Any], limit: int) -> list[Any]:
     """The rows of ``claim_candidates`` to claim: at most ``limit``, in claim order.
 
@@ -974,6 +572,16 @@ def _in_claim_order(found: list[Any], limit: int) -> list[Any]:
         return found
     found.sort(key=lambda row: (-row[-2], row[-1], row[0]))
     return found[:limit]
+
+
+def _after_claim(row: Any, until: datetime) -> tuple[Any, ...]:
+    """A row of ``claim_candidates`` as the claim left it, in :func:`claimed_leases`' order."""
+    id_, _, epoch, attempt, max_attempts, _, job, job_version, timeout_us, *rest = row
+    schedule_id, slot, inputs_text, _, due_us = rest
+    timeout = rows.opt_duration(timeout_us)
+    due_at = rows.from_us(due_us)
+    after = (epoch + 1, attempt + 1, max_attempts, job, job_version, timeout, schedule_id, slot)
+    return (id_, *after, until, due_at, inputs_text)
 
 
 def _fenced_rows(
@@ -998,7 +606,7 @@ def _fenced_rows(
     return verdicts
 
 
-def _lease_keys(leases: Iterable[Lease]) -> str:
+def _lease_keys(leases: Iterable[Fence]) -> str:
     return json.dumps([[lease.execution_id, lease.owner, lease.epoch] for lease in leases])
 
 

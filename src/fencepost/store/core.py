@@ -1,0 +1,63 @@
+"""What every part of the store contract stands on: settings, ids, payload and bucket checks."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Self
+
+from fencepost.domain import payloads
+from fencepost.domain.checks import require_int
+from fencepost.domain.errors import ValidationError
+from fencepost.domain.ids import IdGenerator
+from fencepost.domain.models import JSON
+from fencepost.store.values import StoreConfig
+
+
+class StoreCore(ABC):
+    """The state every backend has, and the helpers its verbs share."""
+
+    #: Whether writes from several threads of one process proceed at once (so a worker
+    #: writes outcomes on a thread of their own, beside its claims). False for SQLite:
+    #: one writer per file, a second would only wait for the lock.
+    parallel_writes = False
+
+    #: Where the data lives, for log lines and messages: a URL without credentials.
+    location = "memory://"
+
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self.clock = config.clock
+        self._ids = IdGenerator()
+        #: Migration versions this store applied when it opened (empty: already current).
+        self.migrations_applied: list[int] = []
+        #: The schema version the store runs on (0 for stores without a schema).
+        self.schema_version = 0
+
+    def _encode(self, value: JSON, field: str) -> str:
+        return payloads.encode(value, field=field, limit=self.config.max_payload_bytes)
+
+    def _buckets(self, buckets: Iterable[int]) -> tuple[int, ...]:
+        if not isinstance(buckets, Iterable):
+            raise ValidationError("buckets", f"must be a collection of buckets, got {buckets!r}")
+        values = tuple(buckets)
+        n = self.config.num_buckets
+        for b in values:
+            require_int(b, "buckets", low=0, high=n - 1)
+        return values
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections. The store is unusable afterwards."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,328 @@
+"""The store contract, part two: nodes, reports, housekeeping and the operator's verbs."""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from fencepost.domain.checks import MAX_ERROR_CHARS, require_int, require_name
+from fencepost.domain.durations import as_aware_utc, as_duration
+from fencepost.domain.errors import ValidationError
+from fencepost.domain.events import (
+    ExecutionCancelled,
+    ExecutionEvent,
+    ExecutionReplayed,
+    ExecutionRescheduled,
+)
+from fencepost.domain.models import Execution
+from fencepost.domain.nodes import BucketReport, Node, ownership
+from fencepost.domain.reports import SloReport, Stats
+from fencepost.domain.states import State
+from fencepost.store.core import StoreCore
+from fencepost.store.values import (
+    DEFAULT_SLO_WINDOW,
+    DEFAULT_STATS_WINDOW,
+    DEFAULT_TTL,
+    MAX_LIMIT,
+    MAX_PRUNE_BATCH,
+    PRUNE_YIELD_CAP,
+    UNFINISHED_STATES,
+    default_node_id,
+    states_of,
+)
+
+
+class OperatingVerbs(StoreCore):
+    """Verbs of :class:`~fencepost.store.base.Store` for operating it (see their docstrings)."""
+
+    # -- nodes -----------------------------------------------------------------------------
+
+    def register_node(
+        self,
+        node_id: str | None = None,
+        *,
+        kind: str = "worker",
+        buckets: Iterable[int] | None = None,
+        ttl: float | timedelta = DEFAULT_TTL,
+    ) -> Node:
+        """Register (or renew) a live node; call again before ``ttl`` runs out to stay live.
+
+        ``node_id`` defaults to ``host:pid``. ``buckets`` are the buckets the node
+        claims from (None: any). A renewal keeps ``started_at`` and replaces the
+        declared buckets. The node is live while ``now < expires_at = now + ttl``.
+        """
+        return self._register_node(
+            require_name(node_id if node_id is not None else default_node_id(), "node_id"),
+            kind=require_name(kind, "kind"),
+            buckets=None if buckets is None else self._buckets(buckets),
+            ttl=as_duration(ttl, field="ttl"),
+        )
+
+    @abstractmethod
+    def _register_node(
+        self, node_id: str, *, kind: str, buckets: tuple[int, ...] | None, ttl: timedelta
+    ) -> Node:
+        """Upsert a validated registration (see :meth:`register_node`)."""
+
+    @abstractmethod
+    def deregister_node(self, node_id: str) -> None:
+        """Forget a node at once (a clean shutdown); unknown ids are ignored."""
+
+    def clock_offset(self, written_at: datetime) -> float | None:
+        """How far this process's clock is from the store's own record of a write, in seconds.
+
+        ``written_at`` is the time this store's clock gave to a write that this
+        process has just committed (a node registration's ``heartbeat_at``).
+        Positive: this process's clock is ahead. None where this process's clock
+        does not arbitrate leases: PostgreSQL uses the server's clock, and the
+        memory store lives in one process. Workers refuse to reap or take over
+        leases while the offset exceeds a lease length (see the README's clock rule).
+        """
+        return None
+
+    @abstractmethod
+    def nodes(self, *, live_only: bool = True) -> list[Node]:
+        """Registered nodes by id: the live ones (by the store's clock) unless told otherwise."""
+
+    def bucket_report(
+        self, *, orphaned_after: float | timedelta = 300, limit: int = 1000
+    ) -> BucketReport:
+        """Buckets declared by two live nodes, buckets no live node covers, and orphans.
+
+        Orphans are unfinished executions (SCHEDULED, RUNNING, RETRY_WAIT) in an
+        unowned bucket whose row has not changed for ``orphaned_after``: work that
+        nobody will pick up. At most ``limit`` of them, oldest change first.
+        """
+        report = ownership(self.nodes(live_only=True), self.config.num_buckets)
+        if not report.unowned:
+            return report
+        orphans = self._orphans(
+            tuple(report.unowned),
+            older_than=as_duration(orphaned_after, field="orphaned_after", allow_zero=True),
+            limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
+        )
+        return replace(report, orphans=orphans)
+
+    @abstractmethod
+    def _orphans(
+        self, buckets: tuple[int, ...], *, older_than: timedelta, limit: int
+    ) -> list[Execution]:
+        """Unfinished executions in ``buckets`` with ``updated_at <= now - older_than``."""
+
+    # -- reports ---------------------------------------------------------------------
+
+    def bucket_counts(
+        self, *, states: State | str | Iterable[State | str] | None = None
+    ) -> dict[int, int]:
+        """How many executions each bucket holds, in one aggregate query.
+
+        Restricted to ``states`` (one state or several; default: the unfinished
+        ones, SCHEDULED, RETRY_WAIT and RUNNING). Only buckets holding at least one
+        such execution appear, in bucket order. No states: ``{}``.
+        """
+        chosen = UNFINISHED_STATES if states is None else (states_of(states, "states") or ())
+        if not chosen:
+            return {}
+        return dict(sorted(self._bucket_counts(tuple(sorted(set(chosen)))).items()))
+
+    @abstractmethod
+    def _bucket_counts(self, states: tuple[State, ...]) -> dict[int, int]:
+        """Executions per bucket in ``states`` (non-empty): one GROUP BY, zero counts left out."""
+
+    def stats(self, *, window: float | timedelta = DEFAULT_STATS_WINDOW) -> Stats:
+        """Operating figures at the store's now ``at``, and over ``(at - window, at]``.
+
+        * ``by_state`` and ``by_job``: executions by state (every state listed,
+          zeros included), in total and per job.
+        * ``due_backlog``: SCHEDULED and RETRY_WAIT executions with ``due_at <= at``
+          (``due_at == at`` counts), not counting occurrences held by an overlap
+          policy (``due_at >= fencepost.timing.planning.HELD``).
+        * From the audit trail, transitions with ``at - window < t.at <= at``:
+          ``claim_lateness`` over CLAIMED transitions (``t.at - due_at``, clamped at
+          zero, against the execution's *current* ``due_at``: for a retried
+          execution that is the latest attempt's due time, so earlier claims count
+          as on time; a takeover is late by the time since the execution fell due);
+          ``stale_refused`` (STALE_REFUSED transitions); ``lease_expiries``
+          (LEASE_EXPIRED transitions plus takeovers: CLAIMED from RUNNING).
+
+        Percentiles are nearest-rank (see :class:`~fencepost.domain.reports.Lateness`).
+        Transitions of pruned executions are gone and not counted. ``window`` is
+        seconds or a timedelta, > 0.
+        """
+        return self._stats(as_duration(window, field="window"))
+
+    @abstractmethod
+    def _stats(self, window: timedelta) -> Stats:
+        """Compute :meth:`stats` for a validated ``window``, all figures at one store now."""
+
+    def slo(
+        self,
+        *,
+        window: float | timedelta = DEFAULT_SLO_WINDOW,
+        claim_within: float | timedelta = 10.0,
+        finish_within: float | timedelta = 300.0,
+        worst: int = 10,
+    ) -> SloReport:
+        """The scheduler's own service-level report, computed from stored timestamps.
+
+        At the store's now ``at``, over the *due executions*: ``due_at`` in
+        ``(at - window, at]``, excluding SKIPPED ones and CANCELLED ones that were
+        never claimed (they were not meant to run). ``due_at`` is the execution's
+        current one: after a retry or a replay, the due time of its latest attempt.
+
+        * ``claimed``: an execution counts in ``total`` once it was claimed or
+          ``at - due_at > claim_within``; it is ``met`` if its first CLAIMED
+          transition came at most ``claim_within`` after ``due_at`` (``<=``).
+        * ``finished``: in ``total`` once it is SUCCEEDED or FAILED, or ``at -
+          due_at > finish_within``; ``met`` if it reached SUCCEEDED or FAILED (its
+          terminal transition, at ``updated_at``) at most ``finish_within`` after
+          ``due_at``.
+        * ``share = met / total``, None when ``total`` is 0.
+        * ``worst``: up to ``worst`` due executions by claim lateness, largest first
+          (then ``due_at``, then id): ``first claim - due_at`` (at least zero), or
+          ``at - due_at`` for those never claimed.
+
+        ``window`` > 0, ``claim_within`` and ``finish_within`` >= 0 (seconds or
+        timedeltas), ``0 <= worst <= 10000``; else :class:`ValidationError`.
+        """
+        return self._slo(
+            window=as_duration(window, field="window"),
+            claim_within=as_duration(claim_within, field="claim_within", allow_zero=True),
+            finish_within=as_duration(finish_within, field="finish_within", allow_zero=True),
+            worst=require_int(worst, "worst", low=0, high=MAX_LIMIT),
+        )
+
+    @abstractmethod
+    def _slo(
+        self,
+        *,
+        window: timedelta,
+        claim_within: timedelta,
+        finish_within: timedelta,
+        worst: int,
+    ) -> SloReport:
+        """Compute :meth:`slo` with validated arguments, at one store now."""
+
+    # -- housekeeping ----------------------------------------------------------------
+
+    def prune(
+        self,
+        *,
+        older_than: float | timedelta,
+        batch: int = 1000,
+        dry_run: bool = False,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> int:
+        """Delete finished executions last changed at least ``older_than`` ago; return how many.
+
+        Eligible: SUCCEEDED, FAILED, CANCELLED or SKIPPED executions with
+        ``updated_at <= cutoff``, where ``cutoff`` is the store's now when the call
+        starts minus ``older_than`` (fixed for the whole call, so a prune ends even
+        while workers keep finishing executions). Each goes with its audit trail,
+        its payload row and its commands; afterwards :meth:`get`,
+        :meth:`transitions` and :meth:`commands` raise :class:`NotFound` for it.
+
+        Deleted oldest first (by ``updated_at``; on SQLite by creation, walking the
+        time-ordered ids), in batches of at most ``batch``, each
+        batch its own short transaction: claims and completions carry on between
+        (and, on PostgreSQL, beside) them. After each full batch the call pauses
+        as long as the batch took (at most 0.1 s), so that writers waiting for
+        SQLite's lock get it. On PostgreSQL, rows a concurrent
+        transaction holds (a replay) are skipped and left for a later prune; a
+        replay that comes second finds the execution gone (:class:`NotFound`).
+        ``on_batch(deleted_so_far)`` is called after each batch that deleted
+        something; if it raises, the batches already done stay done. The call ends
+        after a batch deletes fewer than ``batch``.
+
+        ``dry_run=True`` deletes nothing and returns how many are eligible (one
+        count; ``on_batch`` is not called). ``older_than`` is seconds or a
+        timedelta, >= 0; ``1 <= batch <= 100000``; else :class:`ValidationError`.
+        """
+        age = as_duration(older_than, field="older_than", allow_zero=True)
+        size = require_int(batch, "batch", low=1, high=MAX_PRUNE_BATCH)
+        if on_batch is not None and not callable(on_batch):
+            raise ValidationError("on_batch", f"must be callable, got {on_batch!r}")
+        cutoff = self._store_now() - age
+        if dry_run:
+            return self._count_prunable(cutoff)
+        total = 0
+        while True:
+            started = time.monotonic()
+            deleted = self._prune_batch(cutoff, size)
+            total += deleted
+            if deleted and on_batch is not None:
+                on_batch(total)
+            if deleted < size:
+                return total
+            # Step aside as long as the batch took: a claim waiting for SQLite's write
+            # lock polls with growing sleeps and would otherwise find the next batch
+            # holding it again and again. bench/prune_under_load.py: claim p99 during
+            # a 1,000,000-execution prune 130 ms without the pause, 21 ms with it.
+            time.sleep(min(PRUNE_YIELD_CAP, time.monotonic() - started))
+
+    @abstractmethod
+    def _store_now(self) -> datetime:
+        """The store's now (on PostgreSQL the server's clock unless a test pins it)."""
+
+    @abstractmethod
+    def _count_prunable(self, cutoff: datetime) -> int:
+        """How many finished executions have ``updated_at <= cutoff``."""
+
+    @abstractmethod
+    def _prune_batch(self, cutoff: datetime, batch: int) -> int:
+        """Delete up to ``batch`` prunable executions (oldest first) in one transaction.
+
+        With each: its transitions, its ``execution_data`` row and its commands.
+        Returns how many executions were deleted.
+        """
+
+    # -- operator verbs --------------------------------------------------------------
+
+    def cancel(self, execution_id: str, *, actor: str = "client") -> Execution:
+        """Cancel an execution that has not started: SCHEDULED/RETRY_WAIT -> CANCELLED.
+
+        Raises :class:`NotFound`, or :class:`InvalidTransition` in any other state.
+        """
+        return self._transition(
+            execution_id, ExecutionCancelled(actor=require_name(actor, "actor"))
+        )
+
+    def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
+        """Revive a dead letter: FAILED -> SCHEDULED, due now, with a fresh attempt budget.
+
+        Same execution id; the epoch keeps increasing. The audit records ``actor``.
+        Raises :class:`NotFound`, or :class:`InvalidTransition` if not FAILED.
+        """
+        event = ExecutionReplayed(actor=require_name(actor, "actor"))
+        return self._transition(execution_id, event)
+
+    def reschedule(
+        self,
+        execution_id: str,
+        due_at: datetime,
+        *,
+        actor: str = "scheduler",
+        reason: str = "rescheduled",
+    ) -> Execution:
+        """Move a SCHEDULED execution's ``due_at`` (audited as RESCHEDULED with ``reason``).
+
+        What an overlap policy uses to release a held occurrence. Raises
+        :class:`NotFound`, or :class:`InvalidTransition` in any other state.
+        """
+        return self._transition(
+            execution_id,
+            ExecutionRescheduled(
+                due_at=as_aware_utc(due_at, field="due_at"),
+                actor=require_name(actor, "actor"),
+                reason=require_name(reason, "reason", max_len=MAX_ERROR_CHARS),
+            ),
+        )
+
+    @abstractmethod
+    def _transition(self, execution_id: str, event: ExecutionEvent) -> Execution:
+        """Apply a caller's event (cancel, replay, reschedule) to one execution, in one
+        transaction, through :func:`fencepost.domain.machine.apply` (which refuses what
+        the state machine does not allow)."""

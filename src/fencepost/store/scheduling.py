@@ -1,0 +1,360 @@
+"""The store contract, part three: schedules and their materialization."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from fencepost.domain import schedules as plans
+from fencepost.domain.checks import require_int, require_name
+from fencepost.domain.durations import as_aware_utc, as_duration
+from fencepost.domain.errors import StaleLease, ValidationError
+from fencepost.domain.models import JSON, Execution, Occurrence, Schedule, SchedulePage
+from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
+from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
+from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS
+from fencepost.store.core import StoreCore
+from fencepost.store.values import DEFAULT_TTL, MAX_LIMIT, Materialization, cursor_storable
+from fencepost.timing import specs
+
+
+class ScheduleVerbs(StoreCore):
+    """Verbs of :class:`~fencepost.store.base.Store` for schedules (see their docstrings)."""
+
+    # -- schedules -------------------------------------------------------------------------
+
+    def add_schedule(
+        self,
+        job: str,
+        *,
+        cron: str | None = None,
+        every: float | timedelta | None = None,
+        timezone: str = "UTC",
+        inputs: JSON = None,
+        job_version: int | None = None,
+        misfire: Misfire | str = "coalesce",
+        misfire_grace: float | timedelta = plans.DEFAULT_MISFIRE_GRACE,
+        max_catch_up: int = plans.DEFAULT_MAX_CATCH_UP,
+        overlap: Overlap | str = "allow",
+        dst_gap: DstGap | str = "shift",
+        dst_fold: DstFold | str = "once",
+        start_at: datetime | None = None,
+        end_at: datetime | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        priority: int = 0,
+        id: str | None = None,
+        paused: bool = False,
+    ) -> Schedule:
+        """Store a schedule of ``job`` and return it.
+
+        The rule is exactly one of ``cron`` (5 fields, or 6 with leading seconds,
+        evaluated in the IANA ``timezone``) or ``every`` (seconds or a timedelta,
+        > 0, on the UTC timeline: ``timezone`` must stay ``"UTC"``). Policies are
+        given by name or enum member: ``misfire`` (``catch_up``, ``coalesce``,
+        ``skip``) with ``misfire_grace`` (>= 0 s) and ``max_catch_up`` (>= 1);
+        ``overlap`` (``allow``, ``skip``, ``buffer_one``, ``buffer_all``,
+        ``replace``); ``dst_gap`` (``shift``, ``skip``), ``dst_fold`` (``once``,
+        ``twice``). ``start_at`` and ``end_at`` are aware instants, ``end_at >
+        start_at``. ``inputs`` must be JSON (``None`` means ``{}``); every
+        materialized execution gets them, with ``max_attempts`` and ``priority``.
+        Bad arguments raise :class:`ValidationError` naming the field; nothing is
+        written.
+
+        The new schedule's ``watermark`` is one microsecond before ``start_at``
+        when that is in the future, else the store's now (slots strictly after
+        the watermark are still to come); ``next_due`` is now, so a materializer
+        looks at it at once; no materializer holds it.
+
+        ``id`` (at most 200 characters) defaults to a new UUIDv7. If a schedule
+        with that id exists and was added with the same arguments (after
+        normalization: ``60`` and ``timedelta(seconds=60)`` are the same), it is
+        returned unchanged, whatever happened to it since (updates, pauses);
+        with different arguments :class:`IdempotencyConflict` is raised.
+        """
+        spec = specs.define(
+            job,
+            max_payload_bytes=self.config.max_payload_bytes,
+            cron=cron,
+            every=every,
+            timezone=timezone,
+            inputs=inputs,
+            job_version=job_version,
+            misfire=misfire,
+            misfire_grace=misfire_grace,
+            max_catch_up=max_catch_up,
+            overlap=overlap,
+            dst_gap=dst_gap,
+            dst_fold=dst_fold,
+            start_at=start_at,
+            end_at=end_at,
+            max_attempts=max_attempts,
+            priority=priority,
+            paused=paused,
+        )
+        if id is None:
+            return self._add_schedule(spec, self._ids.new(int(self.clock.now().timestamp() * 1000)))
+        return self._add_schedule(spec, plans.check_schedule_id(id))
+
+    @abstractmethod
+    def _add_schedule(self, spec: ScheduleSpec, schedule_id: str) -> Schedule:
+        """Insert ``plans.new_schedule(spec, id=schedule_id, now=<the store's now>)``.
+
+        Store ``spec.fingerprint()`` with it. If ``schedule_id`` exists, return the
+        stored schedule when its fingerprint equals ``spec.fingerprint()``, else raise
+        ``IdempotencyConflict(schedule_id, schedule_id, subject="schedule")``.
+        """
+
+    @abstractmethod
+    def get_schedule(self, schedule_id: str) -> Schedule:
+        """The schedule with this id, or :class:`NotFound` (``subject="schedule"``)."""
+
+    def schedules(
+        self,
+        *,
+        job: str | None = None,
+        paused: bool | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        due_before: datetime | None = None,
+    ) -> SchedulePage:
+        """Schedules matching every given filter, ordered by id (code point order).
+
+        ``due_before`` keeps only schedules with ``next_due <= due_before`` (an
+        aware instant): those a materializer would take up by then, lease or not.
+        ``after`` is the ``next_cursor`` of the previous page (ids strictly
+        greater); ``next_cursor`` is None on the last page.
+        """
+        if paused is not None and not isinstance(paused, bool):
+            raise ValidationError("paused", f"must be True, False or None, got {paused!r}")
+        if after is not None and not isinstance(after, str):
+            raise ValidationError("after", f"must be a cursor string, got {after!r}")
+        if not cursor_storable(after):
+            raise ValidationError("after", "must be a cursor from a previous page")
+        return self._list_schedules(
+            job=None if job is None else require_name(job, "job"),
+            paused=paused,
+            limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
+            after=after,
+            due_before=None if due_before is None else as_aware_utc(due_before, field="due_before"),
+        )
+
+    @abstractmethod
+    def _list_schedules(
+        self,
+        *,
+        job: str | None,
+        paused: bool | None,
+        limit: int,
+        after: str | None,
+        due_before: datetime | None,
+    ) -> SchedulePage:
+        """List with validated filters: at most ``limit`` items, ``next_cursor`` if more exist."""
+
+    def update_schedule(self, schedule_id: str, /, **changes: Any) -> Schedule:
+        """Change any of ``add_schedule``'s arguments except ``id``; return the schedule.
+
+        The schedule after the change is validated as ``add_schedule`` would
+        validate it (so a cron schedule switches to an interval with ``every=...,
+        cron=None``; ``timezone`` then becomes ``"UTC"`` unless given). It takes
+        effect for slots not yet materialized: the watermark is unchanged. Then
+        ``next_due = now`` and the materializer lease is cleared, so a plan made
+        from the old definition is refused (:meth:`materialize` answers it with
+        :class:`StaleLease`) and a materializer plans again at once. The
+        fingerprint that makes ``add_schedule`` idempotent stays that of the
+        original arguments. Raises :class:`NotFound`, or :class:`ValidationError`
+        (nothing written).
+        """
+        plans.check_changes(changes)
+        limit = self.config.max_payload_bytes
+
+        def decide(current: Schedule, now: datetime) -> Schedule:
+            return specs.amend(current, changes, now=now, max_payload_bytes=limit)
+
+        return self._change_schedule(schedule_id, decide)
+
+    def pause_schedule(self, schedule_id: str) -> Schedule:
+        """Pause a schedule: its slots are recorded SKIPPED ("paused") until it is resumed.
+
+        ``next_due = now`` and the materializer lease is cleared (as for
+        :meth:`update_schedule`). Pausing a paused schedule returns it unchanged.
+        Raises :class:`NotFound`.
+        """
+        return self._change_schedule(
+            schedule_id, lambda current, now: plans.pause(current, now=now)
+        )
+
+    def resume_schedule(self, schedule_id: str) -> Schedule:
+        """Resume a paused schedule; ``next_due = now``, the materializer lease is cleared.
+
+        Resuming a schedule that is not paused returns it unchanged. Raises :class:`NotFound`.
+        """
+        return self._change_schedule(
+            schedule_id, lambda current, now: plans.resume(current, now=now)
+        )
+
+    @abstractmethod
+    def _change_schedule(
+        self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
+    ) -> Schedule:
+        """Read-decide-write one schedule in one transaction.
+
+        Read it (:class:`NotFound`) and hold it; ``decide(current, now)`` returns the
+        schedule to store, or None to leave it unchanged (then return ``current``). A
+        ValidationError from ``decide`` writes nothing. Store every field of the
+        decided schedule except ``id``, ``watermark`` and ``created_at``.
+        """
+
+    @abstractmethod
+    def delete_schedule(self, schedule_id: str) -> None:
+        """Remove a schedule and cancel its executions that have not started, in one transaction.
+
+        Its SCHEDULED and RETRY_WAIT executions become CANCELLED (actor ``"schedule
+        deleted"``); RUNNING and finished ones are left alone. A materializer holding
+        it is refused afterwards (:class:`StaleLease`). Raises :class:`NotFound`.
+        """
+
+    def acquire_schedules(
+        self, owner: str, *, limit: int = 100, ttl: float | timedelta = DEFAULT_TTL
+    ) -> list[Schedule]:
+        """Atomically lease up to ``limit`` due schedules to the materializer ``owner``.
+
+        Eligible, by the store's clock ``now``: ``next_due <= now``, and no live
+        materializer lease (``lease_until`` is None, or ``lease_until <= now``:
+        at that instant a lease has expired). Paused schedules are eligible too
+        (their slots are recorded SKIPPED). Oldest ``next_due`` first, then id.
+        Each gets ``materializer = owner`` and ``lease_until = now + ttl``.
+        Schedules locked by a concurrent acquire are skipped: two callers never
+        get the same schedule. Returned in that order, as stored after the change.
+        """
+        return self._acquire_schedules(
+            require_name(owner, "owner"),
+            limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
+            ttl=as_duration(ttl, field="ttl"),
+        )
+
+    @abstractmethod
+    def _acquire_schedules(self, owner: str, *, limit: int, ttl: timedelta) -> list[Schedule]:
+        """Acquire with validated arguments (see :meth:`acquire_schedules`)."""
+
+    def materialize(
+        self, batch: Sequence[tuple[Schedule, Sequence[Occurrence], datetime, datetime]]
+    ) -> list[list[Execution] | StaleLease]:
+        """Store the plans of acquired schedules, in one transaction for the whole batch.
+
+        Each item is ``(schedule as acquired, occurrences, new_watermark, next_due)``.
+        Fenced per schedule: only if the stored schedule still has this
+        ``materializer`` and ``lease_until`` and ``now < lease_until``. Otherwise
+        (lease expired, taken again, cleared by an update, pause or resume, or the
+        schedule deleted) that item's answer is ``StaleLease(schedule.id,
+        materializer, 0)`` and nothing is written for it; the other items are.
+
+        A fenced item inserts each occurrence as an execution of the schedule's
+        job, job_version, inputs, max_attempts and priority (as stored: the fence
+        guarantees they did not change since the acquire), with ``schedule_id``,
+        ``slot = slot_text(occurrence.slot)``, ``due_at = occurrence.due_at`` and
+        ``idempotency_key = "{schedule_id}:{slot}"``; its bucket comes from its
+        execution id, as for a submit without ``bucket_key``. Insert-if-absent:
+        an execution with that key is left exactly as it is and returned (never
+        :class:`IdempotencyConflict`: two materializers may plan one slot
+        differently). An occurrence with ``skipped`` is stored SUBMITTED, then
+        SKIPPED with that reason (audited, queryable, never claimed). Then
+        ``watermark = max(watermark, new_watermark)``, ``next_due`` as given, and
+        the lease is cleared.
+
+        Returns, per item, its executions in occurrence order (a repeated slot
+        repeats its execution), or the :class:`StaleLease`. A schedule repeated in
+        one batch is applied in order: the repeat finds its lease cleared.
+        """
+        now = self.clock.now()
+        items: list[Materialization] = []
+        for index, item in enumerate(batch):
+            field = f"[{index}]"
+            if not isinstance(item, tuple | list) or len(item) != 4:
+                raise ValidationError(
+                    field, f"must be (schedule, occurrences, watermark, next_due), got {item!r}"
+                )
+            schedule, occurrences, watermark, next_due = item
+            if not isinstance(schedule, Schedule):
+                raise ValidationError(f"{field}.schedule", f"must be a Schedule, got {schedule!r}")
+            items.append(
+                Materialization(
+                    schedule=schedule,
+                    occurrences=self._new_occurrences(
+                        schedule.id, occurrences, f"{field}.occurrences", now
+                    ),
+                    watermark=as_aware_utc(watermark, field=f"{field}.watermark"),
+                    next_due=as_aware_utc(next_due, field=f"{field}.next_due"),
+                )
+            )
+        return self._materialize(items) if items else []
+
+    @abstractmethod
+    def _materialize(self, items: Sequence[Materialization]) -> list[list[Execution] | StaleLease]:
+        """Apply validated items in one transaction (see :meth:`materialize`).
+
+        Decide the fence with :func:`fencepost.domain.schedules.holds_lease` (or
+        its SQL equivalent); answer a refused item with :func:`stale_schedule`.
+        """
+
+    def add_occurrences(
+        self, schedule_id: str, occurrences: Sequence[Occurrence]
+    ) -> list[Execution]:
+        """Store occurrences of a schedule without a lease (e.g. a backfill).
+
+        Inserted exactly as :meth:`materialize` inserts them (insert-if-absent,
+        SKIPPED ones audited), in one transaction; the schedule itself (watermark,
+        next_due, lease) is not changed. Returns the executions in occurrence
+        order. Raises :class:`NotFound` if the schedule does not exist.
+        """
+        if not isinstance(schedule_id, str):
+            raise ValidationError("schedule_id", f"must be a schedule id, got {schedule_id!r}")
+        news = self._new_occurrences(schedule_id, occurrences, "occurrences", self.clock.now())
+        return self._add_occurrences(schedule_id, news)
+
+    @abstractmethod
+    def _add_occurrences(
+        self, schedule_id: str, occurrences: tuple[NewOccurrence, ...]
+    ) -> list[Execution]:
+        """Insert validated occurrences if absent (see :meth:`add_occurrences`)."""
+
+    def release_schedules(self, schedules: Iterable[Schedule]) -> None:
+        """Give materializer leases back unchanged (a materializer stopping).
+
+        Each schedule, as acquired, whose stored row still carries its
+        ``materializer`` and ``lease_until`` gets its lease cleared; nothing else
+        changes (``next_due`` stays, so another materializer may take it at once).
+        Schedules leased again by someone else, or not leased, are left alone.
+        """
+        held = []
+        for index, schedule in enumerate(schedules):
+            if not isinstance(schedule, Schedule):
+                raise ValidationError(f"[{index}]", f"must be a Schedule, got {schedule!r}")
+            if schedule.materializer is not None and schedule.lease_until is not None:
+                held.append(schedule)
+        if held:
+            self._release_schedules(held)
+
+    @abstractmethod
+    def _release_schedules(self, schedules: Sequence[Schedule]) -> None:
+        """Clear the leases still held by these (leased) schedules, in one transaction."""
+
+    def _new_occurrences(
+        self, schedule_id: str, occurrences: object, field: str, now: datetime
+    ) -> tuple[NewOccurrence, ...]:
+        if isinstance(occurrences, str | bytes) or not isinstance(occurrences, Iterable):
+            raise ValidationError(field, f"must be a sequence of Occurrence, got {occurrences!r}")
+        by_key: dict[str, NewOccurrence] = {}
+        out = []
+        unix_ms = int(now.timestamp() * 1000)
+        for index, value in enumerate(occurrences):
+            occurrence = plans.check_occurrence(value, f"{field}[{index}]")
+            new = plans.new_occurrence(
+                schedule_id,
+                occurrence,
+                new_id=self._ids.new(unix_ms),
+                num_buckets=self.config.num_buckets,
+            )
+            out.append(by_key.setdefault(new.idempotency_key, new))
+        return tuple(out)

@@ -1,0 +1,583 @@
+"""The base of the SQL backends: each verb's logic once, on a few dialect hooks.
+
+A dialect (:mod:`fencepost.store.sqlite`, :mod:`fencepost.store.postgres`) brings
+its SQL file, its connections and what truly differs (the hot-path statements,
+PostgreSQL's NOTIFY and listener, SQLite's clock check and prune cursor). The
+verbs written here run named blocks through ``self._q(name)``; both ``.sql`` files
+use the same names for the same statement, so the same Python runs on both.
+
+The hooks a dialect provides:
+
+* :meth:`SqlStore._read` and :meth:`SqlStore._write`: a connection for reading, and
+  one inside a write transaction (SQLite's ``BEGIN IMMEDIATE``, a PostgreSQL
+  transaction);
+* :meth:`SqlStore._tx_now`: the store's now inside that transaction (SQLite: the
+  process clock; PostgreSQL: the server's unless a test pins it);
+* :meth:`SqlStore._now_param`: the ``now`` a one-statement verb passes (PostgreSQL
+  passes None and reads ``clock_timestamp()`` in SQL);
+* :meth:`SqlStore._t` and :meth:`SqlStore._array`: how times and lists are bound;
+* :meth:`SqlStore._can_name`: whether a text can name a row at all (PostgreSQL ids
+  are UUIDs; SQLite cannot bind a lone surrogate), so such a lookup is answered
+  without a round trip;
+* :meth:`SqlStore._refuse`: the audit of refused fenced calls;
+* :attr:`SqlStore.rows`: the dialect's row mapping (:class:`RowMapping`).
+
+Row locks are block names too: ``lock_execution`` and ``lock_schedule`` take a row
+lock on PostgreSQL; on SQLite the write transaction already holds the whole file,
+so its dialect maps them to the plain reads.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Protocol
+
+from fencepost.domain import schedules as plans
+from fencepost.domain.checks import storable
+from fencepost.domain.commands import new_command, on_request
+from fencepost.domain.errors import NotFound, StaleLease
+from fencepost.domain.events import (
+    ExecutionCancelled,
+    ExecutionEvent,
+    ExecutionFailed,
+    LeaseExpired,
+)
+from fencepost.domain.machine import RECORDS_ERROR, Change, apply, holds
+from fencepost.domain.models import (
+    Command,
+    Execution,
+    Fence,
+    Lease,
+    Page,
+    Schedule,
+    SchedulePage,
+    Transition,
+)
+from fencepost.domain.reports import Lateness, SloOffender, SloReport, Stats, share, tabulate
+from fencepost.domain.states import CommandKind, CommandState, State
+from fencepost.store.base import (
+    UNFINISHED_STATES,
+    ClaimRequest,
+    Decide,
+    ExecutionFilter,
+    Outcome,
+    Store,
+    always,
+    claimed_inputs,
+    set_aside,
+)
+from fencepost.store.rows import version_keys
+
+#: The query block by (one schedule?, newest first?). A schedule's executions are read
+#: through their own index (see the blocks).
+_QUERY_BLOCKS = {
+    (False, False): "query_executions",
+    (False, True): "query_executions_newest_first",
+    (True, False): "query_schedule_executions",
+    (True, True): "query_schedule_executions_newest_first",
+}
+
+
+class RowMapping(Protocol):
+    """How a dialect turns its rows into domain values (a module satisfies it)."""
+
+    def execution(self, row: tuple[Any, ...]) -> Execution:
+        """An execution from a row of ``execution_rows``."""
+
+    def transition(self, row: tuple[Any, ...]) -> Transition:
+        """An audit transition from a row of ``select_transitions``."""
+
+    def command(self, row: tuple[Any, ...]) -> Command:
+        """A command from a row of ``select_commands`` (or a claim's)."""
+
+    def schedule(self, row: tuple[Any, ...]) -> Schedule:
+        """A schedule from a row of ``get_schedule`` or ``list_schedules``."""
+
+    def schedule_params(self, s: Schedule, inputs_json: str) -> dict[str, Any]:
+        """The parameters of ``insert_schedule`` and ``write_schedule``."""
+
+    def instant(self, value: Any) -> datetime:
+        """A time as a row holds it, as an aware datetime."""
+
+    def duration(self, value: Any) -> timedelta:
+        """A duration as a row holds it, as a timedelta."""
+
+
+def stale(fence: Fence) -> StaleLease:
+    """The refusal of a fenced call made under ``fence``."""
+    return StaleLease(fence.execution_id, fence.owner, fence.epoch)
+
+
+class SqlStore(Store):
+    """The verbs both SQL backends share; a dialect subclasses it (see the module doc)."""
+
+    #: The dialect's named blocks (see :func:`fencepost.store.sql.load_queries`).
+    queries: ClassVar[Mapping[str, str]]
+    #: The dialect's row mapping.
+    rows: RowMapping
+
+    def _q(self, name: str) -> str:
+        """The SQL text of the block ``name`` in this dialect."""
+        return self.queries[name]
+
+    # -- dialect hooks --------------------------------------------------------------------
+
+    @abstractmethod
+    def _read(self) -> AbstractContextManager[Any]:
+        """A connection for reads (autocommit or a read transaction)."""
+
+    @abstractmethod
+    def _write(self) -> AbstractContextManager[Any]:
+        """A connection inside a write transaction, committed on a clean exit."""
+
+    @abstractmethod
+    def _tx_now(self, conn: Any) -> datetime:
+        """The store's now, read inside the transaction ``conn`` holds."""
+
+    @abstractmethod
+    def _now_param(self) -> Any:
+        """The ``now`` parameter of a one-statement verb (None: the database's clock)."""
+
+    @abstractmethod
+    def _t(self, value: datetime) -> Any:
+        """A time as this dialect binds it."""
+
+    def _t_opt(self, value: datetime | None) -> Any:
+        return None if value is None else self._t(value)
+
+    @abstractmethod
+    def _d(self, value: timedelta) -> Any:
+        """A duration as this dialect binds it."""
+
+    @abstractmethod
+    def _array(self, values: Sequence[Any]) -> Any:
+        """A list as this dialect binds it."""
+
+    @abstractmethod
+    def _can_name(self, row_id: str) -> bool:
+        """Whether ``row_id`` can name a stored row at all."""
+
+    @staticmethod
+    def _storable(name: str) -> bool:
+        """Whether a name (a node's, a schedule's) can be stored: no lone surrogates."""
+        return storable(name)
+
+    @abstractmethod
+    def _refuse(self, conn: Any, fences: Sequence[Fence], verb: str, now: datetime | None) -> None:
+        """Audit refused fenced calls (a ``STALE_REFUSED`` each; nothing else changes).
+
+        ``now`` is the store's now when the caller has read it; None where the
+        statement reads the store's clock itself (PostgreSQL's batch statements).
+        """
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get(self, execution_id: str) -> Execution:
+        with self._read() as conn:
+            return self._get(conn, execution_id)
+
+    def _get(self, conn: Any, execution_id: str, *, lock: bool = False) -> Execution:
+        """The execution (held by this transaction with ``lock``), or :class:`NotFound`."""
+        if not self._can_name(execution_id):
+            raise NotFound(execution_id)
+        query = self._q("lock_execution" if lock else "get_execution")
+        row = conn.execute(query, {"id": execution_id}).fetchone()
+        if row is None:
+            raise NotFound(execution_id)
+        return self.rows.execution(row)
+
+    def _find(self, idempotency_key: str) -> Execution | None:
+        with self._read() as conn:
+            row = conn.execute(self._q("find_execution"), {"key": idempotency_key}).fetchone()
+        return None if row is None else self.rows.execution(row)
+
+    def _query(self, filters: ExecutionFilter) -> Page:
+        params = {
+            "after": filters.after,
+            "states": None if filters.states is None else self._array(filters.states),
+            "job": filters.job,
+            "schedule": filters.schedule,
+            "bucket": filters.bucket,
+            "buckets": None if filters.buckets is None else self._array(filters.buckets),
+            "due_after": self._t_opt(filters.due_after),
+            "due_before": self._t_opt(filters.due_before),
+            "limit": filters.limit + 1,
+        }
+        query = self._q(_QUERY_BLOCKS[filters.schedule is not None, filters.newest_first])
+        with self._read() as conn:
+            items = [self.rows.execution(r) for r in conn.execute(query, params)]
+        more = len(items) > filters.limit
+        items = items[: filters.limit]
+        return Page(items=items, next_cursor=items[-1].id if more else None)
+
+    def transitions(self, execution_id: str) -> list[Transition]:
+        return [self.rows.transition(r) for r in self._trail("select_transitions", execution_id)]
+
+    def commands(self, execution_id: str) -> list[Command]:
+        return [self.rows.command(r) for r in self._trail("select_commands", execution_id)]
+
+    def _trail(self, block: str, execution_id: str) -> list[Any]:
+        """The rows of ``block`` for one execution; :class:`NotFound` if it does not exist."""
+        if not self._can_name(execution_id):
+            raise NotFound(execution_id)
+        with self._read() as conn:
+            found = conn.execute(self._q(block), {"id": execution_id}).fetchall()
+            if found:
+                return list(found)
+            if conn.execute(self._q("execution_exists"), {"id": execution_id}).fetchone():
+                return []
+        raise NotFound(execution_id)
+
+    # -- leasing ---------------------------------------------------------------------------
+
+    def _claim_params(self, request: ClaimRequest) -> dict[str, Any]:
+        """The filters of the claim blocks (the dialect adds its ``now``, owner and ttl)."""
+        versions = request.versions
+        return {
+            "limit": request.limit,
+            "jobs": None if request.jobs is None else self._array(request.jobs),
+            "ids": None if request.ids is None else self._array(request.ids),
+            "buckets": None if request.buckets is None else self._array(request.buckets),
+            "versions": None if versions is None else self._array(version_keys(versions)),
+            "cap": request.max_per_bucket,
+        }
+
+    # -- changes through the state machine -----------------------------------------------
+
+    def _persist(self, conn: Any, change: Change, now: datetime) -> None:
+        """Write a change decided by the state machine, with its audit transition."""
+        new = change.execution
+        cursor = conn.execute(
+            self._q("write_change"),
+            {
+                "id": new.id,
+                "state": str(new.state),
+                "due_at": self._t(new.due_at),
+                "attempt": new.attempt,
+                "epoch": new.epoch,
+                "lease_owner": new.lease_owner,
+                "lease_until": self._t_opt(new.lease_until),
+                "updated_at": self._t(new.updated_at),
+                "from_state": str(change.from_state),
+                "from_epoch": change.from_epoch,
+            },
+        )
+        # The row was read and held in this same transaction; a miss is a bug, not a race.
+        assert cursor.rowcount == 1, f"lost update on {new.id}"
+        if change.event in RECORDS_ERROR:
+            conn.execute(self._q("set_error"), {"id": new.id, "error": new.error})
+        conn.execute(self._q("insert_transition"), self._transition_params(change, now))
+
+    def _transition_params(self, change: Change, now: datetime) -> dict[str, Any]:
+        """The parameters of ``insert_transition`` for the audit record of ``change``."""
+        t = change.transition(0, now)  # its seq is the database's
+        return {
+            "execution_id": t.execution_id,
+            "event": str(t.event),
+            "from_state": None if t.from_state is None else str(t.from_state),
+            "to_state": str(t.to_state),
+            "epoch": t.epoch,
+            "actor": t.actor,
+            "reason": t.reason,
+            "at": self._t(now),
+        }
+
+    def _transition(self, execution_id: str, event: ExecutionEvent) -> Execution:
+        with self._write() as conn:
+            now = self._tx_now(conn)
+            change = apply(self._get(conn, execution_id, lock=True), event, now)
+            self._persist(conn, change, now)
+        return change.execution
+
+    def _fenced_apply(
+        self, conn: Any, fence: Fence, verb: str, decide: Decide, now: datetime
+    ) -> Execution | StaleLease:
+        """Hold the row, check the fence, apply the decided event; in the caller's transaction."""
+        try:
+            current = self._get(conn, fence.execution_id, lock=True)
+        except NotFound:
+            return stale(fence)
+        if not holds(current, fence.owner, fence.epoch, now):
+            self._refuse(conn, [fence], verb, now)
+            return stale(fence)
+        change = apply(current, decide(current, now), now)
+        self._persist(conn, change, now)
+        return change.execution
+
+    def _fail_invalid(self, conn: Any, outcome: Outcome, now: datetime) -> StaleLease | None:
+        """Fail an execution whose result was refused: permanently, through the machine."""
+        assert outcome.invalid is not None
+        event = ExecutionFailed(
+            owner=outcome.lease.owner, error=outcome.invalid, retryable=False, retry_at=now
+        )
+        done = self._fenced_apply(conn, outcome.lease, "complete", always(event), now)
+        return done if isinstance(done, StaleLease) else None
+
+    def _set_aside(
+        self, conn: Any, leases: Sequence[Lease], unreadable: Mapping[int, str], now: datetime
+    ) -> None:
+        """Fail the claimed executions whose stored inputs cannot be delivered (by index)."""
+        for i, problem in unreadable.items():
+            event = set_aside(leases[i], problem, now)
+            self._fenced_apply(conn, leases[i], "fail", always(event), now)
+
+    def _fenced_change(self, fence: Fence, verb: str, decide: Decide) -> Execution:
+        with self._write() as conn:
+            now = self._tx_now(conn)
+            outcome = self._fenced_apply(conn, fence, verb, decide, now)
+        if isinstance(outcome, StaleLease):
+            raise outcome
+        return outcome
+
+    def reap_expired(self, *, limit: int = 1000) -> int:
+        with self._write() as conn:
+            now = self._tx_now(conn)
+            expired = conn.execute(
+                self._q("expired_leases"), {"now": self._t(now), "limit": limit}
+            ).fetchall()
+            for row in expired:
+                current = self.rows.execution(row)
+                event = LeaseExpired(retry_at=now + self.retry_delay(current.attempt))
+                self._persist(conn, apply(current, event, now), now)
+        return len(expired)
+
+    # -- commands --------------------------------------------------------------------------
+
+    def _request(
+        self, execution_id: str, kind: CommandKind, *, actor: str, command_id: str
+    ) -> Command:
+        with self._write() as conn:
+            now = self._tx_now(conn)
+            current = self._get(conn, execution_id, lock=True)
+            state = on_request(current, kind)
+            if state is CommandState.DONE:
+                self._persist(conn, apply(current, ExecutionCancelled(actor=actor), now), now)
+            conn.execute(
+                self._q("insert_command"),
+                {
+                    "id": command_id,
+                    "execution_id": execution_id,
+                    "kind": str(kind),
+                    "state": str(state),
+                    "requested_by": actor,
+                    "requested_at": self._t(now),
+                    "done_at": self._t(now) if state is CommandState.DONE else None,
+                },
+            )
+        return new_command(command_id, execution_id, kind, state, actor, now)
+
+    def _complete_command(self, command: Command, lease: Fence) -> Command | None:
+        if not (self._can_name(command.id) and self._can_name(command.execution_id)):
+            return None
+        params = {
+            "now": self._now_param(),
+            "id": command.id,
+            "execution_id": command.execution_id,
+            "owner": lease.owner,
+            "epoch": lease.epoch,
+        }
+        with self._write() as conn:
+            row = conn.execute(self._q("complete_command"), params).fetchone()
+        return None if row is None else self.rows.command(row)
+
+    def _release_command(self, command: Command) -> None:
+        if not self._can_name(command.id):
+            return
+        with self._write() as conn:
+            conn.execute(self._q("release_command"), {"id": command.id, "owner": command.owner})
+
+    # -- nodes and reports -----------------------------------------------------------------
+
+    def deregister_node(self, node_id: str) -> None:
+        if not self._storable(node_id):
+            return  # no node can have this id
+        with self._write() as conn:
+            conn.execute(self._q("deregister_node"), {"id": node_id})
+
+    def _bucket_counts(self, states: tuple[State, ...]) -> dict[int, int]:
+        with self._read() as conn:
+            if set(states) == set(UNFINISHED_STATES):
+                found = conn.execute(self._q("bucket_counts_unfinished"))
+            else:
+                found = conn.execute(self._q("bucket_counts"), {"states": self._array(states)})
+            return {int(bucket): int(count) for bucket, count in found}
+
+    def _slo(
+        self,
+        *,
+        window: timedelta,
+        claim_within: timedelta,
+        finish_within: timedelta,
+        worst: int,
+    ) -> SloReport:
+        with self._read() as conn:
+            now = self._tx_now(conn)
+            found = conn.execute(
+                self._q("slo"),
+                {
+                    "now": self._t(now),
+                    "start": self._t(now - window),
+                    "claim_within": self._d(claim_within),
+                    "finish_within": self._d(finish_within),
+                    "worst": worst,
+                },
+            ).fetchall()
+        claim_met, claim_total, finish_met, finish_total = found[0][:4]
+        instant, duration = self.rows.instant, self.rows.duration
+        return SloReport(
+            at=now,
+            window=window,
+            claim_within=claim_within,
+            finish_within=finish_within,
+            claimed=share(claim_met, claim_total),
+            finished=share(finish_met, finish_total),
+            worst=[
+                SloOffender(
+                    execution_id=id_,
+                    job=job,
+                    due_at=instant(due_at),
+                    claimed_at=None if claimed_at is None else instant(claimed_at),
+                    lateness=duration(lateness),
+                    state=State(state),
+                )
+                for *_, id_, job, due_at, claimed_at, lateness, state in found
+                if id_ is not None
+            ],
+        )
+
+    # -- schedules -------------------------------------------------------------------------
+
+    def get_schedule(self, schedule_id: str) -> Schedule:
+        with self._read() as conn:
+            return self._get_schedule(conn, schedule_id)
+
+    def _get_schedule(self, conn: Any, schedule_id: str, *, lock: bool = False) -> Schedule:
+        """The schedule (held by this transaction with ``lock``), or :class:`NotFound`."""
+        if not self._storable(schedule_id):
+            raise NotFound(schedule_id, subject="schedule")
+        query = self._q("lock_schedule" if lock else "get_schedule")
+        row = conn.execute(query, {"id": schedule_id}).fetchone()
+        if row is None:
+            raise NotFound(schedule_id, subject="schedule")
+        return self.rows.schedule(row)
+
+    def _list_schedules(
+        self,
+        *,
+        job: str | None,
+        paused: bool | None,
+        limit: int,
+        after: str | None,
+        due_before: datetime | None,
+    ) -> SchedulePage:
+        params = {
+            "job": job,
+            "paused": paused,
+            "after": self._schedule_cursor(after),
+            "due_before": self._t_opt(due_before),
+            "limit": limit + 1,
+        }
+        with self._read() as conn:
+            items = [self.rows.schedule(r) for r in conn.execute(self._q("list_schedules"), params)]
+        more = len(items) > limit
+        items = items[:limit]
+        return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
+
+    def _schedule_cursor(self, after: str | None) -> str | None:
+        """The ``after`` bound of ``list_schedules`` for a validated cursor."""
+        return after
+
+    def _change_schedule(
+        self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
+    ) -> Schedule:
+        with self._write() as conn:
+            current = self._get_schedule(conn, schedule_id, lock=True)
+            changed = decide(current, self._tx_now(conn))
+            if changed is None:
+                return current
+            params = self.rows.schedule_params(changed, self._encode(changed.inputs, "inputs"))
+            conn.execute(self._q("write_schedule"), params)
+        return changed
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        if not self._storable(schedule_id):
+            raise NotFound(schedule_id, subject="schedule")
+        with self._write() as conn:
+            if conn.execute(self._q("delete_schedule"), {"id": schedule_id}).fetchone() is None:
+                raise NotFound(schedule_id, subject="schedule")
+            now = self._tx_now(conn)
+            event = ExecutionCancelled(actor=plans.SCHEDULE_DELETED)
+            # Read them all first: the writes change the index the select walks.
+            waiting = conn.execute(self._q("waiting_schedule_executions"), {"id": schedule_id})
+            for row in waiting.fetchall():
+                self._persist(conn, apply(self.rows.execution(row), event, now), now)
+
+
+def stats_report(
+    now: datetime,
+    window: timedelta,
+    counts: Sequence[tuple[str, str, int]],
+    backlog: int,
+    lateness: Lateness,
+    refused: int | None,
+    expiries: int | None,
+) -> Stats:
+    """:class:`Stats` from the figures a dialect's statistics blocks read at ``now``."""
+    by_state, by_job = tabulate((job, State(state), n) for job, state, n in counts)
+    return Stats(
+        at=now,
+        window=window,
+        by_state=by_state,
+        by_job=by_job,
+        due_backlog=backlog,
+        claim_lateness=lateness,
+        stale_refused=refused or 0,
+        lease_expiries=expiries or 0,
+    )
+
+
+def claimed_leases(
+    owner: str, claimed: Sequence[tuple[Any, ...]]
+) -> tuple[list[Lease], dict[int, str]]:
+    """The leases of claimed rows, and by index why a row's inputs cannot be delivered.
+
+    Each row holds, as the execution is after the claim: id, epoch, attempt,
+    max_attempts, job, job_version, timeout, schedule_id, slot, lease_until,
+    due_at and the stored inputs text (decoded here, see :func:`claimed_inputs`).
+    """
+    inputs, unreadable = claimed_inputs([row[11] for row in claimed])
+    leases = [
+        Lease(
+            execution_id=id_,
+            owner=owner,
+            epoch=epoch,
+            lease_until=lease_until,
+            due_at=due_at,
+            attempt=attempt,
+            max_attempts=max_attempts,
+            job=job,
+            job_version=job_version,
+            inputs=inputs[i],
+            timeout=timeout,
+            schedule_id=schedule_id,
+            slot=slot,
+        )
+        for i, (
+            id_,
+            epoch,
+            attempt,
+            max_attempts,
+            job,
+            job_version,
+            timeout,
+            schedule_id,
+            slot,
+            lease_until,
+            due_at,
+            _,
+        ) in enumerate(claimed)
+    ]
+    return leases, unreadable

@@ -1,0 +1,274 @@
+"""The values the store contract passes around: its settings, validated arguments, defaults.
+
+Also the pure helpers every backend shares (the failure and set-aside events, the
+decoding of claimed inputs) and the validation of filters and fences. No I/O.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from fencepost.domain import payloads
+from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS
+from fencepost.domain.checks import INT32_MAX, require_int, require_name, storable
+from fencepost.domain.defaults import DEFAULT_COMMAND_TTL as DEFAULT_COMMAND_TTL
+from fencepost.domain.defaults import DEFAULT_TTL as DEFAULT_TTL
+from fencepost.domain.errors import StaleLease, ValidationError
+from fencepost.domain.events import ExecutionEvent, ExecutionFailed, ExecutionTimedOut
+from fencepost.domain.models import JSON, Execution, Fence, LiveFence, Schedule
+from fencepost.domain.nodes import default_node_id as default_node_id
+from fencepost.domain.retry import RetryPolicy
+from fencepost.domain.schedules import NewOccurrence
+from fencepost.domain.states import State
+from fencepost.timing.clock import Clock, SystemClock
+
+#: The longest pause prune takes between batches, in seconds.
+PRUNE_YIELD_CAP = 0.1
+
+#: The error text recorded when a completion's result is not acceptable JSON.
+RESULT_INVALID = payloads.RESULT_INVALID
+#: The error prefix of an execution a claim set aside: its stored inputs cannot be delivered.
+PAYLOAD_UNREADABLE = payloads.PAYLOAD_UNREADABLE
+#: Default window of :meth:`Store.stats`: the last hour.
+DEFAULT_STATS_WINDOW = timedelta(hours=1)
+#: Default window of :meth:`Store.slo`: the last 30 days.
+DEFAULT_SLO_WINDOW = timedelta(days=30)
+#: The states :meth:`Store.bucket_counts` counts by default: work not finished yet.
+UNFINISHED_STATES = (State.SCHEDULED, State.RETRY_WAIT, State.RUNNING)
+MAX_LIMIT = 10_000
+MAX_PRUNE_BATCH = 100_000
+#: The longest name a filter or fence may carry (ids, job names, owners). Longer
+#: than any stored name, so a filter never refuses what a store could hold.
+MAX_NAME_IN_FILTER = 1024
+
+
+#: How a fenced verb decides its event: from the execution as this transaction holds
+#: it, at the store's now (see :meth:`Store._fenced_change`).
+Decide = Callable[[Execution, datetime], ExecutionEvent]
+
+
+def always(event: ExecutionEvent) -> Decide:
+    """A decision that does not depend on the row: ``event`` whatever it holds."""
+    return lambda _current, _now: event
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreConfig:
+    """Settings shared by every backend."""
+
+    clock: Clock = field(default_factory=SystemClock)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    #: Source of retry jitter; inject a seeded ``random.Random`` for reproducible tests.
+    rng: random.Random = field(default_factory=random.Random)
+    max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES
+    num_buckets: int = DEFAULT_NUM_BUCKETS
+
+    def __post_init__(self) -> None:
+        if self.max_payload_bytes < 1:
+            raise ValidationError(
+                "max_payload_bytes", f"must be >= 1, got {self.max_payload_bytes}"
+            )
+        if self.num_buckets < 1:
+            raise ValidationError("num_buckets", f"must be >= 1, got {self.num_buckets}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionFilter:
+    """Validated filters of :meth:`Store.query`."""
+
+    states: tuple[State, ...] | None
+    job: str | None
+    schedule: str | None
+    bucket: int | None
+    buckets: tuple[int, ...] | None  #: any of these (``bucket`` and ``buckets`` never both)
+    due_after: datetime | None
+    due_before: datetime | None
+    limit: int
+    after: str | None
+    newest_first: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimRequest:
+    """The validated arguments of :meth:`Store.claim`."""
+
+    owner: str
+    limit: int
+    ttl: timedelta
+    jobs: tuple[str, ...] | None
+    buckets: tuple[int, ...] | None
+    max_per_bucket: int | None
+    versions: tuple[tuple[str, int], ...] | None
+    ids: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Materialization:
+    """One validated item of :meth:`Store.materialize`."""
+
+    schedule: Schedule  #: as acquired: its id, materializer and lease_until are the fence
+    #: One per requested occurrence, in the caller's order; a repeated slot repeats the
+    #: same object (it names one execution).
+    occurrences: tuple[NewOccurrence, ...]
+    watermark: datetime
+    next_due: datetime
+
+    def unique(self) -> list[NewOccurrence]:
+        """The distinct occurrences, first appearance first."""
+        return list({o.idempotency_key: o for o in self.occurrences}.values())
+
+    def results(self, found: Mapping[str, Execution]) -> list[Execution]:
+        """The executions by idempotency key, in occurrence order."""
+        return [found[o.idempotency_key] for o in self.occurrences]
+
+
+def stale_schedule(schedule: Schedule) -> StaleLease:
+    """The answer of :meth:`Store.materialize` for a schedule whose lease no longer holds."""
+    return StaleLease(schedule.id, schedule.materializer or "", 0, subject="schedule")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Outcome:
+    """A completion prepared for a backend: the encoded result, or why it is invalid."""
+
+    lease: Fence
+    result: JSON
+    result_json: str | None  #: None when the result was refused
+    invalid: str | None  #: the ``result_invalid: ...`` error when refused
+
+
+def failure(
+    lease: Fence,
+    error: str,
+    *,
+    retryable: bool,
+    timed_out: bool,
+    retry_at: datetime,
+) -> ExecutionFailed | ExecutionTimedOut:
+    """The event of a validated :meth:`Store.fail`, decided at the store's now."""
+    if timed_out:
+        return ExecutionTimedOut(
+            owner=lease.owner, error=error, retryable=retryable, retry_at=retry_at
+        )
+    return ExecutionFailed(owner=lease.owner, error=error, retryable=retryable, retry_at=retry_at)
+
+
+def claimed_inputs(texts: Sequence[str]) -> tuple[list[JSON], dict[int, str]]:
+    """Decode the stored inputs of claimed rows, inside the claim's transaction.
+
+    Returns the values and, by index, why a row's inputs cannot be delivered: a
+    row stored before the payload rule (or by another tool) may be nested too deep
+    for a response to encode, or not even decode. The claim sets those aside with
+    :func:`set_aside` before it commits, so it never leases what it cannot deliver
+    and one such row does not take its batch with it.
+    """
+    problems: dict[int, str] = {}
+    try:
+        values = payloads.decode_all(list(texts))
+    except (ValueError, RecursionError):  # one bad text spoils the joined parse
+        values = []
+        for index, text in enumerate(texts):
+            try:
+                values.append(payloads.decode(text))
+            except (ValueError, RecursionError) as exc:
+                values.append(None)
+                problems[index] = f"do not decode ({type(exc).__name__})"
+    for index, (value, text) in enumerate(zip(values, texts, strict=True)):
+        if index not in problems:
+            problem = payloads.check_stored(value, text)
+            if problem is not None:
+                problems[index] = problem
+    return values, problems
+
+
+def set_aside(lease: Fence, problem: str, now: datetime) -> ExecutionFailed:
+    """The event that fails a claimed execution whose stored inputs cannot be delivered.
+
+    A permanent failure (retrying cannot mend stored inputs), recorded as
+    ``payload_unreadable: inputs ...`` in the execution's error and audit trail.
+    """
+    return ExecutionFailed(
+        owner=lease.owner,
+        error=f"{PAYLOAD_UNREADABLE}: inputs {problem}",
+        retryable=False,
+        retry_at=now,
+    )
+
+
+def renewed(fence: Fence, lease_until: datetime) -> LiveFence:
+    """What a heartbeat answers: the lease (or a bare fence) with its new ``lease_until``."""
+    if isinstance(fence, LiveFence):
+        return replace(fence, lease_until=lease_until)
+    return LiveFence(
+        execution_id=fence.execution_id,
+        owner=fence.owner,
+        epoch=fence.epoch,
+        lease_until=lease_until,
+    )
+
+
+def unix_ms(now: datetime) -> int:
+    """``now`` in milliseconds since the epoch: the time part of the ids made at ``now``."""
+    return int(now.timestamp() * 1000)
+
+
+def states_of(
+    value: State | str | Iterable[State | str] | None, field: str = "state"
+) -> tuple[State, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) and not isinstance(value, Iterable):
+        raise ValidationError(field, f"must be a state or several, got {value!r}")
+    items = [value] if isinstance(value, str) else list(value)
+    states = []
+    for item in items:
+        try:
+            states.append(State(item))
+        except ValueError:
+            known = ", ".join(s.value for s in State)
+            raise ValidationError(field, f"unknown state {item!r} (one of {known})") from None
+    return tuple(states)
+
+
+def names_of(values: Iterable[str], field: str) -> tuple[str, ...]:
+    if isinstance(values, str):
+        raise ValidationError(field, f"must be a collection of names, not the string {values!r}")
+    names = tuple(values)
+    for name in names:
+        require_name(name, field, max_len=MAX_NAME_IN_FILTER)
+    return names
+
+
+def cursor_storable(after: str | None) -> bool:
+    """A cursor without lone surrogates (no id holds one; U+0000 sorts like its prefix)."""
+    return after is None or after.isascii() or storable(after.replace("\x00", ""))
+
+
+def check_fences(leases: Iterable[Fence]) -> None:
+    """Refuse a fence whose owner no store can hold (a claim never leases to one).
+
+    A caller may build a lease by hand (the HTTP API does, from a request); its
+    owner is checked like a claim's, so U+0000 is a ValidationError on every
+    backend rather than a database error on one.
+    """
+    for lease in leases:
+        require_name(lease.owner, "owner", max_len=MAX_NAME_IN_FILTER)
+
+
+def versions_of(values: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
+    if isinstance(values, str):
+        raise ValidationError(
+            "versions", f"must be (job, version) pairs, not the string {values!r}"
+        )
+    pairs = []
+    for pair in values:
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            raise ValidationError("versions", f"must hold (job, version) pairs, got {pair!r}")
+        job, version = pair
+        require_name(job, "versions")
+        require_int(version, "versions", low=1, high=INT32_MAX)
+        pairs.append((job, version))
+    return tuple(pairs)
