@@ -191,7 +191,11 @@ class Client:
         does not raises :class:`ValidationError` naming it (``[3].job``), and
         nothing is sent.
         """
-        items = [submit_item(r, index, stacklevel=2) for index, r in enumerate(requests)]
+        # A loop, not a comprehension: a comprehension is a frame of its own, and the
+        # deprecation warning's stacklevel counts frames up to the caller.
+        items = []
+        for index, request in enumerate(requests):
+            items.append(submit_item(request, index, stacklevel=2))
         if not items:
             return []
         answer = self._read(
