@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -357,7 +357,8 @@ class Client:
         """The next ``count`` fire times of a schedule, after ``after`` (default: now)."""
         params = {"count": count, "after": None if after is None else after.isoformat()}
         path = f"/schedules/{_path(schedule_id)}/preview"
-        return self._read(schedules.FireTimes, "GET", path, params=params).fire_times
+        answer = self._read(schedules.FireTimes, "GET", path, params=params)
+        return [instant.astimezone(UTC) for instant in answer.fire_times]
 
     # -- the worker protocol -------------------------------------------------------------
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Self
+from datetime import datetime
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fencepost.domain import models, payloads
+from fencepost.domain import models
 from fencepost.domain.submission import MAX_KEY, PRIORITY_RANGE
 from fencepost.wire.fields import (
     MAX_DURATION_SECONDS,
@@ -15,7 +16,6 @@ from fencepost.wire.fields import (
     Integer,
     Name,
     Payload,
-    UtcTime,
     name,
 )
 from fencepost.wire.mapping import RequestModel, WireModel
@@ -65,18 +65,20 @@ class SubmitBatch(RequestModel):
 class Execution(WireModel[models.Execution]):
     """One execution as the store holds it."""
 
+    readable: ClassVar[tuple[str, ...]] = ("inputs", "result", "progress")
+
     id: str
     job: str
     version: int | None
     inputs: Any
     state: str
-    due_at: UtcTime
+    due_at: datetime
     priority: int
     attempt: int
     max_attempts: int
     epoch: int
     lease_owner: str | None
-    lease_until: UtcTime | None
+    lease_until: datetime | None
     timeout_seconds: float | None
     idempotency_key: str | None
     schedule_id: str | None
@@ -86,14 +88,8 @@ class Execution(WireModel[models.Execution]):
     result: Any
     error: str | None
     progress: Any
-    created_at: UtcTime
-    updated_at: UtcTime
-
-    @classmethod
-    def from_domain(cls, obj: models.Execution, /, **given: Any) -> Self:
-        """The body of an execution; a payload too deeply nested is shown as a marker."""
-        readable = {f: payloads.readable(getattr(obj, f)) for f in ("inputs", "result", "progress")}
-        return super().from_domain(obj, **readable, **given)
+    created_at: datetime
+    updated_at: datetime
 
 
 class Page(WireModel[models.Page]):
@@ -115,8 +111,8 @@ class Attempt(WireModel[models.Attempt]):
     attempt: int
     epoch: int
     owner: str
-    started_at: UtcTime
-    ended_at: UtcTime | None
+    started_at: datetime
+    ended_at: datetime | None
     outcome: str | None
     error: str | None
 
@@ -131,7 +127,7 @@ class Transition(WireModel[models.Transition]):
     epoch: int
     actor: str | None
     reason: str | None
-    at: UtcTime
+    at: datetime
 
 
 class Command(WireModel[models.Command]):
@@ -145,8 +141,8 @@ class Command(WireModel[models.Command]):
     kind: str
     state: str
     requested_by: str
-    requested_at: UtcTime
-    done_at: UtcTime | None
+    requested_at: datetime
+    done_at: datetime | None
 
 
 class Health(BaseModel):

@@ -206,7 +206,3 @@ Instant = Annotated[
     AfterValidator(_in_utc),
     WithJsonSchema({"type": "string", "format": "date-time", "pattern": YEAR_PATTERN}),
 ]
-
-#: An instant in a response body, read back as the aware UTC ``datetime`` the store
-#: hands out (pydantic would give it an offset of its own type).
-UtcTime = Annotated[datetime, AfterValidator(lambda value: value.astimezone(UTC))]

@@ -6,13 +6,13 @@ Durations are seconds as numbers, so a chart can plot them as they are.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Self
 
 from pydantic import BaseModel
 
 from fencepost.domain import nodes, reports
 from fencepost.wire.executions import Execution
-from fencepost.wire.fields import UtcTime
 from fencepost.wire.mapping import WireModel
 
 # -- nodes and buckets ---------------------------------------------------------------------
@@ -25,9 +25,9 @@ class Node(WireModel[nodes.Node]):
     kind: str
     #: The buckets it declared, in bucket order; None: it claims from any bucket.
     buckets: list[int] | None
-    started_at: UtcTime
-    heartbeat_at: UtcTime
-    expires_at: UtcTime
+    started_at: datetime
+    heartbeat_at: datetime
+    expires_at: datetime
 
     @classmethod
     def from_domain(cls, obj: nodes.Node, /, **given: Any) -> Self:
@@ -106,7 +106,7 @@ class Lateness(WireModel[reports.Lateness]):
 class Stats(WireModel[reports.Stats]):
     """The store at one instant, and what happened in the window before it."""
 
-    at: UtcTime
+    at: datetime
     window_seconds: float
     #: Every state, zeros included.
     by_state: dict[str, int]
@@ -120,13 +120,6 @@ class Stats(WireModel[reports.Stats]):
     stale_refused: int
     #: Leases that ran out in the window (reaped or taken over).
     lease_expiries: int
-
-    @classmethod
-    def from_domain(cls, obj: reports.Stats, /, **given: Any) -> Self:
-        """The body of the figures, states by name."""
-        by_state = {s.value: n for s, n in obj.by_state.items()}
-        by_job = {job: {s.value: n for s, n in c.items()} for job, c in obj.by_job.items()}
-        return super().from_domain(obj, by_state=by_state, by_job=by_job, **given)
 
 
 class SloShare(WireModel[reports.SloShare]):
@@ -143,15 +136,15 @@ class SloOffender(WireModel[reports.SloOffender]):
     execution_id: str
     job: str
     state: str
-    due_at: UtcTime
-    claimed_at: UtcTime | None
+    due_at: datetime
+    claimed_at: datetime | None
     lateness_seconds: float
 
 
 class Slo(WireModel[reports.SloReport]):
     """The scheduler's service-level report over the executions due in the window."""
 
-    at: UtcTime
+    at: datetime
     window_seconds: float
     claim_within_seconds: float
     finish_within_seconds: float

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import copy
 import zoneinfo
-from typing import Annotated, Any, ClassVar, Self
+from datetime import datetime
+from typing import Annotated, Any, ClassVar
 
 from pydantic import (
     AfterValidator,
@@ -22,7 +23,7 @@ from pydantic import (
     field_validator,
 )
 
-from fencepost.domain import models, payloads
+from fencepost.domain import models
 from fencepost.domain import schedules as plans
 from fencepost.domain.submission import PRIORITY_RANGE
 from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
@@ -34,7 +35,6 @@ from fencepost.wire.fields import (
     Instant,
     Name,
     Payload,
-    UtcTime,
     name_pattern,
 )
 from fencepost.wire.mapping import RequestModel, WireModel
@@ -227,6 +227,7 @@ class Schedule(WireModel[models.Schedule]):
 
     #: The materializer's lease on a schedule is the scheduler's business, not the API's.
     not_on_the_wire: ClassVar[dict[str, Any]] = {"materializer": None, "lease_until": None}
+    readable: ClassVar[tuple[str, ...]] = ("inputs",)
 
     id: str
     job: str
@@ -241,24 +242,19 @@ class Schedule(WireModel[models.Schedule]):
     misfire_grace_seconds: float
     max_catch_up: int
     overlap: Overlap
-    start_at: UtcTime | None
-    end_at: UtcTime | None
+    start_at: datetime | None
+    end_at: datetime | None
     max_attempts: int
     priority: int
     paused: bool
     #: Every slot at or before this instant has been materialized or recorded.
-    watermark: UtcTime
+    watermark: datetime
     #: When a materializer next looks at the schedule.
-    next_due: UtcTime
-    created_at: UtcTime
-    updated_at: UtcTime
+    next_due: datetime
+    created_at: datetime
+    updated_at: datetime
     #: The next slot after the store's now; null when paused or when none is left.
-    next_fire_at: UtcTime | None
-
-    @classmethod
-    def from_domain(cls, obj: models.Schedule, /, **given: Any) -> Self:
-        """The body of a schedule; give its ``next_fire_at`` (the domain has none)."""
-        return super().from_domain(obj, inputs=payloads.readable(obj.inputs), **given)
+    next_fire_at: datetime | None
 
 
 class SchedulePage(WireModel[models.SchedulePage]):
@@ -271,4 +267,4 @@ class SchedulePage(WireModel[models.SchedulePage]):
 class FireTimes(BaseModel):
     """The next fire instants of a schedule, in UTC, oldest first."""
 
-    fire_times: list[UtcTime]
+    fire_times: list[datetime]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, StrictBool, StrictInt
@@ -19,7 +20,6 @@ from fencepost.wire.fields import (
     Integer,
     Name,
     Payload,
-    UtcTime,
     name,
 )
 from fencepost.wire.mapping import RequestModel, WireModel
@@ -63,7 +63,7 @@ class Lease(WireModel[models.Lease]):
     execution_id: str
     owner: str
     epoch: int
-    lease_until: UtcTime
+    lease_until: datetime
     attempt: int
     max_attempts: int
     job: str
@@ -72,7 +72,7 @@ class Lease(WireModel[models.Lease]):
     timeout_seconds: float | None
     schedule_id: str | None
     slot: str | None
-    due_at: UtcTime
+    due_at: datetime
 
 
 class Leases(BaseModel):
@@ -175,7 +175,7 @@ class ClaimedCommand(Command):
     """A command as its claimer holds it: the command plus its claim."""
 
     owner: str | None
-    claim_until: UtcTime | None
+    claim_until: datetime | None
     epoch: int | None
 
 
