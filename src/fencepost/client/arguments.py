@@ -76,5 +76,6 @@ def submit_item(request: object, index: int, *, stacklevel: int = 1) -> dict[str
         raise ValidationError(f"{where}.{unknown[0]}", "is not an argument of submit")
     if "job" not in request:
         raise ValidationError(f"{where}.job", "is required")
-    given = submit_arguments(request, where=f"{where}.", stacklevel=stacklevel + 1)
-    return SubmitItem.body(given)
+    if OLD_VERSION in request or request.get("timeout") is not None:  # else nothing to do
+        request = submit_arguments(request, where=f"{where}.", stacklevel=stacklevel + 1)
+    return SubmitItem.body(request)
