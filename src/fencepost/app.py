@@ -149,8 +149,6 @@ class App:
             max_attempts=max_attempts,
             timeout=timeout,
         )
-        # The defaults name the version by the execution's field; submit calls it version.
-        defaults["version"] = defaults.pop("job_version")
         return self.store.submit(
             execute_at=execute_at,
             delay=delay,
@@ -188,6 +186,7 @@ class App:
         version: int | None = None,
         max_attempts: int | None = None,
         priority: int = 0,
+        paused: bool = False,
     ) -> ScheduleHandle:
         """Run ``job`` on a cron rule (in ``timezone``) or ``every`` interval; returns a handle.
 
@@ -196,6 +195,7 @@ class App:
         the same arguments again return the existing schedule. Each occurrence
         becomes an execution keyed ``schedule_id:slot``; see
         :mod:`fencepost.timing.planning` for the misfire and overlap policies.
+        ``paused`` stores it paused (its slots are recorded SKIPPED until resumed).
         """
         defaults = schedule_defaults(
             self.registry, job, inputs, version=version, max_attempts=max_attempts
@@ -214,6 +214,7 @@ class App:
             end_at=end_at,
             id=id,
             priority=priority,
+            paused=paused,
             **defaults,
         )
         return ScheduleHandle(self.store, stored)

@@ -363,14 +363,14 @@ def test_a_claim_whose_answer_cannot_be_encoded_gives_its_leases_back(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No lease stays with a worker that never got it: released, claimable, not counted."""
-    from fencepost.api import work_schemas
+    from fencepost.wire import work
 
     ids = [store.submit("job").id for _ in range(3)]
 
     def unencodable(lease: Any) -> Any:
         raise RuntimeError("simulated: the answer cannot be encoded")
 
-    monkeypatch.setattr(work_schemas.Lease, "of", unencodable)
+    monkeypatch.setattr(work.Lease, "from_domain", unencodable)
     with TestClient(create_app(store), raise_server_exceptions=False) as http:
         response = http.post("/claims", json={"owner": "w", "limit": 10})
     assert_problem(response, 500, "internal")

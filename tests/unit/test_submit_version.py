@@ -1,4 +1,4 @@
-"""``Store.submit``'s ``version`` argument, and ``job_version=``, its deprecated alias."""
+"""``version`` in ``Store.submit`` and the schedule verbs; ``job_version=``, its old name."""
 
 from __future__ import annotations
 
@@ -53,3 +53,24 @@ def test_a_bad_version_names_the_stored_field(store: fencepost.Store) -> None:
 def test_other_unknown_keywords_are_a_type_error(store: fencepost.Store) -> None:
     with pytest.raises(TypeError, match="versoin"):
         store.submit("job", versoin=1)
+
+
+def test_schedules_take_version_and_job_version_still_works(store: fencepost.Store) -> None:
+    schedule = store.add_schedule("job", every=60, id="s", version=2)
+    assert schedule.job_version == 2
+    with pytest.warns(DeprecationWarning, match="version=") as caught:
+        old = store.add_schedule("job", every=60, id="t", job_version=3)
+    assert (old.job_version, caught[0].filename) == (3, __file__)
+    assert store.update_schedule("s", version=4).job_version == 4
+    with pytest.warns(DeprecationWarning, match="version="):
+        assert store.update_schedule("s", job_version=5).job_version == 5
+
+
+def test_schedules_refuse_both_names_and_unknown_keywords(store: fencepost.Store) -> None:
+    warned = pytest.warns(DeprecationWarning, match="version=")
+    with warned, pytest.raises(ValidationError) as refused:
+        store.add_schedule("job", every=60, version=1, job_version=1)
+    assert refused.value.field == "version"
+    with pytest.raises(TypeError, match="versoin"):
+        store.add_schedule("job", every=60, versoin=1)
+    assert store.schedules().items == []

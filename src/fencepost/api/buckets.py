@@ -1,7 +1,7 @@
 """The bucket numbers an app's spec allows: 0 to its store's ``num_buckets - 1``.
 
-A bucket field is declared once, statically, as :data:`fencepost.api.schemas.Bucket`
-(or with its :data:`~fencepost.api.schemas.BUCKET_EXTENSION`), but how many buckets
+A bucket field is declared once, statically, as :data:`fencepost.wire.fields.Bucket`
+(or with its :data:`~fencepost.wire.fields.BUCKET_EXTENSION`), but how many buckets
 there are is a setting of the store the app serves: the spec of each app gets its own
 ``maximum``, so that it allows exactly the buckets the store accepts.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from fencepost.api.schemas import BUCKET_EXTENSION
+from fencepost.wire.fields import BUCKET_EXTENSION
 
 
 def declaring_bucket_range(

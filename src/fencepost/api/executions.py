@@ -12,25 +12,23 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Response, status
 
 from fencepost.api import problems as p
-from fencepost.api import schemas
 from fencepost.api.auth import Scope
 from fencepost.api.deps import Cursor, Limit, Order, RegistryDep, StoreDep, guarded
 from fencepost.domain import models
+from fencepost.domain.checks import INT32_MAX
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import MAX_KEY
 from fencepost.jobs.defaults import submit_defaults
 from fencepost.jobs.registry import JobRegistry
+from fencepost.wire import executions as schemas
+from fencepost.wire.fields import BUCKET_EXTENSION, NAME_PATTERN
 
 router = APIRouter()
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-#: The API's names for submit arguments whose store names differ.
-_SUBMIT_FIELDS = {
-    "job_version": "version",
-    "delay": "delay_seconds",
-    "idempotency_key": "Idempotency-Key",
-}
+#: The header a single submit takes its idempotency key from (a batch: each item's field).
+_KEY_HEADER = "Idempotency-Key"
 
 
 def etag(execution: models.Execution) -> str:
@@ -64,9 +62,7 @@ def submit(
     response: Response,
     idempotency_key: Annotated[
         str | None,
-        Header(
-            alias="Idempotency-Key", min_length=1, max_length=MAX_KEY, pattern=schemas.NAME_PATTERN
-        ),
+        Header(alias="Idempotency-Key", min_length=1, max_length=MAX_KEY, pattern=NAME_PATTERN),
     ] = None,
 ) -> schemas.Execution:
     """Submit an execution; with ``Idempotency-Key``, a repeat returns the first (200)."""
@@ -76,11 +72,12 @@ def submit(
     try:
         execution, created = store.submit_or_find(**arguments)
     except ValidationError as exc:
-        raise ValidationError(_api_field(exc.field), exc.message) from None
+        field = _KEY_HEADER if exc.field == "idempotency_key" else body.api_field(exc.field)
+        raise ValidationError(field, exc.message) from None
     if not created:
         response.status_code = status.HTTP_200_OK
     response.headers["ETag"] = etag(execution)
-    return schemas.Execution.of(execution)
+    return schemas.Execution.from_domain(execution)
 
 
 def _submit_arguments(
@@ -90,21 +87,11 @@ def _submit_arguments(
     defaults = submit_defaults(
         registry, body.job, body.inputs, version=body.version, max_attempts=body.max_attempts
     )
-    # The defaults name the version by the execution's field; submit calls it version.
-    defaults["version"] = defaults.pop("job_version")
     return {
-        "execute_at": body.execute_at,
-        "delay": body.delay_seconds,
+        **body.arguments(),  # the body's fields, by the store's names
         "idempotency_key": idempotency_key,
-        "bucket_key": body.bucket_key,
-        "priority": body.priority,
         **defaults,
     }
-
-
-def _api_field(store_field: str) -> str:
-    """The API's name for a field the store named (``job_version`` is ``version``)."""
-    return _SUBMIT_FIELDS.get(store_field, store_field)
 
 
 @router.post(
@@ -139,9 +126,9 @@ def submit_batch(
         executions = store.submit_many(requests)
     except ValidationError as exc:  # the store names "[3].inputs"
         position, _, field = exc.field.removeprefix("[").partition("].")
-        name = field if field == "idempotency_key" else _api_field(field)
+        name = schemas.SubmitItem.api_field(field)
         raise ValidationError(f"items.{position}.{name}", exc.message) from None
-    return schemas.SubmitBatchResult(items=[schemas.Execution.of(e) for e in executions])
+    return schemas.SubmitBatchResult(items=[schemas.Execution.from_domain(e) for e in executions])
 
 
 @router.get(
@@ -156,7 +143,7 @@ def list_executions(
     schedule: str | None = None,
     bucket: Annotated[
         int | None,
-        Query(ge=0, le=schemas.INT32_MAX, json_schema_extra={schemas.BUCKET_EXTENSION: True}),
+        Query(ge=0, le=INT32_MAX, json_schema_extra={BUCKET_EXTENSION: True}),
     ] = None,
     cursor: Cursor = None,
     limit: Limit = 100,
@@ -175,7 +162,7 @@ def list_executions(
         limit=limit,
         newest_first=order == "desc",
     )
-    return schemas.Page.of(page)
+    return schemas.Page.from_domain(page)
 
 
 @router.get(
@@ -201,7 +188,7 @@ def get_execution(
     if if_none_match is not None and _matches(if_none_match, tag):
         return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers={"ETag": tag})
     response.headers["ETag"] = tag
-    return schemas.Execution.of(execution)
+    return schemas.Execution.from_domain(execution)
 
 
 @router.get(
@@ -211,7 +198,7 @@ def get_execution(
 )
 def get_attempts(execution_id: str, store: StoreDep) -> list[schemas.Attempt]:
     """The attempts of one execution, oldest first."""
-    return [schemas.Attempt.of(a) for a in store.attempts(execution_id)]
+    return [schemas.Attempt.from_domain(a) for a in store.attempts(execution_id)]
 
 
 @router.get(
@@ -221,7 +208,7 @@ def get_attempts(execution_id: str, store: StoreDep) -> list[schemas.Attempt]:
 )
 def get_transitions(execution_id: str, store: StoreDep) -> list[schemas.Transition]:
     """The audit trail of one execution, oldest first."""
-    return [schemas.Transition.of(t) for t in store.transitions(execution_id)]
+    return [schemas.Transition.from_domain(t) for t in store.transitions(execution_id)]
 
 
 @router.get(
@@ -235,7 +222,7 @@ def get_commands(execution_id: str, store: StoreDep) -> list[schemas.Command]:
     Whether a running execution is paused is the kind of its latest pause or resume
     (the dashboard offers Pause or Resume by it).
     """
-    return [schemas.Command.of(c) for c in store.commands(execution_id)]
+    return [schemas.Command.from_domain(c) for c in store.commands(execution_id)]
 
 
 @router.delete(
@@ -248,12 +235,12 @@ def cancel_execution(execution_id: str, store: StoreDep) -> schemas.Execution:
 
     The execution is not removed: it stays, CANCELLED, with its audit trail.
     """
-    return schemas.Execution.of(store.cancel(execution_id, actor="api"))
+    return schemas.Execution.from_domain(store.cancel(execution_id, actor="api"))
 
 
 def _command_route(kind: CommandKind) -> None:
     def request_command(execution_id: str, store: StoreDep) -> schemas.Command:
-        return schemas.Command.of(store.request(execution_id, kind, actor="api"))
+        return schemas.Command.from_domain(store.request(execution_id, kind, actor="api"))
 
     request_command.__name__ = f"request_{kind.value}"
     request_command.__doc__ = (
@@ -278,7 +265,7 @@ for _kind in CommandKind:
 )
 def replay_execution(execution_id: str, store: StoreDep) -> schemas.Execution:
     """Revive a dead letter (FAILED -> SCHEDULED, due now, fresh attempts)."""
-    return schemas.Execution.of(store.replay(execution_id, actor="api"))
+    return schemas.Execution.from_domain(store.replay(execution_id, actor="api"))
 
 
 @router.get(
@@ -297,7 +284,7 @@ def dead_letters(
     page = store.query(
         state=State.FAILED, job=job, after=cursor, limit=limit, newest_first=order == "desc"
     )
-    return schemas.Page.of(page)
+    return schemas.Page.from_domain(page)
 
 
 @router.get("/healthz", response_model=schemas.Health)

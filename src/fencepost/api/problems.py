@@ -28,7 +28,6 @@ from starlette.routing import compile_path
 
 from fencepost.api.auth import CsrfRefused, Forbidden, Unauthorized
 from fencepost.api.buckets import declaring_bucket_range
-from fencepost.api.schemas import PATTERN_MEANINGS
 from fencepost.domain.checks import suggest
 from fencepost.domain.errors import (
     FencepostError,
@@ -41,6 +40,7 @@ from fencepost.domain.errors import (
     StoreUnavailable,
     ValidationError,
 )
+from fencepost.wire.fields import PATTERN_MEANINGS
 
 MEDIA_TYPE = "application/problem+json"
 _BASE = "https://fencepost.dev/problems/"

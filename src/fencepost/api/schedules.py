@@ -2,7 +2,7 @@
 
 Every endpoint is a plain ``def`` (the store is synchronous; FastAPI runs these in
 its thread pool). Errors raised by the store name its fields; they are renamed to
-the API's (``every`` -> ``every_seconds``, see :mod:`fencepost.api.schedule_schemas`).
+the API's (``every`` -> ``every_seconds``, see :mod:`fencepost.wire.mapping`).
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response, status
 
 from fencepost.api import problems as p
-from fencepost.api import schedule_schemas as schemas
 from fencepost.api.auth import Scope
 from fencepost.api.deps import Cursor, Limit, RegistryDep, StoreDep, guarded
-from fencepost.api.schemas import MAX_NAME, NAME_PATTERN, Instant
 from fencepost.domain import models
 from fencepost.domain.errors import NotFound, ValidationError
 from fencepost.jobs.defaults import schedule_defaults
 from fencepost.jobs.registry import JobRegistry
 from fencepost.scheduler.handle import ScheduleHandle
 from fencepost.store.base import Store
+from fencepost.wire import schedules as schemas
+from fencepost.wire.fields import MAX_NAME, NAME_PATTERN, Instant
 
 router = APIRouter(tags=["schedules"])
 
@@ -34,14 +34,18 @@ MAX_PREVIEW = 1000
 _ONE_RULE = "give exactly one of cron or every_seconds"
 
 
+#: The schedule verbs' name for a schedule's version (the API's too).
+_VERSION = "version"
+
+
 @contextmanager
 def _api_names(**extra: str) -> Iterator[None]:
     """Rename the field of a store's ValidationError to the API's name for it."""
     try:
         yield
     except ValidationError as exc:
-        names = schemas.API_NAMES | extra
-        raise ValidationError(names.get(exc.field, exc.field), exc.message) from None
+        field = extra.get(exc.field) or schemas.ScheduleCreate.api_field(exc.field)
+        raise ValidationError(field, exc.message) from None
 
 
 def _next_fire(store: Store, schedule: models.Schedule, now: datetime) -> datetime | None:
@@ -52,7 +56,8 @@ def _next_fire(store: Store, schedule: models.Schedule, now: datetime) -> dateti
 
 
 def _view(store: Store, schedule: models.Schedule) -> schemas.Schedule:
-    return schemas.Schedule.of(schedule, _next_fire(store, schedule, store.clock.now()))
+    next_fire_at = _next_fire(store, schedule, store.clock.now())
+    return schemas.Schedule.from_domain(schedule, next_fire_at=next_fire_at)
 
 
 def _exists(store: Store, schedule_id: str) -> bool:
@@ -71,14 +76,14 @@ def _pinned(
     A new job without a version is pinned to its latest; the inputs (changed or
     not) must match that job's schema.
     """
-    if not {"job", "job_version", "inputs"} & changes.keys():
+    if not {"job", _VERSION, "inputs"} & changes.keys():
         return changes
     job = changes.get("job", current.job)
     # A different job without a version gets its latest, not the old job's number.
-    version = changes.get("job_version", None if "job" in changes else current.job_version)
+    version = changes.get(_VERSION, None if "job" in changes else current.job_version)
     spec = registry.get(job, version)
     inputs = spec.check_inputs(changes.get("inputs", current.inputs))
-    return changes | {"job": spec.name, "job_version": spec.version, "inputs": inputs}
+    return changes | {"job": spec.name, _VERSION: spec.version, "inputs": inputs}
 
 
 @router.post(
@@ -100,7 +105,7 @@ def add_schedule(
     """Store a schedule (201); with ``id``, the same body again returns it (200)."""
     if (body.cron is None) == (body.every_seconds is None):
         raise ValidationError("cron", _ONE_RULE + (", not both" if body.cron is not None else ""))
-    arguments = body.arguments() | {"job": body.job}
+    arguments = body.arguments()
     if registry is not None:  # as App.schedule does
         arguments |= schedule_defaults(
             registry, body.job, body.inputs, version=body.version, max_attempts=body.max_attempts
@@ -110,7 +115,7 @@ def add_schedule(
     # one id, which may both answer 201 (with the same schedule).
     existed = body.id is not None and _exists(store, body.id)
     with _api_names():
-        schedule = store.add_schedule(id=body.id, **arguments)
+        schedule = store.add_schedule(arguments.pop("job"), **arguments)
     if existed:
         response.status_code = status.HTTP_200_OK
     return _view(store, schedule)
@@ -134,7 +139,9 @@ def list_schedules(
     with _api_names(after="cursor"):
         page = store.schedules(job=job, paused=paused, limit=limit, after=cursor)
     now = store.clock.now()
-    items = [schemas.Schedule.of(s, _next_fire(store, s, now)) for s in page.items]
+    items = [
+        schemas.Schedule.from_domain(s, next_fire_at=_next_fire(store, s, now)) for s in page.items
+    ]
     return schemas.SchedulePage(items=items, next_cursor=page.next_cursor)
 
 
@@ -157,7 +164,7 @@ def update_schedule(
     schedule_id: str, body: schemas.ScheduleUpdate, store: StoreDep, registry: RegistryDep
 ) -> schemas.Schedule:
     """Change the given fields; the change applies to slots not materialized yet."""
-    changes = body.changes()
+    changes = body.arguments()
     if not changes:
         raise ValidationError("body", "give at least one field to change")
     current = store.get_schedule(schedule_id)

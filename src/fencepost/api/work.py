@@ -26,11 +26,28 @@ from pydantic import BaseModel, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from fencepost.api import problems as p
-from fencepost.api import schemas
 from fencepost.api.auth import Scope
 from fencepost.api.deps import StoreDep, guarded
-from fencepost.api.reports import Node
-from fencepost.api.work_schemas import (
+from fencepost.domain import models
+from fencepost.domain.errors import (
+    FencepostError,
+    InvalidTransition,
+    NotDue,
+    NotFound,
+    ResultInvalid,
+    StaleLease,
+    ValidationError,
+)
+from fencepost.domain.models import Lease as DomainLease
+from fencepost.domain.models import Occurrence, Schedule
+from fencepost.domain.schedules import occurrence_key, slot_text
+from fencepost.domain.states import CommandKind, CommandState, State
+from fencepost.store.base import Store
+from fencepost.timing.rules import rule_of
+from fencepost.wire import executions as schemas
+from fencepost.wire import fields
+from fencepost.wire.reports import Node
+from fencepost.wire.work import (
     ClaimedCommand,
     ClaimedCommands,
     ClaimRequest,
@@ -51,22 +68,6 @@ from fencepost.api.work_schemas import (
     ReasonRequest,
     Refusal,
 )
-from fencepost.domain import models
-from fencepost.domain.errors import (
-    FencepostError,
-    InvalidTransition,
-    NotDue,
-    NotFound,
-    ResultInvalid,
-    StaleLease,
-    ValidationError,
-)
-from fencepost.domain.models import Lease as DomainLease
-from fencepost.domain.models import Occurrence, Schedule
-from fencepost.domain.schedules import occurrence_key, slot_text
-from fencepost.domain.states import CommandKind, CommandState, State
-from fencepost.store.base import Store
-from fencepost.timing.rules import rule_of
 
 router = APIRouter(tags=["worker protocol"])
 
@@ -134,12 +135,10 @@ Slot = Annotated[
     str,
     Path(
         description="the occurrence's instant, ISO 8601 with an offset",
-        json_schema_extra={"format": "date-time", "pattern": schemas.YEAR_PATTERN},
+        json_schema_extra={"format": "date-time", "pattern": fields.YEAR_PATTERN},
     ),
 ]
-NodeId = Annotated[
-    str, Path(min_length=1, max_length=schemas.MAX_NAME, pattern=schemas.NAME_PATTERN)
-]
+NodeId = Annotated[str, Path(min_length=1, max_length=fields.MAX_NAME, pattern=fields.NAME_PATTERN)]
 _REPORT = (p.VALIDATION, p.NOT_FOUND, p.STALE_LEASE, p.STORE_UNAVAILABLE)
 
 
@@ -159,7 +158,9 @@ def claim(body: ClaimRequest, store: StoreDep) -> Response:
         buckets=body.buckets,
         max_per_bucket=body.max_per_bucket,
     )
-    return _delivered(store, leases, lambda: Leases(leases=[Lease.of(lease) for lease in leases]))
+    return _delivered(
+        store, leases, lambda: Leases(leases=[Lease.from_domain(lease) for lease in leases])
+    )
 
 
 def _delivered(store: Store, leases: list[DomainLease], build: Callable[[], BaseModel]) -> Response:
@@ -180,7 +181,7 @@ def _delivered(store: Store, leases: list[DomainLease], build: Callable[[], Base
 
 
 #: A slot path segment is read as every other instant of the API is (an RFC 3339 date-time).
-_INSTANT: TypeAdapter[datetime] = TypeAdapter(schemas.Instant)
+_INSTANT: TypeAdapter[datetime] = TypeAdapter(fields.Instant)
 
 
 def _instant(slot: str) -> datetime:
@@ -237,7 +238,7 @@ def claim_occurrence(
         [existing] = store.add_occurrences(task, [Occurrence(slot=instant, due_at=instant)])
     leases = store.claim(body.owner, ttl=body.ttl_seconds, ids=[existing.id])
     if leases:
-        return _delivered(store, leases, lambda: Lease.of(leases[0]))
+        return _delivered(store, leases, lambda: Lease.from_domain(leases[0]))
     current = store.get(existing.id)
     if current.state in (State.SCHEDULED, State.RETRY_WAIT):
         raise NotDue(task, text, f"{current.state.value} until {current.due_at.isoformat()}")
@@ -287,7 +288,7 @@ def complete(execution_id: ExecutionId, body: CompleteRequest, store: StoreDep) 
     """Record success; 409 ``stale-lease`` if the lease was replaced or ran out."""
     fence = fence_of(execution_id, body.owner, body.epoch)
     try:
-        return schemas.Execution.of(store.complete(fence, body.result))
+        return schemas.Execution.from_domain(store.complete(fence, body.result))
     except ResultInvalid as exc:  # recorded as FAILED result_invalid; say so with the field
         return p.problem(p.VALIDATION, str(exc), field="result")
 
@@ -313,7 +314,7 @@ def fail(execution_id: ExecutionId, body: FailRequest, store: StoreDep) -> schem
         # 409): looked up on the refusal path only, off the accepted report's way.
         store.get(execution_id)
         raise
-    return schemas.Execution.of(failed)
+    return schemas.Execution.from_domain(failed)
 
 
 @router.post(
@@ -325,7 +326,7 @@ def release(execution_id: ExecutionId, body: ReasonRequest, store: StoreDep) -> 
     """Give a live lease back unfinished (claimable again at once); 409 if stale."""
     fence = fence_of(execution_id, body.owner, body.epoch)
     reason = {"reason": body.reason} if body.reason is not None else {}
-    return schemas.Execution.of(store.release(fence, **reason))
+    return schemas.Execution.from_domain(store.release(fence, **reason))
 
 
 @router.post(
@@ -337,7 +338,7 @@ def abort(execution_id: ExecutionId, body: ReasonRequest, store: StoreDep) -> sc
     """Stop a running execution to honour a cancel command (CANCELLED); 409 if stale."""
     fence = fence_of(execution_id, body.owner, body.epoch)
     reason = {"reason": body.reason} if body.reason is not None else {}
-    return schemas.Execution.of(store.abort(fence, **reason))
+    return schemas.Execution.from_domain(store.abort(fence, **reason))
 
 
 @router.post(
@@ -379,7 +380,7 @@ def claim_commands(body: CommandClaimRequest, store: StoreDep) -> ClaimedCommand
     commands = store.claim_commands(
         body.owner, body.execution_ids, ttl=body.ttl_seconds, limit=body.limit
     )
-    return ClaimedCommands(commands=[ClaimedCommand.of(c) for c in commands])
+    return ClaimedCommands(commands=[ClaimedCommand.from_domain(c) for c in commands])
 
 
 @router.post(
@@ -392,7 +393,7 @@ def complete_command(
 ) -> ClaimedCommand:
     """Mark a claimed command delivered, under the execution lease ``owner``/``epoch``."""
     fence = fence_of(body.execution_id, body.owner, body.epoch)
-    return ClaimedCommand.of(store.complete_command(_command_of(command_id, body), fence))
+    return ClaimedCommand.from_domain(store.complete_command(_command_of(command_id, body), fence))
 
 
 @router.post(
@@ -423,7 +424,7 @@ def register_node(
     node = store.register_node(
         node_id, kind=body.kind, buckets=body.buckets, ttl=timedelta(seconds=body.ttl_seconds)
     )
-    return Node.of(node)
+    return Node.from_domain(node)
 
 
 @router.delete(

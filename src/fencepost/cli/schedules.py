@@ -139,7 +139,7 @@ def add(args: argparse.Namespace, out: Output) -> int:
         "every": common.maybe_duration(args.every, "--every"),
         "timezone": args.timezone,
         "inputs": common.inputs(args.input, args.input_json),
-        "job_version": args.job_version,
+        "version": args.job_version,
         "misfire": args.misfire,
         "misfire_grace": common.duration(args.misfire_grace, "--misfire-grace", allow_zero=True),
         "max_catch_up": args.max_catch_up,

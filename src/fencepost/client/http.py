@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
+from pydantic import BaseModel, TypeAdapter
 
-from fencepost.client import convert
+from fencepost.client.arguments import OLD_VERSION, renamed, submit_arguments, submit_item
 from fencepost.client.errors import error_of
 from fencepost.domain import payloads
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
@@ -42,9 +44,12 @@ from fencepost.domain.models import (
 from fencepost.domain.nodes import BucketReport, Node, default_node_id
 from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.states import CommandKind, State
+from fencepost.wire import executions, reports, schedules, work
 
 #: Large enough for any payload the service accepts; the service enforces its own cap.
 _ENCODE_LIMIT = 64 * 1024 * 1024
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def _seconds(value: float | timedelta) -> float:
@@ -100,8 +105,8 @@ class Client:
         body_json: str | None = None,
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
-    ) -> Any:
-        """One request; the decoded JSON answer, or the matching error raised.
+    ) -> bytes:
+        """One request; the JSON text of the answer (empty for 204), or the error raised.
 
         ``body`` is encoded here; ``body_json`` is a body already encoded.
         """
@@ -127,9 +132,15 @@ class Client:
             if not isinstance(problem, dict):
                 problem = {"detail": str(problem)[:500]}
             raise error_of(response.status_code, problem)
-        if response.status_code == 204 or not response.content:
-            return None
-        return response.json()
+        return response.content
+
+    def _read(self, model: type[M], method: str, path: str, **request: Any) -> M:
+        """One request whose answer is a ``model`` body."""
+        return model.model_validate_json(self._call(method, path, **request))
+
+    def _read_list(self, model: type[M], method: str, path: str, **request: Any) -> list[M]:
+        """One request whose answer is a list of ``model`` bodies."""
+        return _list_of(model).validate_json(self._call(method, path, **request))
 
     # -- submitting and reading --------------------------------------------------------
 
@@ -138,53 +149,64 @@ class Client:
         job: str,
         inputs: JSON = None,
         *,
-        job_version: int | None = None,
+        version: int | None = None,
         execute_at: datetime | None = None,
         delay: float | timedelta | None = None,
         idempotency_key: str | None = None,
         max_attempts: int | None = None,
+        timeout: float | timedelta | None = None,
         bucket_key: str | None = None,
         priority: int = 0,
+        job_version: int | None = None,
     ) -> Execution:
-        """Submit one execution (``POST /executions``); see ``Store.submit``."""
+        """Submit one execution (``POST /executions``); see ``Store.submit``.
+
+        ``max_attempts`` None: the job's own (the service's registry), else the
+        store's default. ``timeout`` must stay None: the API carries none (the
+        service applies the job's own). ``job_version`` is the deprecated name of
+        ``version``.
+        """
+        arguments = {
+            "job": job,
+            "inputs": inputs,
+            "version": version,
+            "execute_at": execute_at,
+            "delay": delay,
+            "max_attempts": max_attempts,
+            "timeout": timeout,
+            "bucket_key": bucket_key,
+            "priority": priority,
+        }
+        if job_version is not None:
+            arguments[OLD_VERSION] = job_version
+        body = executions.SubmitRequest.body(submit_arguments(arguments, stacklevel=2))
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
-        body = _submit_body(
-            job, inputs, job_version, execute_at, delay, max_attempts, bucket_key, priority
-        )
-        return convert.execution(self._call("POST", "/executions", body=body, headers=headers))
+        answer = self._read(executions.Execution, "POST", "/executions", body=body, headers=headers)
+        return answer.to_domain()
 
     def submit_many(self, requests: Iterable[Mapping[str, Any]]) -> list[Execution]:
         """Submit a batch in one transaction (``POST /executions/batch``): all or none.
 
-        Each mapping holds :meth:`submit`'s arguments (``job`` included).
+        Each mapping holds :meth:`submit`'s arguments (``job`` included); one that
+        does not raises :class:`ValidationError` naming it (``[3].job``), and
+        nothing is sent.
         """
+        # A loop, not a comprehension: a comprehension is a frame of its own, and the
+        # deprecation warning's stacklevel counts frames up to the caller.
         items = []
-        for request in requests:
-            r = dict(request)
-            item = _submit_body(
-                r.pop("job"),
-                r.pop("inputs", None),
-                r.pop("job_version", None),
-                r.pop("execute_at", None),
-                r.pop("delay", None),
-                r.pop("max_attempts", None),
-                r.pop("bucket_key", None),
-                r.pop("priority", 0),
-            )
-            key = r.pop("idempotency_key", None)
-            if key is not None:
-                item["idempotency_key"] = key
-            if r:
-                raise TypeError(f"submit_many: unexpected arguments {sorted(r)}")
-            items.append(item)
+        for index, request in enumerate(requests):
+            items.append(submit_item(request, index, stacklevel=2))
         if not items:
             return []
-        answer = self._call("POST", "/executions/batch", body={"items": items})
-        return [convert.execution(e) for e in answer["items"]]
+        answer = self._read(
+            executions.SubmitBatchResult, "POST", "/executions/batch", body={"items": items}
+        )
+        return [e.to_domain() for e in answer.items]
 
     def get(self, execution_id: str) -> Execution:
         """One execution; :class:`NotFound` if unknown."""
-        return convert.execution(self._call("GET", f"/executions/{_path(execution_id)}"))
+        path = f"/executions/{_path(execution_id)}"
+        return self._read(executions.Execution, "GET", path).to_domain()
 
     def query(
         self,
@@ -208,29 +230,32 @@ class Client:
             "cursor": after,
             "order": "desc" if newest_first else "asc",
         }
-        return convert.page(self._call("GET", "/executions", params=params))
+        return self._read(executions.Page, "GET", "/executions", params=params).to_domain()
 
     def dead_letters(
         self, *, job: str | None = None, limit: int = 100, after: str | None = None
     ) -> Page:
         """FAILED executions, oldest first."""
         params = {"job": job, "limit": limit, "cursor": after}
-        return convert.page(self._call("GET", "/dead-letters", params=params))
+        return self._read(executions.Page, "GET", "/dead-letters", params=params).to_domain()
 
     def transitions(self, execution_id: str) -> list[Transition]:
         """The audit trail of one execution, oldest first."""
-        rows = self._call("GET", f"/executions/{_path(execution_id)}/transitions")
-        return [convert.transition(t, execution_id) for t in rows]
+        path = f"/executions/{_path(execution_id)}/transitions"
+        rows = self._read_list(executions.Transition, "GET", path)
+        return [t.to_domain(execution_id=execution_id) for t in rows]
 
     def attempts(self, execution_id: str) -> list[Attempt]:
         """The attempts of one execution, oldest first."""
-        rows = self._call("GET", f"/executions/{_path(execution_id)}/attempts")
-        return [convert.attempt(a, execution_id) for a in rows]
+        rows = self._read_list(
+            executions.Attempt, "GET", f"/executions/{_path(execution_id)}/attempts"
+        )
+        return [a.to_domain(execution_id=execution_id) for a in rows]
 
     def stats(self, *, window: float | timedelta = 3600.0) -> Stats:
         """Counts by state and job, backlog, and the window's lateness; see ``Store.stats``."""
-        answer = self._call("GET", "/stats", params={"window": _seconds(window)})
-        return convert.stats(answer)
+        params = {"window": _seconds(window)}
+        return self._read(reports.Stats, "GET", "/stats", params=params).to_domain()
 
     def slo(
         self,
@@ -247,42 +272,47 @@ class Client:
             "finish_within": _seconds(finish_within),
             "worst": worst,
         }
-        return convert.slo(self._call("GET", "/slo", params=params))
+        return self._read(reports.Slo, "GET", "/slo", params=params).to_domain()
 
     def bucket_report(
         self, *, orphaned_after: float | timedelta = 300, limit: int = 100
     ) -> BucketReport:
         """Buckets owned twice, holes, and orphans; see ``Store.bucket_report``."""
         params = {"orphaned_after": _seconds(orphaned_after), "limit": limit}
-        return convert.bucket_report(self._call("GET", "/buckets", params=params))
+        return self._read(reports.BucketReport, "GET", "/buckets", params=params).to_domain()
 
     # -- operator actions ------------------------------------------------------------
 
     def cancel(self, execution_id: str) -> Execution:
         """Cancel an execution that has not started (``DELETE /executions/{id}``)."""
-        return convert.execution(self._call("DELETE", f"/executions/{_path(execution_id)}"))
+        path = f"/executions/{_path(execution_id)}"
+        return self._read(executions.Execution, "DELETE", path).to_domain()
 
     def request(self, execution_id: str, kind: CommandKind | str) -> Command:
         """Ask the worker running an execution to cancel, pause or resume it."""
-        value = CommandKind(kind).value
-        answer = self._call("POST", f"/executions/{_path(execution_id)}/{value}")
-        return convert.command(answer)
+        path = f"/executions/{_path(execution_id)}/{CommandKind(kind).value}"
+        return self._read(executions.Command, "POST", path).to_domain()
 
     def replay(self, execution_id: str) -> Execution:
         """Revive a dead letter (FAILED -> SCHEDULED, due now, fresh attempts)."""
-        answer = self._call("POST", f"/executions/{_path(execution_id)}/replay")
-        return convert.execution(answer)
+        path = f"/executions/{_path(execution_id)}/replay"
+        return self._read(executions.Execution, "POST", path).to_domain()
 
     # -- schedules ---------------------------------------------------------------------
 
     def add_schedule(self, job: str, **arguments: Any) -> Schedule:
-        """Add a schedule (``POST /schedules``); ``Store.add_schedule``'s arguments."""
-        body = _schedule_body({"job": job, **arguments})
-        return convert.schedule(self._call("POST", "/schedules", body=body))
+        """Add a schedule (``POST /schedules``); ``Store.add_schedule``'s arguments.
+
+        ``version``, ``every`` and ``misfire_grace`` as the store names them;
+        ``job_version`` is the deprecated name of ``version``.
+        """
+        body = schedules.ScheduleCreate.body({"job": job, **renamed(arguments, stacklevel=2)})
+        return self._read(schedules.Schedule, "POST", "/schedules", body=body).to_domain()
 
     def get_schedule(self, schedule_id: str) -> Schedule:
         """One schedule; :class:`NotFound` if unknown."""
-        return convert.schedule(self._call("GET", f"/schedules/{_path(schedule_id)}"))
+        path = f"/schedules/{_path(schedule_id)}"
+        return self._read(schedules.Schedule, "GET", path).to_domain()
 
     def schedules(
         self,
@@ -299,22 +329,23 @@ class Client:
             "limit": limit,
             "cursor": after,
         }
-        return convert.schedule_page(self._call("GET", "/schedules", params=params))
+        return self._read(schedules.SchedulePage, "GET", "/schedules", params=params).to_domain()
 
     def update_schedule(self, schedule_id: str, /, **changes: Any) -> Schedule:
         """Change a schedule (``PATCH /schedules/{id}``); ``Store.update_schedule``'s names."""
-        answer = self._call(
-            "PATCH", f"/schedules/{_path(schedule_id)}", body=_schedule_body(changes)
-        )
-        return convert.schedule(answer)
+        body = schedules.ScheduleUpdate.body(renamed(changes, stacklevel=2))
+        path = f"/schedules/{_path(schedule_id)}"
+        return self._read(schedules.Schedule, "PATCH", path, body=body).to_domain()
 
     def pause_schedule(self, schedule_id: str) -> Schedule:
         """Stop materializing a schedule until resumed."""
-        return convert.schedule(self._call("POST", f"/schedules/{_path(schedule_id)}/pause"))
+        path = f"/schedules/{_path(schedule_id)}/pause"
+        return self._read(schedules.Schedule, "POST", path).to_domain()
 
     def resume_schedule(self, schedule_id: str) -> Schedule:
         """Materialize a paused schedule again."""
-        return convert.schedule(self._call("POST", f"/schedules/{_path(schedule_id)}/resume"))
+        path = f"/schedules/{_path(schedule_id)}/resume"
+        return self._read(schedules.Schedule, "POST", path).to_domain()
 
     def delete_schedule(self, schedule_id: str) -> None:
         """Delete a schedule (its executions stay)."""
@@ -324,9 +355,10 @@ class Client:
         self, schedule_id: str, count: int = 10, *, after: datetime | None = None
     ) -> list[datetime]:
         """The next ``count`` fire times of a schedule, after ``after`` (default: now)."""
-        params = {"count": count, "after": convert.iso(after)}
-        answer = self._call("GET", f"/schedules/{_path(schedule_id)}/preview", params=params)
-        return [datetime.fromisoformat(t) for t in answer["fire_times"]]
+        params = {"count": count, "after": None if after is None else after.isoformat()}
+        path = f"/schedules/{_path(schedule_id)}/preview"
+        answer = self._read(schedules.FireTimes, "GET", path, params=params)
+        return [instant.astimezone(UTC) for instant in answer.fire_times]
 
     # -- the worker protocol -------------------------------------------------------------
 
@@ -351,30 +383,24 @@ class Client:
             body["buckets"] = list(buckets)
         if max_per_bucket is not None:
             body["max_per_bucket"] = max_per_bucket
-        answer = self._call("POST", "/claims", body=body)
-        return [convert.lease(d) for d in answer["leases"]]
+        answer = self._read(work.Leases, "POST", "/claims", body=body)
+        return [lease.to_domain() for lease in answer.leases]
 
     def claim_occurrence(
         self, schedule_id: str, slot: str, owner: str, *, ttl: float | timedelta = DEFAULT_TTL
     ) -> Lease:
         """Claim one occurrence of a schedule if it is due (``POST /jobs/{task}/{slot}/claim``)."""
-        answer = self._call(
-            "POST",
-            f"/jobs/{_path(schedule_id)}/{_path(slot)}/claim",
-            body={"owner": owner, "ttl_seconds": _seconds(ttl)},
-        )
-        return convert.lease(answer)
+        path = f"/jobs/{_path(schedule_id)}/{_path(slot)}/claim"
+        body = {"owner": owner, "ttl_seconds": _seconds(ttl)}
+        return self._read(work.Lease, "POST", path, body=body).to_domain()
 
     def complete_occurrence(
         self, schedule_id: str, slot: str, lease: Lease, result: JSON = None
     ) -> Execution:
         """Complete one occurrence under its lease (``POST /jobs/{task}/{slot}/complete``)."""
-        answer = self._call(
-            "POST",
-            f"/jobs/{_path(schedule_id)}/{_path(slot)}/complete",
-            body={"owner": lease.owner, "epoch": lease.epoch, "result": result},
-        )
-        return convert.execution(answer)
+        path = f"/jobs/{_path(schedule_id)}/{_path(slot)}/complete"
+        body = {"owner": lease.owner, "epoch": lease.epoch, "result": result}
+        return self._read(executions.Execution, "POST", path, body=body).to_domain()
 
     def heartbeat(
         self, lease: Lease, *, ttl: float | timedelta = DEFAULT_TTL, progress: JSON = None
@@ -382,10 +408,10 @@ class Client:
         """Renew a live lease; :class:`StaleLease` if it is no longer held."""
         body = _report(lease, ttl_seconds=_seconds(ttl), progress=progress)
         try:
-            answer = self._call("POST", _on(lease, "heartbeat"), body=body)
+            answer = self._read(work.Lease, "POST", _on(lease, "heartbeat"), body=body)
         except RemoteStaleLease:
             raise StaleLease(lease.execution_id, lease.owner, lease.epoch) from None
-        return convert.lease(answer)
+        return answer.to_domain()
 
     def heartbeat_many(
         self, beats: Sequence[tuple[Lease, JSON]], *, ttl: float | timedelta = DEFAULT_TTL
@@ -394,13 +420,12 @@ class Client:
         if not beats:
             return []
         items = [{"execution_id": le.execution_id, **_report(le, progress=p)} for le, p in beats]
-        answer = self._call(
-            "POST", "/heartbeats", body={"ttl_seconds": _seconds(ttl), "items": items}
-        )
+        body = {"ttl_seconds": _seconds(ttl), "items": items}
+        answer = self._read(work.HeartbeatResults, "POST", "/heartbeats", body=body)
         out: list[Lease | StaleLease] = []
-        for (lease, _), result in zip(beats, answer["results"], strict=True):
-            if "execution_id" in result:
-                out.append(convert.lease(result))
+        for (lease, _), result in zip(beats, answer.results, strict=True):
+            if isinstance(result, work.Lease):
+                out.append(result.to_domain())
             else:
                 out.append(StaleLease(lease.execution_id, lease.owner, lease.epoch))
         return out
@@ -413,10 +438,12 @@ class Client:
             raise ResultInvalid(lease.execution_id, invalid)
         try:
             body = _completion_json(lease, encoded, with_id=False)
-            answer = self._call("POST", _on(lease, "complete"), body_json=body)
+            answer = self._read(
+                executions.Execution, "POST", _on(lease, "complete"), body_json=body
+            )
         except RemoteStaleLease:
             raise StaleLease(lease.execution_id, lease.owner, lease.epoch) from None
-        return convert.execution(answer)
+        return answer.to_domain()
 
     def complete_many(self, results: Sequence[tuple[Lease, JSON]]) -> list[StaleLease | None]:
         """Complete many leases in one round trip; per item None or its refusal.
@@ -438,8 +465,8 @@ class Client:
             positions.append(index)
         if items:
             body = '{"items":[' + ",".join(items) + "]}"
-            answer = self._call("POST", "/completions", body_json=body)
-            for index, refusal in zip(positions, answer["results"], strict=True):
+            answer = self._read(work.CompletionResults, "POST", "/completions", body_json=body)
+            for index, refusal in zip(positions, answer.results, strict=True):
                 if refusal is not None:
                     lease = results[index][0]
                     out[index] = StaleLease(lease.execution_id, lease.owner, lease.epoch)
@@ -477,9 +504,10 @@ class Client:
 
     def _lease_verb(self, lease: Lease, verb: str, body: dict[str, Any]) -> Execution:
         try:
-            return convert.execution(self._call("POST", _on(lease, verb), body=body))
+            answer = self._read(executions.Execution, "POST", _on(lease, verb), body=body)
         except RemoteStaleLease:
             raise StaleLease(lease.execution_id, lease.owner, lease.epoch) from None
+        return answer.to_domain()
 
     def reap_expired(self, *, limit: int = 1000) -> int:
         """Nothing to do here: the service reaps expired leases itself. Returns 0."""
@@ -503,19 +531,20 @@ class Client:
         if not ids:
             return []
         body = {"owner": owner, "execution_ids": ids, "ttl_seconds": _seconds(ttl), "limit": limit}
-        answer = self._call("POST", "/commands/claims", body=body)
-        return [convert.command(c) for c in answer["commands"]]
+        answer = self._read(work.ClaimedCommands, "POST", "/commands/claims", body=body)
+        return [c.to_domain() for c in answer.commands]
 
     def complete_command(self, command: Command, lease: Lease) -> Command:
         """Mark a claimed command delivered under ``lease``; see ``Store.complete_command``."""
         if command.owner != lease.owner or command.execution_id != lease.execution_id:
             raise StaleLease(command.execution_id, lease.owner, lease.epoch)
         body = {"owner": lease.owner, "execution_id": lease.execution_id, "epoch": lease.epoch}
+        path = f"/commands/{_path(command.id)}/complete"
         try:
-            answer = self._call("POST", f"/commands/{_path(command.id)}/complete", body=body)
+            answer = self._read(work.ClaimedCommand, "POST", path, body=body)
         except RemoteStaleLease:
             raise StaleLease(command.execution_id, lease.owner, lease.epoch) from None
-        return convert.command(answer)
+        return answer.to_domain()
 
     def release_command(self, command: Command) -> None:
         """Give a claimed command back; see ``Store.release_command``."""
@@ -537,7 +566,7 @@ class Client:
         if buckets is not None:
             body["buckets"] = list(buckets)
         name = node_id if node_id is not None else default_node_id()
-        return convert.node(self._call("PUT", f"/nodes/{_path(name)}", body=body))
+        return self._read(reports.Node, "PUT", f"/nodes/{_path(name)}", body=body).to_domain()
 
     def deregister_node(self, node_id: str) -> None:
         """Forget a node at once (a clean shutdown)."""
@@ -549,7 +578,12 @@ class Client:
 
     def nodes(self) -> list[Node]:
         """The live nodes."""
-        return [convert.node(n) for n in self._call("GET", "/nodes")]
+        return [n.to_domain() for n in self._read_list(reports.Node, "GET", "/nodes")]
+
+
+@cache
+def _list_of(model: type[M]) -> TypeAdapter[list[M]]:
+    return TypeAdapter(list[model])  # type: ignore[valid-type]
 
 
 def _on(lease: Lease, verb: str) -> str:
@@ -577,48 +611,3 @@ def _completion_json(lease: Lease, result_json: str, *, with_id: bool) -> str:
         {**head, "owner": lease.owner, "epoch": lease.epoch}, field="body", limit=_ENCODE_LIMIT
     )
     return f'{fields[:-1]},"result":{result_json}}}'
-
-
-def _submit_body(
-    job: str,
-    inputs: JSON,
-    job_version: int | None,
-    execute_at: datetime | None,
-    delay: float | timedelta | None,
-    max_attempts: int | None,
-    bucket_key: str | None,
-    priority: int,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"job": job, "inputs": inputs, "priority": priority}
-    if job_version is not None:
-        body["version"] = job_version
-    if execute_at is not None:
-        body["execute_at"] = convert.iso(execute_at)
-    if delay is not None:
-        body["delay_seconds"] = _seconds(delay)
-    if max_attempts is not None:
-        body["max_attempts"] = max_attempts
-    if bucket_key is not None:
-        body["bucket_key"] = bucket_key
-    return body
-
-
-#: ``Store.add_schedule`` / ``update_schedule`` argument names that the API spells otherwise.
-_SCHEDULE_NAMES = {
-    "every": "every_seconds",
-    "job_version": "version",
-    "misfire_grace": "misfire_grace_seconds",
-}
-
-
-def _schedule_body(arguments: Mapping[str, Any]) -> dict[str, Any]:
-    body: dict[str, Any] = {}
-    for name, value in arguments.items():
-        if isinstance(value, timedelta):
-            value = value.total_seconds()
-        elif isinstance(value, datetime):
-            value = value.isoformat()
-        elif hasattr(value, "value") and isinstance(value.value, str):  # a policy enum
-            value = value.value
-        body[_SCHEDULE_NAMES.get(name, name)] = value
-    return body

@@ -8,7 +8,7 @@ registry (a service that runs no jobs itself), the caller's values pass through 
 and the store checks them.
 
 Both functions return keyword arguments for the store (``job``, ``inputs``,
-``job_version`` and, only when known, ``max_attempts`` and ``timeout``): a value left
+``version`` and, only when known, ``max_attempts`` and ``timeout``): a value left
 out keeps the store's own default. Their errors are the registry's and the schema's
 :class:`~fencepost.domain.errors.ValidationError`, naming ``job``, ``version`` or the
 offending input (``inputs.day``).
@@ -74,7 +74,7 @@ def _pinned(
         job, version, inputs = spec.name, spec.version, spec.check_inputs(inputs)
         if max_attempts is None:
             max_attempts = spec.max_attempts
-    arguments: dict[str, Any] = {"job": job, "inputs": inputs, "job_version": version}
+    arguments: dict[str, Any] = {"job": job, "inputs": inputs, "version": version}
     if max_attempts is not None:
         arguments["max_attempts"] = max_attempts
     return spec, arguments

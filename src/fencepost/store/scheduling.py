@@ -14,7 +14,7 @@ from fencepost.domain.errors import StaleLease, ValidationError
 from fencepost.domain.models import JSON, Execution, Occurrence, Schedule, SchedulePage
 from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
-from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS
+from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS, canonical
 from fencepost.store.core import StoreCore
 from fencepost.store.values import DEFAULT_TTL, MAX_LIMIT, Materialization, cursor_storable
 from fencepost.timing import specs
@@ -33,7 +33,7 @@ class ScheduleVerbs(StoreCore):
         every: float | timedelta | None = None,
         timezone: str = "UTC",
         inputs: JSON = None,
-        job_version: int | None = None,
+        version: int | None = None,
         misfire: Misfire | str = "coalesce",
         misfire_grace: float | timedelta = plans.DEFAULT_MISFIRE_GRACE,
         max_catch_up: int = plans.DEFAULT_MAX_CATCH_UP,
@@ -46,6 +46,7 @@ class ScheduleVerbs(StoreCore):
         priority: int = 0,
         id: str | None = None,
         paused: bool = False,
+        **deprecated: Any,
     ) -> Schedule:
         """Store a schedule of ``job`` and return it.
 
@@ -58,9 +59,10 @@ class ScheduleVerbs(StoreCore):
         ``replace``); ``dst_gap`` (``shift``, ``skip``), ``dst_fold`` (``once``,
         ``twice``). ``start_at`` and ``end_at`` are aware instants, ``end_at >
         start_at``. ``inputs`` must be JSON (``None`` means ``{}``); every
-        materialized execution gets them, with ``max_attempts`` and ``priority``.
-        Bad arguments raise :class:`ValidationError` naming the field; nothing is
-        written.
+        materialized execution gets them, with ``max_attempts`` and ``priority``;
+        ``version`` pins them to a version of the job (``job_version=`` is its
+        deprecated name, a :class:`DeprecationWarning`). Bad arguments raise
+        :class:`ValidationError` naming the field; nothing is written.
 
         The new schedule's ``watermark`` is one microsecond before ``start_at``
         when that is in the future, else the store's now (slots strictly after
@@ -73,6 +75,12 @@ class ScheduleVerbs(StoreCore):
         returned unchanged, whatever happened to it since (updates, pauses);
         with different arguments :class:`IdempotencyConflict` is raised.
         """
+        if deprecated:
+            unknown = sorted(set(deprecated) - {"job_version"})
+            if unknown:
+                raise TypeError(f"add_schedule() got an unexpected keyword argument {unknown[0]!r}")
+            given = {} if version is None else {"version": version}
+            version = canonical(given | deprecated, stacklevel=2)["version"]
         spec = specs.define(
             job,
             max_payload_bytes=self.config.max_payload_bytes,
@@ -80,7 +88,7 @@ class ScheduleVerbs(StoreCore):
             every=every,
             timezone=timezone,
             inputs=inputs,
-            job_version=job_version,
+            job_version=version,
             misfire=misfire,
             misfire_grace=misfire_grace,
             max_catch_up=max_catch_up,
@@ -166,6 +174,9 @@ class ScheduleVerbs(StoreCore):
         original arguments. Raises :class:`NotFound`, or :class:`ValidationError`
         (nothing written).
         """
+        changes = canonical(changes, stacklevel=2)
+        if "version" in changes:  # the verbs' name for the schedule's job_version
+            changes["job_version"] = changes.pop("version")
         plans.check_changes(changes)
         limit = self.config.max_payload_bytes
 

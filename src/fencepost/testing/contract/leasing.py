@@ -127,7 +127,7 @@ class LeasingContract(ContractFixtures):
 
     def test_claim_lease_fields(self, store: Store, clock: ManualClock) -> None:
         e = store.submit(
-            "job", inputs={"x": 1}, job_version=2, timeout=60, max_attempts=4, execute_at=at(1)
+            "job", inputs={"x": 1}, version=2, timeout=60, max_attempts=4, execute_at=at(1)
         )
         clock.set(2)
         (lease,) = store.claim("w", ttl=timedelta(seconds=7))
@@ -232,10 +232,10 @@ class LeasingContract(ContractFixtures):
 
     def test_claim_filters_by_versions(self, store: Store, clock: ManualClock) -> None:
         """Pinned executions go only to claimers that run their version; unpinned ones to all."""
-        unknown = store.submit("job", job_version=3)
+        unknown = store.submit("job", version=3)
         unpinned = store.submit("job")
-        known = store.submit("job", job_version=2, max_attempts=3)
-        other = store.submit("other", job_version=1)
+        known = store.submit("job", version=2, max_attempts=3)
+        other = store.submit("other", version=1)
         runs = [("job", 2), ("other", 7), ("job:3", 1)]  # "job:3" v1 is not "job" v3
         got = store.claim("w", limit=10, ttl=5, versions=runs)
         assert sorted(lease.execution_id for lease in got) == sorted([unpinned.id, known.id])

@@ -123,7 +123,7 @@ class MaterializingContract(ContractFixtures):
             every=3600,
             id="hourly",
             inputs={"x": 1},
-            job_version=2,
+            version=2,
             max_attempts=5,
             priority=7,
         )

@@ -64,7 +64,7 @@ class SchedulesContract(ContractFixtures):
             "sync",
             every=timedelta(minutes=90),
             inputs={"n": [1, 2.5, None, True], "ü": "ß"},
-            job_version=2,
+            version=2,
             misfire="catch_up",
             misfire_grace=0,
             max_catch_up=7,

@@ -53,7 +53,7 @@ class SubmittingContract(ContractFixtures):
             timeout=90,
             bucket_key="tenant-42",
             priority=5,
-            job_version=3,
+            version=3,
         )
         got = store.get(e.id)
         assert got == e

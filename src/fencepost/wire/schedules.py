@@ -1,8 +1,7 @@
-"""Request and response bodies of the schedules routes.
+"""The bodies of the schedules routes (see :mod:`fencepost.api.schedules`).
 
-The API names a few fields differently from the store, in the units it takes them
-in: ``version`` (the store's ``job_version``), ``every_seconds`` (``every``) and
-``misfire_grace_seconds`` (``misfire_grace``). :data:`STORE_NAMES` maps them.
+A schedule's durations travel in seconds: ``every_seconds`` is ``every`` and
+``misfire_grace_seconds`` is ``misfire_grace`` (see :mod:`fencepost.wire.mapping`).
 Times are ISO 8601 strings with a UTC offset (UTC on output).
 """
 
@@ -11,7 +10,7 @@ from __future__ import annotations
 import copy
 import zoneinfo
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import (
     AfterValidator,
@@ -24,30 +23,27 @@ from pydantic import (
     field_validator,
 )
 
-from fencepost.api.schemas import WHOLE, Count, Instant, Name, Payload, name_pattern
-from fencepost.domain import models, payloads
+from fencepost.domain import models
 from fencepost.domain import schedules as plans
 from fencepost.domain.submission import PRIORITY_RANGE
-from fencepost.timing.durations import MAX_DURATION
 from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
-
-#: API field name -> the store's name, where they differ.
-STORE_NAMES = {
-    "version": "job_version",
-    "every_seconds": "every",
-    "misfire_grace_seconds": "misfire_grace",
-}
-#: The store's field name -> the API's (errors name the API's field).
-API_NAMES = {store: api for api, store in STORE_NAMES.items()}
-
-# The store keeps durations to the microsecond: a shorter interval would round to zero.
-_MIN_INTERVAL = 1e-6
-_MAX_SECONDS = MAX_DURATION.total_seconds()
+from fencepost.wire.fields import (
+    MAX_DURATION_SECONDS,
+    MIN_SECONDS,
+    WHOLE,
+    Count,
+    Instant,
+    Name,
+    Payload,
+    name_pattern,
+)
+from fencepost.wire.mapping import RequestModel, WireModel
 
 _Priority = Annotated[StrictInt, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1]), WHOLE]
-_Interval = Annotated[float, Field(ge=_MIN_INTERVAL, le=_MAX_SECONDS, strict=True)]
-_Grace = Annotated[float, Field(ge=0, le=_MAX_SECONDS, strict=True)]
-#: A schedule id given by a client: a name (see :data:`~fencepost.api.schemas.NAME_PATTERN`)
+# The store keeps durations to the microsecond: a shorter interval would round to zero.
+_Interval = Annotated[float, Field(ge=MIN_SECONDS, le=MAX_DURATION_SECONDS, strict=True)]
+_Grace = Annotated[float, Field(ge=0, le=MAX_DURATION_SECONDS, strict=True)]
+#: A schedule id given by a client: a name (see :data:`~fencepost.wire.fields.NAME_PATTERN`)
 #: without "/".
 ScheduleId = Annotated[
     str,
@@ -149,14 +145,14 @@ def _update_schema(schema: dict[str, Any]) -> None:
         schema["properties"][field] = _non_null(schema["properties"][field])
 
 
-class ScheduleCreate(BaseModel):
+class ScheduleCreate(RequestModel):
     """The body of ``POST /schedules``; unknown fields are refused.
 
     Exactly one rule: ``cron`` (5 fields, or 6 with leading seconds, evaluated in
     ``timezone``) or ``every_seconds`` (a fixed interval on the UTC timeline).
     """
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_one_rule)
+    model_config = ConfigDict(json_schema_extra=_one_rule)
 
     job: Name
     #: None: the latest registered version (with a job registry), else unpinned.
@@ -186,18 +182,8 @@ class ScheduleCreate(BaseModel):
     #: the schedule unreachable through this API.
     id: ScheduleId | None = None
 
-    def arguments(self) -> dict[str, Any]:
-        """The store's ``add_schedule`` keyword arguments besides ``job`` and ``id``.
 
-        ``max_attempts`` is left out when not given, so the store's default applies.
-        """
-        given = self.model_dump(exclude={"job", "id"})
-        if given["max_attempts"] is None:
-            del given["max_attempts"]
-        return {STORE_NAMES.get(name, name): value for name, value in given.items()}
-
-
-class ScheduleUpdate(BaseModel):
+class ScheduleUpdate(RequestModel):
     """The body of ``PATCH /schedules/{id}``: the fields to change; unknown ones are refused.
 
     A field sent as ``null`` is cleared (``end_at``, ``version``), or refused where
@@ -206,7 +192,9 @@ class ScheduleUpdate(BaseModel):
     "UTC" unless it is given too.
     """
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_update_schema)
+    model_config = ConfigDict(json_schema_extra=_update_schema)
+
+    null_clears: ClassVar[bool] = True
 
     job: Name | None = None
     version: Count | None = None
@@ -233,14 +221,13 @@ class ScheduleUpdate(BaseModel):
             raise ValueError("cannot be null: every schedule has one")
         return value
 
-    def changes(self) -> dict[str, Any]:
-        """The fields present in the request, under the store's names."""
-        given = self.model_dump(include=self.model_fields_set)
-        return {STORE_NAMES.get(name, name): value for name, value in given.items()}
 
-
-class Schedule(BaseModel):
+class Schedule(WireModel[models.Schedule]):
     """One schedule as the store holds it, with its next fire time."""
+
+    #: The materializer's lease on a schedule is the scheduler's business, not the API's.
+    not_on_the_wire: ClassVar[dict[str, Any]] = {"materializer": None, "lease_until": None}
+    readable: ClassVar[tuple[str, ...]] = ("inputs",)
 
     id: str
     job: str
@@ -269,37 +256,8 @@ class Schedule(BaseModel):
     #: The next slot after the store's now; null when paused or when none is left.
     next_fire_at: datetime | None
 
-    @classmethod
-    def of(cls, s: models.Schedule, next_fire_at: datetime | None) -> Schedule:
-        """The response body of a domain schedule."""
-        return cls(
-            id=s.id,
-            job=s.job,
-            version=s.job_version,
-            inputs=payloads.readable(s.inputs),
-            cron=s.cron,
-            every_seconds=None if s.every is None else s.every.total_seconds(),
-            timezone=s.timezone,
-            dst_gap=s.dst_gap,
-            dst_fold=s.dst_fold,
-            misfire=s.misfire,
-            misfire_grace_seconds=s.misfire_grace.total_seconds(),
-            max_catch_up=s.max_catch_up,
-            overlap=s.overlap,
-            start_at=s.start_at,
-            end_at=s.end_at,
-            max_attempts=s.max_attempts,
-            priority=s.priority,
-            paused=s.paused,
-            watermark=s.watermark,
-            next_due=s.next_due,
-            created_at=s.created_at,
-            updated_at=s.updated_at,
-            next_fire_at=next_fire_at,
-        )
 
-
-class SchedulePage(BaseModel):
+class SchedulePage(WireModel[models.SchedulePage]):
     """One page of schedules by id; pass ``next_cursor`` as ``cursor`` for the next one."""
 
     items: list[Schedule]

@@ -5,10 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, Field, StrictBool, StrictInt
 
-from fencepost.api import schemas
-from fencepost.api.schemas import (
+from fencepost.domain import models
+from fencepost.domain.checks import INT32_MAX, MAX_ERROR_CHARS
+from fencepost.wire.executions import Command
+from fencepost.wire.fields import (
+    MAX_DURATION_SECONDS,
     MIN_SECONDS,
     TEXT_PATTERN,
     WHOLE,
@@ -19,9 +22,7 @@ from fencepost.api.schemas import (
     Payload,
     name,
 )
-from fencepost.domain import models
-from fencepost.domain.checks import INT32_MAX, MAX_ERROR_CHARS
-from fencepost.timing.durations import MAX_DURATION
+from fencepost.wire.mapping import RequestModel, WireModel
 
 #: The store's own cap on one claim or batch.
 MAX_BATCH = 1000
@@ -37,20 +38,14 @@ Epoch = Annotated[StrictInt, Field(ge=1, le=MAX_EPOCH), WHOLE]
 Ttl = Annotated[float, Field(ge=MIN_SECONDS, le=86_400, strict=True)]
 
 
-class Strict(BaseModel):
-    """Request bodies refuse unknown fields: a typo must not silently do nothing."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class JobVersion(Strict):
+class JobVersion(RequestModel):
     """A ``(job, version)`` pair the claimer can run."""
 
     job: Name
     version: Integer = Field(ge=1, le=INT32_MAX)
 
 
-class ClaimRequest(Strict):
+class ClaimRequest(RequestModel):
     """The body of ``POST /claims``; see ``Store.claim``."""
 
     owner: Owner
@@ -62,7 +57,7 @@ class ClaimRequest(Strict):
     max_per_bucket: Count | None = None
 
 
-class Lease(BaseModel):
+class Lease(WireModel[models.Lease]):
     """Proof that ``owner`` holds the execution at ``epoch`` until ``lease_until``."""
 
     execution_id: str
@@ -79,25 +74,6 @@ class Lease(BaseModel):
     slot: str | None
     due_at: datetime
 
-    @classmethod
-    def of(cls, lease: models.Lease) -> Lease:
-        """The wire form of a domain lease."""
-        return cls(
-            execution_id=lease.execution_id,
-            owner=lease.owner,
-            epoch=lease.epoch,
-            lease_until=lease.lease_until,
-            attempt=lease.attempt,
-            max_attempts=lease.max_attempts,
-            job=lease.job,
-            version=lease.job_version,
-            inputs=lease.inputs,
-            timeout_seconds=None if lease.timeout is None else lease.timeout.total_seconds(),
-            schedule_id=lease.schedule_id,
-            slot=lease.slot,
-            due_at=lease.due_at,
-        )
-
 
 class Leases(BaseModel):
     """The leases one claim took (possibly none)."""
@@ -105,7 +81,7 @@ class Leases(BaseModel):
     leases: list[Lease]
 
 
-class LeaseReport(Strict):
+class LeaseReport(RequestModel):
     """The lease a report is made under."""
 
     owner: Owner
@@ -131,9 +107,7 @@ class FailRequest(LeaseReport):
     #: Kept to its first ``MAX_ERROR_CHARS`` characters; longer is cut, not refused.
     error: str = Field(max_length=65_536, pattern=TEXT_PATTERN)
     retryable: StrictBool = True
-    retry_in_seconds: float | None = Field(
-        default=None, ge=0, le=MAX_DURATION.total_seconds(), strict=True
-    )
+    retry_in_seconds: float | None = Field(default=None, ge=0, le=MAX_DURATION_SECONDS, strict=True)
     timed_out: StrictBool = False
 
 
@@ -149,7 +123,7 @@ class CompletionItem(CompleteRequest):
     execution_id: str = Field(min_length=1)
 
 
-class CompletionBatch(Strict):
+class CompletionBatch(RequestModel):
     """The body of ``POST /completions``: applied in one transaction, in order."""
 
     items: list[CompletionItem] = Field(max_length=MAX_BATCH)
@@ -162,7 +136,7 @@ class HeartbeatItem(LeaseReport):
     progress: Payload = None
 
 
-class HeartbeatBatch(Strict):
+class HeartbeatBatch(RequestModel):
     """The body of ``POST /heartbeats``: every lease renewed to now + ``ttl_seconds``."""
 
     ttl_seconds: Ttl = 30.0
@@ -188,7 +162,7 @@ class HeartbeatResults(BaseModel):
     results: list[Lease | Refusal]
 
 
-class CommandClaimRequest(Strict):
+class CommandClaimRequest(RequestModel):
     """The body of ``POST /commands/claims``; see ``Store.claim_commands``."""
 
     owner: Owner
@@ -197,18 +171,12 @@ class CommandClaimRequest(Strict):
     limit: Integer = Field(default=100, ge=1, le=MAX_BATCH)
 
 
-class ClaimedCommand(schemas.Command):
+class ClaimedCommand(Command):
     """A command as its claimer holds it: the command plus its claim."""
 
     owner: str | None
     claim_until: datetime | None
     epoch: int | None
-
-    @classmethod
-    def of(cls, c: models.Command) -> ClaimedCommand:
-        """The wire form of a domain command, claim included."""
-        base = schemas.Command.of(c).model_dump()
-        return cls(**base, owner=c.owner, claim_until=c.claim_until, epoch=c.epoch)
 
 
 class ClaimedCommands(BaseModel):
@@ -217,7 +185,7 @@ class ClaimedCommands(BaseModel):
     commands: list[ClaimedCommand]
 
 
-class CommandReport(Strict):
+class CommandReport(RequestModel):
     """Give back (release) a claimed command."""
 
     owner: Owner
@@ -233,7 +201,7 @@ class CommandDelivery(CommandReport):
     epoch: Epoch
 
 
-class NodeRegistration(Strict):
+class NodeRegistration(RequestModel):
     """The body of ``PUT /nodes/{node_id}``."""
 
     kind: Annotated[str, name(100)] = "worker"
@@ -241,7 +209,7 @@ class NodeRegistration(Strict):
     ttl_seconds: Ttl = 30.0
 
 
-class OccurrenceClaim(Strict):
+class OccurrenceClaim(RequestModel):
     """The body of ``POST /jobs/{task}/{slot}/claim``."""
 
     owner: Owner

@@ -1,4 +1,9 @@
-"""Request and response bodies. Times are ISO 8601 with an offset (UTC on output)."""
+"""The field types of the API's bodies: names, text, integers, payloads, instants, durations.
+
+Each type states its rule once, for the server (pydantic refuses what breaks it, with
+a 422 naming the field) and for the spec (the same rule as JSON Schema), so the spec
+and the server refuse the same values. Times are ISO 8601 with an offset (UTC on output).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import (
     AfterValidator,
     AwareDatetime,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     GetJsonSchemaHandler,
     SkipValidation,
@@ -21,13 +24,12 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 from typing_extensions import TypeAliasType
 
-from fencepost.domain import models, payloads
 from fencepost.domain.checks import INT32_MAX
-from fencepost.domain.submission import MAX_KEY, PRIORITY_RANGE
 from fencepost.timing.durations import MAX_DURATION
 
-#: The longest ``delay_seconds`` accepted: the store's longest duration (100 years).
-MAX_DELAY_SECONDS = MAX_DURATION.total_seconds()
+#: The longest duration the store keeps (100 years), in seconds: the most a delay,
+#: an interval, a misfire grace or a retry may be.
+MAX_DURATION_SECONDS = MAX_DURATION.total_seconds()
 #: The shortest non-zero duration: the store keeps durations to the microsecond, and
 #: refuses one that would round to zero where zero is not allowed.
 MIN_SECONDS = 1e-6
@@ -204,205 +206,3 @@ Instant = Annotated[
     AfterValidator(_in_utc),
     WithJsonSchema({"type": "string", "format": "date-time", "pattern": YEAR_PATTERN}),
 ]
-
-
-#: ``execute_at`` and ``delay_seconds`` (not null) are refused together.
-_AT_OR_DELAY: dict[str, Any] = {
-    "not": {
-        "required": ["execute_at", "delay_seconds"],
-        "properties": {"execute_at": {"type": "string"}, "delay_seconds": {"type": "number"}},
-    }
-}
-
-
-class SubmitRequest(BaseModel):
-    """The body of ``POST /executions``; unknown fields are refused.
-
-    ``execute_at`` or ``delay_seconds``, not both; neither is now.
-    """
-
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_AT_OR_DELAY)
-
-    job: Name
-    version: Count | None = None
-    inputs: Payload = None
-    #: When to run; must carry a UTC offset (naive times are refused, never guessed).
-    execute_at: Instant | None = None
-    #: Seconds from the store's now; strict, so ``"5"`` and ``true`` are refused.
-    delay_seconds: float | None = Field(default=None, ge=0, le=MAX_DELAY_SECONDS, strict=True)
-    #: None: the job's own (with a registry), else the store's default.
-    max_attempts: Count | None = None
-    bucket_key: Annotated[str, name(MAX_KEY)] | None = None
-    priority: Integer = Field(default=0, ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])
-
-
-class SubmitItem(SubmitRequest):
-    """One submit of a batch: a ``POST /executions`` body plus its idempotency key."""
-
-    idempotency_key: Annotated[str, name(MAX_KEY)] | None = None
-
-
-class SubmitBatch(BaseModel):
-    """The body of ``POST /executions/batch``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    items: list[SubmitItem] = Field(min_length=1, max_length=1000)
-
-
-class Execution(BaseModel):
-    """One execution as the store holds it."""
-
-    id: str
-    job: str
-    version: int | None
-    inputs: Any
-    state: str
-    due_at: datetime
-    priority: int
-    attempt: int
-    max_attempts: int
-    epoch: int
-    lease_owner: str | None
-    lease_until: datetime | None
-    timeout_seconds: float | None
-    idempotency_key: str | None
-    schedule_id: str | None
-    slot: str | None
-    bucket: int
-    bucket_key: str | None
-    result: Any
-    error: str | None
-    progress: Any
-    created_at: datetime
-    updated_at: datetime
-
-    @classmethod
-    def of(cls, e: models.Execution) -> Execution:
-        """The response body of a domain execution."""
-        return cls(
-            id=e.id,
-            job=e.job,
-            version=e.job_version,
-            inputs=payloads.readable(e.inputs),
-            state=e.state.value,
-            due_at=e.due_at,
-            priority=e.priority,
-            attempt=e.attempt,
-            max_attempts=e.max_attempts,
-            epoch=e.epoch,
-            lease_owner=e.lease_owner,
-            lease_until=e.lease_until,
-            timeout_seconds=None if e.timeout is None else e.timeout.total_seconds(),
-            idempotency_key=e.idempotency_key,
-            schedule_id=e.schedule_id,
-            slot=e.slot,
-            bucket=e.bucket,
-            bucket_key=e.bucket_key,
-            result=payloads.readable(e.result),
-            error=e.error,
-            progress=payloads.readable(e.progress),
-            created_at=e.created_at,
-            updated_at=e.updated_at,
-        )
-
-
-class Page(BaseModel):
-    """One page of executions; pass ``next_cursor`` as ``cursor`` for the next one."""
-
-    items: list[Execution]
-    next_cursor: str | None
-
-    @classmethod
-    def of(cls, page: models.Page) -> Page:
-        """The response body of a domain page."""
-        return cls(items=[Execution.of(e) for e in page.items], next_cursor=page.next_cursor)
-
-
-class SubmitBatchResult(BaseModel):
-    """The executions of a batch submit, in request order."""
-
-    items: list[Execution]
-
-
-class Attempt(BaseModel):
-    """One try by one worker (one lease, one epoch)."""
-
-    attempt: int
-    epoch: int
-    owner: str
-    started_at: datetime
-    ended_at: datetime | None
-    outcome: str | None
-    error: str | None
-
-    @classmethod
-    def of(cls, a: models.Attempt) -> Attempt:
-        """The response body of a domain attempt."""
-        return cls(
-            attempt=a.attempt,
-            epoch=a.epoch,
-            owner=a.owner,
-            started_at=a.started_at,
-            ended_at=a.ended_at,
-            outcome=None if a.outcome is None else a.outcome.value,
-            error=a.error,
-        )
-
-
-class Transition(BaseModel):
-    """One line of an execution's audit trail."""
-
-    seq: int
-    event: str
-    from_state: str | None
-    to_state: str
-    epoch: int
-    actor: str | None
-    reason: str | None
-    at: datetime
-
-    @classmethod
-    def of(cls, t: models.Transition) -> Transition:
-        """The response body of a domain transition."""
-        return cls(
-            seq=t.seq,
-            event=t.event.value,
-            from_state=None if t.from_state is None else t.from_state.value,
-            to_state=t.to_state.value,
-            epoch=t.epoch,
-            actor=t.actor,
-            reason=t.reason,
-            at=t.at,
-        )
-
-
-class Command(BaseModel):
-    """A control request (cancel, pause, resume) addressed to an execution."""
-
-    id: str
-    execution_id: str
-    kind: str
-    state: str
-    requested_by: str
-    requested_at: datetime
-    done_at: datetime | None
-
-    @classmethod
-    def of(cls, c: models.Command) -> Command:
-        """The response body of a domain command."""
-        return cls(
-            id=c.id,
-            execution_id=c.execution_id,
-            kind=c.kind.value,
-            state=c.state.value,
-            requested_by=c.requested_by,
-            requested_at=c.requested_at,
-            done_at=c.done_at,
-        )
-
-
-class Health(BaseModel):
-    """The body of ``/healthz`` and ``/readyz``."""
-
-    status: str

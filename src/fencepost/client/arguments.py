@@ -1,0 +1,81 @@
+"""The submit and schedule arguments the client takes, checked before they are sent.
+
+``Client`` takes the names ``Store`` and ``App`` take (``version``, ``delay``,
+``timeout``, ``every``, ``misfire_grace``, ...); the wire models
+(:mod:`fencepost.wire`) send them under the API's names. ``job_version``, the old
+name of ``version``, is still taken for one release, with a :class:`DeprecationWarning`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from fencepost.domain.errors import ValidationError
+from fencepost.wire.executions import SubmitItem
+from fencepost.wire.mapping import argument_name
+
+#: The deprecated name of the ``version`` argument.
+OLD_VERSION = "job_version"
+#: What ``submit`` takes (and each ``submit_many`` item holds).
+SUBMIT_ARGUMENTS = frozenset(
+    {argument_name(field) for field in SubmitItem.model_fields} | {"timeout", OLD_VERSION}
+)
+
+
+def renamed(
+    arguments: Mapping[str, Any], *, where: str = "", stacklevel: int = 1
+) -> dict[str, Any]:
+    """``arguments`` with ``job_version`` (deprecated, warned of) given as ``version``.
+
+    ``where`` prefixes the field an error names (``[3].`` for an item of a batch);
+    ``stacklevel`` counts the frames from the caller to the code that used the old name.
+    """
+    given = dict(arguments)
+    if OLD_VERSION not in given:
+        return given
+    warnings.warn(
+        "job_version is deprecated: give version instead",
+        DeprecationWarning,
+        stacklevel=stacklevel + 1,
+    )
+    old = given.pop(OLD_VERSION)
+    if given.get("version") is not None:
+        raise ValidationError(f"{where}{OLD_VERSION}", "is the old name of version: give one")
+    return given | {"version": old}
+
+
+def submit_arguments(
+    arguments: Mapping[str, Any], *, where: str = "", stacklevel: int = 1
+) -> dict[str, Any]:
+    """``submit``'s arguments as the service takes them: see :func:`renamed`.
+
+    A ``timeout`` other than None is refused: the API has no field for it (the
+    service gives an execution its registered job's timeout).
+    """
+    given = renamed(arguments, where=where, stacklevel=stacklevel + 1)
+    if given.pop("timeout", None) is not None:
+        raise ValidationError(
+            f"{where}timeout", "cannot be sent: the service applies the job's own timeout"
+        )
+    return given
+
+
+def submit_item(request: object, index: int, *, stacklevel: int = 1) -> dict[str, Any]:
+    """One ``submit_many`` item as the body of ``POST /executions/batch`` holds it.
+
+    Refused as the store refuses it, with a :class:`ValidationError` naming the
+    field (``[3].job``): an item that is not a mapping, an unknown argument, no job.
+    """
+    where = f"[{index}]"
+    if not isinstance(request, Mapping):
+        raise ValidationError(where, f"must be a mapping of submit arguments, got {request!r}")
+    unknown = sorted(set(request) - SUBMIT_ARGUMENTS)
+    if unknown:
+        raise ValidationError(f"{where}.{unknown[0]}", "is not an argument of submit")
+    if "job" not in request:
+        raise ValidationError(f"{where}.job", "is required")
+    if OLD_VERSION in request or request.get("timeout") is not None:  # else nothing to do
+        request = submit_arguments(request, where=f"{where}.", stacklevel=stacklevel + 1)
+    return SubmitItem.body(request)

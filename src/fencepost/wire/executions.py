@@ -1,0 +1,151 @@
+"""The bodies of the executions routes: submits, executions, attempts, transitions, commands."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fencepost.domain import models
+from fencepost.domain.submission import MAX_KEY, PRIORITY_RANGE
+from fencepost.wire.fields import (
+    MAX_DURATION_SECONDS,
+    Count,
+    Instant,
+    Integer,
+    Name,
+    Payload,
+    name,
+)
+from fencepost.wire.mapping import RequestModel, WireModel
+
+#: ``execute_at`` and ``delay_seconds`` (not null) are refused together.
+_AT_OR_DELAY: dict[str, Any] = {
+    "not": {
+        "required": ["execute_at", "delay_seconds"],
+        "properties": {"execute_at": {"type": "string"}, "delay_seconds": {"type": "number"}},
+    }
+}
+
+
+class SubmitRequest(RequestModel):
+    """The body of ``POST /executions``; unknown fields are refused.
+
+    ``execute_at`` or ``delay_seconds``, not both; neither is now.
+    """
+
+    model_config = ConfigDict(json_schema_extra=_AT_OR_DELAY)
+
+    job: Name
+    version: Count | None = None
+    inputs: Payload = None
+    #: When to run; must carry a UTC offset (naive times are refused, never guessed).
+    execute_at: Instant | None = None
+    #: Seconds from the store's now; strict, so ``"5"`` and ``true`` are refused.
+    delay_seconds: float | None = Field(default=None, ge=0, le=MAX_DURATION_SECONDS, strict=True)
+    #: None: the job's own (with a registry), else the store's default.
+    max_attempts: Count | None = None
+    bucket_key: Annotated[str, name(MAX_KEY)] | None = None
+    priority: Integer = Field(default=0, ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])
+
+
+class SubmitItem(SubmitRequest):
+    """One submit of a batch: a ``POST /executions`` body plus its idempotency key."""
+
+    idempotency_key: Annotated[str, name(MAX_KEY)] | None = None
+
+
+class SubmitBatch(RequestModel):
+    """The body of ``POST /executions/batch``."""
+
+    items: list[SubmitItem] = Field(min_length=1, max_length=1000)
+
+
+class Execution(WireModel[models.Execution]):
+    """One execution as the store holds it."""
+
+    readable: ClassVar[tuple[str, ...]] = ("inputs", "result", "progress")
+
+    id: str
+    job: str
+    version: int | None
+    inputs: Any
+    state: str
+    due_at: datetime
+    priority: int
+    attempt: int
+    max_attempts: int
+    epoch: int
+    lease_owner: str | None
+    lease_until: datetime | None
+    timeout_seconds: float | None
+    idempotency_key: str | None
+    schedule_id: str | None
+    slot: str | None
+    bucket: int
+    bucket_key: str | None
+    result: Any
+    error: str | None
+    progress: Any
+    created_at: datetime
+    updated_at: datetime
+
+
+class Page(WireModel[models.Page]):
+    """One page of executions; pass ``next_cursor`` as ``cursor`` for the next one."""
+
+    items: list[Execution]
+    next_cursor: str | None
+
+
+class SubmitBatchResult(BaseModel):
+    """The executions of a batch submit, in request order."""
+
+    items: list[Execution]
+
+
+class Attempt(WireModel[models.Attempt]):
+    """One try by one worker (one lease, one epoch)."""
+
+    attempt: int
+    epoch: int
+    owner: str
+    started_at: datetime
+    ended_at: datetime | None
+    outcome: str | None
+    error: str | None
+
+
+class Transition(WireModel[models.Transition]):
+    """One line of an execution's audit trail."""
+
+    seq: int
+    event: str
+    from_state: str | None
+    to_state: str
+    epoch: int
+    actor: str | None
+    reason: str | None
+    at: datetime
+
+
+class Command(WireModel[models.Command]):
+    """A control request (cancel, pause, resume) addressed to an execution."""
+
+    #: A command as it was requested: no claim yet (see ``ClaimedCommand``).
+    not_on_the_wire: ClassVar[dict[str, Any]] = {"owner": None, "claim_until": None, "epoch": None}
+
+    id: str
+    execution_id: str
+    kind: str
+    state: str
+    requested_by: str
+    requested_at: datetime
+    done_at: datetime | None
+
+
+class Health(BaseModel):
+    """The body of ``/healthz`` and ``/readyz``."""
+
+    status: str

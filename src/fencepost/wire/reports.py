@@ -1,0 +1,153 @@
+"""The bodies of the read-only reports: nodes, bucket ownership, stats and the SLO report.
+
+Durations are seconds as numbers, so a chart can plot them as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Self
+
+from pydantic import BaseModel
+
+from fencepost.domain import nodes, reports
+from fencepost.wire.executions import Execution
+from fencepost.wire.mapping import WireModel
+
+# -- nodes and buckets ---------------------------------------------------------------------
+
+
+class Node(WireModel[nodes.Node]):
+    """A live scheduler or worker process and the buckets it claims from."""
+
+    id: str
+    kind: str
+    #: The buckets it declared, in bucket order; None: it claims from any bucket.
+    buckets: list[int] | None
+    started_at: datetime
+    heartbeat_at: datetime
+    expires_at: datetime
+
+    @classmethod
+    def from_domain(cls, obj: nodes.Node, /, **given: Any) -> Self:
+        """The body of a node, its buckets in bucket order."""
+        buckets = None if obj.buckets is None else sorted(set(obj.buckets))
+        return super().from_domain(obj, buckets=buckets, **given)
+
+
+class Bucket(BaseModel):
+    """One bucket: who claims from it and how much unfinished work it holds."""
+
+    bucket: int
+    #: Live nodes that declared this bucket (nodes claiming from any bucket are not listed).
+    owners: list[str]
+    #: Unfinished executions (SCHEDULED, RUNNING, RETRY_WAIT) in it.
+    executions: int
+    #: Declared by two or more live nodes.
+    duplicated: bool
+    #: No live node claims from it (a hole).
+    unowned: bool
+
+
+class BucketReport(WireModel[nodes.BucketReport]):
+    """Ownership of every bucket among the live nodes, and the work nobody will pick up."""
+
+    num_buckets: int
+    buckets: list[Bucket]
+    #: Buckets declared by two or more live nodes, in bucket order.
+    duplicated: list[int]
+    #: Buckets no live node claims from, in bucket order (empty while a floating node lives).
+    unowned: list[int]
+    #: Live nodes that claim from any bucket.
+    floating: list[str]
+    #: Unfinished executions in unowned buckets, unchanged for ``orphaned_after`` seconds.
+    orphans: list[Execution]
+
+    @classmethod
+    def from_domain(
+        cls, obj: nodes.BucketReport, /, *, counts: Mapping[int, int] | None = None, **given: Any
+    ) -> Self:
+        """The body of a report, every bucket listed with ``counts`` (unfinished, by bucket)."""
+        counts = counts or {}
+        unowned = set(obj.unowned)
+        buckets = [
+            Bucket(
+                bucket=b,
+                owners=obj.owners.get(b, []),
+                executions=counts.get(b, 0),
+                duplicated=b in obj.duplicated,
+                unowned=b in unowned,
+            )
+            for b in range(obj.num_buckets)
+        ]
+        return super().from_domain(obj, buckets=buckets, duplicated=list(obj.duplicated), **given)
+
+    def to_domain(self, **given: Any) -> nodes.BucketReport:
+        """The report, without the per-bucket counts (the domain's report has none)."""
+        owners = {b.bucket: b.owners for b in self.buckets if b.owners}
+        duplicated = {b: owners[b] for b in self.duplicated}
+        return super().to_domain(owners=owners, duplicated=duplicated, **given)
+
+
+# -- stats and SLO -------------------------------------------------------------------------
+
+
+class Lateness(WireModel[reports.Lateness]):
+    """How late claims were, in seconds: nearest-rank percentiles (None without claims)."""
+
+    count: int
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    max: float | None
+
+
+class Stats(WireModel[reports.Stats]):
+    """The store at one instant, and what happened in the window before it."""
+
+    at: datetime
+    window_seconds: float
+    #: Every state, zeros included.
+    by_state: dict[str, int]
+    #: Per job (by name), every state, zeros included.
+    by_job: dict[str, dict[str, int]]
+    #: SCHEDULED and RETRY_WAIT executions already due and not yet claimed.
+    due_backlog: int
+    #: Claims in the window: claim time minus due time.
+    claim_lateness: Lateness
+    #: Completions and failures from stale workers refused in the window.
+    stale_refused: int
+    #: Leases that ran out in the window (reaped or taken over).
+    lease_expiries: int
+
+
+class SloShare(WireModel[reports.SloShare]):
+    """One objective: ``met`` out of ``total``; ``share`` is None when ``total`` is 0."""
+
+    met: int
+    total: int
+    share: float | None
+
+
+class SloOffender(WireModel[reports.SloOffender]):
+    """One of the executions claimed latest (or not claimed yet) in the window."""
+
+    execution_id: str
+    job: str
+    state: str
+    due_at: datetime
+    claimed_at: datetime | None
+    lateness_seconds: float
+
+
+class Slo(WireModel[reports.SloReport]):
+    """The scheduler's service-level report over the executions due in the window."""
+
+    at: datetime
+    window_seconds: float
+    claim_within_seconds: float
+    finish_within_seconds: float
+    claimed: SloShare
+    finished: SloShare
+    worst: list[SloOffender]

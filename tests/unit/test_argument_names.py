@@ -1,0 +1,51 @@
+"""``Store``, ``App`` and ``Client`` take the same names for the same arguments.
+
+``job_version`` is the deprecated name of ``version``: where a verb still takes it,
+it counts as ``version`` here.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from fencepost import App
+from fencepost.client.http import Client
+from fencepost.store.base import Store
+from fencepost.wire.executions import SubmitItem
+from fencepost.wire.mapping import argument_name
+from fencepost.wire.schedules import ScheduleCreate
+
+
+def names(verb: Callable[..., Any]) -> set[str]:
+    """The named parameters of ``verb`` (``self`` and ``**kwargs`` aside), old names as new."""
+    parameters = inspect.signature(verb).parameters.values()
+    given = {p.name for p in parameters if p.kind is not p.VAR_KEYWORD and p.name != "self"}
+    return {"version" if name == "job_version" else name for name in given}
+
+
+def test_the_three_submits_take_the_same_names() -> None:
+    assert names(Client.submit) == names(App.submit) == names(Store.submit)
+
+
+def test_a_submit_body_carries_every_argument_but_the_timeout() -> None:
+    # The service gives an execution its registered job's timeout: the API has no field.
+    carried = {argument_name(field) for field in SubmitItem.model_fields}
+    assert carried | {"timeout"} == names(Store.submit)
+
+
+def test_adding_a_schedule_takes_the_same_names() -> None:
+    assert names(App.schedule) == names(Store.add_schedule)
+    carried = {argument_name(field) for field in ScheduleCreate.model_fields}
+    assert carried == names(Store.add_schedule)  # what Client.add_schedule sends
+
+
+def test_app_schedule_can_store_a_schedule_paused() -> None:
+    app = App("memory://")
+
+    @app.job("tick")
+    def tick() -> None: ...
+
+    handle = app.schedule("tick", every=60, paused=True)
+    assert handle.schedule.paused
