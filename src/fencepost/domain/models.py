@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
@@ -44,6 +44,80 @@ class Execution:
     progress: JSON  #: the latest checkpoint a worker reported
     created_at: datetime
     updated_at: datetime
+
+
+class Runs(Protocol):
+    """What a new execution runs: a submission, or the schedule an occurrence belongs to."""
+
+    @property
+    def job(self) -> str: ...
+    @property
+    def job_version(self) -> int | None: ...
+    @property
+    def inputs(self) -> JSON: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
+
+
+class Placed(Protocol):
+    """Where a new execution stands: its id, when it is due, its key and its bucket."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def due_at(self) -> datetime: ...
+    @property
+    def idempotency_key(self) -> str | None: ...
+    @property
+    def bucket(self) -> int: ...
+
+
+def scheduled_execution(
+    runs: Runs,
+    placed: Placed,
+    *,
+    created_at: datetime,
+    timeout: timedelta | None = None,
+    bucket_key: str | None = None,
+    schedule_id: str | None = None,
+    slot: str | None = None,
+) -> Execution:
+    """A new execution as it stands right after insertion: SCHEDULED, never claimed.
+
+    The one place that spells out what "not started yet" means (attempt and epoch
+    0, no lease, no result, error or progress); a submission and a schedule's
+    occurrence both become an execution through it.
+    """
+    return Execution(
+        # what it runs
+        job=runs.job,
+        job_version=runs.job_version,
+        inputs=runs.inputs,
+        priority=runs.priority,
+        max_attempts=runs.max_attempts,
+        timeout=timeout,
+        # where it stands
+        id=placed.id,
+        due_at=placed.due_at,
+        idempotency_key=placed.idempotency_key,
+        bucket=placed.bucket,
+        bucket_key=bucket_key,
+        schedule_id=schedule_id,
+        slot=slot,
+        created_at=created_at,
+        updated_at=created_at,
+        # not started yet
+        state=State.SCHEDULED,
+        attempt=0,
+        epoch=0,
+        lease_owner=None,
+        lease_until=None,
+        result=None,
+        error=None,
+        progress=None,
+    )
 
 
 # Fence and LiveFence have no __slots__ of their own, so that Lease's slots name every

@@ -22,9 +22,14 @@ from fencepost.domain.buckets import bucket_for
 from fencepost.domain.checks import require_name
 from fencepost.domain.durations import as_aware_utc
 from fencepost.domain.errors import ValidationError
-from fencepost.domain.models import JSON, Execution, Occurrence, Schedule
+from fencepost.domain.models import (
+    JSON,
+    Execution,
+    Occurrence,
+    Schedule,
+    scheduled_execution,
+)
 from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
-from fencepost.domain.states import State
 
 #: The fields ``add_schedule`` takes besides ``id``, which ``update_schedule`` may change.
 SCHEDULE_FIELDS = (
@@ -281,30 +286,8 @@ class NewOccurrence:
 
         It runs the schedule's job, version, inputs, attempts and priority.
         """
-        return Execution(
-            id=self.id,
-            job=schedule.job,
-            job_version=schedule.job_version,
-            inputs=schedule.inputs,
-            state=State.SCHEDULED,
-            due_at=self.due_at,
-            priority=schedule.priority,
-            attempt=0,
-            max_attempts=schedule.max_attempts,
-            epoch=0,
-            lease_owner=None,
-            lease_until=None,
-            timeout=None,
-            idempotency_key=self.idempotency_key,
-            schedule_id=self.schedule_id,
-            slot=self.slot,
-            bucket=self.bucket,
-            bucket_key=None,
-            result=None,
-            error=None,
-            progress=None,
-            created_at=now,
-            updated_at=now,
+        return scheduled_execution(
+            schedule, self, created_at=now, schedule_id=self.schedule_id, slot=self.slot
         )
 
 

@@ -13,8 +13,7 @@ from fencepost.domain.buckets import bucket_for
 from fencepost.domain.checks import INT32_MAX, require_int, require_name
 from fencepost.domain.durations import as_aware_utc, as_duration
 from fencepost.domain.errors import ValidationError
-from fencepost.domain.models import JSON, Execution
-from fencepost.domain.states import State
+from fencepost.domain.models import JSON, Execution, scheduled_execution
 
 #: How many attempts an execution gets unless the submitter says otherwise.
 DEFAULT_MAX_ATTEMPTS = 3
@@ -66,30 +65,12 @@ class NewExecution:
 
     def to_execution(self) -> Execution:
         """The execution as it stands right after insertion."""
-        return Execution(
-            id=self.id,
-            job=self.job,
-            job_version=self.job_version,
-            inputs=self.inputs,
-            state=State.SCHEDULED,
-            due_at=self.due_at,
-            priority=self.priority,
-            attempt=0,
-            max_attempts=self.max_attempts,
-            epoch=0,
-            lease_owner=None,
-            lease_until=None,
-            timeout=self.timeout,
-            idempotency_key=self.idempotency_key,
-            schedule_id=None,
-            slot=None,
-            bucket=self.bucket,
-            bucket_key=self.bucket_key,
-            result=None,
-            error=None,
-            progress=None,
+        return scheduled_execution(
+            self,
+            self,
             created_at=self.created_at,
-            updated_at=self.created_at,
+            timeout=self.timeout,
+            bucket_key=self.bucket_key,
         )
 
 
