@@ -29,6 +29,7 @@ from fencepost.testing.contract.support import (
     _command_fields,
     assert_audit_valid,
     at,
+    taken_over,
 )
 from fencepost.testing.factory import ExecutionFactory
 
@@ -202,10 +203,7 @@ class CommandsContract(ContractFixtures):
     def test_a_command_taken_by_a_lost_lease_reaches_the_holder(
         self, store: Store, clock: ManualClock
     ) -> None:
-        e = store.submit("job", max_attempts=3)
-        (lost,) = store.claim("a", ttl=5)
-        clock.set(5)
-        (holder,) = store.claim("b", ttl=30)
+        e, lost, holder = taken_over(store, clock, "a", "b", ttl=30, max_attempts=3)
         clock.set(6)
         store.request(e.id, "cancel", actor="alice")
 
@@ -255,10 +253,7 @@ class CommandsContract(ContractFixtures):
         self, store: Store, clock: ManualClock
     ) -> None:
         """The owner name proves nothing: a re-claimed execution takes the new epoch's lease."""
-        e = store.submit("job", max_attempts=3)
-        (first,) = store.claim("w", ttl=5)
-        clock.set(5)
-        (second,) = store.claim("w", ttl=30)
+        e, first, second = taken_over(store, clock, "w", "w", ttl=30, max_attempts=3)
         store.request(e.id, "pause")
         (command,) = store.claim_commands("w", [e.id])
         with pytest.raises(StaleLease):

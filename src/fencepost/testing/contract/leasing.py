@@ -27,6 +27,9 @@ from fencepost.testing.contract.support import (
     _fields,
     assert_audit_valid,
     at,
+    expired_lease,
+    refused_unchanged,
+    taken_over,
 )
 
 
@@ -373,13 +376,9 @@ class LeasingContract(ContractFixtures):
         assert store.complete(lease, "ok").state is State.SUCCEEDED
 
     def test_heartbeat_at_expiry_is_stale(self, store: Store, clock: ManualClock) -> None:
-        e = store.submit("job")
-        (lease,) = store.claim("w", ttl=5)
-        clock.set(5)
-        before = store.get(e.id)
-        with pytest.raises(StaleLease):
+        e, lease = expired_lease(store, clock)
+        with refused_unchanged(store, e.id):
             store.heartbeat(lease)
-        assert store.get(e.id) == before
         (t,) = [t for t in store.transitions(e.id) if t.event is Event.STALE_REFUSED]
         assert (t.actor, t.epoch, t.reason) == ("w", 1, "stale heartbeat refused")
 
@@ -397,10 +396,7 @@ class LeasingContract(ContractFixtures):
         assert store.get(e.id) == before
 
     def test_heartbeat_many_mixes_live_and_stale(self, store: Store, clock: ManualClock) -> None:
-        e = store.submit("job")
-        (old,) = store.claim("a", ttl=5)
-        clock.set(5)
-        (new,) = store.claim("b", ttl=5)
+        e, old, new = taken_over(store, clock, "a", "b")
         outcomes = store.heartbeat_many([(new, {"p": 1}), (old, {"p": 2})], ttl=5)
         assert isinstance(outcomes[0], Lease)
         assert outcomes[0].lease_until == at(10)

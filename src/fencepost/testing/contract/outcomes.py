@@ -25,6 +25,9 @@ from fencepost.testing.contract.support import (
     _fields,
     assert_audit_valid,
     at,
+    expired_lease,
+    refused_unchanged,
+    taken_over,
 )
 from fencepost.testing.factory import ExecutionFactory
 
@@ -106,10 +109,7 @@ class OutcomesContract(ContractFixtures):
         self, store: Store, clock: ManualClock
     ) -> None:
         """The owner name proves nothing: after re-claiming, a worker holds only the new epoch."""
-        e = store.submit("job", max_attempts=5)
-        (first,) = store.claim("w", ttl=5)
-        clock.set(5)
-        (second,) = store.claim("w", ttl=5)
+        e, first, second = taken_over(store, clock, "w", "w", max_attempts=5)
         assert (first.owner, second.owner, second.epoch) == ("w", "w", 2)
         before = store.get(e.id)
         for call in (
@@ -290,13 +290,9 @@ class OutcomesContract(ContractFixtures):
         assert_audit_valid(store, e.id)
 
     def test_release_is_fenced(self, store: Store, clock: ManualClock) -> None:
-        e = store.submit("job")
-        (lease,) = store.claim("a", ttl=5)
-        clock.set(5)
-        before = store.get(e.id)
-        with pytest.raises(StaleLease):
+        e, lease = expired_lease(store, clock, "a")
+        with refused_unchanged(store, e.id):
             store.release(lease)
-        assert store.get(e.id) == before
         with pytest.raises(ValidationError) as caught:
             store.release(lease, reason="")
         assert caught.value.field == "reason"
@@ -347,13 +343,9 @@ class OutcomesContract(ContractFixtures):
     def test_stale_timed_out_fail_is_refused_and_audited(
         self, store: Store, clock: ManualClock
     ) -> None:
-        e = store.submit("job", max_attempts=3)
-        (lease,) = store.claim("w", ttl=5)
-        clock.set(5)
-        before = store.get(e.id)
-        with pytest.raises(StaleLease):
+        e, lease = expired_lease(store, clock, max_attempts=3)
+        with refused_unchanged(store, e.id):
             store.fail(lease, "too slow", timed_out=True)
-        assert store.get(e.id) == before
         (t,) = [t for t in store.transitions(e.id) if t.event is Event.STALE_REFUSED]
         assert (t.actor, t.epoch, t.reason, t.at) == ("w", 1, "stale fail refused", at(5))
         assert [a.outcome for a in store.attempts(e.id)] == [None], "still open"
@@ -402,13 +394,9 @@ class OutcomesContract(ContractFixtures):
         assert caught.value.field == "reason"
 
     def test_abort_is_fenced(self, store: Store, clock: ManualClock) -> None:
-        e = store.submit("job", max_attempts=3)
-        (old,) = store.claim("a", ttl=5)
-        clock.set(5)
-        before = store.get(e.id)
-        with pytest.raises(StaleLease):
+        e, old = expired_lease(store, clock, "a", max_attempts=3)
+        with refused_unchanged(store, e.id):
             store.abort(old)  # expired exactly now
-        assert store.get(e.id) == before
         (new,) = store.claim("b", ttl=5)
         taken = store.get(e.id)
         forged = Lease(**{**_fields(new), "owner": "intruder"})

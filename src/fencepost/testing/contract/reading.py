@@ -16,7 +16,12 @@ from fencepost.domain.models import Occurrence
 from fencepost.domain.states import State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
-from fencepost.testing.contract.support import ContractFixtures, _keys_in_distinct_buckets, at
+from fencepost.testing.contract.support import (
+    ContractFixtures,
+    _keys_in_distinct_buckets,
+    at,
+    pages_of,
+)
 from fencepost.testing.factory import ExecutionFactory
 
 
@@ -48,18 +53,9 @@ class ReadingContract(ContractFixtures):
 
     def test_query_pages_by_keyset(self, store: Store) -> None:
         made = [e.id for e in store.submit_many([{"job": "j"} for _ in range(25)])]
-        seen: list[str] = []
-        cursor = None
-        pages = 0
-        while True:
-            page = store.query(limit=10, after=cursor)
-            seen.extend(e.id for e in page.items)
-            pages += 1
-            if page.next_cursor is None:
-                break
-            cursor = page.next_cursor
-        assert pages == 3
-        assert seen == sorted(made)
+        pages = pages_of(lambda cursor: store.query(limit=10, after=cursor))
+        assert len(pages) == 3
+        assert [e.id for page in pages for e in page] == sorted(made)
         exact = store.query(limit=25)
         assert (len(exact.items), exact.next_cursor) == (25, None)
 

@@ -23,6 +23,8 @@ from fencepost.testing.contract.support import (
     ContractFixtures,
     assert_audit_valid,
     at,
+    names_the_field,
+    pages_of,
     timezone_plus,
 )
 
@@ -155,10 +157,8 @@ class SchedulesContract(ContractFixtures):
     def test_bad_add_schedule_names_the_field_and_writes_nothing(
         self, store: Store, arguments: dict[str, Any], field: str
     ) -> None:
-        with pytest.raises(ValidationError) as caught:
+        with names_the_field(field):
             store.add_schedule("job", **arguments)
-        assert caught.value.field == field
-        assert field in str(caught.value)
         assert store.schedules().items == []
 
     def test_text_no_store_can_hold_names_nothing(self, store: Store) -> None:
@@ -229,18 +229,10 @@ class SchedulesContract(ContractFixtures):
             store.add_schedule(
                 "even" if n % 2 == 0 else "odd", every=60, id=schedule_id, paused=schedule_id == "a"
             )
-        seen: list[str] = []
-        cursor = None
-        pages = 0
-        while True:
-            page = store.schedules(limit=4, after=cursor)
-            seen.extend(s.id for s in page.items)
-            pages += 1
-            if page.next_cursor is None:
-                break
-            cursor = page.next_cursor
+        pages = pages_of(lambda cursor: store.schedules(limit=4, after=cursor))
+        seen = [s.id for page in pages for s in page]
         assert seen == ["A", "Z", "a", "b", "c-10", "c-2"], "code point order on every backend"
-        assert pages == 2
+        assert len(pages) == 2
         assert store.schedules(limit=6).next_cursor is None
 
         def listed(**filters: Any) -> list[str]:

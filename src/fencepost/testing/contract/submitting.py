@@ -17,7 +17,13 @@ from fencepost.domain.errors import IdempotencyConflict, ValidationError
 from fencepost.domain.states import Event, State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
-from fencepost.testing.contract.support import ContractFixtures, StoreFactory, at, timezone_plus
+from fencepost.testing.contract.support import (
+    ContractFixtures,
+    StoreFactory,
+    at,
+    names_the_field,
+    timezone_plus,
+)
 from fencepost.testing.factory import ExecutionFactory
 
 
@@ -110,10 +116,8 @@ class SubmittingContract(ContractFixtures):
     def test_bad_submit_names_the_field_and_writes_nothing(
         self, store: Store, arguments: dict[str, Any], field: str
     ) -> None:
-        with pytest.raises(ValidationError) as caught:
+        with names_the_field(field):
             store.submit("job", **arguments)
-        assert caught.value.field == field
-        assert field in str(caught.value)
         assert store.query().items == []
 
     def test_bad_job_name(self, store: Store) -> None:

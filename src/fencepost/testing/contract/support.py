@@ -5,20 +5,27 @@
 * :func:`at` — an instant on the ManualClock timeline; ``_US``, one microsecond, for
   "just before" a boundary;
 * :func:`assert_audit_valid` — the audit trail of an execution walks the state machine;
-* small readers: :func:`executions` (every row, paged), ``_fields`` and its kin (a frozen
-  value's fields as a dict, to forge a changed copy), ``_keys_in_distinct_buckets``.
+* scenario set-ups: :func:`expired_lease` (a lease at its expiry), :func:`taken_over`
+  (and claimed again by someone else);
+* checks: :func:`refused_unchanged` (a refused call leaves the row as it was),
+  :func:`names_the_field` (a ValidationError names the argument);
+* small readers: :func:`pages_of` (follow the cursor), :func:`executions` (every row, paged),
+  ``_fields`` and its kin (a frozen value's fields as a dict, to forge a changed copy),
+  ``_keys_in_distinct_buckets``.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from fencepost.domain.buckets import bucket_for
+from fencepost.domain.errors import FencepostError, StaleLease, ValidationError
 from fencepost.domain.machine import is_edge
 from fencepost.domain.models import Command, Execution, Lease, Schedule
 from fencepost.domain.states import Event, State
@@ -107,13 +114,65 @@ def _keys_in_distinct_buckets(count: int, num_buckets: int) -> list[str]:
     raise AssertionError(f"fewer than {count} buckets")
 
 
-def executions(store: Store) -> list[Execution]:
-    """Every execution in the store, in id order."""
-    out: list[Execution] = []
+def expired_lease(
+    store: Store, clock: ManualClock, owner: str = "w", **submit: Any
+) -> tuple[Execution, Lease]:
+    """A "job" submitted (with ``submit``'s arguments) and claimed by ``owner`` for 5 s.
+
+    The clock then stands at t=5, the instant the lease expires: the lease is stale,
+    and the execution may be taken over.
+    """
+    e = store.submit("job", **submit)
+    (lease,) = store.claim(owner, ttl=5)
+    clock.set(5)
+    return e, lease
+
+
+def taken_over(
+    store: Store, clock: ManualClock, first: str, second: str, *, ttl: float = 5, **submit: Any
+) -> tuple[Execution, Lease, Lease]:
+    """An :func:`expired_lease` of ``first`` that ``second`` claims again at t=5 for ``ttl``.
+
+    Returns the execution, the lost lease and the one that replaced it (epoch 2).
+    """
+    e, lost = expired_lease(store, clock, first, **submit)
+    (holder,) = store.claim(second, ttl=ttl)
+    return e, lost, holder
+
+
+@contextmanager
+def refused_unchanged(
+    store: Store, execution_id: str, error: type[FencepostError] = StaleLease
+) -> Iterator[pytest.ExceptionInfo[FencepostError]]:
+    """The block raises ``error`` and leaves the execution exactly as it found it."""
+    before = store.get(execution_id)
+    with pytest.raises(error) as caught:
+        yield caught
+    assert store.get(execution_id) == before
+
+
+@contextmanager
+def names_the_field(field: str) -> Iterator[None]:
+    """The block raises a :class:`ValidationError` naming ``field``, in its message too."""
+    with pytest.raises(ValidationError) as caught:
+        yield
+    assert caught.value.field == field
+    assert field in str(caught.value)
+
+
+def pages_of(read: Callable[[str | None], Any]) -> list[list[Any]]:
+    """The items of every page ``read(cursor)`` returns, from no cursor to the last page."""
+    pages: list[list[Any]] = []
     cursor = None
     while True:
-        page = store.query(limit=1000, after=cursor)
-        out.extend(page.items)
+        page = read(cursor)
+        pages.append(list(page.items))
         if page.next_cursor is None:
-            return out
+            return pages
         cursor = page.next_cursor
+
+
+def executions(store: Store) -> list[Execution]:
+    """Every execution in the store, in id order."""
+    pages = pages_of(lambda cursor: store.query(limit=1000, after=cursor))
+    return [execution for page in pages for execution in page]
