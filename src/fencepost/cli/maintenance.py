@@ -12,15 +12,14 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from fencepost.cli import common
 from fencepost.cli.output import Output, span, when
 from fencepost.domain.errors import ValidationError
-from fencepost.domain.policies import Overlap
 from fencepost.domain.states import State
-from fencepost.timing.planning import InFlight, Plan, occurrence_kind, plan
+from fencepost.timing.planning import Plan, occurrence_kind
 
 if TYPE_CHECKING:
     import argparse
@@ -222,26 +221,14 @@ def reconcile(args: argparse.Namespace, out: Output) -> int:
 def _plan_due(
     store: Store, options: MaterializerOptions, now: datetime, update: Callable[[int], None]
 ) -> list[Planned]:
-    from fencepost.scheduler.materializer import in_flight_of
-    from fencepost.timing.rules import rule_of
+    from fencepost.scheduler.materializer import plan_schedule
 
     planned: list[Planned] = []
     cursor: str | None = None
     while True:
         page = store.schedules(due_before=now, limit=_PAGE, after=cursor)
         for schedule in page.items:
-            in_flight = (
-                InFlight() if schedule.overlap is Overlap.ALLOW else in_flight_of(store, schedule)
-            )
-            result = plan(
-                schedule,
-                rule_of(schedule),
-                now=now,
-                in_flight=in_flight,
-                lookahead=timedelta(seconds=options.lookahead),
-                recheck=timedelta(seconds=options.recheck),
-                limit=options.limit,
-            )
+            result = plan_schedule(store, schedule, now, options)
             planned.append(Planned(schedule=schedule, plan=result))
             log.info(
                 "plan: %d to run, %d held, %d skipped",

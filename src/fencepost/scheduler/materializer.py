@@ -57,6 +57,25 @@ def in_flight_of(store: Store, schedule: Schedule) -> InFlight:
     return InFlight(running=len(running), waiting=len(unstarted) - held, held=held)
 
 
+def plan_schedule(
+    store: Store, schedule: Schedule, now: datetime, options: MaterializerOptions
+) -> Plan:
+    """The plan a materializer makes for ``schedule`` at ``now`` (``fencepost reconcile`` too).
+
+    Only a policy other than ``allow`` reads what the schedule has in flight.
+    """
+    in_flight = InFlight() if schedule.overlap is Overlap.ALLOW else in_flight_of(store, schedule)
+    return plan(
+        schedule,
+        rule_of(schedule),
+        now=now,
+        in_flight=in_flight,
+        lookahead=timedelta(seconds=options.lookahead),
+        recheck=timedelta(seconds=options.recheck),
+        limit=options.limit,
+    )
+
+
 class Materializer:
     """Plans due schedules and stores their occurrences; see the module docstring."""
 
@@ -80,20 +99,7 @@ class Materializer:
         now = self.store.clock.now()
         work: list[tuple[Schedule, Plan]] = []
         for schedule in schedules:
-            in_flight = (
-                InFlight()
-                if schedule.overlap is Overlap.ALLOW
-                else in_flight_of(self.store, schedule)
-            )
-            planned = plan(
-                schedule,
-                rule_of(schedule),
-                now=now,
-                in_flight=in_flight,
-                lookahead=timedelta(seconds=opts.lookahead),
-                recheck=timedelta(seconds=opts.recheck),
-                limit=opts.limit,
-            )
+            planned = plan_schedule(self.store, schedule, now, opts)
             for warning in planned.warnings:
                 log.warning(warning)
             work.append((schedule, planned))
