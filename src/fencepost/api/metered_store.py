@@ -11,7 +11,7 @@ application's own registry by :func:`fencepost.api.metrics.create_metrics`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -210,33 +210,16 @@ class MeteredStore:
         Whether it was retryable does not change how the attempt ended (FAILED);
         it only decides what became of the execution.
         """
-        try:
-            failed = self.wrapped.fail(lease, error, **options)
-        except StaleLease:
-            self._refused("fail")
-            raise
-        self._ended("timed_out" if options.get("timed_out") else "failed")
-        return failed
+        outcome = "timed_out" if options.get("timed_out") else "failed"
+        return self._ending("fail", outcome, lambda: self.wrapped.fail(lease, error, **options))
 
     def release(self, lease: Lease, **options: Any) -> Execution:
         """:meth:`Store.release`, counting the attempt or the refusal."""
-        try:
-            released = self.wrapped.release(lease, **options)
-        except StaleLease:
-            self._refused("release")
-            raise
-        self._ended("released")
-        return released
+        return self._ending("release", "released", lambda: self.wrapped.release(lease, **options))
 
     def abort(self, lease: Lease, **options: Any) -> Execution:
         """:meth:`Store.abort`, counting the attempt (cancelled) or the refusal."""
-        try:
-            aborted = self.wrapped.abort(lease, **options)
-        except StaleLease:
-            self._refused("abort")
-            raise
-        self._ended("cancelled")
-        return aborted
+        return self._ending("abort", "cancelled", lambda: self.wrapped.abort(lease, **options))
 
     def reap_expired(self, **options: Any) -> int:
         """:meth:`Store.reap_expired`, counting the leases it timed out."""
@@ -274,6 +257,19 @@ class MeteredStore:
                 if skipped and reason.startswith(_MISFIRE_REASON):
                     self.instruments.misfires.inc()
         return answers
+
+    def _ending(self, verb: str, outcome: str, report: Callable[[], Execution]) -> Execution:
+        """Run ``report``, a fenced ``verb`` that ends the attempt as ``outcome``, and count it.
+
+        A refusal (:class:`StaleLease`) is counted as refused and raised again.
+        """
+        try:
+            ended = report()
+        except StaleLease:
+            self._refused(verb)
+            raise
+        self._ended(outcome)
+        return ended
 
     def _ended(self, outcome: str) -> None:
         self.instruments.attempts.labels(outcome=outcome).inc()
