@@ -324,9 +324,7 @@ def fail(execution_id: ExecutionId, body: FailRequest, store: StoreDep) -> schem
 )
 def release(execution_id: ExecutionId, body: ReasonRequest, store: StoreDep) -> schemas.Execution:
     """Give a live lease back unfinished (claimable again at once); 409 if stale."""
-    fence = fence_of(execution_id, body.owner, body.epoch)
-    reason = {"reason": body.reason} if body.reason is not None else {}
-    return schemas.Execution.from_domain(store.release(fence, **reason))
+    return _with_reason(store.release, execution_id, body)
 
 
 @router.post(
@@ -336,9 +334,16 @@ def release(execution_id: ExecutionId, body: ReasonRequest, store: StoreDep) -> 
 )
 def abort(execution_id: ExecutionId, body: ReasonRequest, store: StoreDep) -> schemas.Execution:
     """Stop a running execution to honour a cancel command (CANCELLED); 409 if stale."""
+    return _with_reason(store.abort, execution_id, body)
+
+
+def _with_reason(
+    verb: Callable[..., models.Execution], execution_id: str, body: ReasonRequest
+) -> schemas.Execution:
+    """``verb`` (release or abort) on the body's fence, with its reason or the store's default."""
     fence = fence_of(execution_id, body.owner, body.epoch)
     reason = {"reason": body.reason} if body.reason is not None else {}
-    return schemas.Execution.from_domain(store.abort(fence, **reason))
+    return schemas.Execution.from_domain(verb(fence, **reason))
 
 
 @router.post(
