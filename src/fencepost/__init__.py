@@ -80,6 +80,7 @@ __all__ = [
     "fire_times",
 ]
 __all__ += _errors.__all__  # a form type checkers read (the typing spec's "library interface")
+__all__.sort()  # one sorted list, as dir() shows it
 
 #: Where each public name lives. They load on first use (PEP 562): ``fencepost --help``
 #: and a worker's CLI import only what they use, not the App, scheduler and store at once.
