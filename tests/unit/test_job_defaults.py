@@ -37,7 +37,7 @@ def test_a_submit_takes_the_latest_version_and_its_defaults(registry: JobRegistr
     assert submit_defaults(registry, "report", {"day": "d"}) == {
         "job": "report",
         "inputs": {"day": "d"},
-        "job_version": 2,
+        "version": 2,
         "max_attempts": 7,
         "timeout": timedelta(seconds=60),
     }
@@ -54,7 +54,7 @@ def test_defaults_the_job_lacks_are_left_to_the_store(registry: JobRegistry) -> 
     assert submit_defaults(registry, "report", {"day": "d"}, version=1) == {
         "job": "report",
         "inputs": {"day": "d"},
-        "job_version": 1,
+        "version": 1,
     }
 
 
@@ -62,7 +62,7 @@ def test_without_a_registry_the_arguments_pass_through() -> None:
     assert submit_defaults(None, "anything", [1], version=3, max_attempts=4) == {
         "job": "anything",
         "inputs": [1],
-        "job_version": 3,
+        "version": 3,
         "max_attempts": 4,
     }
 
@@ -71,7 +71,7 @@ def test_a_schedule_takes_no_timeout(registry: JobRegistry) -> None:
     assert schedule_defaults(registry, "report", {"day": "d"}) == {
         "job": "report",
         "inputs": {"day": "d"},
-        "job_version": 2,
+        "version": 2,
         "max_attempts": 7,
     }
 

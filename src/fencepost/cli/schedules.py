@@ -153,8 +153,10 @@ def add(args: argparse.Namespace, out: Output) -> int:
         "paused": args.paused,
     }
     common.require_db(args)
+    # The definition names the version by the schedule's field, job_version.
+    fields = {"job_version" if k == "version" else k: v for k, v in arguments.items()}
     try:  # the store's own checks, before it is opened
-        spec = specs.define(args.job, max_payload_bytes=DEFAULT_MAX_PAYLOAD_BYTES, **arguments)
+        spec = specs.define(args.job, max_payload_bytes=DEFAULT_MAX_PAYLOAD_BYTES, **fields)
         if args.id is not None:
             plans.check_schedule_id(args.id)
     except ValidationError as exc:

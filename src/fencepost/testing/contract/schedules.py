@@ -144,7 +144,7 @@ class SchedulesContract(ContractFixtures):
             pytest.param({"every": 60, "id": ""}, "id", id="empty-id"),
             pytest.param({"every": 60, "id": "x" * 201}, "id", id="long-id"),
             pytest.param({"every": 60, "id": 7}, "id", id="int-id"),
-            pytest.param({"every": 60, "job_version": 0}, "job_version", id="version"),
+            pytest.param({"every": 60, "version": 0}, "job_version", id="version"),
             pytest.param({"every": 60, "max_attempts": 0}, "max_attempts", id="attempts"),
             pytest.param({"every": 60, "priority": 2**40}, "priority", id="priority"),
             pytest.param({"every": 60, "paused": "yes"}, "paused", id="paused"),
