@@ -23,6 +23,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -44,6 +45,8 @@ from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
 
 WORKERS = ("worker-a", "worker-b", "worker-c")
+
+_T = TypeVar("_T")
 
 
 def run_fencing_machine(
@@ -128,82 +131,99 @@ def run_fencing_machine(
                 and lease_is_live(before.lease_until, self.clock.now())
             )
 
-        @rule(lease=leases, ttl=st.sampled_from([1.0, 3.0]))
-        def heartbeat(self, lease: Lease, ttl: float) -> None:
+        def fenced(
+            self, lease: Lease, report: Callable[[Execution], _T], *, act: str, verb: str
+        ) -> tuple[Execution, _T] | None:
+            """Run ``report(before)``, a fenced call with ``lease``, and judge it by the oracle.
+
+            Accepted exactly when :meth:`should_accept` says so (from the row before the
+            call), and a refusal changes nothing. ``act`` and ``verb`` word the failures.
+            Returns the row as it was before and what the call returned; None if refused.
+            """
             before = self.store.get(lease.execution_id)
             expected = self.should_accept(lease, before)
             try:
-                renewed = self.store.heartbeat(lease, ttl=ttl, progress={"at": str(before.epoch)})
+                answer = report(before)
             except StaleLease:
-                assert not expected, "a live lease's heartbeat was refused"
-                assert self.store.get(lease.execution_id) == before, "stale heartbeat wrote"
+                assert not expected, f"a live lease's {act} was refused"
+                assert self.store.get(lease.execution_id) == before, f"stale {verb} wrote"
+                return None
+            assert expected, f"a stale {act} was accepted"
+            return before, answer
+
+        @rule(lease=leases, ttl=st.sampled_from([1.0, 3.0]))
+        def heartbeat(self, lease: Lease, ttl: float) -> None:
+            ran = self.fenced(
+                lease,
+                lambda before: self.store.heartbeat(
+                    lease, ttl=ttl, progress={"at": str(before.epoch)}
+                ),
+                act="heartbeat",
+                verb="heartbeat",
+            )
+            if ran is None:
                 return
-            assert expected, "a stale heartbeat was accepted"
+            before, renewed = ran
             assert renewed.epoch == lease.epoch == before.epoch
             self.issued[lease.execution_id].append(renewed)
 
         @rule(lease=consumes(leases), result=st.integers(0, 9))
         def complete(self, lease: Lease, result: int) -> None:
-            before = self.store.get(lease.execution_id)
-            expected = self.should_accept(lease, before)
-            try:
-                done = self.store.complete(lease, result)
-            except StaleLease:
-                assert not expected, "a live lease's completion was refused"
-                assert self.store.get(lease.execution_id) == before, "stale complete wrote"
+            ran = self.fenced(
+                lease,
+                lambda _: self.store.complete(lease, result),
+                act="completion",
+                verb="complete",
+            )
+            if ran is None:
                 return
-            assert expected, "a stale completion was accepted"
+            _, done = ran
             self.accepted[lease.execution_id] += 1
             assert self.accepted[lease.execution_id] == 1, "two accepted completions"
             assert (done.state, done.result) == (State.SUCCEEDED, result)
 
         @rule(lease=consumes(leases), retryable=st.booleans())
         def fail(self, lease: Lease, retryable: bool) -> None:
-            before = self.store.get(lease.execution_id)
-            expected = self.should_accept(lease, before)
-            try:
-                failed = self.store.fail(
+            ran = self.fenced(
+                lease,
+                lambda _: self.store.fail(
                     lease, "boom", retryable=retryable, retry_in=timedelta(seconds=1)
-                )
-            except StaleLease:
-                assert not expected, "a live lease's failure was refused"
-                assert self.store.get(lease.execution_id) == before, "stale fail wrote"
+                ),
+                act="failure",
+                verb="fail",
+            )
+            if ran is None:
                 return
-            assert expected, "a stale failure was accepted"
+            _, failed = ran
             assert failed.state in (State.RETRY_WAIT, State.FAILED)
 
         @rule(lease=consumes(leases), retryable=st.booleans())
         def time_out(self, lease: Lease, retryable: bool) -> None:
-            before = self.store.get(lease.execution_id)
-            expected = self.should_accept(lease, before)
-            try:
-                failed = self.store.fail(
+            ran = self.fenced(
+                lease,
+                lambda _: self.store.fail(
                     lease,
                     "ran too long",
                     retryable=retryable,
                     retry_in=timedelta(seconds=1),
                     timed_out=True,
-                )
-            except StaleLease:
-                assert not expected, "a live lease's timeout was refused"
-                assert self.store.get(lease.execution_id) == before, "stale timeout wrote"
+                ),
+                act="timeout",
+                verb="timeout",
+            )
+            if ran is None:
                 return
-            assert expected, "a stale timeout was accepted"
+            _, failed = ran
             assert failed.state in (State.RETRY_WAIT, State.FAILED)
             last = self.store.attempts(lease.execution_id)[-1]
             assert (last.epoch, last.outcome) == (lease.epoch, AttemptOutcome.TIMED_OUT)
 
         @rule(lease=consumes(leases))
         def abort(self, lease: Lease) -> None:
-            before = self.store.get(lease.execution_id)
-            expected = self.should_accept(lease, before)
-            try:
-                aborted = self.store.abort(lease)
-            except StaleLease:
-                assert not expected, "a live lease's abort was refused"
-                assert self.store.get(lease.execution_id) == before, "stale abort wrote"
+            ran = self.fenced(lease, lambda _: self.store.abort(lease), act="abort", verb="abort")
+            if ran is None:
                 return
-            assert expected, "a stale abort was accepted"
+            _, aborted = ran
             assert (aborted.state, aborted.lease_owner) == (State.CANCELLED, None)
 
         @rule(lease=leases, kind=st.sampled_from(list(CommandKind)))
@@ -256,15 +276,12 @@ def run_fencing_machine(
 
         @rule(lease=consumes(leases))
         def release(self, lease: Lease) -> None:
-            before = self.store.get(lease.execution_id)
-            expected = self.should_accept(lease, before)
-            try:
-                released = self.store.release(lease)
-            except StaleLease:
-                assert not expected, "a live lease's release was refused"
-                assert self.store.get(lease.execution_id) == before, "stale release wrote"
+            ran = self.fenced(
+                lease, lambda _: self.store.release(lease), act="release", verb="release"
+            )
+            if ran is None:
                 return
-            assert expected, "a stale release was accepted"
+            before, released = ran
             assert (released.state, released.attempt) == (State.SCHEDULED, before.attempt - 1)
 
         @rule()
