@@ -1,8 +1,8 @@
 """``fencepost reconcile`` and ``fencepost prune``: the scheduler's housekeeping, by hand.
 
-``reconcile`` plans every due schedule with the materializer's own pure planner
-(:func:`fencepost.timing.planning.plan`) and lists RUNNING executions whose lease
-has expired; with ``--dry-run`` that is all it does, otherwise it then runs
+``reconcile`` plans every due schedule as the materializer does
+(:func:`fencepost.scheduler.materializer.plan_schedule`) and lists RUNNING executions
+whose lease has expired; with ``--dry-run`` that is all it does, otherwise it then runs
 materializer passes and the reaper, as a ``fencepost worker --with-scheduler``
 would. ``prune`` deletes finished executions in short batches.
 """
