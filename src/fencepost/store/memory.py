@@ -37,7 +37,6 @@ from fencepost.domain.events import (
     ExecutionClaimed,
     ExecutionCompleted,
     ExecutionEvent,
-    ExecutionFailed,
     ExecutionSkipped,
     LeaseExpired,
 )
@@ -72,6 +71,8 @@ from fencepost.store.base import (
     Outcome,
     Store,
     StoreConfig,
+    always,
+    result_refused,
     stale_schedule,
 )
 from fencepost.timing.planning import HELD
@@ -286,18 +287,13 @@ class MemoryStore(Store):
                 if isinstance(current, StaleLease):
                     out.append(current)
                     continue
-                event: ExecutionEvent
-                if o.invalid is not None:
-                    event = ExecutionFailed(
-                        owner=o.lease.owner, error=o.invalid, retryable=False, retry_at=now
-                    )
-                else:
-                    event = ExecutionCompleted(
-                        owner=o.lease.owner, result=payloads.decode(o.result_json)
-                    )
-                self._apply(current.id, event, now)
+                decide = _completed(o) if o.invalid is None else result_refused(o.lease, o.invalid)
+                self._apply(current.id, decide(current, now), now)
                 out.append(None)
             return out
+
+    def _complete_one(self, outcome: Outcome) -> Execution:
+        return self._fenced_change(outcome.lease, "complete", _completed(outcome))
 
     def _fenced_change(self, fence: Fence, verb: str, decide: Decide) -> Execution:
         with self._lock:
@@ -712,6 +708,13 @@ class MemoryStore(Store):
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _completed(outcome: Outcome) -> Decide:
+    """The success of a completion with a valid result (the result as a store reads it back)."""
+    return always(
+        ExecutionCompleted(owner=outcome.lease.owner, result=payloads.decode(outcome.result_json))
+    )
 
 
 def _claimable(e: Execution, now: datetime) -> bool:

@@ -42,7 +42,6 @@ from fencepost.domain.errors import NotFound, StaleLease
 from fencepost.domain.events import (
     ExecutionCancelled,
     ExecutionEvent,
-    ExecutionFailed,
     LeaseExpired,
 )
 from fencepost.domain.machine import RECORDS_ERROR, Change, apply, holds
@@ -67,6 +66,7 @@ from fencepost.store.base import (
     Store,
     always,
     claimed_inputs,
+    result_refused,
     set_aside,
 )
 from fencepost.store.rows import version_keys
@@ -310,10 +310,8 @@ class SqlStore(Store):
     def _fail_invalid(self, conn: Any, outcome: Outcome, now: datetime) -> StaleLease | None:
         """Fail an execution whose result was refused: permanently, through the machine."""
         assert outcome.invalid is not None
-        event = ExecutionFailed(
-            owner=outcome.lease.owner, error=outcome.invalid, retryable=False, retry_at=now
-        )
-        done = self._fenced_apply(conn, outcome.lease, "complete", always(event), now)
+        decide = result_refused(outcome.lease, outcome.invalid)
+        done = self._fenced_apply(conn, outcome.lease, "complete", decide, now)
         return done if isinstance(done, StaleLease) else None
 
     def _set_aside(

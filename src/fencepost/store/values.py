@@ -156,6 +156,19 @@ def failure(
     return ExecutionFailed(owner=lease.owner, error=error, retryable=retryable, retry_at=retry_at)
 
 
+def result_refused(lease: Fence, invalid: str) -> Decide:
+    """How a completion whose result was refused decides: it fails the execution for good.
+
+    ``invalid`` is the ``result_invalid: ...`` error; retrying cannot mend a result,
+    so the failure is not retryable, decided at the store's now.
+    """
+
+    def decide(_current: Execution, now: datetime) -> ExecutionEvent:
+        return ExecutionFailed(owner=lease.owner, error=invalid, retryable=False, retry_at=now)
+
+    return decide
+
+
 def claimed_inputs(texts: Sequence[str]) -> tuple[list[JSON], dict[int, str]]:
     """Decode the stored inputs of claimed rows, inside the claim's transaction.
 

@@ -289,12 +289,18 @@ waiting AS (
 SELECT pg_advisory_xact_lock(hashtext('fencepost.bucket:' || current_schema()), b)
 FROM (SELECT b FROM unnest(%(buckets)s::integer[]) AS b ORDER BY b) AS ordered
 
--- name: complete_fenced
--- The fence is the WHERE clause: same owner, same epoch, lease still live. The
--- leases have distinct ids (the store splits a batch into rounds), so the ids
--- returned are exactly the accepted ones; the store audits the others with
--- insert_stale_refusals. Rows come in id order, so concurrent batches lock
--- rows in one order and cannot deadlock.
+-- fragment: lease_fence
+-- The fence of complete and heartbeat, after the UPDATE of the leases l: same
+-- owner, same epoch, lease still live.
+    FROM l, clock
+    WHERE e.id = l.id AND e.id = ANY(%(ids)b::uuid[])
+      AND e.state = l.state
+      AND e.lease_owner = l.owner
+      AND e.epoch = l.epoch
+      AND e.lease_until > clock.now
+
+-- fragment: complete_leases
+-- The start of complete_fenced and complete_returning, up to the RETURNING of done.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 -- Each lease must reach its row by primary key, whatever the statistics say:
 -- * l is MATERIALIZED, so RUNNING stays a column of l. Inlined, the constant
@@ -314,14 +320,11 @@ l AS MATERIALIZED (
 done AS (
     UPDATE executions AS e
     SET state = 'SUCCEEDED', lease_owner = NULL, lease_until = NULL, updated_at = clock.now
-    FROM l, clock
-    WHERE e.id = l.id AND e.id = ANY(%(ids)b::uuid[])
-      AND e.state = l.state
-      AND e.lease_owner = l.owner
-      AND e.epoch = l.epoch
-      AND e.lease_until > clock.now
-    RETURNING e.id, l.owner, l.epoch, l.result, clock.now AS at
-),
+    -- include: lease_fence
+
+-- fragment: complete_records
+-- The end of complete_fenced and complete_returning, after done: each accepted
+-- lease's result and COMPLETED transition.
 stored AS (
     UPDATE execution_data AS d SET result = done.result
     FROM done WHERE d.execution_id = done.id
@@ -330,7 +333,33 @@ audit AS (
     INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, at)
     SELECT id, 'COMPLETED', 'RUNNING', 'SUCCEEDED', epoch, owner, at FROM done
 )
+
+-- name: complete_fenced
+-- The fence is the WHERE clause: same owner, same epoch, lease still live. The
+-- leases have distinct ids (the store splits a batch into rounds), so the ids
+-- returned are exactly the accepted ones; the store audits the others with
+-- insert_stale_refusals. Rows come in id order, so concurrent batches lock
+-- rows in one order and cannot deadlock.
+-- include: complete_leases
+    RETURNING e.id, l.owner, l.epoch, l.result, clock.now AS at
+),
+-- include: complete_records
 SELECT id FROM done
+
+-- name: complete_returning
+-- complete_fenced for one lease (Store.complete), returning the execution as this
+-- statement leaves it, a row of execution_rows, so that no second read follows.
+-- The other execution_data columns are read from the statement's snapshot: the
+-- completion changes only the result, which comes from l.
+-- include: complete_leases
+    RETURNING e.*, l.owner, l.result, clock.now AS at
+),
+-- include: complete_records
+SELECT c.id, c.job, c.job_version, c.state, c.due_at, c.priority, c.attempt, c.max_attempts,
+       c.epoch, c.lease_owner, c.lease_until, c.timeout, c.idempotency_key, c.schedule_id,
+       c.slot, c.bucket, c.bucket_key, c.created_at, c.updated_at,
+       d.inputs, c.result, d.error, d.progress
+FROM done AS c JOIN execution_data AS d ON d.execution_id = c.id
 
 -- name: heartbeat_fenced
 -- A heartbeat only ever extends: a lease handed out must not end earlier than promised.
@@ -345,12 +374,7 @@ renewed AS (
     UPDATE executions AS e
     SET lease_until = greatest(e.lease_until, clock.now + %(ttl)s::interval),
         updated_at = clock.now
-    FROM l, clock
-    WHERE e.id = l.id AND e.id = ANY(%(ids)b::uuid[])
-      AND e.state = l.state
-      AND e.lease_owner = l.owner
-      AND e.epoch = l.epoch
-      AND e.lease_until > clock.now
+    -- include: lease_fence
     RETURNING e.id, e.lease_until, l.progress
 ),
 progressed AS (

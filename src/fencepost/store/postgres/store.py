@@ -393,6 +393,27 @@ class PostgresStore(SqlStore):
                     out.append(None if i in accepted else stale(o.lease))
         return out
 
+    def _complete_one(self, outcome: Outcome) -> Execution:
+        fence = outcome.lease
+        if not _is_uuid(fence.execution_id):
+            raise stale(fence)  # names no execution here: refused without asking
+        params = {
+            "now": self._pinned_now(),
+            "ids": [fence.execution_id],
+            "owners": [fence.owner],
+            "epochs": [fence.epoch],
+            "results": [outcome.result_json],
+        }
+        # One autocommit statement, as a batch of one in _complete, that also returns
+        # the row it wrote; a refusal is audited by the next statement (it changes nothing).
+        with self._db.connection() as conn:
+            row = conn.execute(Q["complete_returning"], params).fetchone()
+            if row is None:
+                self._refuse(conn, [fence], "complete", None)
+        if row is None:
+            raise stale(fence)
+        return rows.execution(row)
+
     # -- commands --------------------------------------------------------------------------
 
     def _claim_commands(
