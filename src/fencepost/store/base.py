@@ -77,6 +77,8 @@ from fencepost.store.values import (
     ExecutionFilter,
     Materialization,
     Outcome,
+    ScheduleFilter,
+    SloRequest,
     StoreConfig,
     always,
     check_fences,
@@ -90,6 +92,7 @@ from fencepost.store.values import (
     set_aside,
     stale_schedule,
     states_of,
+    stats_report,
     unix_ms,
     versions_of,
 )
@@ -107,6 +110,8 @@ __all__ = [
     "ExecutionFilter",
     "Materialization",
     "Outcome",
+    "ScheduleFilter",
+    "SloRequest",
     "Store",
     "StoreConfig",
     "StoreCore",
@@ -115,8 +120,10 @@ __all__ = [
     "default_node_id",
     "failure",
     "renewed",
+    "result_refused",
     "set_aside",
     "stale_schedule",
+    "stats_report",
 ]
 
 

@@ -16,7 +16,13 @@ from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS, canonical
 from fencepost.store.core import StoreCore
-from fencepost.store.values import DEFAULT_TTL, MAX_LIMIT, Materialization, cursor_storable
+from fencepost.store.values import (
+    DEFAULT_TTL,
+    MAX_LIMIT,
+    Materialization,
+    ScheduleFilter,
+    cursor_storable,
+)
 from fencepost.timing import specs
 
 
@@ -141,23 +147,19 @@ class ScheduleVerbs(StoreCore):
         if not cursor_storable(after):
             raise ValidationError("after", "must be a cursor from a previous page")
         return self._list_schedules(
-            job=None if job is None else require_name(job, "job"),
-            paused=paused,
-            limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
-            after=after,
-            due_before=None if due_before is None else as_aware_utc(due_before, field="due_before"),
+            ScheduleFilter(
+                job=None if job is None else require_name(job, "job"),
+                paused=paused,
+                limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
+                after=after,
+                due_before=None
+                if due_before is None
+                else as_aware_utc(due_before, field="due_before"),
+            )
         )
 
     @abstractmethod
-    def _list_schedules(
-        self,
-        *,
-        job: str | None,
-        paused: bool | None,
-        limit: int,
-        after: str | None,
-        due_before: datetime | None,
-    ) -> SchedulePage:
+    def _list_schedules(self, filters: ScheduleFilter) -> SchedulePage:
         """List with validated filters: at most ``limit`` items, ``next_cursor`` if more exist."""
 
     def update_schedule(self, schedule_id: str, /, **changes: Any) -> Schedule:

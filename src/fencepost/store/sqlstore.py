@@ -55,7 +55,7 @@ from fencepost.domain.models import (
     SchedulePage,
     Transition,
 )
-from fencepost.domain.reports import Lateness, SloOffender, SloReport, Stats, share, tabulate
+from fencepost.domain.reports import SloOffender, SloReport
 from fencepost.domain.states import CommandKind, CommandState, State
 from fencepost.store.base import (
     UNFINISHED_STATES,
@@ -63,6 +63,8 @@ from fencepost.store.base import (
     Decide,
     ExecutionFilter,
     Outcome,
+    ScheduleFilter,
+    SloRequest,
     Store,
     always,
     claimed_inputs,
@@ -403,36 +405,24 @@ class SqlStore(Store):
                 found = conn.execute(self._q("bucket_counts"), {"states": self._array(states)})
             return {int(bucket): int(count) for bucket, count in found}
 
-    def _slo(
-        self,
-        *,
-        window: timedelta,
-        claim_within: timedelta,
-        finish_within: timedelta,
-        worst: int,
-    ) -> SloReport:
+    def _slo(self, request: SloRequest) -> SloReport:
         with self._read() as conn:
             now = self._tx_now(conn)
             found = conn.execute(
                 self._q("slo"),
                 {
                     "now": self._t(now),
-                    "start": self._t(now - window),
-                    "claim_within": self._d(claim_within),
-                    "finish_within": self._d(finish_within),
-                    "worst": worst,
+                    "start": self._t(now - request.window),
+                    "claim_within": self._d(request.claim_within),
+                    "finish_within": self._d(request.finish_within),
+                    "worst": request.worst,
                 },
             ).fetchall()
-        claim_met, claim_total, finish_met, finish_total = found[0][:4]
         instant, duration = self.rows.instant, self.rows.duration
-        return SloReport(
-            at=now,
-            window=window,
-            claim_within=claim_within,
-            finish_within=finish_within,
-            claimed=share(claim_met, claim_total),
-            finished=share(finish_met, finish_total),
-            worst=[
+        return request.report(
+            now,
+            found[0][:4],
+            [
                 SloOffender(
                     execution_id=id_,
                     job=job,
@@ -462,26 +452,18 @@ class SqlStore(Store):
             raise NotFound(schedule_id, subject="schedule")
         return self.rows.schedule(row)
 
-    def _list_schedules(
-        self,
-        *,
-        job: str | None,
-        paused: bool | None,
-        limit: int,
-        after: str | None,
-        due_before: datetime | None,
-    ) -> SchedulePage:
+    def _list_schedules(self, filters: ScheduleFilter) -> SchedulePage:
         params = {
-            "job": job,
-            "paused": paused,
-            "after": self._schedule_cursor(after),
-            "due_before": self._t_opt(due_before),
-            "limit": limit + 1,
+            "job": filters.job,
+            "paused": filters.paused,
+            "after": self._schedule_cursor(filters.after),
+            "due_before": self._t_opt(filters.due_before),
+            "limit": filters.limit + 1,
         }
         with self._read() as conn:
             items = [self.rows.schedule(r) for r in conn.execute(self._q("list_schedules"), params)]
-        more = len(items) > limit
-        items = items[:limit]
+        more = len(items) > filters.limit
+        items = items[: filters.limit]
         return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
 
     def _schedule_cursor(self, after: str | None) -> str | None:
@@ -512,29 +494,6 @@ class SqlStore(Store):
             waiting = conn.execute(self._q("waiting_schedule_executions"), {"id": schedule_id})
             for row in waiting.fetchall():
                 self._persist(conn, apply(self.rows.execution(row), event, now), now)
-
-
-def stats_report(
-    now: datetime,
-    window: timedelta,
-    counts: Sequence[tuple[str, str, int]],
-    backlog: int,
-    lateness: Lateness,
-    refused: int | None,
-    expiries: int | None,
-) -> Stats:
-    """:class:`Stats` from the figures a dialect's statistics blocks read at ``now``."""
-    by_state, by_job = tabulate((job, State(state), n) for job, state, n in counts)
-    return Stats(
-        at=now,
-        window=window,
-        by_state=by_state,
-        by_job=by_job,
-        due_backlog=backlog,
-        claim_lateness=lateness,
-        stale_refused=refused or 0,
-        lease_expiries=expiries or 0,
-    )
 
 
 def claimed_leases(

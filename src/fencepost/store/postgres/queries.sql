@@ -130,16 +130,24 @@ SELECT * FROM execution_rows WHERE idempotency_key = %(key)s
 -- Read-decide-write verbs (fail, cancel, replay) hold the row until they commit.
 SELECT * FROM execution_rows WHERE id = %(id)s::uuid FOR UPDATE
 
--- name: query_executions
-SELECT * FROM execution_rows
-WHERE (%(after)s::uuid IS NULL OR id > %(after)s::uuid)
+-- fragment: query_filters
+-- The state and job filters of Store.query, in every query_* block.
   AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
   AND (%(job)s::text IS NULL OR job = %(job)s::text)
-  AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+
+-- fragment: query_ranges
+-- The bucket and due_at filters of Store.query, in every query_* block.
   AND (%(bucket)s::integer IS NULL OR bucket = %(bucket)s::integer)
   AND (%(buckets)s::integer[] IS NULL OR bucket = ANY(%(buckets)s::integer[]))
   AND (%(due_after)s::timestamptz IS NULL OR due_at >= %(due_after)s::timestamptz)
   AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
+
+-- name: query_executions
+SELECT * FROM execution_rows
+WHERE (%(after)s::uuid IS NULL OR id > %(after)s::uuid)
+  -- include: query_filters
+  AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+  -- include: query_ranges
 ORDER BY id
 LIMIT %(limit)s
 
@@ -147,13 +155,9 @@ LIMIT %(limit)s
 -- query_executions, newest first: the cursor is the last id of the previous page.
 SELECT * FROM execution_rows
 WHERE (%(after)s::uuid IS NULL OR id < %(after)s::uuid)
-  AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
-  AND (%(job)s::text IS NULL OR job = %(job)s::text)
+  -- include: query_filters
   AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
-  AND (%(bucket)s::integer IS NULL OR bucket = %(bucket)s::integer)
-  AND (%(buckets)s::integer[] IS NULL OR bucket = ANY(%(buckets)s::integer[]))
-  AND (%(due_after)s::timestamptz IS NULL OR due_at >= %(due_after)s::timestamptz)
-  AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
+  -- include: query_ranges
 ORDER BY id DESC
 LIMIT %(limit)s
 
@@ -527,12 +531,8 @@ FROM commands WHERE execution_id = %(id)s::uuid ORDER BY requested_at, id
 SELECT * FROM execution_rows
 WHERE schedule_id = %(schedule)s::text
   AND (%(after)s::uuid IS NULL OR id > %(after)s::uuid)
-  AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
-  AND (%(job)s::text IS NULL OR job = %(job)s::text)
-  AND (%(bucket)s::integer IS NULL OR bucket = %(bucket)s::integer)
-  AND (%(buckets)s::integer[] IS NULL OR bucket = ANY(%(buckets)s::integer[]))
-  AND (%(due_after)s::timestamptz IS NULL OR due_at >= %(due_after)s::timestamptz)
-  AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
+  -- include: query_filters
+  -- include: query_ranges
 ORDER BY id
 LIMIT %(limit)s
 
@@ -542,12 +542,8 @@ LIMIT %(limit)s
 SELECT * FROM execution_rows
 WHERE schedule_id = %(schedule)s::text
   AND (%(after)s::uuid IS NULL OR id < %(after)s::uuid)
-  AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
-  AND (%(job)s::text IS NULL OR job = %(job)s::text)
-  AND (%(bucket)s::integer IS NULL OR bucket = %(bucket)s::integer)
-  AND (%(buckets)s::integer[] IS NULL OR bucket = ANY(%(buckets)s::integer[]))
-  AND (%(due_after)s::timestamptz IS NULL OR due_at >= %(due_after)s::timestamptz)
-  AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
+  -- include: query_filters
+  -- include: query_ranges
 ORDER BY id DESC
 LIMIT %(limit)s
 

@@ -71,16 +71,24 @@ WHERE e.id = :id
 SELECT * FROM execution_rows AS e
 WHERE e.idempotency_key = :key
 
--- name: query_executions
-SELECT * FROM execution_rows AS e
-WHERE e.id > coalesce(:after, '')
+-- fragment: query_filters
+-- The state and job filters of Store.query, in every query_* block.
   AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
   AND (:job IS NULL OR e.job = :job)
-  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+
+-- fragment: query_ranges
+-- The bucket and due_at filters of Store.query, in every query_* block.
   AND (:bucket IS NULL OR e.bucket = :bucket)
   AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
   AND (:due_after IS NULL OR e.due_at >= :due_after)
   AND (:due_before IS NULL OR e.due_at < :due_before)
+
+-- name: query_executions
+SELECT * FROM execution_rows AS e
+WHERE e.id > coalesce(:after, '')
+  -- include: query_filters
+  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+  -- include: query_ranges
 ORDER BY e.id
 LIMIT :limit
 
@@ -89,13 +97,9 @@ LIMIT :limit
 -- without one, 'g' sorts after every id (lowercase hex).
 SELECT * FROM execution_rows AS e
 WHERE e.id < coalesce(:after, 'g')
-  AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
-  AND (:job IS NULL OR e.job = :job)
+  -- include: query_filters
   AND (:schedule IS NULL OR e.schedule_id = :schedule)
-  AND (:bucket IS NULL OR e.bucket = :bucket)
-  AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
-  AND (:due_after IS NULL OR e.due_at >= :due_after)
-  AND (:due_before IS NULL OR e.due_at < :due_before)
+  -- include: query_ranges
 ORDER BY e.id DESC
 LIMIT :limit
 
@@ -385,12 +389,8 @@ FROM commands WHERE execution_id = :id ORDER BY requested_at, id
 SELECT * FROM execution_rows AS e
 WHERE e.schedule_id = :schedule
   AND e.id > coalesce(:after, '')
-  AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
-  AND (:job IS NULL OR e.job = :job)
-  AND (:bucket IS NULL OR e.bucket = :bucket)
-  AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
-  AND (:due_after IS NULL OR e.due_at >= :due_after)
-  AND (:due_before IS NULL OR e.due_at < :due_before)
+  -- include: query_filters
+  -- include: query_ranges
 ORDER BY e.id
 LIMIT :limit
 
@@ -400,12 +400,8 @@ LIMIT :limit
 SELECT * FROM execution_rows AS e
 WHERE e.schedule_id = :schedule
   AND e.id < coalesce(:after, 'g')
-  AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
-  AND (:job IS NULL OR e.job = :job)
-  AND (:bucket IS NULL OR e.bucket = :bucket)
-  AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
-  AND (:due_after IS NULL OR e.due_at >= :due_after)
-  AND (:due_before IS NULL OR e.due_at < :due_before)
+  -- include: query_filters
+  -- include: query_ranges
 ORDER BY e.id DESC
 LIMIT :limit
 

@@ -32,7 +32,14 @@ from fencepost.domain.reports import Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
-from fencepost.store.base import ClaimRequest, Materialization, Outcome, StoreConfig, stale_schedule
+from fencepost.store.base import (
+    ClaimRequest,
+    Materialization,
+    Outcome,
+    StoreConfig,
+    stale_schedule,
+    stats_report,
+)
 from fencepost.store.batching import rounds, rounds_of
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlite import rows
@@ -48,7 +55,7 @@ from fencepost.store.sqlite.connection import (
     translate_errors,
 )
 from fencepost.store.sqlite.connection import migrate as apply_migrations
-from fencepost.store.sqlstore import SqlStore, claimed_leases, stale, stats_report
+from fencepost.store.sqlstore import SqlStore, claimed_leases, stale
 from fencepost.timing.clock import SystemClock
 from fencepost.timing.planning import HELD
 
