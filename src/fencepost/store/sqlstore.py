@@ -98,9 +98,6 @@ class RowMapping(Protocol):
     def schedule(self, row: tuple[Any, ...]) -> Schedule:
         """A schedule from a row of ``get_schedule`` or ``list_schedules``."""
 
-    def schedule_params(self, s: Schedule, inputs_json: str) -> dict[str, Any]:
-        """The parameters of ``insert_schedule`` and ``write_schedule``."""
-
     def instant(self, value: Any) -> datetime:
         """A time as a row holds it, as an aware datetime."""
 
@@ -466,6 +463,35 @@ class SqlStore(Store):
         items = items[: filters.limit]
         return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
 
+    def _schedule_params(self, s: Schedule, inputs_json: str) -> dict[str, Any]:
+        """The parameters of ``insert_schedule`` and ``write_schedule`` for ``s``."""
+        return {
+            "id": s.id,
+            "job": s.job,
+            "job_version": s.job_version,
+            "inputs": inputs_json,
+            "cron": s.cron,
+            "every": None if s.every is None else self._d(s.every),
+            "timezone": s.timezone,
+            "dst_gap": s.dst_gap.value,
+            "dst_fold": s.dst_fold.value,
+            "misfire": s.misfire.value,
+            "misfire_grace": self._d(s.misfire_grace),
+            "max_catch_up": s.max_catch_up,
+            "overlap": s.overlap.value,
+            "start_at": self._t_opt(s.start_at),
+            "end_at": self._t_opt(s.end_at),
+            "max_attempts": s.max_attempts,
+            "priority": s.priority,
+            "paused": s.paused,
+            "watermark": self._t(s.watermark),
+            "next_due": self._t(s.next_due),
+            "materializer": s.materializer,
+            "lease_until": self._t_opt(s.lease_until),
+            "created_at": self._t(s.created_at),
+            "updated_at": self._t(s.updated_at),
+        }
+
     def _schedule_cursor(self, after: str | None) -> str | None:
         """The ``after`` bound of ``list_schedules`` for a validated cursor."""
         return after
@@ -478,7 +504,7 @@ class SqlStore(Store):
             changed = decide(current, self._tx_now(conn))
             if changed is None:
                 return current
-            params = self.rows.schedule_params(changed, self._encode(changed.inputs, "inputs"))
+            params = self._schedule_params(changed, self._encode(changed.inputs, "inputs"))
             conn.execute(self._q("write_schedule"), params)
         return changed
 

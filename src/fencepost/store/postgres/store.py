@@ -505,7 +505,7 @@ class PostgresStore(SqlStore):
         with self._db.transaction() as conn:
             now = self._now(conn)
             schedule = plans.new_schedule(spec, id=schedule_id, now=now)
-            params = rows.schedule_params(schedule, spec.inputs_json) | {
+            params = self._schedule_params(schedule, spec.inputs_json) | {
                 "request_hash": fingerprint
             }
             # An insert that conflicts, then finds no row, lost a race with a delete: again.

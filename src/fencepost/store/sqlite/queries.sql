@@ -411,8 +411,8 @@ INSERT INTO schedules (
     misfire_grace_us, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
     watermark, next_due, materializer, lease_until, request_hash, created_at, updated_at
 ) VALUES (
-    :id, :job, :job_version, :inputs, :cron, :every_us, :timezone, :dst_gap, :dst_fold, :misfire,
-    :misfire_grace_us, :max_catch_up, :overlap, :start_at, :end_at, :max_attempts, :priority,
+    :id, :job, :job_version, :inputs, :cron, :every, :timezone, :dst_gap, :dst_fold, :misfire,
+    :misfire_grace, :max_catch_up, :overlap, :start_at, :end_at, :max_attempts, :priority,
     :paused, :watermark, :next_due, NULL, NULL, :request_hash, :created_at, :updated_at
 )
 
@@ -439,9 +439,9 @@ LIMIT :limit
 -- Persist a schedule decided by fencepost.domain.schedules (update, pause, resume):
 -- everything but the watermark, the creation time and the add_schedule fingerprint.
 UPDATE schedules
-SET job = :job, job_version = :job_version, inputs = :inputs, cron = :cron, every_us = :every_us,
+SET job = :job, job_version = :job_version, inputs = :inputs, cron = :cron, every_us = :every,
     timezone = :timezone, dst_gap = :dst_gap, dst_fold = :dst_fold, misfire = :misfire,
-    misfire_grace_us = :misfire_grace_us, max_catch_up = :max_catch_up, overlap = :overlap,
+    misfire_grace_us = :misfire_grace, max_catch_up = :max_catch_up, overlap = :overlap,
     start_at = :start_at, end_at = :end_at, max_attempts = :max_attempts, priority = :priority,
     paused = :paused, next_due = :next_due, materializer = :materializer,
     lease_until = :lease_until, updated_at = :updated_at

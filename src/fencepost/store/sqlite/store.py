@@ -429,7 +429,7 @@ class SqliteStore(SqlStore):
                     raise IdempotencyConflict(schedule_id, schedule_id, subject="schedule")
                 return rows.schedule(row)
             schedule = plans.new_schedule(spec, id=schedule_id, now=self.clock.now())
-            params = rows.schedule_params(schedule, spec.inputs_json)
+            params = self._schedule_params(schedule, spec.inputs_json)
             conn.execute(Q["insert_schedule"], params | {"request_hash": fingerprint})
         return schedule
 
