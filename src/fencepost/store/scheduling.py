@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fencepost.domain import schedules as plans
-from fencepost.domain.checks import require_int, require_name
+from fencepost.domain.checks import require_int, require_name, storable
 from fencepost.domain.durations import as_aware_utc, as_duration
-from fencepost.domain.errors import StaleLease, ValidationError
+from fencepost.domain.errors import NotFound, StaleLease, ValidationError
 from fencepost.domain.models import JSON, Execution, Occurrence, Schedule, SchedulePage
 from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
@@ -324,13 +324,18 @@ class ScheduleVerbs(StoreCore):
         if not isinstance(schedule_id, str):
             raise ValidationError("schedule_id", f"must be a schedule id, got {schedule_id!r}")
         news = self._new_occurrences(schedule_id, occurrences, "occurrences", self.clock.now())
+        if not storable(schedule_id):  # no schedule has such an id (see check_schedule_id)
+            raise NotFound(schedule_id, subject="schedule")
         return self._add_occurrences(schedule_id, news)
 
     @abstractmethod
     def _add_occurrences(
         self, schedule_id: str, occurrences: tuple[NewOccurrence, ...]
     ) -> list[Execution]:
-        """Insert validated occurrences if absent (see :meth:`add_occurrences`)."""
+        """Insert validated occurrences if absent (see :meth:`add_occurrences`).
+
+        ``schedule_id`` can be stored; :class:`NotFound` if no schedule has it.
+        """
 
     def release_schedules(self, schedules: Iterable[Schedule]) -> None:
         """Give materializer leases back unchanged (a materializer stopping).

@@ -21,7 +21,6 @@ from enum import StrEnum
 from typing import Any
 
 from fencepost.domain import schedules as plans
-from fencepost.domain.checks import storable
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, StoreUnavailable
 from fencepost.domain.machine import TAKEOVER_REASON_FORMAT, stale_reason
 from fencepost.domain.models import Command, Execution, Fence, Lease, Page, Schedule
@@ -555,8 +554,6 @@ class PostgresStore(SqlStore):
     def _add_occurrences(
         self, schedule_id: str, occurrences: tuple[NewOccurrence, ...]
     ) -> list[Execution]:
-        if not storable(schedule_id):
-            raise NotFound(schedule_id, subject="schedule")
         with self._db.transaction() as conn:
             if conn.execute(Q["share_schedule"], {"id": schedule_id}).fetchone() is None:
                 raise NotFound(schedule_id, subject="schedule")

@@ -479,8 +479,6 @@ class SqliteStore(SqlStore):
     def _add_occurrences(
         self, schedule_id: str, occurrences: tuple[NewOccurrence, ...]
     ) -> list[Execution]:
-        if not storable(schedule_id):
-            raise NotFound(schedule_id, subject="schedule")
         with self._db.write() as conn:
             row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
             if row is None:
