@@ -77,8 +77,6 @@ from fencepost.store.values import (
     ExecutionFilter,
     Materialization,
     Outcome,
-    ScheduleFilter,
-    SloRequest,
     StoreConfig,
     always,
     check_fences,
@@ -92,7 +90,6 @@ from fencepost.store.values import (
     set_aside,
     stale_schedule,
     states_of,
-    stats_report,
     unix_ms,
     versions_of,
 )
@@ -110,8 +107,6 @@ __all__ = [
     "ExecutionFilter",
     "Materialization",
     "Outcome",
-    "ScheduleFilter",
-    "SloRequest",
     "Store",
     "StoreConfig",
     "StoreCore",
@@ -120,10 +115,8 @@ __all__ = [
     "default_node_id",
     "failure",
     "renewed",
-    "result_refused",
     "set_aside",
     "stale_schedule",
-    "stats_report",
 ]
 
 

@@ -69,15 +69,12 @@ from fencepost.store.base import (
     ExecutionFilter,
     Materialization,
     Outcome,
-    ScheduleFilter,
-    SloRequest,
     Store,
     StoreConfig,
     always,
-    result_refused,
     stale_schedule,
-    stats_report,
 )
+from fencepost.store.values import ScheduleFilter, SloRequest, result_refused, stats_report
 from fencepost.timing.planning import HELD
 
 _ZERO = timedelta(0)

@@ -63,15 +63,13 @@ from fencepost.store.base import (
     Decide,
     ExecutionFilter,
     Outcome,
-    ScheduleFilter,
-    SloRequest,
     Store,
     always,
     claimed_inputs,
-    result_refused,
     set_aside,
 )
 from fencepost.store.rows import version_keys
+from fencepost.store.values import ScheduleFilter, SloRequest, result_refused
 
 #: The query block by (one schedule?, newest first?). A schedule's executions are read
 #: through their own index (see the blocks).

@@ -35,7 +35,6 @@ from fencepost.store.base import (
     Outcome,
     StoreConfig,
     stale_schedule,
-    stats_report,
 )
 from fencepost.store.batching import rounds, rounds_of
 from fencepost.store.postgres import rows
@@ -51,6 +50,7 @@ from fencepost.store.postgres.connection import (
 from fencepost.store.postgres.connection import migrate as apply_migrations
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlstore import SqlStore, claimed_leases, stale
+from fencepost.store.values import stats_report
 from fencepost.timing.planning import HELD
 
 Q = QUERIES

@@ -49,9 +49,13 @@ def duration_us(value: timedelta | None) -> int | None:
     return None if value is None else value // _MICROSECOND
 
 
+#: Times and durations are stored as microseconds, JSON as text.
+_COLUMNS = shared.Columns(instant=from_us, duration=us_duration, payload=payloads.decode)
+
+
 def execution(row: tuple[Any, ...]) -> Execution:
     """An :class:`Execution` from a row of the ``execution_rows`` view."""
-    return shared.execution(row, instant=from_us, duration=opt_duration, payload=payloads.decode)
+    return shared.execution(row, _COLUMNS)
 
 
 def submitted(new: NewExecution) -> Execution:
@@ -61,17 +65,17 @@ def submitted(new: NewExecution) -> Execution:
 
 def schedule(row: tuple[Any, ...]) -> Schedule:
     """A :class:`Schedule` from a row of the schedule statements."""
-    return shared.schedule(row, instant=from_us, duration=us_duration, payload=payloads.decode)
+    return shared.schedule(row, _COLUMNS)
 
 
 def transition(row: tuple[Any, ...]) -> Transition:
     """A :class:`Transition` from a row of ``select_transitions``."""
-    return shared.transition(row, instant=from_us)
+    return shared.transition(row, _COLUMNS)
 
 
 def command(row: tuple[Any, ...]) -> Command:
     """A :class:`Command` from a row of the command statements."""
-    return shared.command(row, instant=from_us)
+    return shared.command(row, _COLUMNS)
 
 
 def node(row: tuple[Any, ...]) -> Node:

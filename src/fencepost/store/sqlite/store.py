@@ -38,7 +38,6 @@ from fencepost.store.base import (
     Outcome,
     StoreConfig,
     stale_schedule,
-    stats_report,
 )
 from fencepost.store.batching import rounds, rounds_of
 from fencepost.store.sql import latest_version, require_migrated
@@ -56,6 +55,7 @@ from fencepost.store.sqlite.connection import (
 )
 from fencepost.store.sqlite.connection import migrate as apply_migrations
 from fencepost.store.sqlstore import SqlStore, claimed_leases, stale
+from fencepost.store.values import stats_report
 from fencepost.timing.clock import SystemClock
 from fencepost.timing.planning import HELD
 
