@@ -19,10 +19,19 @@ _HEADER = re.compile(r"^--\s*(name|fragment):\s*(\w+)\s*$", re.MULTILINE)
 _INCLUDE = re.compile(r"^[ \t]*--\s*include:\s*(\w+)\s*$", re.MULTILINE)
 
 
+#: The blocks and fragments both dialects share, read before a dialect's own file.
+SHARED = "shared.sql"
+
+
 def load_queries(package: str, filename: str) -> dict[str, str]:
-    """Parse ``filename`` in ``package`` into ``{block name: SQL text}``."""
+    """Parse ``filename`` in ``package`` into ``{block name: SQL text}``.
+
+    :data:`SHARED` (in this package) is read first: its blocks are blocks of every
+    dialect, and its fragments may be included by the dialect's blocks.
+    """
+    shared = resources.files(__package__).joinpath(SHARED).read_text(encoding="utf-8")
     text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
-    return parse_blocks(text, source=f"{package}/{filename}")
+    return parse_blocks(f"{shared}\n{text}", source=f"{package}/{filename} after {SHARED}")
 
 
 def parse_blocks(text: str, *, source: str) -> dict[str, str]:

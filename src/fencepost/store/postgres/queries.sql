@@ -765,14 +765,6 @@ WHERE state = ANY(%(states)s::text[])
 GROUP BY bucket
 ORDER BY bucket
 
--- name: bucket_counts_unfinished
--- bucket_counts for the default states: can read only the partial index
--- executions_active_bucket, whose WHERE clause this one repeats.
-SELECT bucket, count(*) FROM executions
-WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
-GROUP BY bucket
-ORDER BY bucket
-
 -- name: stats
 -- Every figure of Store.stats in one statement (one snapshot): counts by job and
 -- state as a JSON array of [job, state, count], the due backlog (held occurrences,
@@ -817,13 +809,7 @@ SELECT
 -- execution's first claim is looked up once, not once per use of claimed_at. No
 -- index on due_at: the window (30 days by default) is usually most of the table,
 -- which prune keeps small, and every insert would pay for one.
-WITH due AS MATERIALIZED (
-    SELECT e.id, e.job, e.state, e.due_at,
-           CASE WHEN e.state IN ('FAILED', 'SUCCEEDED') THEN e.updated_at END AS finished_at,
-           (SELECT t.at FROM transitions AS t
-            WHERE t.execution_id = e.id AND t.event = 'CLAIMED'
-            ORDER BY t.seq LIMIT 1) AS claimed_at
-    FROM executions AS e
+-- include: slo_due
     WHERE e.due_at > %(start)s::timestamptz AND e.due_at <= %(now)s::timestamptz
       AND e.state <> 'SKIPPED'
 ),
@@ -848,10 +834,7 @@ counts AS (
 worst AS (
     SELECT * FROM meant ORDER BY lateness DESC, due_at, id LIMIT %(worst)s
 )
-SELECT c.claim_met, c.claim_total, c.finish_met, c.finish_total,
-       w.id, w.job, w.due_at, w.claimed_at, w.lateness, w.state
-FROM counts AS c LEFT JOIN worst AS w ON true
-ORDER BY w.lateness DESC, w.due_at, w.id
+-- include: slo_answer
 
 -- name: count_prunable
 SELECT count(*) FROM executions

@@ -541,14 +541,6 @@ WHERE state IN (SELECT value FROM json_each(:states))
 GROUP BY bucket
 ORDER BY bucket
 
--- name: bucket_counts_unfinished
--- bucket_counts for the default states: reads only the partial index
--- executions_active_bucket, whose WHERE clause this one repeats.
-SELECT bucket, count(*) FROM executions
-WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
-GROUP BY bucket
-ORDER BY bucket
-
 -- name: stats_counts
 SELECT job, state, count(*) FROM executions GROUP BY job, state
 
@@ -601,13 +593,7 @@ FROM ranks
 -- MATERIALIZED: each execution's first claim is looked up once, not once per use.
 -- No index on due_at: the window (30 days by default) is usually most of the
 -- table, which prune keeps small, and every insert would pay for one.
-WITH due AS MATERIALIZED (
-    SELECT e.id, e.job, e.state, e.due_at,
-           CASE WHEN e.state IN ('FAILED', 'SUCCEEDED') THEN e.updated_at END AS finished_at,
-           (SELECT t.at FROM transitions AS t
-            WHERE t.execution_id = e.id AND t.event = 'CLAIMED'
-            ORDER BY t.seq LIMIT 1) AS claimed_at
-    FROM executions AS e
+-- include: slo_due
     WHERE e.due_at > :start AND e.due_at <= :now AND e.state <> 'SKIPPED'
 ),
 meant AS MATERIALIZED (
@@ -626,10 +612,7 @@ counts AS (
 worst AS (
     SELECT * FROM meant ORDER BY lateness DESC, due_at, id LIMIT :worst
 )
-SELECT c.claim_met, c.claim_total, c.finish_met, c.finish_total,
-       w.id, w.job, w.due_at, w.claimed_at, w.lateness, w.state
-FROM counts AS c LEFT JOIN worst AS w ON true
-ORDER BY w.lateness DESC, w.due_at, w.id
+-- include: slo_answer
 
 -- name: count_prunable
 -- What prune would delete (see prunable): rows created before the cutoff sort below
