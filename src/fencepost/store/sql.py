@@ -29,20 +29,28 @@ def load_queries(package: str, filename: str) -> dict[str, str]:
     :data:`SHARED` (in this package) is read first: its blocks are blocks of every
     dialect, and its fragments may be included by the dialect's blocks.
     """
+    fragments: dict[str, str] = {}
     shared = resources.files(__package__).joinpath(SHARED).read_text(encoding="utf-8")
+    blocks = parse_blocks(shared, source=f"{__package__}/{SHARED}", fragments=fragments)
     text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
-    return parse_blocks(f"{shared}\n{text}", source=f"{package}/{filename} after {SHARED}")
+    own = parse_blocks(text, source=f"{package}/{filename}", fragments=fragments)
+    for name in own.keys() & blocks.keys():
+        raise ValueError(f"{package}/{filename}: block {name!r} is defined in {SHARED} too")
+    return blocks | own
 
 
-def parse_blocks(text: str, *, source: str) -> dict[str, str]:
+def parse_blocks(
+    text: str, *, source: str, fragments: dict[str, str] | None = None
+) -> dict[str, str]:
     """Split SQL text into named blocks; duplicate or empty blocks are errors.
 
     ``-- include: <fragment>`` lines are replaced by the fragment's text (fragments
-    may include fragments defined before them); an unknown fragment is an error.
+    may include fragments defined before them, here or in ``fragments``, which
+    gains the fragments of ``text``); an unknown fragment is an error.
     """
     parts = _HEADER.split(text)
     blocks: dict[str, str] = {}
-    fragments: dict[str, str] = {}
+    fragments = {} if fragments is None else fragments
 
     def include(match: re.Match[str]) -> str:
         if match[1] not in fragments:
