@@ -6,6 +6,11 @@ headed by ``-- fragment: <name>``: text that is not a statement by itself, writt
 once and placed into blocks where a line reads ``-- include: <name>`` (two blocks
 that share most of a statement, such as a claim and its capped variant, then
 share its text). Fragments are not blocks: they are not returned.
+
+``shared.sql``, beside this module, holds what both dialects run exactly as
+written (text without parameters, which the dialects bind differently): it is
+read before each dialect's file, its blocks become blocks of both and its
+fragments may be included by either.
 """
 
 from __future__ import annotations
