@@ -284,6 +284,7 @@ def test_the_blocks_that_write_transitions_are_the_expected_ones() -> None:
         ("postgres", "claim"),
         ("postgres", "claim_capped"),
         ("postgres", "complete_fenced"),
+        ("postgres", "complete_returning"),
         ("postgres", "insert_occurrences"),
     }
 

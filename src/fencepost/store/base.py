@@ -86,6 +86,7 @@ from fencepost.store.values import (
     failure,
     names_of,
     renewed,
+    result_refused,
     set_aside,
     stale_schedule,
     states_of,
@@ -459,16 +460,22 @@ class Store(OperatingVerbs, ScheduleVerbs):
         Fenced like :meth:`heartbeat`: a stale lease raises :class:`StaleLease` and
         changes nothing. A result that is not JSON (or exceeds the payload limit)
         fails the execution permanently with error ``result_invalid: ...`` and
-        raises :class:`ResultInvalid`. Returns the finished execution.
+        raises :class:`ResultInvalid`. Returns the finished execution as the
+        completion wrote it (what :meth:`get` reads afterwards).
         """
         check_fences((fence,))
         outcome = self._outcome(fence, result)
-        refused = self._complete([outcome])[0]
-        if refused is not None:
-            raise refused
         if outcome.invalid is not None:
+            self._fenced_change(fence, "complete", result_refused(fence, outcome.invalid))
             raise ResultInvalid(fence.execution_id, outcome.invalid)
-        return self.get(fence.execution_id)
+        return self._complete_one(outcome)
+
+    @abstractmethod
+    def _complete_one(self, outcome: Outcome) -> Execution:
+        """Apply one completion with a valid result in one transaction, and return the
+        execution as that transaction wrote it (read back inside it, never by a second
+        read); if the fence does not hold, audit the refusal and raise :class:`StaleLease`.
+        """
 
     def complete_many(self, results: Sequence[tuple[Fence, JSON]]) -> list[StaleLease | None]:
         """Complete many leases in one transaction; see :meth:`complete`.

@@ -37,7 +37,6 @@ from fencepost.domain.events import (
     ExecutionClaimed,
     ExecutionCompleted,
     ExecutionEvent,
-    ExecutionFailed,
     ExecutionSkipped,
     LeaseExpired,
 )
@@ -53,7 +52,7 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.nodes import Node
-from fencepost.domain.reports import SloOffender, SloReport, Stats, lateness, share, tabulate
+from fencepost.domain.reports import SloOffender, SloReport, Stats, lateness
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import (
     TERMINAL_STATES,
@@ -72,8 +71,10 @@ from fencepost.store.base import (
     Outcome,
     Store,
     StoreConfig,
+    always,
     stale_schedule,
 )
+from fencepost.store.values import ScheduleFilter, SloRequest, result_refused, stats_report
 from fencepost.timing.planning import HELD
 
 _ZERO = timedelta(0)
@@ -103,6 +104,22 @@ class MemoryStore(Store):
 
     def _record(self, transition: Transition) -> None:
         self._audit.setdefault(transition.execution_id, []).append(transition)
+
+    def _record_submitted(self, execution_id: str, at: datetime) -> None:
+        """The SUBMITTED transition of a new execution (the SQL stores insert it with the row)."""
+        self._record(
+            Transition(
+                execution_id=execution_id,
+                seq=self._next_seq(),
+                event=Event.SUBMITTED,
+                from_state=None,
+                to_state=State.SCHEDULED,
+                epoch=0,
+                actor=None,
+                reason=None,
+                at=at,
+            )
+        )
 
     def _next_seq(self) -> int:
         self._seq += 1
@@ -180,19 +197,7 @@ class MemoryStore(Store):
                 self._request_hashes[item.id] = item.request_hash
                 if item.idempotency_key is not None:
                     self._by_key[item.idempotency_key] = item.id
-                self._record(
-                    Transition(
-                        execution_id=item.id,
-                        seq=self._next_seq(),
-                        event=Event.SUBMITTED,
-                        from_state=None,
-                        to_state=State.SCHEDULED,
-                        epoch=0,
-                        actor=None,
-                        reason=None,
-                        at=item.created_at,
-                    )
-                )
+                self._record_submitted(item.id, item.created_at)
                 out.append(replace(execution, inputs=item.inputs))
             return out
 
@@ -286,18 +291,13 @@ class MemoryStore(Store):
                 if isinstance(current, StaleLease):
                     out.append(current)
                     continue
-                event: ExecutionEvent
-                if o.invalid is not None:
-                    event = ExecutionFailed(
-                        owner=o.lease.owner, error=o.invalid, retryable=False, retry_at=now
-                    )
-                else:
-                    event = ExecutionCompleted(
-                        owner=o.lease.owner, result=payloads.decode(o.result_json)
-                    )
-                self._apply(current.id, event, now)
+                decide = _completed(o) if o.invalid is None else result_refused(o.lease, o.invalid)
+                self._apply(current.id, decide(current, now), now)
                 out.append(None)
             return out
+
+    def _complete_one(self, outcome: Outcome) -> Execution:
+        return self._fenced_change(outcome.lease, "complete", _completed(outcome))
 
     def _fenced_change(self, fence: Fence, verb: str, decide: Decide) -> Execution:
         with self._lock:
@@ -443,7 +443,7 @@ class MemoryStore(Store):
         with self._lock:
             now = self.clock.now()
             start = now - window
-            by_state, by_job = tabulate((e.job, e.state, 1) for e in self._rows.values())
+            counts = [(e.job, e.state, 1) for e in self._rows.values()]
             backlog = sum(
                 1
                 for e in self._rows.values()
@@ -462,25 +462,14 @@ class MemoryStore(Store):
                     elif t.event is Event.CLAIMED:
                         late.append(max(t.at - self._rows[t.execution_id].due_at, _ZERO))
                         expiries += t.from_state is State.RUNNING
-        return Stats(
-            at=now,
-            window=window,
-            by_state=by_state,
-            by_job=by_job,
-            due_backlog=backlog,
-            claim_lateness=lateness(late),
-            stale_refused=refused,
-            lease_expiries=expiries,
-        )
+        return stats_report(now, window, counts, backlog, lateness(late), refused, expiries)
 
-    def _slo(
-        self,
-        *,
-        window: timedelta,
-        claim_within: timedelta,
-        finish_within: timedelta,
-        worst: int,
-    ) -> SloReport:
+    def _slo(self, request: SloRequest) -> SloReport:
+        window, claim_within, finish_within = (
+            request.window,
+            request.claim_within,
+            request.finish_within,
+        )
         with self._lock:
             now = self.clock.now()
             due = []
@@ -515,15 +504,8 @@ class MemoryStore(Store):
                 )
             )
         offenders.sort(key=lambda o: (-o.lateness, o.due_at, o.execution_id))
-        return SloReport(
-            at=now,
-            window=window,
-            claim_within=claim_within,
-            finish_within=finish_within,
-            claimed=share(claim_met, claim_total),
-            finished=share(finish_met, finish_total),
-            worst=offenders[:worst],
-        )
+        counts = (claim_met, claim_total, finish_met, finish_total)
+        return request.report(now, counts, offenders[: request.worst])
 
     def _store_now(self) -> datetime:
         return self.clock.now()
@@ -572,15 +554,13 @@ class MemoryStore(Store):
         except KeyError:
             raise NotFound(schedule_id, subject="schedule") from None
 
-    def _list_schedules(
-        self,
-        *,
-        job: str | None,
-        paused: bool | None,
-        limit: int,
-        after: str | None,
-        due_before: datetime | None,
-    ) -> SchedulePage:
+    def _list_schedules(self, filters: ScheduleFilter) -> SchedulePage:
+        after, job, paused, due_before = (
+            filters.after,
+            filters.job,
+            filters.paused,
+            filters.due_before,
+        )
         with self._lock:
             found = sorted(
                 (
@@ -593,8 +573,9 @@ class MemoryStore(Store):
                 ),
                 key=lambda s: s.id,
             )
-        items = found[:limit]
-        return SchedulePage(items=items, next_cursor=items[-1].id if len(found) > limit else None)
+        items = found[: filters.limit]
+        more = len(found) > filters.limit
+        return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
 
     def _change_schedule(
         self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
@@ -681,19 +662,7 @@ class MemoryStore(Store):
             self._rows[o.id] = execution
             self._request_hashes[o.id] = None
             self._by_key[o.idempotency_key] = o.id
-            self._record(
-                Transition(
-                    execution_id=o.id,
-                    seq=self._next_seq(),
-                    event=Event.SUBMITTED,
-                    from_state=None,
-                    to_state=State.SCHEDULED,
-                    epoch=0,
-                    actor=None,
-                    reason=None,
-                    at=now,
-                )
-            )
+            self._record_submitted(o.id, now)
             if o.skipped is not None:
                 execution = self._apply(o.id, ExecutionSkipped(reason=o.skipped), now)
             found[o.idempotency_key] = execution
@@ -712,6 +681,13 @@ class MemoryStore(Store):
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _completed(outcome: Outcome) -> Decide:
+    """The success of a completion with a valid result (the result as a store reads it back)."""
+    return always(
+        ExecutionCompleted(owner=outcome.lease.owner, result=payloads.decode(outcome.result_json))
+    )
 
 
 def _claimable(e: Execution, now: datetime) -> bool:

@@ -30,6 +30,7 @@ from fencepost.store.values import (
     MAX_PRUNE_BATCH,
     PRUNE_YIELD_CAP,
     UNFINISHED_STATES,
+    SloRequest,
     default_node_id,
     states_of,
 )
@@ -189,21 +190,16 @@ class OperatingVerbs(StoreCore):
         timedeltas), ``0 <= worst <= 10000``; else :class:`ValidationError`.
         """
         return self._slo(
-            window=as_duration(window, field="window"),
-            claim_within=as_duration(claim_within, field="claim_within", allow_zero=True),
-            finish_within=as_duration(finish_within, field="finish_within", allow_zero=True),
-            worst=require_int(worst, "worst", low=0, high=MAX_LIMIT),
+            SloRequest(
+                window=as_duration(window, field="window"),
+                claim_within=as_duration(claim_within, field="claim_within", allow_zero=True),
+                finish_within=as_duration(finish_within, field="finish_within", allow_zero=True),
+                worst=require_int(worst, "worst", low=0, high=MAX_LIMIT),
+            )
         )
 
     @abstractmethod
-    def _slo(
-        self,
-        *,
-        window: timedelta,
-        claim_within: timedelta,
-        finish_within: timedelta,
-        worst: int,
-    ) -> SloReport:
+    def _slo(self, request: SloRequest) -> SloReport:
         """Compute :meth:`slo` with validated arguments, at one store now."""
 
     # -- housekeeping ----------------------------------------------------------------

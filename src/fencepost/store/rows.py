@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -85,18 +86,26 @@ def _same(value: Any) -> Any:
     return value
 
 
-def execution(
-    row: tuple[Any, ...],
-    *,
-    instant: Callable[[Any], Any] = _same,
-    duration: Callable[[Any], Any] = _same,
-    payload: Callable[[Any], Any] = _same,
-) -> Execution:
-    """An :class:`Execution` from a row of a backend's ``execution_rows`` view.
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """How a dialect's driver hands back stored values, and how they become ours.
 
     ``instant``, ``duration`` and ``payload`` convert a stored time, interval and
     JSON value (never called with ``None``); PostgreSQL's driver needs none.
     """
+
+    instant: Callable[[Any], Any] = _same
+    duration: Callable[[Any], Any] = _same
+    payload: Callable[[Any], Any] = _same
+
+
+#: Values the driver already loads as ours (psycopg: datetimes, timedeltas, JSON).
+NATIVE = Columns()
+
+
+def execution(row: tuple[Any, ...], columns: Columns = NATIVE) -> Execution:
+    """An :class:`Execution` from a row of a backend's ``execution_rows`` view."""
+    instant, duration, payload = columns.instant, columns.duration, columns.payload
     (
         id_,
         job,
@@ -149,8 +158,9 @@ def execution(
     )
 
 
-def transition(row: tuple[Any, ...], *, instant: Callable[[Any], Any] = _same) -> Transition:
+def transition(row: tuple[Any, ...], columns: Columns = NATIVE) -> Transition:
     """A :class:`Transition` from a row of a backend's ``select_transitions``."""
+    instant = columns.instant
     seq, execution_id, event, from_state, to_state, epoch, actor, reason, at = row
     return Transition(
         execution_id=execution_id,
@@ -165,12 +175,13 @@ def transition(row: tuple[Any, ...], *, instant: Callable[[Any], Any] = _same) -
     )
 
 
-def command(row: tuple[Any, ...], *, instant: Callable[[Any], Any] = _same) -> Command:
+def command(row: tuple[Any, ...], columns: Columns = NATIVE) -> Command:
     """A :class:`Command` from a row of a backend's command statements.
 
     Column order: id, execution_id, kind, state, requested_by, requested_at,
     owner, claim_until, epoch, done_at.
     """
+    instant = columns.instant
     (
         id_,
         execution_id,
@@ -197,13 +208,7 @@ def command(row: tuple[Any, ...], *, instant: Callable[[Any], Any] = _same) -> C
     )
 
 
-def schedule(
-    row: tuple[Any, ...],
-    *,
-    instant: Callable[[Any], Any] = _same,
-    duration: Callable[[Any], Any] = _same,
-    payload: Callable[[Any], Any] = _same,
-) -> Schedule:
+def schedule(row: tuple[Any, ...], columns: Columns = NATIVE) -> Schedule:
     """A :class:`Schedule` from the first 24 columns of a backend's schedule statements.
 
     Column order: id, job, job_version, inputs, cron, every, timezone, dst_gap,
@@ -211,6 +216,7 @@ def schedule(
     max_attempts, priority, paused, watermark, next_due, materializer,
     lease_until, created_at, updated_at (any further columns are ignored).
     """
+    instant, duration, payload = columns.instant, columns.duration, columns.payload
     (
         id_,
         job,

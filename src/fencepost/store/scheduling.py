@@ -8,15 +8,21 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fencepost.domain import schedules as plans
-from fencepost.domain.checks import require_int, require_name
+from fencepost.domain.checks import require_int, require_name, storable
 from fencepost.domain.durations import as_aware_utc, as_duration
-from fencepost.domain.errors import StaleLease, ValidationError
+from fencepost.domain.errors import NotFound, StaleLease, ValidationError
 from fencepost.domain.models import JSON, Execution, Occurrence, Schedule, SchedulePage
 from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS, canonical
 from fencepost.store.core import StoreCore
-from fencepost.store.values import DEFAULT_TTL, MAX_LIMIT, Materialization, cursor_storable
+from fencepost.store.values import (
+    DEFAULT_TTL,
+    MAX_LIMIT,
+    Materialization,
+    ScheduleFilter,
+    cursor_storable,
+)
 from fencepost.timing import specs
 
 
@@ -141,23 +147,19 @@ class ScheduleVerbs(StoreCore):
         if not cursor_storable(after):
             raise ValidationError("after", "must be a cursor from a previous page")
         return self._list_schedules(
-            job=None if job is None else require_name(job, "job"),
-            paused=paused,
-            limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
-            after=after,
-            due_before=None if due_before is None else as_aware_utc(due_before, field="due_before"),
+            ScheduleFilter(
+                job=None if job is None else require_name(job, "job"),
+                paused=paused,
+                limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
+                after=after,
+                due_before=None
+                if due_before is None
+                else as_aware_utc(due_before, field="due_before"),
+            )
         )
 
     @abstractmethod
-    def _list_schedules(
-        self,
-        *,
-        job: str | None,
-        paused: bool | None,
-        limit: int,
-        after: str | None,
-        due_before: datetime | None,
-    ) -> SchedulePage:
+    def _list_schedules(self, filters: ScheduleFilter) -> SchedulePage:
         """List with validated filters: at most ``limit`` items, ``next_cursor`` if more exist."""
 
     def update_schedule(self, schedule_id: str, /, **changes: Any) -> Schedule:
@@ -322,13 +324,18 @@ class ScheduleVerbs(StoreCore):
         if not isinstance(schedule_id, str):
             raise ValidationError("schedule_id", f"must be a schedule id, got {schedule_id!r}")
         news = self._new_occurrences(schedule_id, occurrences, "occurrences", self.clock.now())
+        if not storable(schedule_id):  # no schedule has such an id (see check_schedule_id)
+            raise NotFound(schedule_id, subject="schedule")
         return self._add_occurrences(schedule_id, news)
 
     @abstractmethod
     def _add_occurrences(
         self, schedule_id: str, occurrences: tuple[NewOccurrence, ...]
     ) -> list[Execution]:
-        """Insert validated occurrences if absent (see :meth:`add_occurrences`)."""
+        """Insert validated occurrences if absent (see :meth:`add_occurrences`).
+
+        ``schedule_id`` can be stored; :class:`NotFound` if no schedule has it.
+        """
 
     def release_schedules(self, schedules: Iterable[Schedule]) -> None:
         """Give materializer leases back unchanged (a materializer stopping).

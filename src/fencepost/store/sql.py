@@ -6,6 +6,11 @@ headed by ``-- fragment: <name>``: text that is not a statement by itself, writt
 once and placed into blocks where a line reads ``-- include: <name>`` (two blocks
 that share most of a statement, such as a claim and its capped variant, then
 share its text). Fragments are not blocks: they are not returned.
+
+``shared.sql``, beside this module, holds what both dialects run exactly as
+written (text without parameters, which the dialects bind differently): it is
+read before each dialect's file, its blocks become blocks of both and its
+fragments may be included by either.
 """
 
 from __future__ import annotations
@@ -19,21 +24,38 @@ _HEADER = re.compile(r"^--\s*(name|fragment):\s*(\w+)\s*$", re.MULTILINE)
 _INCLUDE = re.compile(r"^[ \t]*--\s*include:\s*(\w+)\s*$", re.MULTILINE)
 
 
+#: The blocks and fragments both dialects share, read before a dialect's own file.
+SHARED = "shared.sql"
+
+
 def load_queries(package: str, filename: str) -> dict[str, str]:
-    """Parse ``filename`` in ``package`` into ``{block name: SQL text}``."""
+    """Parse ``filename`` in ``package`` into ``{block name: SQL text}``.
+
+    :data:`SHARED` (in this package) is read first: its blocks are blocks of every
+    dialect, and its fragments may be included by the dialect's blocks.
+    """
+    fragments: dict[str, str] = {}
+    shared = resources.files(__package__).joinpath(SHARED).read_text(encoding="utf-8")
+    blocks = parse_blocks(shared, source=f"{__package__}/{SHARED}", fragments=fragments)
     text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
-    return parse_blocks(text, source=f"{package}/{filename}")
+    own = parse_blocks(text, source=f"{package}/{filename}", fragments=fragments)
+    for name in own.keys() & blocks.keys():
+        raise ValueError(f"{package}/{filename}: block {name!r} is defined in {SHARED} too")
+    return blocks | own
 
 
-def parse_blocks(text: str, *, source: str) -> dict[str, str]:
+def parse_blocks(
+    text: str, *, source: str, fragments: dict[str, str] | None = None
+) -> dict[str, str]:
     """Split SQL text into named blocks; duplicate or empty blocks are errors.
 
     ``-- include: <fragment>`` lines are replaced by the fragment's text (fragments
-    may include fragments defined before them); an unknown fragment is an error.
+    may include fragments defined before them, here or in ``fragments``, which
+    gains the fragments of ``text``); an unknown fragment is an error.
     """
     parts = _HEADER.split(text)
     blocks: dict[str, str] = {}
-    fragments: dict[str, str] = {}
+    fragments = {} if fragments is None else fragments
 
     def include(match: re.Match[str]) -> str:
         if match[1] not in fragments:

@@ -42,7 +42,6 @@ from fencepost.domain.errors import NotFound, StaleLease
 from fencepost.domain.events import (
     ExecutionCancelled,
     ExecutionEvent,
-    ExecutionFailed,
     LeaseExpired,
 )
 from fencepost.domain.machine import RECORDS_ERROR, Change, apply, holds
@@ -56,7 +55,7 @@ from fencepost.domain.models import (
     SchedulePage,
     Transition,
 )
-from fencepost.domain.reports import Lateness, SloOffender, SloReport, Stats, share, tabulate
+from fencepost.domain.reports import SloOffender, SloReport
 from fencepost.domain.states import CommandKind, CommandState, State
 from fencepost.store.base import (
     UNFINISHED_STATES,
@@ -70,6 +69,7 @@ from fencepost.store.base import (
     set_aside,
 )
 from fencepost.store.rows import version_keys
+from fencepost.store.values import ScheduleFilter, SloRequest, result_refused
 
 #: The query block by (one schedule?, newest first?). A schedule's executions are read
 #: through their own index (see the blocks).
@@ -95,9 +95,6 @@ class RowMapping(Protocol):
 
     def schedule(self, row: tuple[Any, ...]) -> Schedule:
         """A schedule from a row of ``get_schedule`` or ``list_schedules``."""
-
-    def schedule_params(self, s: Schedule, inputs_json: str) -> dict[str, Any]:
-        """The parameters of ``insert_schedule`` and ``write_schedule``."""
 
     def instant(self, value: Any) -> datetime:
         """A time as a row holds it, as an aware datetime."""
@@ -310,10 +307,8 @@ class SqlStore(Store):
     def _fail_invalid(self, conn: Any, outcome: Outcome, now: datetime) -> StaleLease | None:
         """Fail an execution whose result was refused: permanently, through the machine."""
         assert outcome.invalid is not None
-        event = ExecutionFailed(
-            owner=outcome.lease.owner, error=outcome.invalid, retryable=False, retry_at=now
-        )
-        done = self._fenced_apply(conn, outcome.lease, "complete", always(event), now)
+        decide = result_refused(outcome.lease, outcome.invalid)
+        done = self._fenced_apply(conn, outcome.lease, "complete", decide, now)
         return done if isinstance(done, StaleLease) else None
 
     def _set_aside(
@@ -405,36 +400,24 @@ class SqlStore(Store):
                 found = conn.execute(self._q("bucket_counts"), {"states": self._array(states)})
             return {int(bucket): int(count) for bucket, count in found}
 
-    def _slo(
-        self,
-        *,
-        window: timedelta,
-        claim_within: timedelta,
-        finish_within: timedelta,
-        worst: int,
-    ) -> SloReport:
+    def _slo(self, request: SloRequest) -> SloReport:
         with self._read() as conn:
             now = self._tx_now(conn)
             found = conn.execute(
                 self._q("slo"),
                 {
                     "now": self._t(now),
-                    "start": self._t(now - window),
-                    "claim_within": self._d(claim_within),
-                    "finish_within": self._d(finish_within),
-                    "worst": worst,
+                    "start": self._t(now - request.window),
+                    "claim_within": self._d(request.claim_within),
+                    "finish_within": self._d(request.finish_within),
+                    "worst": request.worst,
                 },
             ).fetchall()
-        claim_met, claim_total, finish_met, finish_total = found[0][:4]
         instant, duration = self.rows.instant, self.rows.duration
-        return SloReport(
-            at=now,
-            window=window,
-            claim_within=claim_within,
-            finish_within=finish_within,
-            claimed=share(claim_met, claim_total),
-            finished=share(finish_met, finish_total),
-            worst=[
+        return request.report(
+            now,
+            found[0][:4],
+            [
                 SloOffender(
                     execution_id=id_,
                     job=job,
@@ -464,27 +447,48 @@ class SqlStore(Store):
             raise NotFound(schedule_id, subject="schedule")
         return self.rows.schedule(row)
 
-    def _list_schedules(
-        self,
-        *,
-        job: str | None,
-        paused: bool | None,
-        limit: int,
-        after: str | None,
-        due_before: datetime | None,
-    ) -> SchedulePage:
+    def _list_schedules(self, filters: ScheduleFilter) -> SchedulePage:
         params = {
-            "job": job,
-            "paused": paused,
-            "after": self._schedule_cursor(after),
-            "due_before": self._t_opt(due_before),
-            "limit": limit + 1,
+            "job": filters.job,
+            "paused": filters.paused,
+            "after": self._schedule_cursor(filters.after),
+            "due_before": self._t_opt(filters.due_before),
+            "limit": filters.limit + 1,
         }
         with self._read() as conn:
             items = [self.rows.schedule(r) for r in conn.execute(self._q("list_schedules"), params)]
-        more = len(items) > limit
-        items = items[:limit]
+        more = len(items) > filters.limit
+        items = items[: filters.limit]
         return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
+
+    def _schedule_params(self, s: Schedule, inputs_json: str) -> dict[str, Any]:
+        """The parameters of ``insert_schedule`` and ``write_schedule`` for ``s``."""
+        return {
+            "id": s.id,
+            "job": s.job,
+            "job_version": s.job_version,
+            "inputs": inputs_json,
+            "cron": s.cron,
+            "every": None if s.every is None else self._d(s.every),
+            "timezone": s.timezone,
+            "dst_gap": s.dst_gap.value,
+            "dst_fold": s.dst_fold.value,
+            "misfire": s.misfire.value,
+            "misfire_grace": self._d(s.misfire_grace),
+            "max_catch_up": s.max_catch_up,
+            "overlap": s.overlap.value,
+            "start_at": self._t_opt(s.start_at),
+            "end_at": self._t_opt(s.end_at),
+            "max_attempts": s.max_attempts,
+            "priority": s.priority,
+            "paused": s.paused,
+            "watermark": self._t(s.watermark),
+            "next_due": self._t(s.next_due),
+            "materializer": s.materializer,
+            "lease_until": self._t_opt(s.lease_until),
+            "created_at": self._t(s.created_at),
+            "updated_at": self._t(s.updated_at),
+        }
 
     def _schedule_cursor(self, after: str | None) -> str | None:
         """The ``after`` bound of ``list_schedules`` for a validated cursor."""
@@ -498,7 +502,7 @@ class SqlStore(Store):
             changed = decide(current, self._tx_now(conn))
             if changed is None:
                 return current
-            params = self.rows.schedule_params(changed, self._encode(changed.inputs, "inputs"))
+            params = self._schedule_params(changed, self._encode(changed.inputs, "inputs"))
             conn.execute(self._q("write_schedule"), params)
         return changed
 
@@ -514,29 +518,6 @@ class SqlStore(Store):
             waiting = conn.execute(self._q("waiting_schedule_executions"), {"id": schedule_id})
             for row in waiting.fetchall():
                 self._persist(conn, apply(self.rows.execution(row), event, now), now)
-
-
-def stats_report(
-    now: datetime,
-    window: timedelta,
-    counts: Sequence[tuple[str, str, int]],
-    backlog: int,
-    lateness: Lateness,
-    refused: int | None,
-    expiries: int | None,
-) -> Stats:
-    """:class:`Stats` from the figures a dialect's statistics blocks read at ``now``."""
-    by_state, by_job = tabulate((job, State(state), n) for job, state, n in counts)
-    return Stats(
-        at=now,
-        window=window,
-        by_state=by_state,
-        by_job=by_job,
-        due_backlog=backlog,
-        claim_lateness=lateness,
-        stale_refused=refused or 0,
-        lease_expiries=expiries or 0,
-    )
 
 
 def claimed_leases(

@@ -20,6 +20,14 @@ from fencepost.domain.errors import StaleLease, ValidationError
 from fencepost.domain.events import ExecutionEvent, ExecutionFailed, ExecutionTimedOut
 from fencepost.domain.models import JSON, Execution, Fence, LiveFence, Schedule
 from fencepost.domain.nodes import default_node_id as default_node_id
+from fencepost.domain.reports import (
+    Lateness,
+    SloOffender,
+    SloReport,
+    Stats,
+    share,
+    tabulate,
+)
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.schedules import NewOccurrence
 from fencepost.domain.states import State
@@ -92,6 +100,65 @@ class ExecutionFilter:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ScheduleFilter:
+    """Validated filters of :meth:`Store.schedules`."""
+
+    job: str | None
+    paused: bool | None
+    limit: int
+    after: str | None
+    due_before: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SloRequest:
+    """The validated arguments of :meth:`Store.slo`."""
+
+    window: timedelta
+    claim_within: timedelta
+    finish_within: timedelta
+    worst: int
+
+    def report(self, at: datetime, counts: Sequence[int], worst: list[SloOffender]) -> SloReport:
+        """The report taken at ``at`` from its four counts (claims met and decided, then
+        finishes met and decided) and its worst offenders."""
+        claim_met, claim_total, finish_met, finish_total = counts
+        return SloReport(
+            at=at,
+            window=self.window,
+            claim_within=self.claim_within,
+            finish_within=self.finish_within,
+            claimed=share(claim_met, claim_total),
+            finished=share(finish_met, finish_total),
+            worst=worst,
+        )
+
+
+def stats_report(
+    now: datetime,
+    window: timedelta,
+    counts: Iterable[tuple[str, State | str, int]],
+    backlog: int,
+    lateness: Lateness,
+    refused: int | None,
+    expiries: int | None,
+) -> Stats:
+    """:class:`Stats` at ``now`` from the figures a backend read: executions by
+    ``(job, state, count)``, the due backlog, claim lateness and the lease events."""
+    by_state, by_job = tabulate((job, State(state), n) for job, state, n in counts)
+    return Stats(
+        at=now,
+        window=window,
+        by_state=by_state,
+        by_job=by_job,
+        due_backlog=backlog,
+        claim_lateness=lateness,
+        stale_refused=refused or 0,
+        lease_expiries=expiries or 0,
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ClaimRequest:
     """The validated arguments of :meth:`Store.claim`."""
 
@@ -154,6 +221,19 @@ def failure(
             owner=lease.owner, error=error, retryable=retryable, retry_at=retry_at
         )
     return ExecutionFailed(owner=lease.owner, error=error, retryable=retryable, retry_at=retry_at)
+
+
+def result_refused(lease: Fence, invalid: str) -> Decide:
+    """How a completion whose result was refused decides: it fails the execution for good.
+
+    ``invalid`` is the ``result_invalid: ...`` error; retrying cannot mend a result,
+    so the failure is not retryable, decided at the store's now.
+    """
+
+    def decide(_current: Execution, now: datetime) -> ExecutionEvent:
+        return ExecutionFailed(owner=lease.owner, error=invalid, retryable=False, retry_at=now)
+
+    return decide
 
 
 def claimed_inputs(texts: Sequence[str]) -> tuple[list[JSON], dict[int, str]]:

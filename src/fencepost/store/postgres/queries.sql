@@ -130,16 +130,24 @@ SELECT * FROM execution_rows WHERE idempotency_key = %(key)s
 -- Read-decide-write verbs (fail, cancel, replay) hold the row until they commit.
 SELECT * FROM execution_rows WHERE id = %(id)s::uuid FOR UPDATE
 
--- name: query_executions
-SELECT * FROM execution_rows
-WHERE (%(after)s::uuid IS NULL OR id > %(after)s::uuid)
+-- fragment: query_filters
+-- The state and job filters of Store.query, in every query_* block.
   AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
   AND (%(job)s::text IS NULL OR job = %(job)s::text)
-  AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+
+-- fragment: query_ranges
+-- The bucket and due_at filters of Store.query, in every query_* block.
   AND (%(bucket)s::integer IS NULL OR bucket = %(bucket)s::integer)
   AND (%(buckets)s::integer[] IS NULL OR bucket = ANY(%(buckets)s::integer[]))
   AND (%(due_after)s::timestamptz IS NULL OR due_at >= %(due_after)s::timestamptz)
   AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
+
+-- name: query_executions
+SELECT * FROM execution_rows
+WHERE (%(after)s::uuid IS NULL OR id > %(after)s::uuid)
+  -- include: query_filters
+  AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+  -- include: query_ranges
 ORDER BY id
 LIMIT %(limit)s
 
@@ -147,13 +155,9 @@ LIMIT %(limit)s
 -- query_executions, newest first: the cursor is the last id of the previous page.
 SELECT * FROM execution_rows
 WHERE (%(after)s::uuid IS NULL OR id < %(after)s::uuid)
-  AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
-  AND (%(job)s::text IS NULL OR job = %(job)s::text)
+  -- include: query_filters
   AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
-  AND (%(bucket)s::integer IS NULL OR bucket = %(bucket)s::integer)
-  AND (%(buckets)s::integer[] IS NULL OR bucket = ANY(%(buckets)s::integer[]))
-  AND (%(due_after)s::timestamptz IS NULL OR due_at >= %(due_after)s::timestamptz)
-  AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
+  -- include: query_ranges
 ORDER BY id DESC
 LIMIT %(limit)s
 
@@ -289,12 +293,18 @@ waiting AS (
 SELECT pg_advisory_xact_lock(hashtext('fencepost.bucket:' || current_schema()), b)
 FROM (SELECT b FROM unnest(%(buckets)s::integer[]) AS b ORDER BY b) AS ordered
 
--- name: complete_fenced
--- The fence is the WHERE clause: same owner, same epoch, lease still live. The
--- leases have distinct ids (the store splits a batch into rounds), so the ids
--- returned are exactly the accepted ones; the store audits the others with
--- insert_stale_refusals. Rows come in id order, so concurrent batches lock
--- rows in one order and cannot deadlock.
+-- fragment: lease_fence
+-- The fence of complete and heartbeat, after the UPDATE of the leases l: same
+-- owner, same epoch, lease still live.
+    FROM l, clock
+    WHERE e.id = l.id AND e.id = ANY(%(ids)b::uuid[])
+      AND e.state = l.state
+      AND e.lease_owner = l.owner
+      AND e.epoch = l.epoch
+      AND e.lease_until > clock.now
+
+-- fragment: complete_leases
+-- The start of complete_fenced and complete_returning, up to the RETURNING of done.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 -- Each lease must reach its row by primary key, whatever the statistics say:
 -- * l is MATERIALIZED, so RUNNING stays a column of l. Inlined, the constant
@@ -314,14 +324,11 @@ l AS MATERIALIZED (
 done AS (
     UPDATE executions AS e
     SET state = 'SUCCEEDED', lease_owner = NULL, lease_until = NULL, updated_at = clock.now
-    FROM l, clock
-    WHERE e.id = l.id AND e.id = ANY(%(ids)b::uuid[])
-      AND e.state = l.state
-      AND e.lease_owner = l.owner
-      AND e.epoch = l.epoch
-      AND e.lease_until > clock.now
-    RETURNING e.id, l.owner, l.epoch, l.result, clock.now AS at
-),
+    -- include: lease_fence
+
+-- fragment: complete_records
+-- The end of complete_fenced and complete_returning, after done: each accepted
+-- lease's result and COMPLETED transition.
 stored AS (
     UPDATE execution_data AS d SET result = done.result
     FROM done WHERE d.execution_id = done.id
@@ -330,7 +337,33 @@ audit AS (
     INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, at)
     SELECT id, 'COMPLETED', 'RUNNING', 'SUCCEEDED', epoch, owner, at FROM done
 )
+
+-- name: complete_fenced
+-- The fence is the WHERE clause: same owner, same epoch, lease still live. The
+-- leases have distinct ids (the store splits a batch into rounds), so the ids
+-- returned are exactly the accepted ones; the store audits the others with
+-- insert_stale_refusals. Rows come in id order, so concurrent batches lock
+-- rows in one order and cannot deadlock.
+-- include: complete_leases
+    RETURNING e.id, l.owner, l.epoch, l.result, clock.now AS at
+),
+-- include: complete_records
 SELECT id FROM done
+
+-- name: complete_returning
+-- complete_fenced for one lease (Store.complete), returning the execution as this
+-- statement leaves it, a row of execution_rows, so that no second read follows.
+-- The other execution_data columns are read from the statement's snapshot: the
+-- completion changes only the result, which comes from l.
+-- include: complete_leases
+    RETURNING e.*, l.owner, l.result, clock.now AS at
+),
+-- include: complete_records
+SELECT c.id, c.job, c.job_version, c.state, c.due_at, c.priority, c.attempt, c.max_attempts,
+       c.epoch, c.lease_owner, c.lease_until, c.timeout, c.idempotency_key, c.schedule_id,
+       c.slot, c.bucket, c.bucket_key, c.created_at, c.updated_at,
+       d.inputs, c.result, d.error, d.progress
+FROM done AS c JOIN execution_data AS d ON d.execution_id = c.id
 
 -- name: heartbeat_fenced
 -- A heartbeat only ever extends: a lease handed out must not end earlier than promised.
@@ -345,12 +378,7 @@ renewed AS (
     UPDATE executions AS e
     SET lease_until = greatest(e.lease_until, clock.now + %(ttl)s::interval),
         updated_at = clock.now
-    FROM l, clock
-    WHERE e.id = l.id AND e.id = ANY(%(ids)b::uuid[])
-      AND e.state = l.state
-      AND e.lease_owner = l.owner
-      AND e.epoch = l.epoch
-      AND e.lease_until > clock.now
+    -- include: lease_fence
     RETURNING e.id, e.lease_until, l.progress
 ),
 progressed AS (
@@ -503,12 +531,8 @@ FROM commands WHERE execution_id = %(id)s::uuid ORDER BY requested_at, id
 SELECT * FROM execution_rows
 WHERE schedule_id = %(schedule)s::text
   AND (%(after)s::uuid IS NULL OR id > %(after)s::uuid)
-  AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
-  AND (%(job)s::text IS NULL OR job = %(job)s::text)
-  AND (%(bucket)s::integer IS NULL OR bucket = %(bucket)s::integer)
-  AND (%(buckets)s::integer[] IS NULL OR bucket = ANY(%(buckets)s::integer[]))
-  AND (%(due_after)s::timestamptz IS NULL OR due_at >= %(due_after)s::timestamptz)
-  AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
+  -- include: query_filters
+  -- include: query_ranges
 ORDER BY id
 LIMIT %(limit)s
 
@@ -518,12 +542,8 @@ LIMIT %(limit)s
 SELECT * FROM execution_rows
 WHERE schedule_id = %(schedule)s::text
   AND (%(after)s::uuid IS NULL OR id < %(after)s::uuid)
-  AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
-  AND (%(job)s::text IS NULL OR job = %(job)s::text)
-  AND (%(bucket)s::integer IS NULL OR bucket = %(bucket)s::integer)
-  AND (%(buckets)s::integer[] IS NULL OR bucket = ANY(%(buckets)s::integer[]))
-  AND (%(due_after)s::timestamptz IS NULL OR due_at >= %(due_after)s::timestamptz)
-  AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
+  -- include: query_filters
+  -- include: query_ranges
 ORDER BY id DESC
 LIMIT %(limit)s
 
@@ -745,14 +765,6 @@ WHERE state = ANY(%(states)s::text[])
 GROUP BY bucket
 ORDER BY bucket
 
--- name: bucket_counts_unfinished
--- bucket_counts for the default states: can read only the partial index
--- executions_active_bucket, whose WHERE clause this one repeats.
-SELECT bucket, count(*) FROM executions
-WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
-GROUP BY bucket
-ORDER BY bucket
-
 -- name: stats
 -- Every figure of Store.stats in one statement (one snapshot): counts by job and
 -- state as a JSON array of [job, state, count], the due backlog (held occurrences,
@@ -797,13 +809,7 @@ SELECT
 -- execution's first claim is looked up once, not once per use of claimed_at. No
 -- index on due_at: the window (30 days by default) is usually most of the table,
 -- which prune keeps small, and every insert would pay for one.
-WITH due AS MATERIALIZED (
-    SELECT e.id, e.job, e.state, e.due_at,
-           CASE WHEN e.state IN ('FAILED', 'SUCCEEDED') THEN e.updated_at END AS finished_at,
-           (SELECT t.at FROM transitions AS t
-            WHERE t.execution_id = e.id AND t.event = 'CLAIMED'
-            ORDER BY t.seq LIMIT 1) AS claimed_at
-    FROM executions AS e
+-- include: slo_due
     WHERE e.due_at > %(start)s::timestamptz AND e.due_at <= %(now)s::timestamptz
       AND e.state <> 'SKIPPED'
 ),
@@ -828,10 +834,7 @@ counts AS (
 worst AS (
     SELECT * FROM meant ORDER BY lateness DESC, due_at, id LIMIT %(worst)s
 )
-SELECT c.claim_met, c.claim_total, c.finish_met, c.finish_total,
-       w.id, w.job, w.due_at, w.claimed_at, w.lateness, w.state
-FROM counts AS c LEFT JOIN worst AS w ON true
-ORDER BY w.lateness DESC, w.due_at, w.id
+-- include: slo_answer
 
 -- name: count_prunable
 SELECT count(*) FROM executions

@@ -21,7 +21,6 @@ from enum import StrEnum
 from typing import Any
 
 from fencepost.domain import schedules as plans
-from fencepost.domain.checks import storable
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, StoreUnavailable
 from fencepost.domain.machine import TAKEOVER_REASON_FORMAT, stale_reason
 from fencepost.domain.models import Command, Execution, Fence, Lease, Page, Schedule
@@ -50,7 +49,8 @@ from fencepost.store.postgres.connection import (
 )
 from fencepost.store.postgres.connection import migrate as apply_migrations
 from fencepost.store.sql import latest_version, require_migrated
-from fencepost.store.sqlstore import SqlStore, claimed_leases, stale, stats_report
+from fencepost.store.sqlstore import SqlStore, claimed_leases, stale
+from fencepost.store.values import stats_report
 from fencepost.timing.planning import HELD
 
 Q = QUERIES
@@ -393,6 +393,27 @@ class PostgresStore(SqlStore):
                     out.append(None if i in accepted else stale(o.lease))
         return out
 
+    def _complete_one(self, outcome: Outcome) -> Execution:
+        fence = outcome.lease
+        if not _is_uuid(fence.execution_id):
+            raise stale(fence)  # names no execution here: refused without asking
+        params = {
+            "now": self._pinned_now(),
+            "ids": [fence.execution_id],
+            "owners": [fence.owner],
+            "epochs": [fence.epoch],
+            "results": [outcome.result_json],
+        }
+        # One autocommit statement, as a batch of one in _complete, that also returns
+        # the row it wrote; a refusal is audited by the next statement (it changes nothing).
+        with self._db.connection() as conn:
+            row = conn.execute(Q["complete_returning"], params).fetchone()
+            if row is None:
+                self._refuse(conn, [fence], "complete", None)
+        if row is None:
+            raise stale(fence)
+        return rows.execution(row)
+
     # -- commands --------------------------------------------------------------------------
 
     def _claim_commands(
@@ -483,7 +504,7 @@ class PostgresStore(SqlStore):
         with self._db.transaction() as conn:
             now = self._now(conn)
             schedule = plans.new_schedule(spec, id=schedule_id, now=now)
-            params = rows.schedule_params(schedule, spec.inputs_json) | {
+            params = self._schedule_params(schedule, spec.inputs_json) | {
                 "request_hash": fingerprint
             }
             # An insert that conflicts, then finds no row, lost a race with a delete: again.
@@ -533,8 +554,6 @@ class PostgresStore(SqlStore):
     def _add_occurrences(
         self, schedule_id: str, occurrences: tuple[NewOccurrence, ...]
     ) -> list[Execution]:
-        if not storable(schedule_id):
-            raise NotFound(schedule_id, subject="schedule")
         with self._db.transaction() as conn:
             if conn.execute(Q["share_schedule"], {"id": schedule_id}).fetchone() is None:
                 raise NotFound(schedule_id, subject="schedule")

@@ -71,16 +71,24 @@ WHERE e.id = :id
 SELECT * FROM execution_rows AS e
 WHERE e.idempotency_key = :key
 
--- name: query_executions
-SELECT * FROM execution_rows AS e
-WHERE e.id > coalesce(:after, '')
+-- fragment: query_filters
+-- The state and job filters of Store.query, in every query_* block.
   AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
   AND (:job IS NULL OR e.job = :job)
-  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+
+-- fragment: query_ranges
+-- The bucket and due_at filters of Store.query, in every query_* block.
   AND (:bucket IS NULL OR e.bucket = :bucket)
   AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
   AND (:due_after IS NULL OR e.due_at >= :due_after)
   AND (:due_before IS NULL OR e.due_at < :due_before)
+
+-- name: query_executions
+SELECT * FROM execution_rows AS e
+WHERE e.id > coalesce(:after, '')
+  -- include: query_filters
+  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+  -- include: query_ranges
 ORDER BY e.id
 LIMIT :limit
 
@@ -89,13 +97,9 @@ LIMIT :limit
 -- without one, 'g' sorts after every id (lowercase hex).
 SELECT * FROM execution_rows AS e
 WHERE e.id < coalesce(:after, 'g')
-  AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
-  AND (:job IS NULL OR e.job = :job)
+  -- include: query_filters
   AND (:schedule IS NULL OR e.schedule_id = :schedule)
-  AND (:bucket IS NULL OR e.bucket = :bucket)
-  AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
-  AND (:due_after IS NULL OR e.due_at >= :due_after)
-  AND (:due_before IS NULL OR e.due_at < :due_before)
+  -- include: query_ranges
 ORDER BY e.id DESC
 LIMIT :limit
 
@@ -385,12 +389,8 @@ FROM commands WHERE execution_id = :id ORDER BY requested_at, id
 SELECT * FROM execution_rows AS e
 WHERE e.schedule_id = :schedule
   AND e.id > coalesce(:after, '')
-  AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
-  AND (:job IS NULL OR e.job = :job)
-  AND (:bucket IS NULL OR e.bucket = :bucket)
-  AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
-  AND (:due_after IS NULL OR e.due_at >= :due_after)
-  AND (:due_before IS NULL OR e.due_at < :due_before)
+  -- include: query_filters
+  -- include: query_ranges
 ORDER BY e.id
 LIMIT :limit
 
@@ -400,12 +400,8 @@ LIMIT :limit
 SELECT * FROM execution_rows AS e
 WHERE e.schedule_id = :schedule
   AND e.id < coalesce(:after, 'g')
-  AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
-  AND (:job IS NULL OR e.job = :job)
-  AND (:bucket IS NULL OR e.bucket = :bucket)
-  AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
-  AND (:due_after IS NULL OR e.due_at >= :due_after)
-  AND (:due_before IS NULL OR e.due_at < :due_before)
+  -- include: query_filters
+  -- include: query_ranges
 ORDER BY e.id DESC
 LIMIT :limit
 
@@ -415,8 +411,8 @@ INSERT INTO schedules (
     misfire_grace_us, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
     watermark, next_due, materializer, lease_until, request_hash, created_at, updated_at
 ) VALUES (
-    :id, :job, :job_version, :inputs, :cron, :every_us, :timezone, :dst_gap, :dst_fold, :misfire,
-    :misfire_grace_us, :max_catch_up, :overlap, :start_at, :end_at, :max_attempts, :priority,
+    :id, :job, :job_version, :inputs, :cron, :every, :timezone, :dst_gap, :dst_fold, :misfire,
+    :misfire_grace, :max_catch_up, :overlap, :start_at, :end_at, :max_attempts, :priority,
     :paused, :watermark, :next_due, NULL, NULL, :request_hash, :created_at, :updated_at
 )
 
@@ -443,9 +439,9 @@ LIMIT :limit
 -- Persist a schedule decided by fencepost.domain.schedules (update, pause, resume):
 -- everything but the watermark, the creation time and the add_schedule fingerprint.
 UPDATE schedules
-SET job = :job, job_version = :job_version, inputs = :inputs, cron = :cron, every_us = :every_us,
+SET job = :job, job_version = :job_version, inputs = :inputs, cron = :cron, every_us = :every,
     timezone = :timezone, dst_gap = :dst_gap, dst_fold = :dst_fold, misfire = :misfire,
-    misfire_grace_us = :misfire_grace_us, max_catch_up = :max_catch_up, overlap = :overlap,
+    misfire_grace_us = :misfire_grace, max_catch_up = :max_catch_up, overlap = :overlap,
     start_at = :start_at, end_at = :end_at, max_attempts = :max_attempts, priority = :priority,
     paused = :paused, next_due = :next_due, materializer = :materializer,
     lease_until = :lease_until, updated_at = :updated_at
@@ -545,14 +541,6 @@ WHERE state IN (SELECT value FROM json_each(:states))
 GROUP BY bucket
 ORDER BY bucket
 
--- name: bucket_counts_unfinished
--- bucket_counts for the default states: reads only the partial index
--- executions_active_bucket, whose WHERE clause this one repeats.
-SELECT bucket, count(*) FROM executions
-WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
-GROUP BY bucket
-ORDER BY bucket
-
 -- name: stats_counts
 SELECT job, state, count(*) FROM executions GROUP BY job, state
 
@@ -605,13 +593,7 @@ FROM ranks
 -- MATERIALIZED: each execution's first claim is looked up once, not once per use.
 -- No index on due_at: the window (30 days by default) is usually most of the
 -- table, which prune keeps small, and every insert would pay for one.
-WITH due AS MATERIALIZED (
-    SELECT e.id, e.job, e.state, e.due_at,
-           CASE WHEN e.state IN ('FAILED', 'SUCCEEDED') THEN e.updated_at END AS finished_at,
-           (SELECT t.at FROM transitions AS t
-            WHERE t.execution_id = e.id AND t.event = 'CLAIMED'
-            ORDER BY t.seq LIMIT 1) AS claimed_at
-    FROM executions AS e
+-- include: slo_due
     WHERE e.due_at > :start AND e.due_at <= :now AND e.state <> 'SKIPPED'
 ),
 meant AS MATERIALIZED (
@@ -630,10 +612,7 @@ counts AS (
 worst AS (
     SELECT * FROM meant ORDER BY lateness DESC, due_at, id LIMIT :worst
 )
-SELECT c.claim_met, c.claim_total, c.finish_met, c.finish_total,
-       w.id, w.job, w.due_at, w.claimed_at, w.lateness, w.state
-FROM counts AS c LEFT JOIN worst AS w ON true
-ORDER BY w.lateness DESC, w.due_at, w.id
+-- include: slo_answer
 
 -- name: count_prunable
 -- What prune would delete (see prunable): rows created before the cutoff sort below

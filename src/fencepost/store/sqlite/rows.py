@@ -49,9 +49,13 @@ def duration_us(value: timedelta | None) -> int | None:
     return None if value is None else value // _MICROSECOND
 
 
+#: Times and durations are stored as microseconds, JSON as text.
+_COLUMNS = shared.Columns(instant=from_us, duration=us_duration, payload=payloads.decode)
+
+
 def execution(row: tuple[Any, ...]) -> Execution:
     """An :class:`Execution` from a row of the ``execution_rows`` view."""
-    return shared.execution(row, instant=from_us, duration=opt_duration, payload=payloads.decode)
+    return shared.execution(row, _COLUMNS)
 
 
 def submitted(new: NewExecution) -> Execution:
@@ -61,47 +65,17 @@ def submitted(new: NewExecution) -> Execution:
 
 def schedule(row: tuple[Any, ...]) -> Schedule:
     """A :class:`Schedule` from a row of the schedule statements."""
-    return shared.schedule(row, instant=from_us, duration=us_duration, payload=payloads.decode)
-
-
-def schedule_params(s: Schedule, inputs_json: str) -> dict[str, Any]:
-    """The named parameters of ``insert_schedule`` and ``write_schedule``."""
-    return {
-        "id": s.id,
-        "job": s.job,
-        "job_version": s.job_version,
-        "inputs": inputs_json,
-        "cron": s.cron,
-        "every_us": duration_us(s.every),
-        "timezone": s.timezone,
-        "dst_gap": s.dst_gap.value,
-        "dst_fold": s.dst_fold.value,
-        "misfire": s.misfire.value,
-        "misfire_grace_us": duration_us(s.misfire_grace),
-        "max_catch_up": s.max_catch_up,
-        "overlap": s.overlap.value,
-        "start_at": opt_us(s.start_at),
-        "end_at": opt_us(s.end_at),
-        "max_attempts": s.max_attempts,
-        "priority": s.priority,
-        "paused": s.paused,
-        "watermark": to_us(s.watermark),
-        "next_due": to_us(s.next_due),
-        "materializer": s.materializer,
-        "lease_until": opt_us(s.lease_until),
-        "created_at": to_us(s.created_at),
-        "updated_at": to_us(s.updated_at),
-    }
+    return shared.schedule(row, _COLUMNS)
 
 
 def transition(row: tuple[Any, ...]) -> Transition:
     """A :class:`Transition` from a row of ``select_transitions``."""
-    return shared.transition(row, instant=from_us)
+    return shared.transition(row, _COLUMNS)
 
 
 def command(row: tuple[Any, ...]) -> Command:
     """A :class:`Command` from a row of the command statements."""
-    return shared.command(row, instant=from_us)
+    return shared.command(row, _COLUMNS)
 
 
 def node(row: tuple[Any, ...]) -> Node:

@@ -32,7 +32,13 @@ from fencepost.domain.reports import Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
-from fencepost.store.base import ClaimRequest, Materialization, Outcome, StoreConfig, stale_schedule
+from fencepost.store.base import (
+    ClaimRequest,
+    Materialization,
+    Outcome,
+    StoreConfig,
+    stale_schedule,
+)
 from fencepost.store.batching import rounds, rounds_of
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlite import rows
@@ -48,7 +54,8 @@ from fencepost.store.sqlite.connection import (
     translate_errors,
 )
 from fencepost.store.sqlite.connection import migrate as apply_migrations
-from fencepost.store.sqlstore import SqlStore, claimed_leases, stale, stats_report
+from fencepost.store.sqlstore import SqlStore, claimed_leases, stale
+from fencepost.store.values import stats_report
 from fencepost.timing.clock import SystemClock
 from fencepost.timing.planning import HELD
 
@@ -278,20 +285,9 @@ class SqliteStore(SqlStore):
     def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
         with self._db.write() as conn:
             now = self.clock.now()
-            now_us = rows.to_us(now)
             valid = [o for o in outcomes if o.invalid is None]
-            accepted = _fenced_rows(
-                conn,
-                Q["complete_fenced"],
-                [(now_us, o.lease.execution_id, o.lease.owner, o.lease.epoch) for o in valid],
-            )
-            done = [o for o, ok in zip(valid, accepted, strict=True) if ok]
-            conn.executemany(Q["set_result"], [(o.result_json, o.lease.execution_id) for o in done])
-            conn.executemany(
-                Q["insert_completed"],
-                [(o.lease.execution_id, o.lease.epoch, o.lease.owner, now_us) for o in done],
-            )
-            if len(done) == len(outcomes):  # every completion accepted: the usual batch
+            accepted, done = _record_completions(conn, valid, now)
+            if done == len(outcomes):  # every completion accepted: the usual batch
                 return [None] * len(outcomes)
             out: list[StaleLease | None] = []
             verdicts = iter(accepted)
@@ -304,6 +300,15 @@ class SqliteStore(SqlStore):
                     self._refuse(conn, [o.lease], "complete", now)
                     out.append(stale(o.lease))
             return out
+
+    def _complete_one(self, outcome: Outcome) -> Execution:
+        with self._db.write() as conn:
+            now = self.clock.now()
+            if _record_completions(conn, [outcome], now)[1]:
+                # Read back in this same transaction: what it wrote, not a later state.
+                return self._get(conn, outcome.lease.execution_id)
+            self._refuse(conn, [outcome.lease], "complete", now)
+        raise stale(outcome.lease)
 
     # -- commands --------------------------------------------------------------------------
 
@@ -424,7 +429,7 @@ class SqliteStore(SqlStore):
                     raise IdempotencyConflict(schedule_id, schedule_id, subject="schedule")
                 return rows.schedule(row)
             schedule = plans.new_schedule(spec, id=schedule_id, now=self.clock.now())
-            params = rows.schedule_params(schedule, spec.inputs_json)
+            params = self._schedule_params(schedule, spec.inputs_json)
             conn.execute(Q["insert_schedule"], params | {"request_hash": fingerprint})
         return schedule
 
@@ -474,8 +479,6 @@ class SqliteStore(SqlStore):
     def _add_occurrences(
         self, schedule_id: str, occurrences: tuple[NewOccurrence, ...]
     ) -> list[Execution]:
-        if not storable(schedule_id):
-            raise NotFound(schedule_id, subject="schedule")
         with self._db.write() as conn:
             row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
             if row is None:
@@ -582,6 +585,29 @@ def _after_claim(row: Any, until: datetime) -> tuple[Any, ...]:
     due_at = rows.from_us(due_us)
     after = (epoch + 1, attempt + 1, max_attempts, job, job_version, timeout, schedule_id, slot)
     return (id_, *after, until, due_at, inputs_text)
+
+
+def _record_completions(
+    conn: sqlite3.Connection, valid: Sequence[Outcome], now: datetime
+) -> tuple[list[bool], int]:
+    """Complete leases whose results are valid, fenced: which were accepted, and how many.
+
+    The fenced update, then the result and the COMPLETED transition of each one
+    accepted, in the caller's transaction.
+    """
+    now_us = rows.to_us(now)
+    accepted = _fenced_rows(
+        conn,
+        Q["complete_fenced"],
+        [(now_us, o.lease.execution_id, o.lease.owner, o.lease.epoch) for o in valid],
+    )
+    done = [o for o, ok in zip(valid, accepted, strict=True) if ok]
+    conn.executemany(Q["set_result"], [(o.result_json, o.lease.execution_id) for o in done])
+    conn.executemany(
+        Q["insert_completed"],
+        [(o.lease.execution_id, o.lease.epoch, o.lease.owner, now_us) for o in done],
+    )
+    return accepted, len(done)
 
 
 def _fenced_rows(
