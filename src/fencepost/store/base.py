@@ -212,7 +212,9 @@ class Store(OperatingVerbs, ScheduleVerbs):
         for index, request in enumerate(requests):
             check_arguments(request, index=index)
             try:
-                batch.append(self._prepare(now, instant, **canonical(request)))
+                # canonical() copies; only a request with the old name needs it.
+                named = canonical(request) if "job_version" in request else request
+                batch.append(self._prepare(now, instant, **named))
             except ValidationError as exc:
                 raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
         return self._insert(batch) if batch else []
