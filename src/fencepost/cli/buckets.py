@@ -14,16 +14,7 @@ if TYPE_CHECKING:
 
 def add_parsers(commands: Any) -> None:
     """Register ``buckets``."""
-    p = common.command(
-        commands,
-        "buckets",
-        buckets,
-        help="executions per bucket, live owners, buckets owned twice or by no one, orphans",
-        description="Unfinished executions per bucket and the live nodes that claim from "
-        "each; buckets declared by two live nodes, buckets no live node covers, and orphans "
-        "(unfinished work in an unowned bucket that has not changed for --orphaned-after). "
-        "With --owned-buckets, this node's buckets are marked *.",
-    )
+    p = common.command(commands, "buckets", buckets)
     common.add_num_buckets(p)
     p.add_argument("--owned-buckets", metavar="SPEC", help="this node's buckets, e.g. 0-15,20")
     p.add_argument(
@@ -51,7 +42,13 @@ def spec_text(values: Iterable[int]) -> str:
 
 
 def buckets(args: argparse.Namespace, out: Output) -> int:
-    """``fencepost buckets``."""
+    """executions per bucket, live owners, buckets owned twice or by no one, orphans
+
+    Unfinished executions per bucket and the live nodes that claim from each; buckets
+    declared by two live nodes, buckets no live node covers, and orphans (unfinished
+    work in an unowned bucket that has not changed for --orphaned-after). With
+    --owned-buckets, this node's buckets are marked *.
+    """
     count = common.num_buckets(args)
     owned = common.bucket_spec(args.owned_buckets, "--owned-buckets", count)
     orphaned_after = common.duration(args.orphaned_after, "--orphaned-after", allow_zero=True)

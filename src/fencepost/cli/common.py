@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import inspect
 import json
 import math
 import os
@@ -63,17 +64,16 @@ def one_line(text: str) -> str:
     return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 
-def command(
-    commands: Any,
-    name: str,
-    handler: Handler,
-    *,
-    help: str,
-    description: str | None = None,
-) -> argparse.ArgumentParser:
-    """Add subcommand ``name`` running ``handler``, with ``--db`` and ``--json``."""
+def command(commands: Any, name: str, handler: Handler) -> argparse.ArgumentParser:
+    """Add subcommand ``name`` running ``handler``, with ``--db`` and ``--json``.
+
+    The handler's docstring is the command's help: its first paragraph is the line
+    ``fencepost --help`` lists, the rest (if any) what ``fencepost NAME --help`` says
+    first. What the code says a command does and what the operator reads are one text.
+    """
+    summary, description = help_texts(handler)
     parser: argparse.ArgumentParser = commands.add_parser(
-        name, help=help, description=description or help
+        name, help=summary, description=description
     )
     parser.set_defaults(handler=handler, command_name=parser.prog.removeprefix("fencepost "))
     parser.add_argument(
@@ -85,6 +85,22 @@ def command(
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     return parser
+
+
+def help_texts(handler: Handler) -> tuple[str, str]:
+    """A handler's help line and description, from its docstring.
+
+    Without a paragraph after the first, the description is the help line. argparse
+    %-formats a subcommand's help line but prints its description as it is, so only
+    the help line has its ``%`` doubled.
+    """
+    doc = inspect.cleandoc(handler.__doc__ or "")
+    summary, _, rest = doc.partition("\n\n")
+    if not summary:
+        raise TypeError(f"command handler {handler.__name__} has no docstring to show as help")
+    summary = one_line(summary)
+    description = " ".join(one_line(part) for part in rest.split("\n\n") if part.strip())
+    return summary.replace("%", "%%"), description or summary
 
 
 def add_num_buckets(parser: argparse.ArgumentParser) -> None:

@@ -27,14 +27,7 @@ _REPLAY_PAGE = 500
 
 def add_parsers(commands: Any) -> None:
     """Register ``ps``, ``cancel``, ``replay`` and ``dead-letters``."""
-    p = common.command(
-        commands,
-        "ps",
-        ps,
-        help="list executions: state, attempt, epoch, owner, lease left, due, lateness",
-        description="List executions (by default the unfinished ones: SCHEDULED, RETRY_WAIT, "
-        "RUNNING), oldest first.",
-    )
+    p = common.command(commands, "ps", ps)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--all", action="store_true", help="every state, finished ones too")
     which.add_argument(
@@ -48,31 +41,16 @@ def add_parsers(commands: Any) -> None:
     p.add_argument("--limit", type=int, default=100, metavar="N", help="at most N (default 100)")
     common.add_num_buckets(p)
 
-    p = common.command(
-        commands,
-        "cancel",
-        cancel,
-        help="cancel executions: at once if not started, by command to the worker if running",
-    )
+    p = common.command(commands, "cancel", cancel)
     p.add_argument("ids", nargs="+", metavar="ID", help="execution id")
 
-    p = common.command(
-        commands,
-        "replay",
-        replay,
-        help="revive dead letters (FAILED -> SCHEDULED, due now, a fresh attempt budget)",
-        description="Revive dead letters: each FAILED execution named (or, with --all-dead, "
-        "every one, optionally of one --job) becomes SCHEDULED, due now, with a fresh "
-        "attempt budget. The audit trail names who replayed it.",
-    )
+    p = common.command(commands, "replay", replay)
     p.add_argument("ids", nargs="*", metavar="ID", help="execution id")
     p.add_argument("--all-dead", action="store_true", help="every FAILED execution")
     p.add_argument("--job", metavar="JOB", help="with --all-dead: only this job's")
     common.add_logging(p)
 
-    p = common.command(
-        commands, "dead-letters", dead_letters, help="list FAILED executions with their errors"
-    )
+    p = common.command(commands, "dead-letters", dead_letters)
     p.add_argument("--job", metavar="JOB", help="only this job")
     p.add_argument("--limit", type=int, default=100, metavar="N", help="at most N (default 100)")
 
@@ -81,7 +59,11 @@ def add_parsers(commands: Any) -> None:
 
 
 def ps(args: argparse.Namespace, out: Output) -> int:
-    """``fencepost ps``."""
+    """list executions: state, attempt, epoch, owner, lease left, due, lateness
+
+    List executions (by default the unfinished ones: SCHEDULED, RETRY_WAIT, RUNNING),
+    oldest first.
+    """
     chosen = None if args.all else (common.states(args.state) or UNFINISHED)
     buckets = common.num_buckets(args)
     owned = common.bucket_spec(args.owned_buckets, "--owned-buckets", buckets)
@@ -136,7 +118,8 @@ def ps(args: argparse.Namespace, out: Output) -> int:
 
 
 def cancel(args: argparse.Namespace, out: Output) -> int:
-    """``fencepost cancel``: one request per id; the others still run if one fails."""
+    """cancel executions: at once if not started, by command to the worker if running"""
+    # One request per id; the others still run if one fails.
     common.require_db(args)
     who = common.actor()
     done: list[tuple[Execution, str]] = []
@@ -165,7 +148,12 @@ def cancel(args: argparse.Namespace, out: Output) -> int:
 
 
 def replay(args: argparse.Namespace, out: Output) -> int:
-    """``fencepost replay``: the ids given, or every dead letter (of ``--job``)."""
+    """revive dead letters (FAILED -> SCHEDULED, due now, a fresh attempt budget)
+
+    Revive dead letters: each FAILED execution named (or, with --all-dead, every one,
+    optionally of one --job) becomes SCHEDULED, due now, with a fresh attempt budget.
+    The audit trail names who replayed it.
+    """
     if args.all_dead and args.ids:
         raise ValidationError("--all-dead", "give execution ids or --all-dead, not both")
     if not args.all_dead and not args.ids:
@@ -224,7 +212,8 @@ def _replay_all(store: Store, job: str | None, who: str, out: Output) -> list[Ex
 
 
 def dead_letters(args: argparse.Namespace, out: Output) -> int:
-    """``fencepost dead-letters``: FAILED executions, oldest first, with their last error."""
+    """list FAILED executions with their errors"""
+    # Oldest first, each with its last error.
     count = common.limit(args.limit)
     common.require_db(args)
     with common.open_store(args, read_only=True) as store:

@@ -39,30 +39,12 @@ _MAX_PASSES = 1_000
 
 def add_parsers(commands: Any) -> None:
     """Register ``reconcile`` and ``prune``."""
-    p = common.command(
-        commands,
-        "reconcile",
-        reconcile,
-        help="materialize due schedules and time out expired leases (--dry-run: only say what)",
-        description="Plan every due schedule as the materializer would — slots to run, "
-        "slots SKIPPED and why (misfire, overlap, paused), slots held by an overlap policy "
-        "— and list RUNNING executions whose lease has expired (to be retried, or "
-        "dead-lettered when out of attempts). Without --dry-run, then store the plans "
-        "(materializer passes) and time the expired leases out (the reaper).",
-    )
+    p = common.command(commands, "reconcile", reconcile)
     p.add_argument("--dry-run", action="store_true", help="plan and report; store nothing")
     common.add_num_buckets(p)
     common.add_logging(p)
 
-    p = common.command(
-        commands,
-        "prune",
-        prune,
-        help="delete finished executions (with attempts and transitions) older than a while",
-        description="Delete SUCCEEDED, FAILED, CANCELLED and SKIPPED executions last changed "
-        "at least --older-than ago, with their audit trail and commands, oldest first, in "
-        "short transactions of --batch executions (never one long lock).",
-    )
+    p = common.command(commands, "prune", prune)
     p.add_argument("--older-than", required=True, metavar="DURATION", help="e.g. 14d")
     p.add_argument("--dry-run", action="store_true", help="count them; delete nothing")
     p.add_argument("--batch", type=int, default=1000, metavar="N", help="per transaction (1000)")
@@ -121,7 +103,14 @@ def _action(e: Execution) -> str:
 
 
 def reconcile(args: argparse.Namespace, out: Output) -> int:
-    """``fencepost reconcile [--dry-run]``."""
+    """materialize due schedules and time out expired leases (--dry-run: only say what)
+
+    Plan every due schedule as the materializer would — slots to run, slots SKIPPED
+    and why (misfire, overlap, paused), slots held by an overlap policy — and list
+    RUNNING executions whose lease has expired (to be retried, or dead-lettered when
+    out of attempts). Without --dry-run, then store the plans (materializer passes)
+    and time the expired leases out (the reaper).
+    """
     from fencepost.domain.nodes import default_node_id
     from fencepost.scheduler.materializer import Materializer, MaterializerOptions
     from fencepost.scheduler.reaper import reap_all
@@ -307,7 +296,12 @@ def _print_plans(out: Output, planned: list[Planned], now: datetime) -> None:
 
 
 def prune(args: argparse.Namespace, out: Output) -> int:
-    """``fencepost prune --older-than 14d [--dry-run]``."""
+    """delete finished executions (with attempts and transitions) older than a while
+
+    Delete SUCCEEDED, FAILED, CANCELLED and SKIPPED executions last changed at least
+    --older-than ago, with their audit trail and commands, oldest first, in short
+    transactions of --batch executions (never one long lock).
+    """
     older_than = common.duration(args.older_than, "--older-than", allow_zero=True)
     batch = args.batch
     if not 1 <= batch <= 100_000:

@@ -22,12 +22,7 @@ FINISH_TARGET = 0.999
 
 def add_parsers(commands: Any) -> None:
     """Register ``stats`` and ``slo``."""
-    p = common.command(
-        commands,
-        "stats",
-        stats,
-        help="counts by state and job, due backlog, claim lateness, refusals, lease expiries",
-    )
+    p = common.command(commands, "stats", stats)
     p.add_argument(
         "--window",
         default="1h",
@@ -35,16 +30,7 @@ def add_parsers(commands: Any) -> None:
         help="the span of the claim, refusal and expiry figures (default 1h)",
     )
 
-    p = common.command(
-        commands,
-        "slo",
-        slo,
-        help="the service-level report: claimed within 10 s, finished within 5 min",
-        description="The scheduler's own service-level report over the executions due in "
-        "the window: the share claimed within --claim-within of due_at (target 99%%), the "
-        "share reaching SUCCEEDED or FAILED within --finish-within (target 99.9%%), and the "
-        "executions claimed latest.",
-    )
+    p = common.command(commands, "slo", slo)
     p.add_argument("--window", default="30d", metavar="DURATION", help="default 30d")
     p.add_argument("--claim-within", default="10s", metavar="DURATION", help="default 10s")
     p.add_argument("--finish-within", default="5m", metavar="DURATION", help="default 5m")
@@ -55,7 +41,7 @@ def add_parsers(commands: Any) -> None:
 
 
 def stats(args: argparse.Namespace, out: Output) -> int:
-    """``fencepost stats``."""
+    """counts by state and job, due backlog, claim lateness, refusals, lease expiries"""
     window = common.duration(args.window, "--window")
     common.require_db(args)
     with common.open_store(args, read_only=True) as store:
@@ -116,7 +102,13 @@ def _lateness(late: Lateness) -> dict[str, Any]:
 
 
 def slo(args: argparse.Namespace, out: Output) -> int:
-    """``fencepost slo``."""
+    """the service-level report: claimed within 10 s, finished within 5 min
+
+    The scheduler's own service-level report over the executions due in the window:
+    the share claimed within --claim-within of due_at (target 99%), the share reaching
+    SUCCEEDED or FAILED within --finish-within (target 99.9%), and the executions
+    claimed latest.
+    """
     window = common.duration(args.window, "--window")
     claim_within = common.duration(args.claim_within, "--claim-within", allow_zero=True)
     finish_within = common.duration(args.finish_within, "--finish-within", allow_zero=True)

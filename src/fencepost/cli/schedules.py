@@ -62,7 +62,7 @@ def add_parsers(commands: Any) -> None:
     )
     verbs = group.add_subparsers(dest="schedule_command", required=True, metavar="VERB")
 
-    p = common.command(verbs, "add", add, help="store a schedule of JOB (idempotent with --id)")
+    p = common.command(verbs, "add", add)
     p.add_argument("job", metavar="JOB", help="the job's name")
     rule = p.add_mutually_exclusive_group(required=True)
     rule.add_argument("--cron", metavar="EXPR", help="cron (5 fields, or 6 with seconds)")
@@ -93,31 +93,22 @@ def add_parsers(commands: Any) -> None:
     )
     p.add_argument("--paused", action="store_true", help="store it paused")
 
-    p = common.command(verbs, "ls", ls, help="list schedules with their next fire time")
+    p = common.command(verbs, "ls", ls)
     p.add_argument("--job", metavar="JOB", help="only this job's")
     paused = p.add_mutually_exclusive_group()
     paused.add_argument("--paused", dest="paused", action="store_const", const=True)
     paused.add_argument("--active", dest="paused", action="store_const", const=False)
     p.add_argument("--limit", type=int, default=100, metavar="N", help="at most N (default 100)")
 
-    p = common.command(verbs, "show", show, help="one schedule in full, with its next fires")
+    p = common.command(verbs, "show", show)
     p.add_argument("id", metavar="ID")
     p.add_argument("--count", type=int, default=NEXT_FIRES, metavar="N", help="fire times shown")
 
-    for verb, handler, text in (
-        ("pause", pause, "pause a schedule (its slots are recorded SKIPPED until resumed)"),
-        ("resume", resume, "resume a paused schedule from its next slot"),
-        ("rm", remove, "delete a schedule; its executions not yet started are cancelled"),
-    ):
-        p = common.command(verbs, verb, handler, help=text)
+    for verb, handler in (("pause", pause), ("resume", resume), ("rm", remove)):
+        p = common.command(verbs, verb, handler)
         p.add_argument("id", metavar="ID")
 
-    p = common.command(
-        verbs,
-        "preview",
-        preview,
-        help="the next fire times of a stored schedule, or of --cron/--every without one",
-    )
+    p = common.command(verbs, "preview", preview)
     p.add_argument("id", nargs="?", metavar="ID", help="a stored schedule")
     rule = p.add_mutually_exclusive_group()
     rule.add_argument("--cron", metavar="EXPR")
@@ -133,7 +124,7 @@ def add_parsers(commands: Any) -> None:
 
 
 def add(args: argparse.Namespace, out: Output) -> int:
-    """``fencepost schedule add``."""
+    """store a schedule of JOB (idempotent with --id)"""
     arguments: dict[str, Any] = {
         "cron": args.cron,
         "every": common.maybe_duration(args.every, "--every"),
@@ -174,7 +165,7 @@ def add(args: argparse.Namespace, out: Output) -> int:
 
 
 def ls(args: argparse.Namespace, out: Output) -> int:
-    """``fencepost schedule ls``."""
+    """list schedules with their next fire time"""
     count = common.limit(args.limit)
     common.require_db(args)
     with common.open_store(args, read_only=True) as store:
@@ -224,7 +215,7 @@ def _fires(
 
 
 def show(args: argparse.Namespace, out: Output) -> int:
-    """``fencepost schedule show ID``."""
+    """one schedule in full, with its next fires"""
     count = _count(args.count)
     common.require_db(args)
     with common.open_store(args, read_only=True) as store:
@@ -235,7 +226,7 @@ def show(args: argparse.Namespace, out: Output) -> int:
 
 
 def pause(args: argparse.Namespace, out: Output) -> int:
-    """``fencepost schedule pause ID``."""
+    """pause a schedule (its slots are recorded SKIPPED until resumed)"""
     common.require_db(args)
     with common.open_store(args) as store:
         schedule = store.pause_schedule(args.id)
@@ -244,7 +235,7 @@ def pause(args: argparse.Namespace, out: Output) -> int:
 
 
 def resume(args: argparse.Namespace, out: Output) -> int:
-    """``fencepost schedule resume ID``."""
+    """resume a paused schedule from its next slot"""
     common.require_db(args)
     with common.open_store(args) as store:
         schedule = store.resume_schedule(args.id)
@@ -254,7 +245,7 @@ def resume(args: argparse.Namespace, out: Output) -> int:
 
 
 def remove(args: argparse.Namespace, out: Output) -> int:
-    """``fencepost schedule rm ID``."""
+    """delete a schedule; its executions not yet started are cancelled"""
     common.require_db(args)
     with common.open_store(args) as store:
         store.delete_schedule(args.id)
@@ -296,7 +287,7 @@ def _print_schedule(
 
 
 def preview(args: argparse.Namespace, out: Output) -> int:
-    """``fencepost schedule preview``: a stored schedule's next fires, or a rule's."""
+    """the next fire times of a stored schedule, or of --cron/--every without one"""
     count = _count(args.count)
     after = common.instant(args.after, "--after")
     ruled = args.cron is not None or args.every is not None

@@ -32,12 +32,7 @@ OPTIONS = {
 
 def add_parsers(commands: Any) -> None:
     """Register ``submit``."""
-    p = common.command(
-        commands,
-        "submit",
-        run,
-        help="store an execution of JOB (due now, --at a time or --in a while)",
-    )
+    p = common.command(commands, "submit", run)
     p.add_argument("job", metavar="JOB", help="the job's name")
     add_input_options(p)
     when_group = p.add_mutually_exclusive_group()
@@ -69,7 +64,8 @@ def relabel(exc: ValidationError, options: Mapping[str, str]) -> ValidationError
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    """Check every argument, then submit and print the execution."""
+    """store an execution of JOB (due now, --at a time or --in a while)"""
+    # Every argument is checked before the store is opened.
     arguments: dict[str, Any] = {
         "inputs": common.inputs(args.input, args.input_json),
         "execute_at": common.instant(args.at, "--at"),
