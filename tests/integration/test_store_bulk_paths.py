@@ -16,8 +16,8 @@ import pytest
 
 import fencepost
 from fencepost.domain.models import Execution
+from fencepost.domain.slots import slot_builder
 from fencepost.domain.states import Event
-from fencepost.store.rows import slot_builder
 
 
 @pytest.fixture

@@ -63,12 +63,19 @@ class NewExecution:
     bucket_key: str | None
     created_at: datetime
 
-    def to_execution(self) -> Execution:
-        """The execution as it stands right after insertion."""
+    def to_execution(
+        self, *, due_at: datetime | None = None, created_at: datetime | None = None
+    ) -> Execution:
+        """The execution as it stands right after insertion.
+
+        ``due_at`` and ``created_at`` are the times a backend resolved on its own
+        clock; by default, the ones this submission was prepared with.
+        """
         return scheduled_execution(
             self,
             self,
-            created_at=self.created_at,
+            created_at=self.created_at if created_at is None else created_at,
+            due_at=due_at,
             timeout=self.timeout,
             bucket_key=self.bucket_key,
         )

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fencepost.domain.nodes import Node
-from fencepost.store.rows import command, execution, schedule, submitted, transition
+from fencepost.store.rows import command, execution, schedule, transition
 
 __all__ = [
     "command",
@@ -15,7 +15,6 @@ __all__ = [
     "instant",
     "node",
     "schedule",
-    "submitted",
     "transition",
 ]
 

@@ -249,7 +249,7 @@ class PostgresStore(SqlStore):
                     out.append(made[key])
                     continue
             due_at = new.execute_at if new.execute_at is not None else now + (new.delay or _ZERO)
-            execution = rows.submitted(new, due_at=due_at, created_at=now)
+            execution = new.to_execution(due_at=due_at, created_at=now)
             if key is not None:
                 made[key] = execution
             out.append(execution)

@@ -12,7 +12,6 @@ from typing import Any
 from fencepost.domain import payloads
 from fencepost.domain.models import Command, Execution, Schedule, Transition
 from fencepost.domain.nodes import Node
-from fencepost.domain.submission import NewExecution
 from fencepost.store import rows as shared
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -56,11 +55,6 @@ _COLUMNS = shared.Columns(instant=from_us, duration=us_duration, payload=payload
 def execution(row: tuple[Any, ...]) -> Execution:
     """An :class:`Execution` from a row of the ``execution_rows`` view."""
     return shared.execution(row, _COLUMNS)
-
-
-def submitted(new: NewExecution) -> Execution:
-    """The execution ``new`` became when inserted (its times are the process's clock)."""
-    return shared.submitted(new, due_at=new.due_at, created_at=new.created_at)
 
 
 def schedule(row: tuple[Any, ...]) -> Schedule:

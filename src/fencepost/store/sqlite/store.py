@@ -189,15 +189,15 @@ class SqliteStore(SqlStore):
             if len(fresh) != len(chosen):  # idempotent twins, read in this transaction
                 fresh_by_id = {n.id: n for n in fresh}
                 return [
-                    rows.submitted(item)
+                    item.to_execution()
                     if isinstance(item, NewExecution)
-                    else rows.submitted(fresh_by_id[item])
+                    else fresh_by_id[item].to_execution()
                     if item in fresh_by_id
                     else self._get(conn, item)
                     for item in chosen
                 ]
         # The usual batch, without twins: its executions are built after the commit.
-        return [rows.submitted(n) for n in fresh]
+        return [n.to_execution() for n in fresh]
 
     @staticmethod
     def _existing_keys(
