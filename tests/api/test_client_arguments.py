@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+import fencepost
+from fencepost.api import create_app
 from fencepost.client import Client
 from fencepost.domain.errors import ValidationError
 from fencepost.store.base import Store
@@ -43,15 +45,57 @@ def test_job_version_still_works_and_warns(remote: Client, store: Store) -> None
     assert both.value.field == "job_version"
 
 
-def test_a_timeout_cannot_travel_and_says_so(remote: Client, store: Store) -> None:
+def test_a_timeout_travels_as_seconds(remote: Client, store: Store) -> None:
+    made = remote.submit("a", timeout=timedelta(minutes=2))
+    assert made.timeout == store.get(made.id).timeout == timedelta(minutes=2)
+    assert remote.submit("a", timeout=0.5).timeout == timedelta(seconds=0.5)
+    [first, second] = remote.submit_many([{"job": "a"}, {"job": "a", "timeout": 10}])
+    assert (first.timeout, second.timeout) == (None, timedelta(seconds=10))
+    assert remote.submit("a", timeout=None).timeout is None  # the store's default
+
+
+@pytest.mark.parametrize("timeout", [0, -1, 1e308, 1e-9, timedelta(0)])
+def test_a_timeout_the_service_refuses_is_named(remote: Client, store: Store, timeout: Any) -> None:
     with pytest.raises(ValidationError) as refused:
-        remote.submit("a", timeout=10)
-    assert refused.value.field == "timeout"
+        remote.submit("a", timeout=timeout)
+    assert refused.value.field == "timeout_seconds"
     with pytest.raises(ValidationError) as refused:
-        remote.submit_many([{"job": "a"}, {"job": "a", "timeout": 10}])
-    assert refused.value.field == "[1].timeout"
-    remote.submit("a", timeout=None)  # the store's default, as everywhere
-    assert len(store.query().items) == 1
+        remote.submit_many([{"job": "a"}, {"job": "a", "timeout": timeout}])
+    assert refused.value.field == "items.1.timeout_seconds"
+    assert store.query().items == []
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), float("-inf")])
+def test_a_timeout_json_cannot_carry_is_refused_before_sending(
+    remote: Client, store: Store, timeout: float
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        remote.submit("a", timeout=timeout)
+    assert refused.value.field == "timeout_seconds"
+    with pytest.raises(ValidationError) as refused:
+        remote.submit_many([{"job": "a"}, {"job": "a", "timeout": timeout}])
+    assert refused.value.field == "[1].timeout_seconds"
+    with pytest.raises(ValidationError) as refused:
+        remote.submit("a", delay=timeout)
+    assert refused.value.field == "delay_seconds"
+    assert store.query().items == []
+
+
+def test_a_job_s_timeout_applies_unless_the_submit_gives_one(store: Store) -> None:
+    app = fencepost.App(store)
+
+    @app.job("report", timeout=timedelta(seconds=60))
+    def report() -> None:
+        """A job with a timeout of its own."""
+
+    with (
+        TestClient(create_app(store, registry=app.registry)) as http,
+        Client("http://testserver", http=http) as remote,
+    ):
+        assert remote.submit("report").timeout == timedelta(seconds=60)
+        assert remote.submit("report", timeout=5).timeout == timedelta(seconds=5)
+        [batched] = remote.submit_many([{"job": "report", "timeout": 7}])
+        assert batched.timeout == timedelta(seconds=7)
 
 
 @pytest.mark.parametrize(

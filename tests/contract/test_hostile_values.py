@@ -55,6 +55,7 @@ import itertools
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import pytest
@@ -1264,6 +1265,23 @@ RAW_SUBMITS: list[tuple[str, str, int, str | None]] = [
     ("priority-int32", r'{"job":"j","priority":2147483648}', 422, "priority"),
     ("priority-inf", r'{"job":"j","priority":1e400}', 422, "priority"),
     ("delay-1e308", r'{"job":"j","delay_seconds":1e308}', 422, "delay_seconds"),
+    ("timeout-zero", r'{"job":"j","timeout_seconds":0}', 422, "timeout_seconds"),
+    ("timeout-negative", r'{"job":"j","timeout_seconds":-5}', 422, "timeout_seconds"),
+    ("timeout-string", r'{"job":"j","timeout_seconds":"5"}', 422, "timeout_seconds"),
+    ("timeout-bool", r'{"job":"j","timeout_seconds":true}', 422, "timeout_seconds"),
+    ("timeout-object", r'{"job":"j","timeout_seconds":{"s":5}}', 422, "timeout_seconds"),
+    ("timeout-nan", r'{"job":"j","timeout_seconds":NaN}', 422, "timeout_seconds"),
+    ("timeout-infinity", r'{"job":"j","timeout_seconds":Infinity}', 422, "timeout_seconds"),
+    ("timeout-1e308", r'{"job":"j","timeout_seconds":1e308}', 422, "timeout_seconds"),
+    (
+        "timeout-int-past-float",
+        '{"job":"j","timeout_seconds":' + "9" * 400 + "}",
+        422,
+        "timeout_seconds",
+    ),
+    ("timeout-below-a-microsecond", r'{"job":"j","timeout_seconds":1e-9}', 422, "timeout_seconds"),
+    ("timeout-fraction", r'{"job":"j","timeout_seconds":0.25}', 201, None),
+    ("timeout-a-century", r'{"job":"j","timeout_seconds":3153600000}', 201, None),
     ("escaped-pair", r'{"job":"j","inputs":"\ud83d\ude00"}', 201, None),
     ("job-escaped-pair", r'{"job":"\ud83d\ude00"}', 201, None),
     ("escaped-backslash-u0000", r'{"job":"j","inputs":"\\u0000"}', 201, None),
@@ -1289,6 +1307,10 @@ def test_hostile_submit_bodies_are_422_or_stored(client: TestClient, store: Stor
         [lease] = client.post("/claims", json={"owner": "w"}).json()["leases"]
         assert lease["execution_id"] == execution_id
         assert hostile.json_equal(lease["inputs"], store.get(execution_id).inputs), case
+        timeout = store.get(execution_id).timeout
+        sent = json.loads(body).get("timeout_seconds")
+        assert lease["timeout_seconds"] == (None if timeout is None else timeout.total_seconds())
+        assert timeout == (None if sent is None else timedelta(seconds=sent)), case
     assert client.get("/executions").status_code == 200
 
 

@@ -29,10 +29,9 @@ def test_the_three_submits_take_the_same_names() -> None:
     assert names(Client.submit) == names(App.submit) == names(Store.submit)
 
 
-def test_a_submit_body_carries_every_argument_but_the_timeout() -> None:
-    # The service gives an execution its registered job's timeout: the API has no field.
+def test_a_submit_body_carries_every_argument() -> None:
     carried = {argument_name(field) for field in SubmitItem.model_fields}
-    assert carried | {"timeout"} == names(Store.submit)
+    assert carried == names(Store.submit)
 
 
 def test_adding_a_schedule_takes_the_same_names() -> None:

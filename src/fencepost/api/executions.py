@@ -85,7 +85,12 @@ def _submit_arguments(
 ) -> dict[str, Any]:
     """``Store.submit``'s arguments for one request, checked against the registry if any."""
     defaults = submit_defaults(
-        registry, body.job, body.inputs, version=body.version, max_attempts=body.max_attempts
+        registry,
+        body.job,
+        body.inputs,
+        version=body.version,
+        max_attempts=body.max_attempts,
+        timeout=body.timeout_seconds,
     )
     return {
         **body.arguments(),  # the body's fields, by the store's names

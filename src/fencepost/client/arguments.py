@@ -20,7 +20,7 @@ from fencepost.wire.mapping import argument_name
 OLD_VERSION = "job_version"
 #: What ``submit`` takes (and each ``submit_many`` item holds).
 SUBMIT_ARGUMENTS = frozenset(
-    {argument_name(field) for field in SubmitItem.model_fields} | {"timeout", OLD_VERSION}
+    {argument_name(field) for field in SubmitItem.model_fields} | {OLD_VERSION}
 )
 
 
@@ -46,22 +46,6 @@ def renamed(
     return given | {"version": old}
 
 
-def submit_arguments(
-    arguments: Mapping[str, Any], *, where: str = "", stacklevel: int = 1
-) -> dict[str, Any]:
-    """``submit``'s arguments as the service takes them: see :func:`renamed`.
-
-    A ``timeout`` other than None is refused: the API has no field for it (the
-    service gives an execution its registered job's timeout).
-    """
-    given = renamed(arguments, where=where, stacklevel=stacklevel + 1)
-    if given.pop("timeout", None) is not None:
-        raise ValidationError(
-            f"{where}timeout", "cannot be sent: the service applies the job's own timeout"
-        )
-    return given
-
-
 def submit_item(request: object, index: int, *, stacklevel: int = 1) -> dict[str, Any]:
     """One ``submit_many`` item as the body of ``POST /executions/batch`` holds it.
 
@@ -76,6 +60,9 @@ def submit_item(request: object, index: int, *, stacklevel: int = 1) -> dict[str
         raise ValidationError(f"{where}.{unknown[0]}", "is not an argument of submit")
     if "job" not in request:
         raise ValidationError(f"{where}.job", "is required")
-    if OLD_VERSION in request or request.get("timeout") is not None:  # else nothing to do
-        request = submit_arguments(request, where=f"{where}.", stacklevel=stacklevel + 1)
-    return SubmitItem.body(request)
+    if OLD_VERSION in request:  # else nothing to rename
+        request = renamed(request, where=f"{where}.", stacklevel=stacklevel + 1)
+    try:
+        return SubmitItem.body(request)
+    except ValidationError as exc:
+        raise ValidationError(f"{where}.{exc.field}", exc.message) from None

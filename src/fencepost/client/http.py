@@ -25,7 +25,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from fencepost.client.arguments import OLD_VERSION, renamed, submit_arguments, submit_item
+from fencepost.client.arguments import OLD_VERSION, renamed, submit_item
 from fencepost.client.errors import error_of
 from fencepost.domain import payloads
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
@@ -161,10 +161,9 @@ class Client:
     ) -> Execution:
         """Submit one execution (``POST /executions``); see ``Store.submit``.
 
-        ``max_attempts`` None: the job's own (the service's registry), else the
-        store's default. ``timeout`` must stay None: the API carries none (the
-        service applies the job's own). ``job_version`` is the deprecated name of
-        ``version``.
+        ``max_attempts`` and ``timeout`` None: the job's own (the service's
+        registry), else the store's default. ``job_version`` is the deprecated
+        name of ``version``.
         """
         arguments = {
             "job": job,
@@ -179,7 +178,7 @@ class Client:
         }
         if job_version is not None:
             arguments[OLD_VERSION] = job_version
-        body = executions.SubmitRequest.body(submit_arguments(arguments, stacklevel=2))
+        body = executions.SubmitRequest.body(renamed(arguments, stacklevel=2))
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
         answer = self._read(executions.Execution, "POST", "/executions", body=body, headers=headers)
         return answer.to_domain()

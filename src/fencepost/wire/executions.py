@@ -46,6 +46,9 @@ class SubmitRequest(RequestModel):
     delay_seconds: float | None = Field(default=None, ge=0, le=MAX_DURATION_SECONDS, strict=True)
     #: None: the job's own (with a registry), else the store's default.
     max_attempts: Count | None = None
+    #: How long one attempt may run, in seconds; None: the job's own (with a
+    #: registry), else none.
+    timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_DURATION_SECONDS, strict=True)
     bucket_key: Annotated[str, name(MAX_KEY)] | None = None
     priority: Integer = Field(default=0, ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])
 

@@ -19,6 +19,7 @@ request body that carries a verb's keyword arguments: the API calls the store wi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -42,6 +43,7 @@ from typing import (
 from pydantic import BaseModel, ConfigDict
 
 from fencepost.domain import payloads
+from fencepost.domain.errors import ValidationError
 
 #: The suffix of a duration's name on the wire.
 SECONDS = "_seconds"
@@ -373,14 +375,21 @@ class RequestModel(BaseModel):
         """The JSON body that carries these keyword arguments (by the verbs' names).
 
         A name that is not one of this body's is sent as it is, for the service to
-        refuse naming it. Nulls are left out unless they clear the field.
+        refuse naming it. Nulls are left out unless they clear the field. A number
+        JSON cannot carry (NaN, an infinity) is refused here, naming the field: a
+        :class:`ValidationError`, as the service would answer.
         """
         fields = cls._fields
-        return {
-            fields.get(name, name): json_value(value)
-            for name, value in arguments.items()
-            if value is not None or cls.null_clears
-        }
+        body = {}
+        for name, value in arguments.items():
+            if value is None and not cls.null_clears:
+                continue
+            field = fields.get(name, name)
+            sent = json_value(value)
+            if type(sent) is float and not math.isfinite(sent):
+                raise ValidationError(field, f"must be a finite number, got {sent!r}")
+            body[field] = sent
+        return body
 
     @classmethod
     def api_field(cls, name: str) -> str:
