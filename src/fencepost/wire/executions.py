@@ -11,6 +11,7 @@ from fencepost.domain import models
 from fencepost.domain.submission import MAX_KEY, PRIORITY_RANGE
 from fencepost.wire.fields import (
     MAX_DURATION_SECONDS,
+    MIN_SECONDS,
     Count,
     Instant,
     Integer,
@@ -48,7 +49,9 @@ class SubmitRequest(RequestModel):
     max_attempts: Count | None = None
     #: How long one attempt may run, in seconds; None: the job's own (with a
     #: registry), else none.
-    timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_DURATION_SECONDS, strict=True)
+    timeout_seconds: float | None = Field(
+        default=None, ge=MIN_SECONDS, le=MAX_DURATION_SECONDS, strict=True
+    )
     bucket_key: Annotated[str, name(MAX_KEY)] | None = None
     priority: Integer = Field(default=0, ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])
 
