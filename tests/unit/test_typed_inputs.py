@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Iterator
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -110,11 +110,12 @@ def test_rich_hints_arrive_converted(app: App) -> None:
     }
     (done,) = run_all(app, app.submit("typed", inputs).id)
     assert (done.state, done.result, done.attempt) == (State.SUCCEEDED, "ok", 1)
-    assert received["at"] == datetime(2026, 11, 28, 2, tzinfo=timezone.utc)
+    assert received["at"] == datetime(2026, 11, 28, 2, tzinfo=UTC)
     assert received["report"] == ReportSpec(title="nightly", pages=3)
     assert received["day"] == date(2026, 11, 28)
     assert received["ref"] == UUID("0192f1c2-0000-7000-8000-000000000001")
-    assert received["amount"] == Decimal("12.50") and isinstance(received["amount"], Decimal)
+    assert received["amount"] == Decimal("12.50")
+    assert isinstance(received["amount"], Decimal)
     assert received["tier"] is Tier.GOLD
     assert received["address"] == {"street": "Main", "number": 7}
     assert received["lines"] == [Line(sku="a", qty=1), Line(sku="b", qty=2)]
