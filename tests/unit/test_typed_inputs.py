@@ -361,3 +361,20 @@ def test_unstorable_inputs_are_refused_at_submit_and_never_crash_conversion(
         app.submit("unstorable", inputs)
     assert caught.value.field.startswith("inputs")
     assert app.store.query(job="unstorable").items == []
+
+
+class Opaque:
+    """A class pydantic has no schema for."""
+
+
+def test_a_hint_pydantic_cannot_handle_fails_the_submit_and_the_run_naming_it(app: App) -> None:
+    @app.job("opaque", max_attempts=4)
+    def opaque(thing: Opaque) -> None: ...
+
+    with pytest.raises(ValidationError) as caught:
+        app.submit("opaque", {"thing": 1})
+    assert caught.value.field == "inputs"
+    assert "cannot derive a JSON Schema from type hints" in caught.value.message
+    (done,) = run_all(app, app.store.submit("opaque", {"thing": 1}, version=1).id)
+    assert (done.state, done.attempt) == (State.FAILED, 1)
+    assert "inputs.thing: cannot use its type hint" in (done.error or "")

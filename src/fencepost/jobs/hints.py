@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import math
 import types
-from collections.abc import Mapping
+from abc import abstractmethod
+from collections.abc import Iterator, Mapping
+from functools import cached_property
 from typing import Any, Literal, Union, get_args, get_origin
 
 #: The schema of each JSON scalar hint.
@@ -171,3 +173,30 @@ def strip_titles(schema: Any) -> Any:
         else:
             stripped[key] = strip_titles(value)
     return stripped
+
+
+class DerivedSchema(Mapping[str, Any]):
+    """A JSON Schema derived from type hints on first use, read like the mapping it is.
+
+    Deriving may take pydantic; a process that never reads the schema never pays for it.
+    """
+
+    @abstractmethod
+    def _derive(self) -> dict[str, Any]:
+        """The schema (called once, on first use)."""
+
+    @cached_property
+    def _schema(self) -> dict[str, Any]:
+        return self._derive()
+
+    def __getitem__(self, key: str) -> Any:
+        return self._schema[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._schema)
+
+    def __len__(self) -> int:
+        return len(self._schema)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._schema!r})"

@@ -137,10 +137,14 @@ class Parameters:
         """The schema derived by pydantic's adapters, titles stripped (any hints)."""
         import pydantic
 
-        keyed = [(p.name, "validation", p.adapter) for p in self.fields]
         try:
+            keyed = [(p.name, "validation", p.adapter) for p in self.fields]
             by_key, top = pydantic.TypeAdapter.json_schemas(keyed)  # type: ignore[arg-type]
-        except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError) as exc:
+        except (
+            ValidationError,  # a parameter's adapter: its hint is no type pydantic knows
+            pydantic.PydanticSchemaGenerationError,
+            pydantic.PydanticUserError,
+        ) as exc:
             raise ValidationError(
                 "inputs", f"cannot derive a JSON Schema from type hints: {exc}"
             ) from exc

@@ -14,19 +14,18 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Iterator, Mapping
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
 from fencepost.domain.errors import ValidationError
-from fencepost.jobs.hints import native_schema, strip_titles
+from fencepost.jobs.hints import DerivedSchema, native_schema, strip_titles
 from fencepost.jobs.inputs import pydantic_error
 
 if TYPE_CHECKING:
     import pydantic
 
 
-class OutputType(Mapping[str, Any]):
+class OutputType(DerivedSchema):
     """The JSON Schema of an output type, derived on first use; results convert through it.
 
     A JSON-native type's schema is derived without pydantic; checking a result
@@ -46,8 +45,7 @@ class OutputType(Mapping[str, Any]):
         except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError) as exc:
             raise ValidationError("output", f"cannot use type {self.hint!r}: {exc}") from exc
 
-    @cached_property
-    def _schema(self) -> dict[str, Any]:
+    def _derive(self) -> dict[str, Any]:
         native = native_schema(self.hint)
         if native is not None:
             return native
@@ -63,15 +61,6 @@ class OutputType(Mapping[str, Any]):
         except pydantic.ValidationError as exc:
             raise pydantic_error(exc, "result") from None
         return _dump(self.adapter, value)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._schema[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._schema)
-
-    def __len__(self) -> int:
-        return len(self._schema)
 
     def __repr__(self) -> str:
         return f"OutputType({self.hint!r})"

@@ -20,7 +20,7 @@ JSON-native (:mod:`fencepost.jobs.hints`) and that declare no output never needs
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
@@ -33,6 +33,7 @@ from fencepost.domain.errors import PermanentFailure, ValidationError
 from fencepost.domain.models import JSON
 from fencepost.domain.retry import RetryPolicy
 from fencepost.jobs.context import Context
+from fencepost.jobs.hints import DerivedSchema
 from fencepost.jobs.inputs import Parameters
 from fencepost.jobs.outputs import OutputType, as_json
 
@@ -262,7 +263,7 @@ def _output_schema(output: Any) -> Mapping[str, Any] | None:
     return OutputType(output)
 
 
-class HintSchema(Mapping[str, Any]):
+class HintSchema(DerivedSchema):
     """The JSON Schema of a handler's keyword inputs, derived from its type hints on first use.
 
     JSON-native hints are derived without pydantic (a worker publishing its jobs
@@ -274,21 +275,8 @@ class HintSchema(Mapping[str, Any]):
     def __init__(self, parameters: Parameters) -> None:
         self._parameters = parameters
 
-    @cached_property
-    def _schema(self) -> dict[str, Any]:
+    def _derive(self) -> dict[str, Any]:
         return self._parameters.schema()
-
-    def __getitem__(self, key: str) -> Any:
-        return self._schema[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._schema)
-
-    def __len__(self) -> int:
-        return len(self._schema)
-
-    def __repr__(self) -> str:
-        return f"HintSchema({self._schema!r})"
 
 
 def _qualname(handler: Callable[..., Any]) -> str:
