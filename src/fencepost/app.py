@@ -73,6 +73,7 @@ class App:
         *,
         version: int = 1,
         inputs: Mapping[str, Any] | None = None,
+        output: Any = None,
         max_attempts: int | None = None,
         timeout: float | timedelta | None = None,
         lease_ttl: float | timedelta = DEFAULT_LEASE_TTL,
@@ -82,7 +83,13 @@ class App:
 
         ``name`` defaults to the function's name. The inputs are the function's
         keyword parameters (after an optional ``ctx``); their type hints give
-        the input schema unless ``inputs`` (a JSON Schema) is given. ``retry``
+        the input schema unless ``inputs`` (a JSON Schema) is given, and convert
+        what the function receives (a ``datetime`` hint gets a ``datetime``, a
+        pydantic model its instance). ``output`` is the result's JSON Schema or
+        a type (its schema derived; results validated and dumped to JSON
+        through it): a result that does not match fails with ``result_invalid``,
+        not retried. The return annotation is not used unless given as
+        ``output``. ``retry``
         is a :class:`RetryPolicy` or a mapping with ``base_delay``/``max_delay``
         (and optionally ``max_attempts``). The function is returned unchanged.
         """
@@ -95,6 +102,7 @@ class App:
                     name=name or handler.__name__,
                     version=version,
                     inputs=inputs,
+                    output=output,
                     max_attempts=attempts,
                     retry=policy,
                     timeout=timeout,

@@ -33,6 +33,23 @@ def test_a_bad_definition_file_is_refused_with_file_field_and_reason(tmp_path: P
     assert not (tmp_path / "x.db").exists(), "nothing is opened before the arguments are valid"
 
 
+def test_a_definition_with_an_invalid_output_schema_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    definitions = tmp_path / "defs"
+    definitions.mkdir()
+    (definitions / "report.yaml").write_text(
+        "name: report\noutput: {type: banana}\nrun: {command: [echo, hi]}\n"
+    )
+    run = worker("--definitions", str(definitions), "--db", f"sqlite:///{tmp_path / 'x.db'}")
+    assert run.returncode == 2
+    [line] = run.stderr.strip().splitlines()
+    assert line.startswith(
+        f"fencepost worker: {definitions / 'report.yaml'}: output.type: is not a valid JSON Schema"
+    )
+    assert not (tmp_path / "x.db").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "named"),
     [

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from uuid import UUID
 
 import pytest
 
@@ -49,6 +50,46 @@ def test_a_worker_process_loads_none_of_the_service_stack(workers: Workers, shar
     loaded = set(done.result)
     assert "fencepost" in loaded  # the probe did run in the worker
     assert not loaded & HEAVY, f"a worker loaded {sorted(loaded & HEAVY)}"
+
+
+def test_only_a_job_with_rich_hints_loads_pydantic_and_bad_inputs_fail_at_once(
+    workers: Workers, shared_db: str
+) -> None:
+    """JSON-native jobs bind their inputs without pydantic, refusing missing and unknown
+    ones as a permanent failure; a job typed ``datetime`` loads it when it first runs."""
+    url = shared_db
+    with fencepost.connect(url) as store:
+        unknown = store.submit("quick", {"bogus": 1}).id  # quick takes only n: never retried
+        workers.start(url, "lean-typed", APP)
+        refused = wait_until(
+            lambda: (e := store.get(unknown)).state is State.FAILED and e, 30, "the refusal"
+        )
+        before = store.submit("loaded-modules").id
+        lean = wait_until(
+            lambda: (e := store.get(before)).state is State.SUCCEEDED and e, 30, "the probe"
+        )
+        bad = store.submit("typed-clock", {"at": "not a date", "ref": "x"}).id
+        typed = store.submit(
+            "typed-clock", {"at": "2026-11-28T02:00:00Z", "ref": str(UUID(int=7))}
+        ).id
+        converted = wait_until(
+            lambda: (e := store.get(typed)).state is State.SUCCEEDED and e, 30, "the typed job"
+        )
+        failed = wait_until(
+            lambda: (e := store.get(bad)).state is State.FAILED and e, 30, "the bad typed job"
+        )
+        after = store.submit("loaded-modules").id
+        loaded = wait_until(
+            lambda: (e := store.get(after)).state is State.SUCCEEDED and e, 30, "the 2nd probe"
+        )
+    assert refused.attempt == 1
+    assert "inputs.bogus: is not an input of this job" in (refused.error or "")
+    assert not set(lean.result) & HEAVY, f"a worker loaded {sorted(set(lean.result) & HEAVY)}"
+    assert converted.result == ["datetime", "2026-11-28T02:00:00+00:00", "UUID"]
+    assert failed.attempt == 1
+    assert "inputs.at: Input should be a valid datetime" in (failed.error or "")
+    assert "pydantic" in loaded.result  # loaded by the typed job, in the process running it
+    assert "jsonschema" not in loaded.result
 
 
 #: fencepost's own machinery that parsing a command line does not need: each command

@@ -308,6 +308,12 @@ SCHEMA_WITH_DAY = {"type": "object", "properties": {"day": {"type": "string"}}}
         (minimal(run=["x"]), "run", "must be a mapping, got list"),
         # inputs: a valid JSON Schema
         (minimal(inputs={"type": "banana"}), "inputs.type", "is not a valid JSON Schema"),
+        # output: a valid JSON Schema too, and storable JSON
+        (minimal(output={"type": "banana"}), "output.type", "is not a valid JSON Schema"),
+        (minimal(output=["x"]), "output", "must be a mapping, got list"),
+        (minimal(output={"description": "a\u0000b"}), "output", "U+0000"),
+        (minimal(output={"description": "\ud800"}), "output", "surrogate"),
+        (minimal(outputs={"type": "object"}), "outputs", "did you mean 'output'?"),
         (
             minimal(inputs={"properties": {"day": {"minLength": -1}}}),
             "inputs.properties.day.minLength",

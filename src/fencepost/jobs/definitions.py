@@ -7,6 +7,8 @@ One file defines one version of one job::
     description: Build the report   # optional
     inputs:                         # optional JSON Schema (draft 2020-12); default {type: object}
       {type: object, properties: {day: {type: string}}, required: [day]}
+    output:                         # optional JSON Schema of the result (default: any JSON)
+      {type: object, properties: {rows: {type: integer}}, required: [rows]}
     retry: {max_attempts: 5, base_delay: 1, max_delay: 300}   # optional, each key optional
     timeout: 10m                    # optional: how long one attempt may run
     lease_ttl: 30                   # optional: the lease a worker takes (default 30 s)
@@ -34,7 +36,9 @@ is meant for start-up, not for threads racing on ``sys.path``). The module then
 stays in ``sys.modules`` under its plain name, so two directories must not both
 hold a ``jobs.py``. The callable becomes a job as with
 :func:`~fencepost.jobs.spec.spec_from_function`; its inputs schema is the
-file's ``inputs`` if given, else derived from its type hints.
+file's ``inputs`` if given, else derived from its type hints, and its hints
+convert what it receives either way. A result that does not match ``output``
+fails the execution with ``result_invalid`` (not retried).
 
 Every refusal is a :class:`DefinitionError` naming the file, the field (a dotted
 path: ``retry.max_delay``, ``run.command[3]``) and the reason. Keys outside the
@@ -72,7 +76,17 @@ from fencepost.jobs.spec import DEFAULT_LEASE_TTL, JobSpec, Runner, spec_from_fu
 #: The file name suffixes :func:`load_definitions` picks up (compared case-insensitively).
 SUFFIXES = (".yaml", ".yml", ".json")
 
-_TOP_KEYS = ("name", "version", "description", "inputs", "retry", "timeout", "lease_ttl", "run")
+_TOP_KEYS = (
+    "name",
+    "version",
+    "description",
+    "inputs",
+    "output",
+    "retry",
+    "timeout",
+    "lease_ttl",
+    "run",
+)
 _RETRY_KEYS = ("max_attempts", "base_delay", "max_delay")
 _RUN_KINDS = ("command", "python", "http")
 _HTTP_KEYS = ("method", "url", "json", "headers", "timeout")
@@ -213,7 +227,8 @@ def _build(file: Path, document: Any) -> JobSpec:
     version = require_int(doc.get("version", 1), "version", low=1)
     if "description" in doc and not isinstance(doc["description"], str):
         raise ValidationError("description", f"must be a string, got {doc['description']!r}")
-    schema = _input_schema(doc["inputs"]) if "inputs" in doc else None
+    schema = _json_schema(doc["inputs"], "inputs") if "inputs" in doc else None
+    output = _json_schema(doc["output"], "output") if "output" in doc else None
     max_attempts, retry = _retry(doc["retry"]) if "retry" in doc else (None, None)
     timeout = parse_duration(doc["timeout"], field="timeout") if "timeout" in doc else None
     lease_ttl = (
@@ -231,6 +246,7 @@ def _build(file: Path, document: Any) -> JobSpec:
         "lease_ttl": lease_ttl,
     }
     if kind == "python":
+        common["output"] = output
         return _python_spec(value, file, schema, common)
     input_names = _property_names(schema)
     runner: Runner = (
@@ -241,6 +257,7 @@ def _build(file: Path, document: Any) -> JobSpec:
     return JobSpec(
         run=runner,
         input_schema=schema if schema is not None else {"type": "object"},
+        output_schema=output,
         source=str(file),
         **common,
     )
@@ -267,15 +284,16 @@ def _refuse_unknown_keys(mapping: Mapping[Any, Any], allowed: Collection[str], p
         raise ValidationError(f"{prefix}{key}", f"is not a known key ({hint})")
 
 
-def _input_schema(value: Any) -> dict[str, Any]:
-    schema = dict(_mapping(value, "inputs"))
-    payloads.encode(schema, field="inputs", limit=payloads.DEFAULT_MAX_PAYLOAD_BYTES)
+def _json_schema(value: Any, key: str) -> dict[str, Any]:
+    """The JSON Schema under ``key`` (``inputs`` or ``output``), checked."""
+    schema = dict(_mapping(value, key))
+    payloads.encode(schema, field=key, limit=payloads.DEFAULT_MAX_PAYLOAD_BYTES)
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
         field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.absolute_path)
         raise ValidationError(
-            f"inputs{field}", f"is not a valid JSON Schema: {exc.message}"
+            f"{key}{field}", f"is not a valid JSON Schema: {exc.message}"
         ) from None
     return schema
 

@@ -6,27 +6,36 @@ Python function (:func:`spec_from_function`) or as a definition file
 as ``run(ctx, inputs)``; for coroutine handlers it returns an awaitable.
 
 Inputs are checked against a JSON Schema (draft 2020-12) before anything is
-stored; the schema is given, or derived from the handler's type hints.
+stored; the schema is given, or derived from the handler's type hints. A Python
+handler's inputs are bound to its parameters when it runs, converted where its
+hints ask for it (:mod:`fencepost.jobs.inputs`): a ``datetime`` parameter receives
+a ``datetime``. A job may declare an output schema; its results are checked
+against it (:mod:`fencepost.jobs.outputs`).
 
-jsonschema and pydantic are imported only when a schema is checked or derived:
-a worker process, which runs what was checked at submit, never needs them.
+jsonschema and pydantic are imported only when a schema is checked or derived,
+or a rich type converted: a worker process running jobs whose hints are all
+JSON-native (:mod:`fencepost.jobs.hints`) and that declare no output never needs them.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, get_type_hints
 
+from fencepost.domain import payloads
 from fencepost.domain.checks import require_int, require_name
 from fencepost.domain.durations import as_duration
-from fencepost.domain.errors import ValidationError
+from fencepost.domain.errors import PermanentFailure, ValidationError
 from fencepost.domain.models import JSON
 from fencepost.domain.retry import RetryPolicy
 from fencepost.jobs.context import Context
+from fencepost.jobs.hints import DerivedSchema
+from fencepost.jobs.inputs import Parameters
+from fencepost.jobs.outputs import OutputType, as_json
 
 if TYPE_CHECKING:
     import jsonschema
@@ -53,11 +62,15 @@ class JobSpec:
     run: Runner
     is_async: bool = False  #: ``run`` returns a coroutine, to be awaited on the worker's loop
     input_schema: Mapping[str, Any] = field(default_factory=lambda: dict(_ANY_OBJECT))
+    output_schema: Mapping[str, Any] | None = None  #: None: any JSON result
     max_attempts: int | None = None  #: None: the store's default
     retry: RetryPolicy | None = None  #: None: the store's policy
     timeout: timedelta | None = None  #: how long one attempt may run; None: no limit
     lease_ttl: timedelta = DEFAULT_LEASE_TTL
     source: str = ""  #: where it was defined ("module:function" or a file path)
+    #: A Python handler's keyword inputs, which :meth:`check_inputs` binds as a run
+    #: will (None: ``run`` takes the inputs as they are).
+    parameters: Parameters | None = None
 
     def __post_init__(self) -> None:
         require_name(self.name, "name")
@@ -70,14 +83,16 @@ class JobSpec:
         # A schema derived from type hints is valid by construction, and checked
         # (derived) only when first used; a given one is checked here, at once.
         if not isinstance(self.input_schema, HintSchema) and self.input_schema != _ANY_OBJECT:
-            import jsonschema
-
-            try:
-                jsonschema.Draft202012Validator.check_schema(dict(self.input_schema))
-            except jsonschema.SchemaError as exc:
+            _check_schema(self.input_schema, "inputs")
+        if self.output_schema is not None and not isinstance(self.output_schema, OutputType):
+            if not isinstance(self.output_schema, Mapping):
                 raise ValidationError(
-                    "inputs", f"is not a valid JSON Schema: {exc.message}"
-                ) from exc
+                    "output", f"must be a JSON Schema mapping or a type, got {self.output_schema!r}"
+                )
+            payloads.encode(
+                dict(self.output_schema), field="output", limit=payloads.DEFAULT_MAX_PAYLOAD_BYTES
+            )
+            _check_schema(self.output_schema, "output")
 
     @property
     def key(self) -> tuple[str, int]:
@@ -90,11 +105,22 @@ class JobSpec:
 
         return jsonschema.Draft202012Validator(dict(self.input_schema))
 
+    @cached_property
+    def _output_validator(self) -> jsonschema.Draft202012Validator:
+        import jsonschema
+
+        return jsonschema.Draft202012Validator(dict(self.output_schema or {}))
+
     def check_inputs(self, inputs: JSON) -> dict[str, Any]:
         """Return ``inputs`` (None means ``{}``) if they match the schema, else raise.
 
         The :class:`ValidationError` names the offending field as a path from
-        ``inputs`` (``inputs.day``, ``inputs.items[2].sku``) and says why.
+        ``inputs`` (``inputs.day``, ``inputs.items[2].sku``) and says why. A
+        Python handler's parameters are bound too, as a run will bind them: a
+        value its hint cannot convert (``{"at": "not a date"}`` for a
+        ``datetime``), or a missing or unknown input, is refused here rather
+        than failing every attempt on a worker. The inputs are returned as given
+        (JSON), not converted.
         """
         import jsonschema
 
@@ -104,11 +130,45 @@ class JobSpec:
             raise ValidationError(_field_path(error), error.message)
         if not isinstance(value, dict):  # a schema may allow it; handlers take keywords
             raise ValidationError("inputs", f"must be a JSON object, got {type(value).__name__}")
+        if self.parameters is not None:
+            self.parameters.bind(value)
+        return value
+
+    def check_result(self, result: Any) -> JSON:
+        """``result`` as it is to be stored, checked against :attr:`output_schema`.
+
+        A pydantic model or dataclass instance is dumped to JSON first; with an
+        output *type*, the result is validated (and converted) by it. Raises
+        :class:`ValidationError` naming the field (``result.total``); a worker
+        then fails the execution with ``result_invalid``, without a retry.
+        """
+        if isinstance(self.output_schema, OutputType):
+            return self.output_schema.convert(result)
+        value = as_json(result)
+        if self.output_schema is None:
+            return value
+        import jsonschema
+
+        try:
+            error = jsonschema.exceptions.best_match(self._output_validator.iter_errors(value))
+        except Exception as exc:  # a value jsonschema cannot walk is no JSON
+            raise ValidationError("result", f"is not JSON: {exc}") from None
+        if error is not None:
+            raise ValidationError(_field_path(error, "result"), error.message)
         return value
 
 
-def _field_path(error: jsonschema.ValidationError) -> str:
-    path = "inputs"
+def _check_schema(schema: Mapping[str, Any], field: str) -> None:
+    import jsonschema
+
+    try:
+        jsonschema.Draft202012Validator.check_schema(dict(schema))
+    except jsonschema.SchemaError as exc:
+        raise ValidationError(field, f"is not a valid JSON Schema: {exc.message}") from exc
+
+
+def _field_path(error: jsonschema.ValidationError, root: str = "inputs") -> str:
+    path = root
     for part in error.absolute_path:
         path += f"[{part}]" if isinstance(part, int) else f".{part}"
     if error.validator == "required" and isinstance(error.instance, dict):
@@ -135,6 +195,7 @@ def spec_from_function(
     name: str,
     version: int = 1,
     inputs: Mapping[str, Any] | None = None,
+    output: Any = None,
     max_attempts: int | None = None,
     retry: RetryPolicy | None = None,
     timeout: float | timedelta | None = None,
@@ -146,7 +207,13 @@ def spec_from_function(
     named ``ctx`` or ``context`` or annotated :class:`Context`) are its inputs,
     passed as keywords. Their type hints give the input schema unless
     ``inputs`` (a JSON Schema) is given; a handler with ``**kwargs`` accepts
-    fields beyond its parameters.
+    fields beyond its parameters. Either way the hints convert what the handler
+    receives (:mod:`fencepost.jobs.inputs`); inputs that cannot bind (missing,
+    unknown, not convertible) fail the run at once, without a retry.
+
+    ``output`` is the result's JSON Schema (a mapping) or a type whose schema is
+    derived and through which results are validated and dumped to JSON. The
+    handler's return annotation is *not* used unless it is passed as ``output``.
     """
     signature = inspect.signature(handler)
     params = list(signature.parameters.values())
@@ -160,11 +227,16 @@ def spec_from_function(
             raise ValidationError(
                 "handler", f"{_qualname(handler)}: parameter {p.name!r} must accept a keyword"
             )
-    schema = dict(inputs) if inputs is not None else HintSchema(fields, hints)
+    parameters = Parameters.of(fields, hints)
+    schema = dict(inputs) if inputs is not None else HintSchema(parameters)
     is_async = inspect.iscoroutinefunction(handler)
 
     def run(ctx: Context, values: dict[str, Any]) -> Any:
-        return handler(ctx, **values) if takes_context else handler(**values)
+        try:
+            arguments = parameters.bind(values)
+        except ValidationError as exc:  # these inputs can never bind: retrying cannot help
+            raise PermanentFailure(str(exc)) from None
+        return handler(ctx, **arguments) if takes_context else handler(**arguments)
 
     return JobSpec(
         name=name,
@@ -172,67 +244,39 @@ def spec_from_function(
         run=run,
         is_async=is_async,
         input_schema=schema,
+        output_schema=_output_schema(output),
         max_attempts=max_attempts,
         retry=retry,
         timeout=None if timeout is None else as_duration(timeout, field="timeout"),
         lease_ttl=as_duration(lease_ttl, field="lease_ttl"),
         source=_qualname(handler),
+        parameters=parameters,
     )
 
 
-class HintSchema(Mapping[str, Any]):
+def _output_schema(output: Any) -> Mapping[str, Any] | None:
+    """``output=`` as a schema: a mapping is a JSON Schema, anything else a type."""
+    if output is None:
+        return None
+    if isinstance(output, Mapping):
+        return dict(output)
+    return OutputType(output)
+
+
+class HintSchema(DerivedSchema):
     """The JSON Schema of a handler's keyword inputs, derived from its type hints on first use.
 
-    Deriving takes pydantic; a worker, which never checks inputs, never pays for
-    it. A hint pydantic cannot describe raises :class:`ValidationError` on
-    ``inputs`` when the schema is first needed (the first submit of the job).
+    JSON-native hints are derived without pydantic (a worker publishing its jobs
+    does not load it for them); richer ones take pydantic's adapters. A hint
+    pydantic cannot describe raises :class:`ValidationError` on ``inputs`` when
+    the schema is first needed (the first submit of the job).
     """
 
-    def __init__(self, fields: list[inspect.Parameter], hints: Mapping[str, Any]) -> None:
-        self._fields = fields
-        self._hints = hints
+    def __init__(self, parameters: Parameters) -> None:
+        self._parameters = parameters
 
-    @cached_property
-    def _schema(self) -> dict[str, Any]:
-        return _schema_from_hints(self._fields, self._hints)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._schema[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._schema)
-
-    def __len__(self) -> int:
-        return len(self._schema)
-
-    def __repr__(self) -> str:
-        return f"HintSchema({self._schema!r})"
-
-
-def _schema_from_hints(fields: list[inspect.Parameter], hints: Mapping[str, Any]) -> dict[str, Any]:
-    """A JSON Schema for the keyword inputs of a handler, from its type hints (via pydantic)."""
-    import pydantic
-
-    definitions: dict[str, Any] = {}
-    open_ended = False
-    for p in fields:
-        if p.kind is p.VAR_KEYWORD:
-            open_ended = True
-            continue
-        annotation = hints.get(p.name, Any)
-        default = ... if p.default is p.empty else p.default
-        definitions[p.name] = (annotation, default)
-    try:
-        model = pydantic.create_model("Inputs", **definitions)
-        derived = model.model_json_schema()
-    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
-        raise ValidationError(
-            "inputs", f"cannot derive a JSON Schema from type hints: {exc}"
-        ) from exc
-    schema: dict[str, Any] = dict(derived)
-    schema.pop("title", None)
-    schema["additionalProperties"] = open_ended
-    return schema
+    def _derive(self) -> dict[str, Any]:
+        return self._parameters.schema()
 
 
 def _qualname(handler: Callable[..., Any]) -> str:

@@ -20,6 +20,7 @@ from fencepost.worker.runs import (
     Outcome,
     Run,
     about,
+    completion,
     failure,
     inputs_of,
 )
@@ -67,12 +68,12 @@ class HandlerPool(WorkerState):
             result = run.spec.run(run.ctx, inputs_of(run.lease))
         except BaseException as exc:  # the handler's failure is the execution's, not ours
             return failure(run, exc)
-        return Outcome(run, "complete", result=result)
+        return completion(run, result)
 
     async def _run_async(self, run: Run) -> None:
         try:
             result = await run.spec.run(run.ctx, inputs_of(run.lease))
-            outcome = Outcome(run, "complete", result=result)
+            outcome = completion(run, result)
         except asyncio.CancelledError:
             outcome = failure(run, Cancelled(run.ctx.stop_reason or CANCEL_REQUESTED))
         except BaseException as exc:

@@ -12,8 +12,10 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from fencepost.domain.errors import Cancelled, PermanentFailure
+from fencepost.domain.checks import MAX_ERROR_CHARS, sanitize_text
+from fencepost.domain.errors import Cancelled, PermanentFailure, ValidationError
 from fencepost.domain.models import JSON, Lease
+from fencepost.domain.payloads import RESULT_INVALID
 from fencepost.jobs.context import Context
 from fencepost.jobs.spec import JobSpec
 
@@ -104,6 +106,22 @@ def about(lease: Lease) -> dict[str, object]:
 def inputs_of(lease: Lease) -> dict[str, Any]:
     """The keyword arguments a handler is called with (inputs that are not an object: none)."""
     return dict(lease.inputs) if isinstance(lease.inputs, dict) else {}
+
+
+def completion(run: Run, result: Any) -> Outcome:
+    """What ``result``, returned by ``run``'s handler, makes of the attempt.
+
+    The result as the job's spec stores it (a model dumped to JSON, checked
+    against the job's output schema). One that does not match fails the
+    execution with ``result_invalid`` naming the field, without a retry, as the
+    store fails a result that is not JSON: retrying cannot mend a result.
+    """
+    try:
+        value = run.spec.check_result(result)
+    except ValidationError as exc:
+        error = sanitize_text(f"{RESULT_INVALID}: {exc}", max_len=MAX_ERROR_CHARS)
+        return Outcome(run, "fail", error=error, retryable=False, exc=exc)
+    return Outcome(run, "complete", result=value)
 
 
 def failure(run: Run, exc: BaseException) -> Outcome:
