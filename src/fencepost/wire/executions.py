@@ -11,6 +11,7 @@ from fencepost.domain import models
 from fencepost.domain.submission import MAX_KEY, PRIORITY_RANGE
 from fencepost.wire.fields import (
     MAX_DURATION_SECONDS,
+    MIN_SECONDS,
     Count,
     Instant,
     Integer,
@@ -46,9 +47,11 @@ class SubmitRequest(RequestModel):
     delay_seconds: float | None = Field(default=None, ge=0, le=MAX_DURATION_SECONDS, strict=True)
     #: None: the job's own (with a registry), else the store's default.
     max_attempts: Count | None = None
-    #: How long one attempt may run, in seconds; None: the job's own (with a
-    #: registry), else none.
-    timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_DURATION_SECONDS, strict=True)
+    #: How long one attempt may run, in seconds (at least a microsecond: the store keeps
+    #: durations to the microsecond); None: the job's own (with a registry), else none.
+    timeout_seconds: float | None = Field(
+        default=None, ge=MIN_SECONDS, le=MAX_DURATION_SECONDS, strict=True
+    )
     bucket_key: Annotated[str, name(MAX_KEY)] | None = None
     priority: Integer = Field(default=0, ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])
 
