@@ -13,10 +13,10 @@ from fencepost.wire.fields import (
     MAX_DURATION_SECONDS,
     MIN_SECONDS,
     Count,
+    Inputs,
     Instant,
     Integer,
     Name,
-    Payload,
     name,
 )
 from fencepost.wire.mapping import RequestModel, WireModel
@@ -40,7 +40,7 @@ class SubmitRequest(RequestModel):
 
     job: Name
     version: Count | None = None
-    inputs: Payload = None
+    inputs: Inputs = None
     #: When to run; must carry a UTC offset (naive times are refused, never guessed).
     execute_at: Instant | None = None
     #: Seconds from the store's now; strict, so ``"5"`` and ``true`` are refused.
