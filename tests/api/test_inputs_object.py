@@ -136,9 +136,7 @@ def test_the_spec_says_inputs_are_an_object(client: TestClient) -> None:
 # -- the Python client and the App ----------------------------------------------------------
 
 
-def python_calls(
-    remote: Client, app: fencepost.App
-) -> list[tuple[str, Callable[[Any], Any], str]]:
+def python_calls(remote: Client, app: fencepost.App) -> list[tuple[str, Callable[[Any], Any], str]]:
     """Every Python verb that takes inputs above the store, and the field a refusal names."""
     remote.add_schedule("j", every=60, id="kept")
     return [
