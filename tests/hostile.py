@@ -126,6 +126,16 @@ def json_ok(value: Any, limit: int = DEFAULT_MAX_PAYLOAD_BYTES) -> bool:
     return len(text.encode()) <= limit
 
 
+def inputs_ok(value: Any, limit: int = DEFAULT_MAX_PAYLOAD_BYTES) -> bool:
+    """Whether ``value`` may be an execution's or a schedule's inputs.
+
+    None (which means ``{}``), or a JSON object that obeys the payload rule: a
+    handler takes its inputs as keywords, so a list, a string, a number or a
+    boolean is refused however valid it is as JSON.
+    """
+    return value is None or (isinstance(value, dict) and json_ok(value, limit))
+
+
 def as_json(value: Any) -> Any:
     """What a JSON round trip makes of an accepted ``value``: tuples become lists, keys text."""
     return json.loads(json.dumps(value, ensure_ascii=False, allow_nan=False))
@@ -416,21 +426,32 @@ def json_values(max_leaves: int = 8) -> st.SearchStrategy[Any]:
 
 
 @st.composite
-def nested(draw: st.DrawFn, max_depth: int = MAX_DEPTH + 8) -> Any:
+def nested(draw: st.DrawFn, max_depth: int = MAX_DEPTH + 8, *, object_at_top: bool = False) -> Any:
     """A value nested up to ``max_depth`` containers deep, often exactly at the limit.
 
-    Random container kinds, with scalar siblings on the way down.
+    Random container kinds, with scalar siblings on the way down; an object at the
+    top when ``object_at_top`` (as inputs must be).
     """
     edges = [d for d in (MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1) if d <= max_depth]
     depth = draw(st.one_of(st.sampled_from(edges), st.integers(1, max_depth)))
     value = draw(json_scalars())
-    for _ in range(depth):
+    for level in range(depth):
         siblings = draw(st.lists(json_scalars(), max_size=1))
-        if draw(st.booleans()):
+        top = level == depth - 1
+        if not (top and object_at_top) and draw(st.booleans()):
             value = [*siblings, value] if draw(st.booleans()) else [value, *siblings]
         else:
             value = {"v": value, **{f"s{i}": s for i, s in enumerate(siblings)}}
     return value
+
+
+def in_object(value: Any) -> dict[Any, Any]:
+    """``value`` as inputs: itself if it is an object, else the value of the key ``"v"``.
+
+    So that any payload can be tried as inputs, which must be an object; the
+    wrapping object adds one level of nesting.
+    """
+    return value if isinstance(value, dict) else {"v": value}
 
 
 class _Opaque:
@@ -496,6 +517,28 @@ def hostile_json() -> st.SearchStrategy[Any]:
 def accepted_json() -> st.SearchStrategy[Any]:
     """Payloads the rule accepts, odd ones included (for results that must round-trip)."""
     return st.one_of(json_values(), nested(max_depth=MAX_DEPTH))
+
+
+#: JSON values that are not an object: refused as inputs, however valid as JSON.
+NOT_OBJECTS: list[Any] = [[], [1, 2], ["a", {"b": 1}], (), ("a",), "", "x", "{}", 0, -1, 1.5]
+NOT_OBJECTS += [10**100, -0.0, True, False]
+
+
+def hostile_inputs() -> st.SearchStrategy[Any]:
+    """Inputs from both sides of the rule: every hostile payload inside an object, and bare."""
+    return st.one_of(
+        hostile_json().map(in_object),
+        nested(object_at_top=True),
+        st.sampled_from(NOT_OBJECTS),
+        hostile_json(),
+    )
+
+
+def accepted_inputs() -> st.SearchStrategy[Any]:
+    """Inputs the rule accepts: None, and odd objects (for inputs that must round-trip)."""
+    return st.one_of(
+        st.none(), accepted_json().map(in_object), nested(MAX_DEPTH, object_at_top=True)
+    )
 
 
 # -- strategies: durations -------------------------------------------------------------------

@@ -16,6 +16,9 @@ from tests import postgres
 from tests.acceptance.cli import fencepost, fencepost_all
 from tests.acceptance.conftest import Database
 
+#: How inputs that are not a JSON object are refused (the type named after it).
+NOT_AN_OBJECT = "must be a JSON object (a mapping of input names to values), got"
+
 STATES = "SCHEDULED, RUNNING, RETRY_WAIT, SUCCEEDED, FAILED, CANCELLED, SKIPPED"
 
 #: (arguments, the one line on stderr)
@@ -116,8 +119,33 @@ BAD = [
     ),
     pytest.param(
         ["submit", "report", "--input-json", "[1]", "--input", "n=1"],
-        "fencepost submit: --input-json: must be an object when --input adds keys to it",
+        f"fencepost submit: --input-json: {NOT_AN_OBJECT} list",
         id="input-json-not-object",
+    ),
+    pytest.param(
+        ["submit", "report", "--input-json", "[1]"],
+        f"fencepost submit: --input-json: {NOT_AN_OBJECT} list",
+        id="input-json-list",
+    ),
+    pytest.param(
+        ["submit", "report", "--input-json", '"not-an-object"'],
+        f"fencepost submit: --input-json: {NOT_AN_OBJECT} str",
+        id="input-json-string",
+    ),
+    pytest.param(
+        ["submit", "report", "--input-json", "-1.5"],
+        f"fencepost submit: --input-json: {NOT_AN_OBJECT} float",
+        id="input-json-number",
+    ),
+    pytest.param(
+        ["submit", "report", "--input-json", "true"],
+        f"fencepost submit: --input-json: {NOT_AN_OBJECT} bool",
+        id="input-json-true",
+    ),
+    pytest.param(
+        ["schedule", "add", "report", "--every", "10m", "--input-json", "[1, 2]"],
+        f"fencepost schedule add: --input-json: {NOT_AN_OBJECT} list",
+        id="schedule-input-json-list",
     ),
     pytest.param(
         ["submit", "report", "--max-attempts", "0"],

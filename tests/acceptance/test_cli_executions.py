@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from datetime import UTC, datetime, timedelta
 
 from fencepost.domain.buckets import bucket_for
@@ -84,6 +85,38 @@ def test_submit_prints_the_execution_and_a_repeat_with_its_key_returns_it(
     assert mail.inputs == {"to": ["a@example.com"]}
     assert table.row("id") == ["id", mail.id]
     assert timedelta(minutes=9) < mail.due_at - datetime.now(UTC) <= timedelta(minutes=10)
+
+
+def test_submit_and_schedule_inputs_are_an_object_or_null(database: Database) -> None:
+    nested = {"a": {"b": [1, {"c": None}]}, "é": ""}
+    runs = fencepost_all(
+        ("submit", "null", "--input-json", "null", "--input", "n=1", "--json"),
+        ("submit", "empty", "--input-json", "{}", "--json"),
+        ("submit", "nested", "--input-json", json.dumps(nested), "--json"),
+        ("submit", "refused", "--input-json", '["a", "b"]'),
+        ("schedule", "add", "nested", "--every", "1h", "--input-json", json.dumps(nested)),
+        ("schedule", "add", "refused", "--every", "1h", "--input-json", "7"),
+        db=database.url,
+    )
+    null, empty, nested_run, refused, scheduled, refused_schedule = runs
+    store = database.store()
+    assert store.get(null.json()["id"]).inputs == {"n": 1}
+    assert store.get(empty.json()["id"]).inputs == {}
+    assert store.get(nested_run.json()["id"]).inputs == nested
+    assert scheduled.ok()
+    [schedule] = store.schedules(job="nested").items
+    assert schedule.inputs == nested
+    message = "must be a JSON object (a mapping of input names to values), got"
+    assert (refused.returncode, refused.errors) == (
+        2,
+        [f"fencepost submit: --input-json: {message} list"],
+    )
+    assert (refused_schedule.returncode, refused_schedule.errors) == (
+        2,
+        [f"fencepost schedule add: --input-json: {message} int"],
+    )
+    assert store.query(job="refused").items == []
+    assert store.schedules(job="refused").items == []
 
 
 def test_ps_lists_unfinished_executions_with_lease_and_lateness(database: Database) -> None:

@@ -352,7 +352,8 @@ def test_a_route_that_does_not_declare_422_still_documents_a_problem(bare_app: F
         pytest.param(b'{"job": "a\\u0000"}', "job", id="job-nul"),
         pytest.param(b'{"job": "a", "bucket_key": "\\udfff"}', "bucket_key", id="bucket-key"),
         pytest.param(b'{"job": "a", "inputs": {"\\ud800": 1}}', "inputs", id="inputs-key"),
-        pytest.param(b'{"job": "a", "inputs": ["\\ud800"]}', "inputs", id="inputs-value"),
+        pytest.param(b'{"job": "a", "inputs": {"v": ["\\ud800"]}}', "inputs", id="inputs-value"),
+        pytest.param(b'{"job": "a", "inputs": ["a"]}', "inputs", id="inputs-not-an-object"),
         pytest.param(b'{"job": "a", "version": 2147483648}', "version", id="version-int32"),
         pytest.param(
             b'{"job": "a", "max_attempts": 9223372036854775808}',

@@ -64,14 +64,14 @@ def test_a_submission_becomes_a_scheduled_execution_never_claimed() -> None:
 
 
 def test_an_occurrence_becomes_a_scheduled_execution_of_its_schedule() -> None:
-    spec = specs.define("job", max_payload_bytes=1024, every=60, inputs=[1], priority=3)
+    spec = specs.define("job", max_payload_bytes=1024, every=60, inputs={"n": [1]}, priority=3)
     schedule = plans.new_schedule(spec, id="s", now=T0)
     new = plans.new_occurrence("s", Occurrence(slot=T0, due_at=T0), new_id="id-2", num_buckets=64)
     execution = new.to_execution(schedule, T0)
     assert _not_started(execution) == NOT_STARTED
     assert (execution.job, execution.inputs, execution.priority, execution.timeout) == (
         "job",
-        [1],
+        {"n": [1]},
         3,
         None,
     )

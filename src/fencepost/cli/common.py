@@ -310,20 +310,22 @@ def instant(text: str | None, name: str) -> datetime | None:
     return as_aware_utc(value, field=name)
 
 
-def inputs(pairs: Sequence[str] | None, document: str | None) -> Any:
+def inputs(pairs: Sequence[str] | None, document: str | None) -> dict[str, Any]:
     """The inputs of ``--input-json DOC`` and ``--input KEY=VALUE`` (later pairs add keys).
+
+    ``DOC`` must be a JSON object (or ``null``, which is ``{}``), as inputs are.
 
     A value is read as JSON when it parses (``n=5`` is 5, ``flag=true`` is True,
     ``tags=["a"]`` a list), else it is the string as typed (``day=monday``).
     """
-    value: Any = {}
+    value: dict[str, Any] = {}
     if document is not None:
         try:
-            value = json.loads(document)
+            parsed = json.loads(document)
         except json.JSONDecodeError as exc:
             raise ValidationError("--input-json", f"is not JSON: {exc}") from None
-        if pairs and not isinstance(value, dict):
-            raise ValidationError("--input-json", "must be an object when --input adds keys to it")
+        with option("--input-json"):  # null is {}, as everywhere
+            value = payloads.as_inputs(parsed)
     for pair in pairs or ():
         key, equals, text = pair.partition("=")
         if not equals or not key.strip():

@@ -31,6 +31,9 @@ DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 #: more than any real job's inputs or results need.
 MAX_DEPTH = 64
 
+#: What is said of inputs that are not a JSON object (see :func:`as_inputs`).
+NOT_AN_OBJECT = "must be a JSON object (a mapping of input names to values)"
+
 #: The key of the marker :func:`readable` shows in place of a payload that breaks the rule.
 PAYLOAD_UNREADABLE = "payload_unreadable"
 
@@ -103,6 +106,21 @@ def encode(value: Any, *, field: str, limit: int) -> str:
     if _too_deep(value, text):
         raise ValidationError(field, f"is nested more than {MAX_DEPTH} levels deep")
     return text
+
+
+def as_inputs(value: object, *, field: str = "inputs") -> dict[str, Any]:
+    """``value`` as a job's inputs: a JSON object, with None meaning ``{}``.
+
+    A handler takes its inputs as keywords, so inputs that are a list, a string, a
+    number or a boolean could only fail at run time; they are a
+    :class:`ValidationError` on ``field`` instead, before anything is stored. Only
+    the shape is checked here: :func:`encode` checks the contents.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValidationError(field, f"{NOT_AN_OBJECT}, got {type(value).__name__}")
+    return value
 
 
 def check_stored(value: Any, text: str) -> str | None:

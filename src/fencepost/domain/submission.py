@@ -107,8 +107,7 @@ def prepare(
     job_version = (
         None if version is None else require_int(version, "job_version", low=1, high=INT32_MAX)
     )
-    if inputs is None:
-        inputs = {}
+    inputs = payloads.as_inputs(inputs)
     inputs_json = payloads.encode(inputs, field="inputs", limit=max_payload_bytes)
     if execute_at is not None and delay is not None:
         raise ValidationError("execute_at", "give execute_at or delay, not both")

@@ -150,7 +150,8 @@ class Store(OperatingVerbs, ScheduleVerbs):
 
         ``execute_at`` (timezone-aware; naive is refused) or ``delay`` (seconds or
         timedelta from the store's now) set ``due_at``; neither means now.
-        ``inputs`` must be JSON within ``max_payload_bytes`` (``None`` means ``{}``).
+        ``inputs`` must be a JSON object (a dict: a handler takes them as keywords)
+        within ``max_payload_bytes``; ``None`` means ``{}``.
         ``version`` pins the execution to a version of its job (its ``job_version``);
         ``job_version=`` is its deprecated name (a :class:`DeprecationWarning`).
 

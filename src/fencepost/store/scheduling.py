@@ -64,7 +64,7 @@ class ScheduleVerbs(StoreCore):
         ``overlap`` (``allow``, ``skip``, ``buffer_one``, ``buffer_all``,
         ``replace``); ``dst_gap`` (``shift``, ``skip``), ``dst_fold`` (``once``,
         ``twice``). ``start_at`` and ``end_at`` are aware instants, ``end_at >
-        start_at``. ``inputs`` must be JSON (``None`` means ``{}``); every
+        start_at``. ``inputs`` must be a JSON object (``None`` means ``{}``); every
         materialized execution gets them, with ``max_attempts`` and ``priority``;
         ``version`` pins them to a version of the job (``job_version=`` is its
         deprecated name, a :class:`DeprecationWarning`). Bad arguments raise

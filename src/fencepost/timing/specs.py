@@ -65,8 +65,7 @@ def define(
         if job_version is None
         else require_int(job_version, "job_version", low=1, high=INT32_MAX)
     )
-    if inputs is None:
-        inputs = {}
+    inputs = payloads.as_inputs(inputs)
     inputs_json = payloads.encode(inputs, field="inputs", limit=max_payload_bytes)
     if (cron is None) == (every is None):
         raise ValidationError(

@@ -13,10 +13,10 @@ from fencepost.wire.fields import (
     MAX_DURATION_SECONDS,
     MIN_SECONDS,
     Count,
+    Inputs,
     Instant,
     Integer,
     Name,
-    Payload,
     name,
 )
 from fencepost.wire.mapping import RequestModel, WireModel
@@ -40,15 +40,15 @@ class SubmitRequest(RequestModel):
 
     job: Name
     version: Count | None = None
-    inputs: Payload = None
+    inputs: Inputs = None
     #: When to run; must carry a UTC offset (naive times are refused, never guessed).
     execute_at: Instant | None = None
     #: Seconds from the store's now; strict, so ``"5"`` and ``true`` are refused.
     delay_seconds: float | None = Field(default=None, ge=0, le=MAX_DURATION_SECONDS, strict=True)
     #: None: the job's own (with a registry), else the store's default.
     max_attempts: Count | None = None
-    #: How long one attempt may run, in seconds; None: the job's own (with a
-    #: registry), else none.
+    #: How long one attempt may run, in seconds (at least a microsecond: the store keeps
+    #: durations to the microsecond); None: the job's own (with a registry), else none.
     timeout_seconds: float | None = Field(
         default=None, ge=MIN_SECONDS, le=MAX_DURATION_SECONDS, strict=True
     )

@@ -24,6 +24,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 from typing_extensions import TypeAliasType
 
+from fencepost.domain import payloads
 from fencepost.domain.checks import INT32_MAX
 from fencepost.timing.durations import MAX_DURATION
 
@@ -147,13 +148,29 @@ def _no_nul(value: Any) -> Any:
     return value
 
 
+#: The JSON name of each type a JSON body's value has, for a refusal's text.
+_JSON_TYPES = {bool: "boolean", int: "number", float: "number", str: "string", list: "array"}
+
+
+def _an_object(value: Any) -> Any:
+    # A handler takes its inputs as keywords: the store refuses any other shape
+    # (``payloads.as_inputs``); refused here too, so that the spec says it.
+    if value is not None and not isinstance(value, dict):
+        raise ValueError(f"{payloads.NOT_AN_OBJECT}, got {_JSON_TYPES.get(type(value), 'a value')}")
+    return value
+
+
 _Text = Annotated[str, Field(pattern=TEXT_PATTERN)]
 #: Inputs, a result or progress: any JSON without U+0000 in a string or key, as the spec
 #: says it. pydantic does not validate it as the recursive type (only the U+0000 rule is
 #: checked here): the store checks it whole, including the rules no schema states (at
 #: most 64 levels deep, at most the store's ``max_payload_bytes`` encoded).
+#:
+#: ``Inputs`` is a payload that is a JSON object (or null, which means ``{}``): the
+#: inputs of a submit or a schedule, which a handler takes as keywords.
 if TYPE_CHECKING:  # mypy cannot follow a recursive TypeAliasType
     Payload = Any
+    Inputs = Any
 else:
     JsonPayload = TypeAliasType(
         "JsonPayload",
@@ -166,6 +183,12 @@ else:
         | None,
     )
     Payload = Annotated[JsonPayload, SkipValidation, AfterValidator(_no_nul)]
+    Inputs = Annotated[
+        Annotated[dict[_Text, JsonPayload], _KeysAreText()] | None,
+        SkipValidation,
+        AfterValidator(_an_object),
+        AfterValidator(_no_nul),
+    ]
 
 # -- instants ---------------------------------------------------------------------------
 

@@ -32,9 +32,9 @@ from fencepost.wire.fields import (
     MIN_SECONDS,
     WHOLE,
     Count,
+    Inputs,
     Instant,
     Name,
-    Payload,
     name_pattern,
 )
 from fencepost.wire.mapping import RequestModel, WireModel
@@ -157,7 +157,7 @@ class ScheduleCreate(RequestModel):
     job: Name
     #: None: the latest registered version (with a job registry), else unpinned.
     version: Count | None = None
-    inputs: Payload = None
+    inputs: Inputs = None
     cron: Cron | None = None
     every_seconds: _Interval | None = None
     #: The IANA zone ``cron`` runs in; an interval schedule must keep "UTC".
@@ -198,7 +198,7 @@ class ScheduleUpdate(RequestModel):
 
     job: Name | None = None
     version: Count | None = None
-    inputs: Payload = None
+    inputs: Inputs = None
     cron: Cron | None = None
     every_seconds: _Interval | None = None
     timezone: TimeZone | None = None

@@ -20,10 +20,13 @@ from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
 from fencepost.testing.contract.support import (
     _US,
+    NOT_AN_OBJECT,
+    OBJECT_INPUTS,
     ContractFixtures,
     assert_audit_valid,
     at,
     names_the_field,
+    not_an_object,
     pages_of,
     timezone_plus,
 )
@@ -160,6 +163,37 @@ class SchedulesContract(ContractFixtures):
         with names_the_field(field):
             store.add_schedule("job", **arguments)
         assert store.schedules().items == []
+
+    @pytest.mark.parametrize("inputs", NOT_AN_OBJECT, ids=repr)
+    def test_schedule_inputs_that_are_not_an_object_are_refused(
+        self, store: Store, inputs: Any
+    ) -> None:
+        """Every occurrence would run a handler with them as keywords: refused, nothing written."""
+        with pytest.raises(ValidationError) as caught:
+            store.add_schedule("job", every=60, id="s", inputs=inputs)
+        assert (caught.value.field, caught.value.message) == ("inputs", not_an_object(inputs))
+        assert store.schedules().items == []
+        kept = store.add_schedule("job", every=60, id="s", inputs={"a": 1})
+        with pytest.raises(ValidationError) as caught:
+            store.update_schedule("s", inputs=inputs, priority=5)
+        assert (caught.value.field, caught.value.message) == ("inputs", not_an_object(inputs))
+        assert store.get_schedule("s") == kept
+
+    @pytest.mark.parametrize(("inputs", "stored"), OBJECT_INPUTS, ids=repr)
+    def test_schedule_inputs_that_are_an_object_or_none_are_stored(
+        self, store: Store, clock: ManualClock, inputs: Any, stored: Any
+    ) -> None:
+        added = store.add_schedule("job", every=60, id="added", inputs=inputs)
+        store.add_schedule("job", every=60, id="updated", inputs={"old": 1})
+        updated = store.update_schedule("updated", inputs=inputs)
+        for schedule in (added, updated):
+            assert schedule.inputs == stored
+            assert store.get_schedule(schedule.id).inputs == stored
+        assert [s.inputs for s in store.schedules().items] == [stored, stored]
+        # Every occurrence carries them to a worker.
+        [occurrence] = store.add_occurrences("added", [Occurrence(slot=at(0), due_at=at(0))])
+        [lease] = store.claim("w", ids=[occurrence.id])
+        assert lease.inputs == store.get(occurrence.id).inputs == stored
 
     def test_text_no_store_can_hold_names_nothing(self, store: Store) -> None:
         """U+0000 cannot be stored, so an id or filter holding it finds nothing (never a 5xx)."""

@@ -7,6 +7,7 @@ execution; a different one under the same key conflicts).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,10 +19,13 @@ from fencepost.domain.states import Event, State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
 from fencepost.testing.contract.support import (
+    NOT_AN_OBJECT,
+    OBJECT_INPUTS,
     ContractFixtures,
     StoreFactory,
     at,
     names_the_field,
+    not_an_object,
     timezone_plus,
 )
 from fencepost.testing.factory import ExecutionFactory
@@ -72,6 +76,45 @@ class SubmittingContract(ContractFixtures):
     def test_inputs_follow_json_semantics(self, store: Store) -> None:
         e = store.submit("job", inputs={"pair": (1, 2)})
         assert store.get(e.id).inputs == {"pair": [1, 2]}
+
+    @pytest.mark.parametrize("inputs", NOT_AN_OBJECT, ids=repr)
+    def test_inputs_that_are_not_an_object_are_refused(self, store: Store, inputs: Any) -> None:
+        """A handler takes its inputs as keywords: any other JSON is refused, nothing stored."""
+        calls: list[tuple[Callable[[], object], str]] = [
+            (lambda: store.submit("job", inputs=inputs), "inputs"),
+            (lambda: store.submit_or_find("job", inputs=inputs, idempotency_key="k"), "inputs"),
+            (
+                lambda: store.submit_many(
+                    [{"job": "job"}] * 3 + [{"job": "job", "inputs": inputs}]
+                ),
+                "[3].inputs",
+            ),
+        ]
+        for call, field in calls:
+            with pytest.raises(ValidationError) as caught:
+                call()
+            assert (caught.value.field, caught.value.message) == (field, not_an_object(inputs))
+        assert store.query().items == []
+        assert store.find("k") is None
+
+    @pytest.mark.parametrize(("inputs", "stored"), OBJECT_INPUTS, ids=repr)
+    def test_inputs_that_are_an_object_or_none_are_stored(
+        self, store: Store, inputs: Any, stored: Any
+    ) -> None:
+        made = [
+            store.submit("job", inputs=inputs),
+            store.submit_or_find("job", inputs=inputs, idempotency_key="k")[0],
+            *store.submit_many([{"job": "job"}, {"job": "job", "inputs": inputs}])[1:],
+        ]
+        for execution in made:
+            assert execution.inputs == stored
+            assert store.get(execution.id).inputs == stored
+        listed = store.query(limit=10).items
+        assert [e.inputs for e in listed] == [stored, stored, {}, stored]
+        leases = store.claim("w", limit=10)
+        assert {lease.execution_id: lease.inputs for lease in leases} == {
+            e.id: e.inputs for e in listed
+        }, "a claim delivers the inputs as stored"
 
     def test_delay_is_relative_to_the_store_clock(self, store: Store, clock: ManualClock) -> None:
         clock.set(100)

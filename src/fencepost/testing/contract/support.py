@@ -9,6 +9,8 @@
   (and claimed again by someone else);
 * checks: :func:`refused_unchanged` (a refused call leaves the row as it was),
   :func:`names_the_field` (a ValidationError names the argument);
+* inputs: :data:`NOT_AN_OBJECT` (refused) and :data:`OBJECT_INPUTS` (stored), with
+  :func:`not_an_object`, the refusal's message;
 * small readers: :func:`pages_of` (follow the cursor), :func:`executions` (every row, paged),
   ``_fields`` and its kin (a frozen value's fields as a dict, to forge a changed copy),
   ``_keys_in_distinct_buckets``.
@@ -38,6 +40,26 @@ from fencepost.testing.factory import ExecutionFactory
 StoreFactory = Callable[..., Store]
 
 _US = timedelta(microseconds=1)
+
+#: Inputs that are JSON but not an object: a handler takes its inputs as keywords, so
+#: every verb that takes inputs refuses these, naming ``inputs``.
+NOT_AN_OBJECT: list[Any] = [[1, 2], [], ("a",), "not-an-object", "", "{}", 0, -1.5, 10**30, True]
+#: Inputs every such verb accepts, with what it stores: None means ``{}``.
+OBJECT_INPUTS: list[tuple[Any, Any]] = [
+    (None, {}),
+    ({}, {}),
+    (
+        {"a": {"b": [1, {"c": None}], "d": ""}, "é": 2.5},
+        {"a": {"b": [1, {"c": None}], "d": ""}, "é": 2.5},
+    ),
+]
+
+
+def not_an_object(inputs: Any) -> str:
+    """The message that refuses ``inputs`` that are not an object."""
+    return (
+        f"must be a JSON object (a mapping of input names to values), got {type(inputs).__name__}"
+    )
 
 
 def at(seconds: float) -> datetime:
