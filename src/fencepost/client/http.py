@@ -559,11 +559,15 @@ class Client:
         kind: str = "worker",
         buckets: Iterable[int] | None = None,
         ttl: float | timedelta = DEFAULT_TTL,
+        jobs: Iterable[tuple[str, int]] = (),
     ) -> Node:
         """Register (or renew) this process as a live node; see ``Store.register_node``."""
         body: dict[str, Any] = {"kind": kind, "ttl_seconds": _seconds(ttl)}
         if buckets is not None:
             body["buckets"] = list(buckets)
+        served = [{"job": job, "version": version} for job, version in jobs]
+        if served:
+            body["jobs"] = served
         name = node_id if node_id is not None else default_node_id()
         return self._read(reports.Node, "PUT", f"/nodes/{_path(name)}", body=body).to_domain()
 

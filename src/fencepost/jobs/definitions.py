@@ -230,8 +230,9 @@ def _build(file: Path, document: Any) -> JobSpec:
         "timeout": timeout,
         "lease_ttl": lease_ttl,
     }
+    description = str(doc.get("description", ""))
     if kind == "python":
-        return _python_spec(value, file, schema, common)
+        return replace(_python_spec(value, file, schema, common), description=description)
     input_names = _property_names(schema)
     runner: Runner = (
         _command_runner(value, input_names)
@@ -242,6 +243,7 @@ def _build(file: Path, document: Any) -> JobSpec:
         run=runner,
         input_schema=schema if schema is not None else {"type": "object"},
         source=str(file),
+        description=description,
         **common,
     )
 

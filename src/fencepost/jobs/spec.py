@@ -21,6 +21,7 @@ from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, get_type_hints
 
+from fencepost.domain.catalogue import check_inputs, check_schema, input_validator
 from fencepost.domain.checks import require_int, require_name
 from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import ValidationError
@@ -58,6 +59,7 @@ class JobSpec:
     timeout: timedelta | None = None  #: how long one attempt may run; None: no limit
     lease_ttl: timedelta = DEFAULT_LEASE_TTL
     source: str = ""  #: where it was defined ("module:function" or a file path)
+    description: str = ""  #: what the job does, for the catalogue and its readers
 
     def __post_init__(self) -> None:
         require_name(self.name, "name")
@@ -70,14 +72,7 @@ class JobSpec:
         # A schema derived from type hints is valid by construction, and checked
         # (derived) only when first used; a given one is checked here, at once.
         if not isinstance(self.input_schema, HintSchema) and self.input_schema != _ANY_OBJECT:
-            import jsonschema
-
-            try:
-                jsonschema.Draft202012Validator.check_schema(dict(self.input_schema))
-            except jsonschema.SchemaError as exc:
-                raise ValidationError(
-                    "inputs", f"is not a valid JSON Schema: {exc.message}"
-                ) from exc
+            check_schema(self.input_schema, "inputs")
 
     @property
     def key(self) -> tuple[str, int]:
@@ -86,47 +81,17 @@ class JobSpec:
 
     @cached_property
     def _validator(self) -> jsonschema.Draft202012Validator:
-        import jsonschema
-
-        return jsonschema.Draft202012Validator(dict(self.input_schema))
+        return input_validator(self.input_schema)
 
     def check_inputs(self, inputs: JSON) -> dict[str, Any]:
         """Return ``inputs`` (None means ``{}``) if they match the schema, else raise.
 
         The :class:`ValidationError` names the offending field as a path from
-        ``inputs`` (``inputs.day``, ``inputs.items[2].sku``) and says why.
+        ``inputs`` (``inputs.day``, ``inputs.items[2].sku``) and says why: the same
+        check, and the same names, as the store's catalogue applies
+        (:func:`fencepost.domain.catalogue.check_inputs`).
         """
-        import jsonschema
-
-        value: JSON = {} if inputs is None else inputs
-        error = jsonschema.exceptions.best_match(self._validator.iter_errors(value))
-        if error is not None:
-            raise ValidationError(_field_path(error), error.message)
-        if not isinstance(value, dict):  # a schema may allow it; handlers take keywords
-            raise ValidationError("inputs", f"must be a JSON object, got {type(value).__name__}")
-        return value
-
-
-def _field_path(error: jsonschema.ValidationError) -> str:
-    path = "inputs"
-    for part in error.absolute_path:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
-    if error.validator == "required" and isinstance(error.instance, dict):
-        # "required" fails on the parent object; name the missing field itself.
-        required: list[str] = list(error.validator_value)  # type: ignore[arg-type]
-        missing = [f for f in required if f not in error.instance]
-        if missing:
-            path += f".{missing[0]}"
-    elif (
-        error.validator == "additionalProperties"
-        and isinstance(error.instance, dict)
-        and isinstance(error.schema, dict)
-    ):
-        allowed = set(error.schema.get("properties", {}))
-        extra = sorted(k for k in error.instance if k not in allowed)
-        if extra:
-            path += f".{extra[0]}"
-    return path
+        return check_inputs(self._validator, inputs)
 
 
 def spec_from_function(

@@ -78,6 +78,7 @@ class WorkSource(Protocol):
         kind: str = ...,
         buckets: Iterable[int] | None = ...,
         ttl: float | timedelta = ...,
+        jobs: Iterable[tuple[str, int]] = ...,
     ) -> Node: ...
 
     def deregister_node(self, node_id: str) -> None: ...
