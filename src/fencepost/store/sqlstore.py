@@ -33,6 +33,7 @@ import logging
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Protocol
 
@@ -457,7 +458,8 @@ class SqlStore(Store):
                 row = conn.execute(self._q("select_job_entry"), key).fetchone()
                 if row[2] != entry.digest:  # raising rolls the whole batch back
                     raise CatalogueConflict(entry.name, entry.version, row[2], entry.digest)
-                out.append(self._entry(row))
+                # Same digest, same definition: only the time it was first published is new.
+                out.append(replace(entry, published_at=self.rows.instant(row[4])))
         return out
 
     def _read_catalogue(self) -> list[JobEntry]:

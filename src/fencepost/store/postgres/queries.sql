@@ -872,17 +872,17 @@ SELECT count(*) FROM gone
 -- compares digests with select_job_entry afterwards, in the same transaction; a
 -- concurrent publish of the same key is waited for, then seen).
 INSERT INTO job_catalogue (name, version, digest, definition, published_at)
-VALUES (%(name)s, %(version)s, %(digest)s, %(definition)s::jsonb,
+VALUES (%(name)s, %(version)s, %(digest)s, %(definition)s,
         coalesce(%(now)s::timestamptz, clock_timestamp()))
 ON CONFLICT (name, version) DO NOTHING
 
 -- name: select_job_entry
-SELECT name, version, digest, definition::text, published_at
+SELECT name, version, digest, definition, published_at
 FROM job_catalogue
 WHERE name = %(name)s AND version = %(version)s
 
 -- name: select_catalogue
-SELECT name, version, digest, definition::text, published_at
+SELECT name, version, digest, definition, published_at
 FROM job_catalogue
 ORDER BY name, version
 

@@ -73,7 +73,7 @@ CREATE TABLE job_catalogue (
     name text NOT NULL COLLATE pg_catalog."C",
     version integer NOT NULL,
     digest text NOT NULL,
-    definition jsonb NOT NULL,
+    definition text NOT NULL,
     published_at timestamp with time zone NOT NULL
 );
 CREATE TABLE nodes (
