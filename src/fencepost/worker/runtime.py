@@ -131,6 +131,8 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         self._healthy = True
         self._clock_agrees = True  # see _check_clock
         self._published = False  # this worker's jobs are in the store's catalogue
+        # Built now: a job whose schema cannot be derived is refused before anything runs.
+        self._entries = entries_of(registry)
         self._backoff = 0.0
         self._retry_at = 0.0
         self._thread: threading.Thread | None = None
@@ -383,7 +385,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         :class:`~fencepost.domain.errors.CatalogueConflict`, which stops the worker.
         """
         if not self._published:
-            self.store.publish_jobs(entries_of(self.registry))
+            self.store.publish_jobs(self._entries)
             self._published = True
         node = self.store.register_node(
             self.owner,
