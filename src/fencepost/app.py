@@ -141,13 +141,14 @@ class App:
         max_attempts: int | None = None,
         timeout: float | timedelta | None = None,
         bucket_key: str | None = None,
-        priority: int = 0,
+        priority: int | None = None,
     ) -> Execution:
         """Submit an execution of a registered job, pinned to ``version`` (default: the latest).
 
         Inputs are checked against the job's schema first: a mismatch raises
         :class:`ValidationError` naming the field (``inputs.day``) and nothing
-        is stored. ``max_attempts`` and ``timeout`` default to the job's.
+        is stored. ``max_attempts`` and ``timeout`` default to the job's, and
+        ``priority`` (None) to the job's catalogue entry's, else 0.
         """
         defaults = submit_defaults(
             self.registry,
@@ -193,7 +194,7 @@ class App:
         id: str | None = None,
         version: int | None = None,
         max_attempts: int | None = None,
-        priority: int = 0,
+        priority: int | None = None,
         paused: bool = False,
     ) -> ScheduleHandle:
         """Run ``job`` on a cron rule (in ``timezone``) or ``every`` interval; returns a handle.

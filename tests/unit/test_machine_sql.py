@@ -118,6 +118,11 @@ NO_TRANSITION = frozenset(
         "register_node",
         "deregister_node",
         "select_nodes",
+        # the job catalogue
+        "insert_job",
+        "select_job_entry",
+        "select_catalogue",
+        "catalogue_keys",
         "insert_schedule",
         "get_schedule",
         "lock_schedule",

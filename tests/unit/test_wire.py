@@ -167,8 +167,7 @@ def test_request_bodies_carry_the_verbs_arguments() -> None:
         "version": 2,
         "delay": 5.0,
         "idempotency_key": "k",
-        "priority": 0,
-    }
+    }  # no priority given: None, the job's own (from the catalogue), else 0
     assert executions.SubmitItem.api_field("version") == "version"
     # A store's error names the stored field; the API answers with its own name.
     assert executions.SubmitItem.api_field("job_version") == "version"

@@ -8,13 +8,14 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fencepost.api import dashboard, executions, problems, reports, schedules, work
+from fencepost.api import dashboard, executions, jobs, problems, reports, schedules, work
 from fencepost.api.auth import Auth
 from fencepost.api.defaults import DEFAULT_BODY_BUDGET, DEFAULT_BODY_TIMEOUT
 from fencepost.api.guard import DEFAULT_MAX_BODY_BYTES, Guard, LoopbackOnly
 from fencepost.api.limits import ByteBudget, FailureLimiter
 from fencepost.api.metrics import Metrics, create_metrics
 from fencepost.api.metrics import router as metrics_router
+from fencepost.jobs.catalogue import entries_of
 from fencepost.jobs.registry import JobRegistry
 from fencepost.store.base import Store
 
@@ -61,6 +62,10 @@ def create_app(
     # /docs loads its scripts and styles from this service (fastapi-offline ships them),
     # not from a CDN: the docs work where the service has no internet. No /redoc: its
     # page fetches a logo from cdn.redoc.ly whatever serves its script.
+    if registry is not None:
+        # The jobs this service knows go to the catalogue first, so that every other
+        # submitter (the CLI, workers' stores, schedules) checks them the same way.
+        store.publish_jobs(entries_of(registry))
     app = FastAPIOffline(title="fencepost", version="0.1.0", static_url=DOCS_ASSETS, redoc_url=None)
     app.state.store = store
     app.state.auth = auth if auth is not None else Auth()
@@ -76,6 +81,7 @@ def create_app(
     app.include_router(reports.router)
     app.include_router(dashboard.router)
     app.include_router(work.router)
+    app.include_router(jobs.router)
     # add_middleware puts each outside the previous: NoSniff, LoopbackOnly, Guard, routes.
     app.add_middleware(
         Guard,

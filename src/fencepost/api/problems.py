@@ -30,6 +30,7 @@ from fencepost.api.auth import CsrfRefused, Forbidden, Unauthorized
 from fencepost.api.buckets import declaring_bucket_range
 from fencepost.domain.checks import suggest
 from fencepost.domain.errors import (
+    CatalogueConflict,
     FencepostError,
     IdempotencyConflict,
     InvalidTransition,
@@ -62,6 +63,11 @@ INVALID_TRANSITION = Kind(
 )
 IDEMPOTENCY_CONFLICT = Kind(
     type=_BASE + "idempotency-conflict", title="Idempotency key reused", status=409
+)
+CATALOGUE_CONFLICT = Kind(
+    type=_BASE + "catalogue-conflict",
+    title="Job version published with a different definition",
+    status=409,
 )
 STALE_LEASE = Kind(type=_BASE + "stale-lease", title="Lease no longer held", status=409)
 NOT_DUE = Kind(type=_BASE + "not-due", title="Occurrence not due", status=409)
@@ -104,6 +110,7 @@ _KINDS: tuple[tuple[type[FencepostError], Kind], ...] = (
     (ValidationError, VALIDATION),
     (NotFound, NOT_FOUND),
     (InvalidTransition, INVALID_TRANSITION),
+    (CatalogueConflict, CATALOGUE_CONFLICT),
     (IdempotencyConflict, IDEMPOTENCY_CONFLICT),
     (StaleLease, STALE_LEASE),
     (NotRunning, NOT_RUNNING),
@@ -125,8 +132,11 @@ class Problem(BaseModel):
     field: str | None = None
 
 
-def problem(kind: Kind, detail: str, *, field: str | None = None) -> JSONResponse:
-    """A problem-details response of ``kind``; ``field`` is omitted when None."""
+def problem(kind: Kind, detail: str, *, field: str | None = None, **extra: Any) -> JSONResponse:
+    """A problem-details response of ``kind``; ``field`` is omitted when None.
+
+    ``extra`` members (RFC 9457 extensions) are added as they are.
+    """
     body: dict[str, Any] = {
         "type": kind.type,
         "title": kind.title,
@@ -135,6 +145,7 @@ def problem(kind: Kind, detail: str, *, field: str | None = None) -> JSONRespons
     }
     if field is not None:
         body["field"] = field
+    body.update(extra)
     return JSONResponse(body, status_code=kind.status, media_type=MEDIA_TYPE)
 
 
@@ -160,7 +171,15 @@ def kind_of(exc: FencepostError) -> Kind:
 def _fencepost_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, FencepostError)
     field = exc.field if isinstance(exc, ValidationError) else None
-    response = problem(kind_of(exc), str(exc), field=field)
+    extra: dict[str, Any] = {}
+    if isinstance(exc, CatalogueConflict):  # what a remote worker needs to say which
+        extra = {
+            "job": exc.job,
+            "version": exc.version,
+            "stored_digest": exc.stored_digest,
+            "digest": exc.digest,
+        }
+    response = problem(kind_of(exc), str(exc), field=field, **extra)
     if isinstance(exc, Unauthorized):
         response.headers["WWW-Authenticate"] = 'Bearer realm="fencepost"'
     return response
@@ -346,7 +365,15 @@ def for_error(exc: FencepostError) -> JSONResponse:
     The same answer the exception handlers give inside one, ``WWW-Authenticate`` included.
     """
     field = exc.field if isinstance(exc, ValidationError) else None
-    response = problem(kind_of(exc), str(exc), field=field)
+    extra: dict[str, Any] = {}
+    if isinstance(exc, CatalogueConflict):  # what a remote worker needs to say which
+        extra = {
+            "job": exc.job,
+            "version": exc.version,
+            "stored_digest": exc.stored_digest,
+            "digest": exc.digest,
+        }
+    response = problem(kind_of(exc), str(exc), field=field, **extra)
     if isinstance(exc, Unauthorized):
         response.headers["WWW-Authenticate"] = 'Bearer realm="fencepost"'
     return response

@@ -427,7 +427,11 @@ def register_node(
 ) -> Node:
     """Register or renew a live node (a remote worker) for ``ttl_seconds``."""
     node = store.register_node(
-        node_id, kind=body.kind, buckets=body.buckets, ttl=timedelta(seconds=body.ttl_seconds)
+        node_id,
+        kind=body.kind,
+        buckets=body.buckets,
+        ttl=timedelta(seconds=body.ttl_seconds),
+        jobs=[(served.job, served.version) for served in body.jobs],
     )
     return Node.from_domain(node)
 

@@ -8,12 +8,11 @@ from zoneinfo import ZoneInfo
 
 from fencepost.cli import common, records
 from fencepost.cli.output import Output, when
-from fencepost.cli.submit import add_input_options, relabel
+from fencepost.cli.submit import add_input_options, relabel, with_store_defaults
 from fencepost.domain import schedules as plans
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
 from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
-from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS
 from fencepost.timing import specs
 
 if TYPE_CHECKING:
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
 OPTIONS = {
     "job": "JOB",
     "job_version": "--job-version",
+    "version": "--job-version",
     "inputs": "--input",
     "cron": "--cron",
     "every": "--every",
@@ -82,8 +82,8 @@ def add_parsers(commands: Any) -> None:
     p.add_argument("--dst-fold", choices=_names(DstFold), default=DstFold.ONCE.value)
     p.add_argument("--start-at", metavar="TIME", help="no slot before this (ISO 8601)")
     p.add_argument("--end-at", metavar="TIME", help="no slot after this (ISO 8601)")
-    p.add_argument("--max-attempts", type=int, default=DEFAULT_MAX_ATTEMPTS, metavar="N")
-    p.add_argument("--priority", type=int, default=0, metavar="N")
+    p.add_argument("--max-attempts", type=int, metavar="N", help="default: the job's, else 3")
+    p.add_argument("--priority", type=int, metavar="N", help="default: the job's, else 0")
     p.add_argument("--job-version", type=int, metavar="N", help="pin the job version")
     p.add_argument(
         "--id",
@@ -145,7 +145,9 @@ def add(args: argparse.Namespace, out: Output) -> int:
     }
     common.require_db(args)
     # The definition names the version by the schedule's field, job_version.
-    fields = {"job_version" if k == "version" else k: v for k, v in arguments.items()}
+    fields = {
+        "job_version" if k == "version" else k: v for k, v in with_store_defaults(arguments).items()
+    }
     try:  # the store's own checks, before it is opened
         spec = specs.define(args.job, max_payload_bytes=DEFAULT_MAX_PAYLOAD_BYTES, **fields)
         if args.id is not None:

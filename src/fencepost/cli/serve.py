@@ -16,7 +16,7 @@ from fencepost.api.defaults import (
 from fencepost.cli import common, logs
 from fencepost.cli.worker import import_app, load_registry
 from fencepost.domain.durations import as_duration
-from fencepost.domain.errors import FencepostError, ValidationError
+from fencepost.domain.errors import CatalogueConflict, FencepostError, ValidationError
 from fencepost.worker.prefetch import DEFAULT_CONCURRENCY
 
 if TYPE_CHECKING:
@@ -117,7 +117,12 @@ def run(args: argparse.Namespace) -> int:
         body_budget=args.body_budget,
         worker=WorkerOptions(grace=args.grace),
     )
-    service = Service(store, registry=registry, auth=auth, options=options)
+    try:  # publishes the service's jobs to the catalogue
+        service = Service(store, registry=registry, auth=auth, options=options)
+    except CatalogueConflict as exc:
+        print(f"fencepost serve: {exc}", file=sys.stderr)
+        store.close()
+        return 2
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(
         f"fencepost: serving {args.db} at http://{host}:{args.port}/ "

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 OPTIONS = {
     "job": "JOB",
     "job_version": "--job-version",
+    "version": "--job-version",
     "inputs": "--input",
     "execute_at": "--at",
     "delay": "--in",
@@ -39,10 +40,14 @@ def add_parsers(commands: Any) -> None:
     when_group.add_argument("--at", metavar="TIME", help="due at this ISO 8601 time (with offset)")
     when_group.add_argument("--in", dest="delay", metavar="DURATION", help="due after e.g. 10m")
     p.add_argument("--key", metavar="KEY", help="idempotency key: a repeat returns the first")
-    p.add_argument("--max-attempts", type=int, default=DEFAULT_MAX_ATTEMPTS, metavar="N")
-    p.add_argument("--timeout", metavar="DURATION", help="how long one attempt may run")
+    p.add_argument("--max-attempts", type=int, metavar="N", help="default: the job's, else 3")
+    p.add_argument(
+        "--timeout", metavar="DURATION", help="how long one attempt may run (default: the job's)"
+    )
     p.add_argument("--bucket-key", metavar="KEY", help="spread by this key (e.g. a tenant)")
-    p.add_argument("--priority", type=int, default=0, metavar="N", help="higher runs first")
+    p.add_argument(
+        "--priority", type=int, metavar="N", help="higher runs first (default: the job's, else 0)"
+    )
     p.add_argument("--job-version", type=int, metavar="N", help="pin the job version")
     common.add_num_buckets(p)
 
@@ -56,6 +61,17 @@ def add_input_options(p: argparse.ArgumentParser) -> None:
         help="an input (VALUE read as JSON when it parses: n=5, flag=true; else text)",
     )
     p.add_argument("--input-json", metavar="DOC", help="the whole inputs as a JSON document")
+
+
+def with_store_defaults(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """``arguments`` with ``max_attempts`` and ``priority`` left None set to the store's
+    defaults: what checking them before the store (and its job catalogue) is open takes."""
+    out = dict(arguments)
+    if out.get("max_attempts") is None:
+        out["max_attempts"] = DEFAULT_MAX_ATTEMPTS
+    if out.get("priority") is None:
+        out["priority"] = 0
+    return out
 
 
 def relabel(exc: ValidationError, options: Mapping[str, str]) -> ValidationError:
@@ -79,14 +95,14 @@ def run(args: argparse.Namespace, out: Output) -> int:
     }
     buckets = common.num_buckets(args)
     common.require_db(args)
-    try:  # the store's own checks, before it is opened
+    try:  # the store's own checks, before it is opened (the job's defaults come later)
         prepare(
             args.job,
             new_id="check",
             now=datetime.now(UTC),
             max_payload_bytes=DEFAULT_MAX_PAYLOAD_BYTES,
             num_buckets=buckets,
-            **arguments,
+            **with_store_defaults(arguments),
         )
     except ValidationError as exc:
         raise relabel(exc, OPTIONS) from None

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fencepost.cli import common, logs
 from fencepost.client import TOKEN_ENV
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS, parse_buckets
-from fencepost.domain.errors import FencepostError, ValidationError
+from fencepost.domain.errors import CatalogueConflict, FencepostError, ValidationError
 from fencepost.worker.prefetch import DEFAULT_CONCURRENCY, DEFAULT_PREFETCH
 
 if TYPE_CHECKING:
@@ -106,6 +106,11 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         worker.run()
+    except CatalogueConflict as exc:
+        # Another definition of one of its job versions is published: running this one
+        # under the same name and version would run different code for the same request.
+        print(f"fencepost worker: {exc}", file=sys.stderr)
+        return 2
     except (Unauthorized, Forbidden) as exc:
         # The service refused the token before anything started: the caller's error.
         print(

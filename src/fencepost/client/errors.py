@@ -25,6 +25,7 @@ _BY_TYPE: dict[str, type[errors.ApiError]] = {
     _BASE + "not-running": errors.RemoteNotRunning,
     _BASE + "not-due": errors.RemoteNotDue,
     _BASE + "idempotency-conflict": errors.RemoteIdempotencyConflict,
+    _BASE + "catalogue-conflict": errors.RemoteCatalogueConflict,
     _BASE + "stale-lease": errors.RemoteStaleLease,
     _BASE + "store-unavailable": errors.RemoteStoreUnavailable,
     _BASE + "unauthorized": errors.Unauthorized,

@@ -28,6 +28,7 @@ from pydantic import BaseModel, TypeAdapter
 from fencepost.client.arguments import OLD_VERSION, renamed, submit_item
 from fencepost.client.errors import error_of
 from fencepost.domain import payloads
+from fencepost.domain.catalogue import JobEntry
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
 from fencepost.domain.errors import RemoteStaleLease, ResultInvalid, StaleLease, StoreUnavailable
 from fencepost.domain.models import (
@@ -44,7 +45,7 @@ from fencepost.domain.models import (
 from fencepost.domain.nodes import BucketReport, Node, default_node_id
 from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.states import CommandKind, State
-from fencepost.wire import executions, reports, schedules, work
+from fencepost.wire import catalogue, executions, reports, schedules, work
 
 #: Large enough for any payload the service accepts; the service enforces its own cap.
 _ENCODE_LIMIT = 64 * 1024 * 1024
@@ -156,13 +157,13 @@ class Client:
         max_attempts: int | None = None,
         timeout: float | timedelta | None = None,
         bucket_key: str | None = None,
-        priority: int = 0,
+        priority: int | None = None,
         job_version: int | None = None,
     ) -> Execution:
         """Submit one execution (``POST /executions``); see ``Store.submit``.
 
-        ``max_attempts`` and ``timeout`` None: the job's own (the service's
-        registry), else the store's default. ``job_version`` is the deprecated
+        ``max_attempts``, ``timeout`` and ``priority`` None: the job's own (from
+        the store's job catalogue), else the store's default. ``job_version`` is the deprecated
         name of ``version``.
         """
         arguments = {
@@ -559,13 +560,37 @@ class Client:
         kind: str = "worker",
         buckets: Iterable[int] | None = None,
         ttl: float | timedelta = DEFAULT_TTL,
+        jobs: Iterable[tuple[str, int]] = (),
     ) -> Node:
         """Register (or renew) this process as a live node; see ``Store.register_node``."""
         body: dict[str, Any] = {"kind": kind, "ttl_seconds": _seconds(ttl)}
         if buckets is not None:
             body["buckets"] = list(buckets)
+        served = [{"job": job, "version": version} for job, version in jobs]
+        if served:
+            body["jobs"] = served
         name = node_id if node_id is not None else default_node_id()
         return self._read(reports.Node, "PUT", f"/nodes/{_path(name)}", body=body).to_domain()
+
+    def publish_jobs(self, entries: Iterable[JobEntry]) -> list[JobEntry]:
+        """Publish job versions to the service's catalogue (``POST /jobs``); see
+        ``Store.publish_jobs``. A changed definition of a published version raises
+        :class:`~fencepost.domain.errors.RemoteCatalogueConflict` (a ``CatalogueConflict``).
+        """
+        items = [catalogue.JobDefinition.of(entry) for entry in entries]
+        if not items:
+            return []
+        answer = self._read_list(catalogue.JobEntry, "POST", "/jobs", body={"entries": items})
+        return [entry.to_domain() for entry in answer]
+
+    def jobs(self) -> list[JobEntry]:
+        """Every published job version (``GET /jobs``), by name then version."""
+        return [e.to_domain() for e in self._read_list(catalogue.JobEntry, "GET", "/jobs")]
+
+    def job(self, name: str) -> list[JobEntry]:
+        """Every published version of ``name``, oldest first (``RemoteNotFound`` if none)."""
+        found = self._read_list(catalogue.JobEntry, "GET", f"/jobs/{_path(name)}")
+        return [e.to_domain() for e in found]
 
     def deregister_node(self, node_id: str) -> None:
         """Forget a node at once (a clean shutdown)."""

@@ -13,6 +13,7 @@ Every one derives from :class:`FencepostError`; several are also a builtin
      ├── InvalidTransition        the state machine forbids the requested change
      ├── NotRunning               a command was requested for an execution that is not running
      ├── IdempotencyConflict      same idempotency key (or schedule id), different request
+     │    └── CatalogueConflict   a published job version, published again differently
      ├── NotDue                   a schedule's occurrence asked for before its time
      ├── StoreUnavailable         the backend cannot be reached (driver errors, translated)
      ├── NotMigrated              the database lacks fencepost's schema, and may not create it
@@ -29,6 +30,7 @@ Every one derives from :class:`FencepostError`; several are also a builtin
           ├── RemoteInvalidTransition      409: also an InvalidTransition
           ├── RemoteNotRunning             409: also a NotRunning
           ├── RemoteIdempotencyConflict    409: also an IdempotencyConflict
+          ├── RemoteCatalogueConflict      409: also a CatalogueConflict
           ├── RemoteNotDue                 409: also a NotDue
           └── RemoteStoreUnavailable       5xx: also a StoreUnavailable
 
@@ -53,6 +55,7 @@ from typing import Any
 __all__ = [
     "ApiError",
     "Cancelled",
+    "CatalogueConflict",
     "CommandFailed",
     "DefinitionError",
     "FencepostError",
@@ -65,6 +68,7 @@ __all__ = [
     "NotMigrated",
     "NotRunning",
     "PermanentFailure",
+    "RemoteCatalogueConflict",
     "RemoteIdempotencyConflict",
     "RemoteInvalidTransition",
     "RemoteNotDue",
@@ -219,6 +223,27 @@ class IdempotencyConflict(FencepostError):
         )
 
 
+class CatalogueConflict(IdempotencyConflict):
+    """A job version already in the catalogue was published with a different definition.
+
+    An entry is immutable once published (its digest is its identity): a changed
+    definition needs a new version. ``job``, ``version``, ``stored_digest`` and
+    ``digest`` (the refused definition's) say which; nothing of the publish was written.
+    """
+
+    def __init__(self, job: str, version: int, stored_digest: str, digest: str) -> None:
+        super().__init__(f"{job}@{version}", f"{job}@{version}", subject="job")
+        self.job = job
+        self.version = version
+        self.stored_digest = stored_digest
+        self.digest = digest
+        self.args = (
+            f"job {job!r} version {version} is already published with digest "
+            f"{stored_digest}; this definition has digest {digest} "
+            "(publish a changed definition as a new version)",
+        )
+
+
 class NotDue(FencepostError):
     """An occurrence of a schedule was asked for before its time (or while held or paused)."""
 
@@ -352,6 +377,20 @@ class RemoteNotRunning(ApiError, NotRunning):
 
 class RemoteIdempotencyConflict(ApiError, IdempotencyConflict):
     """409: an :class:`IdempotencyConflict` (a key reused with a different request)."""
+
+
+class RemoteCatalogueConflict(ApiError, CatalogueConflict):
+    """409: a :class:`CatalogueConflict` (a published job version, published differently)."""
+
+    def __init__(self, status: int, problem: dict[str, Any]) -> None:
+        ApiError.__init__(self, status, problem)
+        self.key = self.existing_id = ""
+        self.subject = "job"
+        self.job = str(problem.get("job", ""))
+        version = problem.get("version")
+        self.version = version if isinstance(version, int) else 0
+        self.stored_digest = str(problem.get("stored_digest", ""))
+        self.digest = str(problem.get("digest", ""))
 
 
 class RemoteNotDue(ApiError, NotDue):

@@ -26,6 +26,8 @@ class Node:
     started_at: datetime
     heartbeat_at: datetime
     expires_at: datetime  #: its registration lapses here unless renewed
+    #: The ``(job, version)`` pairs it serves (a worker's registry); empty for other kinds.
+    jobs: tuple[tuple[str, int], ...] = ()
 
     def is_live(self, now: datetime) -> bool:
         """Registered and renewed in time: ``now < expires_at``."""

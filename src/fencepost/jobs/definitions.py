@@ -245,9 +245,10 @@ def _build(file: Path, document: Any) -> JobSpec:
         "timeout": timeout,
         "lease_ttl": lease_ttl,
     }
+    description = str(doc.get("description", ""))
     if kind == "python":
         common["output"] = output
-        return _python_spec(value, file, schema, common)
+        return replace(_python_spec(value, file, schema, common), description=description)
     input_names = _property_names(schema)
     runner: Runner = (
         _command_runner(value, input_names)
@@ -259,6 +260,7 @@ def _build(file: Path, document: Any) -> JobSpec:
         input_schema=schema if schema is not None else {"type": "object"},
         output_schema=output,
         source=str(file),
+        description=description,
         **common,
     )
 

@@ -27,6 +27,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, get_type_hints
 
 from fencepost.domain import payloads
+from fencepost.domain.catalogue import check_inputs, check_schema, field_path, input_validator
 from fencepost.domain.checks import require_int, require_name
 from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import PermanentFailure, ValidationError
@@ -68,6 +69,7 @@ class JobSpec:
     timeout: timedelta | None = None  #: how long one attempt may run; None: no limit
     lease_ttl: timedelta = DEFAULT_LEASE_TTL
     source: str = ""  #: where it was defined ("module:function" or a file path)
+    description: str = ""  #: what the job does, for the catalogue and its readers
     #: A Python handler's keyword inputs, which :meth:`check_inputs` binds as a run
     #: will (None: ``run`` takes the inputs as they are).
     parameters: Parameters | None = None
@@ -83,7 +85,7 @@ class JobSpec:
         # A schema derived from type hints is valid by construction, and checked
         # (derived) only when first used; a given one is checked here, at once.
         if not isinstance(self.input_schema, HintSchema) and self.input_schema != _ANY_OBJECT:
-            _check_schema(self.input_schema, "inputs")
+            check_schema(self.input_schema, "inputs")
         if self.output_schema is not None and not isinstance(self.output_schema, OutputType):
             if not isinstance(self.output_schema, Mapping):
                 raise ValidationError(
@@ -92,7 +94,7 @@ class JobSpec:
             payloads.encode(
                 dict(self.output_schema), field="output", limit=payloads.DEFAULT_MAX_PAYLOAD_BYTES
             )
-            _check_schema(self.output_schema, "output")
+            check_schema(self.output_schema, "output")
 
     @property
     def key(self) -> tuple[str, int]:
@@ -101,9 +103,7 @@ class JobSpec:
 
     @cached_property
     def _validator(self) -> jsonschema.Draft202012Validator:
-        import jsonschema
-
-        return jsonschema.Draft202012Validator(dict(self.input_schema))
+        return input_validator(self.input_schema)
 
     @cached_property
     def _output_validator(self) -> jsonschema.Draft202012Validator:
@@ -115,20 +115,15 @@ class JobSpec:
         """Return ``inputs`` (None means ``{}``) if they match the schema, else raise.
 
         The :class:`ValidationError` names the offending field as a path from
-        ``inputs`` (``inputs.day``, ``inputs.items[2].sku``) and says why. A
-        Python handler's parameters are bound too, as a run will bind them: a
-        value its hint cannot convert (``{"at": "not a date"}`` for a
-        ``datetime``), or a missing or unknown input, is refused here rather
-        than failing every attempt on a worker. The inputs are returned as given
-        (JSON), not converted.
+        ``inputs`` (``inputs.day``, ``inputs.items[2].sku``) and says why: the same
+        check, and the same names, as the store's catalogue applies
+        (:func:`fencepost.domain.catalogue.check_inputs`). A Python handler's
+        parameters are bound too, as a run will bind them: a value its hint cannot
+        convert (``{"at": "not a date"}`` for a ``datetime``), or a missing or unknown
+        input, is refused here rather than failing every attempt on a worker. The
+        inputs are returned as given (JSON), not converted.
         """
-        import jsonschema
-
-        # Whatever the schema allows, a handler takes keywords: the store's own rule first.
-        value = payloads.as_inputs(inputs)
-        error = jsonschema.exceptions.best_match(self._validator.iter_errors(value))
-        if error is not None:
-            raise ValidationError(_field_path(error), error.message)
+        value = check_inputs(self._validator, inputs)
         if self.parameters is not None:
             self.parameters.bind(value)
         return value
@@ -153,39 +148,8 @@ class JobSpec:
         except Exception as exc:  # a value jsonschema cannot walk is no JSON
             raise ValidationError("result", f"is not JSON: {exc}") from None
         if error is not None:
-            raise ValidationError(_field_path(error, "result"), error.message)
+            raise ValidationError(field_path(error, "result"), error.message)
         return value
-
-
-def _check_schema(schema: Mapping[str, Any], field: str) -> None:
-    import jsonschema
-
-    try:
-        jsonschema.Draft202012Validator.check_schema(dict(schema))
-    except jsonschema.SchemaError as exc:
-        raise ValidationError(field, f"is not a valid JSON Schema: {exc.message}") from exc
-
-
-def _field_path(error: jsonschema.ValidationError, root: str = "inputs") -> str:
-    path = root
-    for part in error.absolute_path:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
-    if error.validator == "required" and isinstance(error.instance, dict):
-        # "required" fails on the parent object; name the missing field itself.
-        required: list[str] = list(error.validator_value)  # type: ignore[arg-type]
-        missing = [f for f in required if f not in error.instance]
-        if missing:
-            path += f".{missing[0]}"
-    elif (
-        error.validator == "additionalProperties"
-        and isinstance(error.instance, dict)
-        and isinstance(error.schema, dict)
-    ):
-        allowed = set(error.schema.get("properties", {}))
-        extra = sorted(k for k in error.instance if k not in allowed)
-        if extra:
-            path += f".{extra[0]}"
-    return path
 
 
 def spec_from_function(

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS
+from fencepost.domain.catalogue import UNKNOWN_JOBS
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
 from fencepost.domain.retry import RetryPolicy
@@ -28,6 +29,7 @@ def connect(
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     num_buckets: int = DEFAULT_NUM_BUCKETS,
     migrate: bool = True,
+    unknown_jobs: str | None = None,
 ) -> Store:
     """Open the store that ``url`` names.
 
@@ -46,19 +48,33 @@ def connect(
     otherwise): what the read-only commands use.
 
     ``clock`` is where the store reads time (a ``ManualClock`` in tests);
-    ``retry`` and ``rng`` set the backoff used by ``fail`` and ``reap_expired``.
+    ``retry`` and ``rng`` set the backoff used by ``fail`` and ``reap_expired``
+    (for jobs whose catalogue entry names no retry delays of its own).
+
+    ``unknown_jobs`` (also ``?unknown_jobs=`` on any URL; the argument wins) decides a
+    submit naming a job no worker published to the job catalogue: ``auto`` (the
+    default) allows it while the catalogue is empty and refuses it once it has
+    entries; ``allow``; ``refuse``.
     """
+    if not isinstance(url, str):
+        raise ValidationError("url", f"must be a string, got {url!r}")
+    parts = urlsplit(url)
+    options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    if unknown_jobs is None:
+        unknown_jobs = options.get("unknown_jobs", "auto")
+        field = "url.unknown_jobs"
+    else:
+        field = "unknown_jobs"
+    if unknown_jobs not in UNKNOWN_JOBS:
+        raise ValidationError(field, f"must be {', '.join(UNKNOWN_JOBS)}, got {unknown_jobs!r}")
     config = StoreConfig(
         clock=clock or SystemClock(),
         retry=retry or RetryPolicy(),
         rng=rng or random.Random(),
         max_payload_bytes=max_payload_bytes,
         num_buckets=num_buckets,
+        unknown_jobs=unknown_jobs,
     )
-    if not isinstance(url, str):
-        raise ValidationError("url", f"must be a string, got {url!r}")
-    parts = urlsplit(url)
-    options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     if parts.scheme == "memory":
         from fencepost.store.memory import MemoryStore
 

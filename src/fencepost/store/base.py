@@ -53,7 +53,6 @@ from fencepost.domain.models import (
 )
 from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import (
-    DEFAULT_MAX_ATTEMPTS,
     SUBMIT_ARGUMENTS,
     NewExecution,
     canonical,
@@ -140,10 +139,10 @@ class Store(OperatingVerbs, ScheduleVerbs):
         execute_at: datetime | None = None,
         delay: float | timedelta | None = None,
         idempotency_key: str | None = None,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        max_attempts: int | None = None,
         timeout: float | timedelta | None = None,
         bucket_key: str | None = None,
-        priority: int = 0,
+        priority: int | None = None,
         **deprecated: Any,
     ) -> Execution:
         """Store a new execution of ``job`` and return it (state SCHEDULED, epoch 0).
@@ -158,6 +157,17 @@ class Store(OperatingVerbs, ScheduleVerbs):
         With an ``idempotency_key``: if an execution with that key exists and was
         submitted with the same arguments, it is returned unchanged (whatever its
         state); with different arguments, :class:`IdempotencyConflict` is raised.
+
+        The job catalogue decides the rest (see
+        :class:`~fencepost.store.catalogue.CatalogueVerbs`): a published ``job`` is
+        pinned to ``version`` (its latest when None; an unknown version is a
+        :class:`ValidationError` on ``version`` listing the known ones), its
+        ``inputs`` must match that version's schema (a :class:`ValidationError`
+        naming ``inputs.<field>``), and ``max_attempts``, ``timeout`` and ``priority``
+        left None take the job's defaults, else 3 attempts, no timeout, priority 0.
+        A job no worker published is allowed or refused (naming ``job`` and listing
+        the known jobs) by the store's ``unknown_jobs`` setting. The comparison of
+        an idempotent retry is made on the arguments so resolved.
         """
         arguments = {
             "inputs": inputs,
@@ -221,7 +231,9 @@ class Store(OperatingVerbs, ScheduleVerbs):
         return self._insert(batch) if batch else []
 
     def _prepare(self, now: datetime, unix_ms: int, job: object, **arguments: Any) -> NewExecution:
-        """Validate one request made at ``now`` (``unix_ms``: the same instant, for its id)."""
+        """Validate one request made at ``now`` (``unix_ms``: the same instant, for its id),
+        after the job catalogue's rules (:meth:`_catalogued`)."""
+        arguments = self._catalogued(job, arguments)
         return prepare(
             job,
             new_id=self._ids.new(unix_ms),
@@ -515,9 +527,11 @@ class Store(OperatingVerbs, ScheduleVerbs):
         """Record a failed attempt, if the lease is live (else :class:`StaleLease`).
 
         Retryable with attempts left: RUNNING -> RETRY_WAIT, due after
-        ``retry_in`` or the store's backoff (full jitter) for the attempt the
-        stored row carries, read in the fenced transaction. Otherwise RUNNING ->
-        FAILED, a dead letter. ``error`` is kept (truncated to 8,192 characters).
+        ``retry_in`` or the backoff (full jitter) for the attempt the stored row
+        carries, read in the fenced transaction: the job's retry delays when the
+        execution's ``(job, job_version)`` is catalogued with some, else the
+        store's. Otherwise RUNNING -> FAILED, a dead letter. ``error`` is kept
+        (truncated to 8,192 characters).
 
         ``timed_out=True`` says the worker stopped the attempt because it ran past
         the job's ``timeout``: the transition is TIMED_OUT instead of FAILED and the
@@ -531,10 +545,17 @@ class Store(OperatingVerbs, ScheduleVerbs):
         )
         retryable, timed_out = bool(retryable), bool(timed_out)
 
+        if delay is None:
+            self._current_catalogue()  # the job's backoff, read before the transaction
+
         def decide(current: Execution, now: datetime) -> ExecutionEvent:
             # The backoff grows with the stored attempt, read under the fence: the
             # caller need not know it (an HTTP worker sends only owner and epoch).
-            wait = self.retry_delay(current.attempt) if delay is None else delay
+            wait = (
+                self.retry_delay(current.attempt, current.job, current.job_version)
+                if delay is None
+                else delay
+            )
             return failure(
                 fence, error, retryable=retryable, timed_out=timed_out, retry_at=now + wait
             )
@@ -583,9 +604,16 @@ class Store(OperatingVerbs, ScheduleVerbs):
         through :func:`fencepost.domain.machine.apply` and return the result.
         """
 
-    def retry_delay(self, attempt: int) -> timedelta:
-        """The backoff before retrying after failed attempt ``attempt`` (jittered)."""
-        return self.config.retry.delay(attempt, self.config.rng)
+    def retry_delay(
+        self, attempt: int, job: str | None = None, version: int | None = None
+    ) -> timedelta:
+        """The backoff before retrying after failed attempt ``attempt`` (jittered).
+
+        The job's retry delays when ``(job, version)`` is in the catalogue with
+        delays of its own, else the store's policy.
+        """
+        policy = self.config.retry if job is None else self._job_retry(job, version)
+        return policy.delay(attempt, self.config.rng)
 
     @abstractmethod
     def reap_expired(self, *, limit: int = 1000) -> int:

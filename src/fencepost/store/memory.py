@@ -30,8 +30,9 @@ from datetime import datetime, timedelta
 
 from fencepost.domain import payloads
 from fencepost.domain import schedules as plans
+from fencepost.domain.catalogue import JobEntry
 from fencepost.domain.commands import claimable, may_complete, new_command, on_request
-from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
+from fencepost.domain.errors import CatalogueConflict, IdempotencyConflict, NotFound, StaleLease
 from fencepost.domain.events import (
     ExecutionCancelled,
     ExecutionClaimed,
@@ -93,6 +94,8 @@ class MemoryStore(Store):
         self._by_key: dict[str, str] = {}
         self._audit: dict[str, list[Transition]] = {}
         self._nodes: dict[str, Node] = {}
+        #: The job catalogue by (name, version).
+        self._jobs: dict[tuple[str, int], JobEntry] = {}
         #: Commands by execution id, then by command id (in request order).
         self._commands: dict[str, dict[str, Command]] = {}
         self._schedules: dict[str, Schedule] = {}
@@ -308,6 +311,7 @@ class MemoryStore(Store):
             return self._apply(current.id, decide(current, now), now)
 
     def reap_expired(self, *, limit: int = 1000) -> int:
+        self._current_catalogue()  # the jobs' backoffs, read before the change
         with self._lock:
             now = self.clock.now()
             expired = sorted(
@@ -319,7 +323,8 @@ class MemoryStore(Store):
                 key=lambda e: (e.lease_until, e.id),
             )[:limit]
             for e in expired:
-                self._apply(e.id, LeaseExpired(retry_at=now + self.retry_delay(e.attempt)), now)
+                wait = self.retry_delay(e.attempt, e.job, e.job_version)
+                self._apply(e.id, LeaseExpired(retry_at=now + wait), now)
             return len(expired)
 
     def _transition(self, execution_id: str, event: ExecutionEvent) -> Execution:
@@ -393,7 +398,13 @@ class MemoryStore(Store):
     # -- nodes -----------------------------------------------------------------------------
 
     def _register_node(
-        self, node_id: str, *, kind: str, buckets: tuple[int, ...] | None, ttl: timedelta
+        self,
+        node_id: str,
+        *,
+        kind: str,
+        buckets: tuple[int, ...] | None,
+        ttl: timedelta,
+        jobs: tuple[tuple[str, int], ...],
     ) -> Node:
         with self._lock:
             now = self.clock.now()
@@ -405,9 +416,31 @@ class MemoryStore(Store):
                 started_at=previous.started_at if previous is not None else now,
                 heartbeat_at=now,
                 expires_at=now + ttl,
+                jobs=jobs,
             )
             self._nodes[node_id] = node
             return node
+
+    # -- the job catalogue -----------------------------------------------------------------
+
+    def _publish(self, entries: Sequence[JobEntry]) -> list[JobEntry]:
+        with self._lock:
+            now = self.clock.now()
+            out = []
+            for entry in entries:  # every conflict first: nothing is written with one
+                stored = self._jobs.get(entry.key)
+                if stored is not None and stored.digest != entry.digest:
+                    raise CatalogueConflict(entry.name, entry.version, stored.digest, entry.digest)
+            for entry in entries:
+                stored = self._jobs.get(entry.key)
+                if stored is None:
+                    stored = self._jobs[entry.key] = replace(entry, published_at=now)
+                out.append(stored)
+            return out
+
+    def _read_catalogue(self) -> list[JobEntry]:
+        with self._lock:
+            return list(self._jobs.values())
 
     def deregister_node(self, node_id: str) -> None:
         with self._lock:

@@ -33,6 +33,7 @@ from fencepost.store.values import (
     SloRequest,
     default_node_id,
     states_of,
+    versions_of,
 )
 
 
@@ -48,23 +49,39 @@ class OperatingVerbs(StoreCore):
         kind: str = "worker",
         buckets: Iterable[int] | None = None,
         ttl: float | timedelta = DEFAULT_TTL,
+        jobs: Iterable[tuple[str, int]] = (),
     ) -> Node:
         """Register (or renew) a live node; call again before ``ttl`` runs out to stay live.
 
         ``node_id`` defaults to ``host:pid``. ``buckets`` are the buckets the node
-        claims from (None: any). A renewal keeps ``started_at`` and replaces the
-        declared buckets. The node is live while ``now < expires_at = now + ttl``.
+        claims from (None: any). ``jobs`` are the ``(job, version)`` pairs it serves
+        (a worker's; stored in the given order, repeats dropped), so the catalogue
+        can say which live nodes serve each version
+        (:func:`fencepost.domain.catalogue.served_by`). A renewal keeps
+        ``started_at`` and replaces the declared buckets and jobs. The node is live
+        while ``now < expires_at = now + ttl``.
         """
+        try:
+            served = tuple(dict.fromkeys(versions_of(jobs)))
+        except ValidationError as exc:
+            raise ValidationError("jobs", exc.message) from None
         return self._register_node(
             require_name(node_id if node_id is not None else default_node_id(), "node_id"),
             kind=require_name(kind, "kind"),
             buckets=None if buckets is None else self._buckets(buckets),
             ttl=as_duration(ttl, field="ttl"),
+            jobs=served,
         )
 
     @abstractmethod
     def _register_node(
-        self, node_id: str, *, kind: str, buckets: tuple[int, ...] | None, ttl: timedelta
+        self,
+        node_id: str,
+        *,
+        kind: str,
+        buckets: tuple[int, ...] | None,
+        ttl: timedelta,
+        jobs: tuple[tuple[str, int], ...],
     ) -> Node:
         """Upsert a validated registration (see :meth:`register_node`)."""
 

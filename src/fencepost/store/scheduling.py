@@ -14,8 +14,8 @@ from fencepost.domain.errors import NotFound, StaleLease, ValidationError
 from fencepost.domain.models import JSON, Execution, Occurrence, Schedule, SchedulePage
 from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
-from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS, canonical
-from fencepost.store.core import StoreCore
+from fencepost.domain.submission import canonical
+from fencepost.store.catalogue import CatalogueVerbs
 from fencepost.store.values import (
     DEFAULT_TTL,
     MAX_LIMIT,
@@ -25,8 +25,11 @@ from fencepost.store.values import (
 )
 from fencepost.timing import specs
 
+#: The changes of update_schedule that the job catalogue has a say in.
+_CATALOGUED = frozenset({"job", "job_version", "inputs"})
 
-class ScheduleVerbs(StoreCore):
+
+class ScheduleVerbs(CatalogueVerbs):
     """Verbs of :class:`~fencepost.store.base.Store` for schedules (see their docstrings)."""
 
     # -- schedules -------------------------------------------------------------------------
@@ -48,8 +51,8 @@ class ScheduleVerbs(StoreCore):
         dst_fold: DstFold | str = "once",
         start_at: datetime | None = None,
         end_at: datetime | None = None,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        priority: int = 0,
+        max_attempts: int | None = None,
+        priority: int | None = None,
         id: str | None = None,
         paused: bool = False,
         **deprecated: Any,
@@ -70,6 +73,12 @@ class ScheduleVerbs(StoreCore):
         deprecated name, a :class:`DeprecationWarning`). Bad arguments raise
         :class:`ValidationError` naming the field; nothing is written.
 
+        The job catalogue's rules apply as for :meth:`~fencepost.store.base.Store.submit`:
+        a published job's schedule is pinned to ``version`` (its latest when None),
+        its ``inputs`` are checked against that version's schema, and
+        ``max_attempts`` and ``priority`` left None take the job's defaults (else
+        3 and 0); a job no one published is allowed or refused by ``unknown_jobs``.
+
         The new schedule's ``watermark`` is one microsecond before ``start_at``
         when that is in the future, else the store's now (slots strictly after
         the watermark are still to come); ``next_due`` is now, so a materializer
@@ -87,6 +96,18 @@ class ScheduleVerbs(StoreCore):
                 raise TypeError(f"add_schedule() got an unexpected keyword argument {unknown[0]!r}")
             given = {} if version is None else {"version": version}
             version = canonical(given | deprecated, stacklevel=2)["version"]
+        resolved = self._catalogued(
+            job,
+            {
+                "version": version,
+                "inputs": inputs,
+                "max_attempts": max_attempts,
+                "priority": priority,
+            },
+            schedule=True,
+        )
+        version, inputs = resolved["version"], resolved["inputs"]
+        max_attempts, priority = resolved["max_attempts"], resolved["priority"]
         spec = specs.define(
             job,
             max_payload_bytes=self.config.max_payload_bytes,
@@ -175,6 +196,11 @@ class ScheduleVerbs(StoreCore):
         fingerprint that makes ``add_schedule`` idempotent stays that of the
         original arguments. Raises :class:`NotFound`, or :class:`ValidationError`
         (nothing written).
+
+        A change of ``job``, ``version`` or ``inputs`` goes through the job catalogue
+        as :meth:`add_schedule` does: the schedule is pinned again (a new ``job``
+        without a ``version``: its latest) and its inputs checked against that
+        version's schema.
         """
         changes = canonical(changes, stacklevel=2)
         if "version" in changes:  # the verbs' name for the schedule's job_version
@@ -182,10 +208,34 @@ class ScheduleVerbs(StoreCore):
         plans.check_changes(changes)
         limit = self.config.max_payload_bytes
 
+        if changes.keys() & _CATALOGUED:
+            self._current_catalogue()  # read before the transaction, not inside it
+
         def decide(current: Schedule, now: datetime) -> Schedule:
-            return specs.amend(current, changes, now=now, max_payload_bytes=limit)
+            return specs.amend(
+                current, self._recatalogued(current, changes), now=now, max_payload_bytes=limit
+            )
 
         return self._change_schedule(schedule_id, decide)
+
+    def _recatalogued(self, current: Schedule, changes: dict[str, Any]) -> dict[str, Any]:
+        """``changes`` to ``current`` with the version and inputs the catalogue decides."""
+        if not changes.keys() & _CATALOGUED:
+            return changes
+        job = changes.get("job", current.job)
+        # Without a version, a new job's latest (the old job's versions are not its own).
+        version = changes.get("job_version", None if "job" in changes else current.job_version)
+        resolved = self._catalogued(
+            job,
+            {
+                "version": version,
+                "inputs": changes.get("inputs", current.inputs),
+                "max_attempts": current.max_attempts,
+                "priority": current.priority,
+            },
+            schedule=True,
+        )
+        return changes | {"job_version": resolved["version"], "inputs": resolved["inputs"]}
 
     def pause_schedule(self, schedule_id: str) -> Schedule:
         """Pause a schedule: its slots are recorded SKIPPED ("paused") until it is resumed.

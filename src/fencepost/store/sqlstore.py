@@ -29,16 +29,19 @@ so its dialect maps them to the plain reads.
 
 from __future__ import annotations
 
+import logging
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Protocol
 
 from fencepost.domain import schedules as plans
+from fencepost.domain.catalogue import JobEntry, definition_json, entry_from_definition
 from fencepost.domain.checks import storable
 from fencepost.domain.commands import new_command, on_request
-from fencepost.domain.errors import NotFound, StaleLease
+from fencepost.domain.errors import CatalogueConflict, NotFound, StaleLease, ValidationError
 from fencepost.domain.events import (
     ExecutionCancelled,
     ExecutionEvent,
@@ -70,6 +73,8 @@ from fencepost.store.base import (
 )
 from fencepost.store.rows import version_keys
 from fencepost.store.values import ScheduleFilter, SloRequest, result_refused
+
+log = logging.getLogger("fencepost.store")
 
 #: The query block by (one schedule?, newest first?). A schedule's executions are read
 #: through their own index (see the blocks).
@@ -328,6 +333,7 @@ class SqlStore(Store):
         return outcome
 
     def reap_expired(self, *, limit: int = 1000) -> int:
+        self._current_catalogue()  # the jobs' backoffs, read before the transaction
         with self._write() as conn:
             now = self._tx_now(conn)
             expired = conn.execute(
@@ -335,7 +341,8 @@ class SqlStore(Store):
             ).fetchall()
             for row in expired:
                 current = self.rows.execution(row)
-                event = LeaseExpired(retry_at=now + self.retry_delay(current.attempt))
+                wait = self.retry_delay(current.attempt, current.job, current.job_version)
+                event = LeaseExpired(retry_at=now + wait)
                 self._persist(conn, apply(current, event, now), now)
         return len(expired)
 
@@ -430,6 +437,55 @@ class SqlStore(Store):
                 if id_ is not None
             ],
         )
+
+    # -- the job catalogue -----------------------------------------------------------------
+
+    def _publish(self, entries: Sequence[JobEntry]) -> list[JobEntry]:
+        out = []
+        with self._write() as conn:
+            now = self._now_param()
+            for entry in entries:
+                key = {"name": entry.name, "version": entry.version}
+                conn.execute(
+                    self._q("insert_job"),
+                    key
+                    | {
+                        "digest": entry.digest,
+                        "definition": definition_json(entry),
+                        "now": now,
+                    },
+                )
+                row = conn.execute(self._q("select_job_entry"), key).fetchone()
+                if row[2] != entry.digest:  # raising rolls the whole batch back
+                    raise CatalogueConflict(entry.name, entry.version, row[2], entry.digest)
+                # Same digest, same definition: only the time it was first published is new.
+                out.append(replace(entry, published_at=self.rows.instant(row[4])))
+        return out
+
+    def _read_catalogue(self) -> list[JobEntry]:
+        with self._read() as conn:
+            found = conn.execute(self._q("select_catalogue")).fetchall()
+        return [entry for entry in map(self._entry_or_none, found) if entry is not None]
+
+    def _catalogue_keys(self) -> set[tuple[str, int]]:
+        with self._read() as conn:
+            return {(name, version) for name, version in conn.execute(self._q("catalogue_keys"))}
+
+    def _entry(self, row: tuple[Any, ...]) -> JobEntry:
+        """An entry from a row of ``select_job_entry`` or ``select_catalogue``."""
+        _, _, digest, definition, published_at = row
+        return entry_from_definition(
+            definition, digest=digest, published_at=self.rows.instant(published_at)
+        )
+
+    def _entry_or_none(self, row: tuple[Any, ...]) -> JobEntry | None:
+        """:meth:`_entry`, or None for a row this version cannot read (written by hand,
+        or by a newer fencepost): that job is then unknown here, the others are not."""
+        try:
+            return self._entry(row)
+        except (ValidationError, ValueError, TypeError) as exc:
+            log.error("job catalogue: cannot read %s version %s: %s", row[0], row[1], exc)
+            return None
 
     # -- schedules -------------------------------------------------------------------------
 

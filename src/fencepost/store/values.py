@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from fencepost.domain import payloads
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS
+from fencepost.domain.catalogue import UNKNOWN_JOBS
 from fencepost.domain.checks import INT32_MAX, require_int, require_name, storable
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL as DEFAULT_COMMAND_TTL
 from fencepost.domain.defaults import DEFAULT_TTL as DEFAULT_TTL
@@ -73,8 +74,16 @@ class StoreConfig:
     rng: random.Random = field(default_factory=random.Random)
     max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES
     num_buckets: int = DEFAULT_NUM_BUCKETS
+    #: A submit naming a job no worker published: ``auto`` (allowed while the catalogue
+    #: is empty, refused once it has entries), ``allow`` or ``refuse``.
+    unknown_jobs: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.unknown_jobs not in UNKNOWN_JOBS:
+            raise ValidationError(
+                "unknown_jobs",
+                f"must be {', '.join(UNKNOWN_JOBS)}, got {self.unknown_jobs!r}",
+            )
         if self.max_payload_bytes < 1:
             raise ValidationError(
                 "max_payload_bytes", f"must be >= 1, got {self.max_payload_bytes}"

@@ -5,17 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from fencepost.domain import models
 from fencepost.domain.submission import MAX_KEY, PRIORITY_RANGE
 from fencepost.wire.fields import (
     MAX_DURATION_SECONDS,
     MIN_SECONDS,
+    WHOLE,
     Count,
     Inputs,
     Instant,
-    Integer,
     Name,
     name,
 )
@@ -28,6 +28,10 @@ _AT_OR_DELAY: dict[str, Any] = {
         "properties": {"execute_at": {"type": "string"}, "delay_seconds": {"type": "number"}},
     }
 }
+
+
+#: A priority: higher runs first.
+_Priority = Annotated[StrictInt, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1]), WHOLE]
 
 
 class SubmitRequest(RequestModel):
@@ -45,15 +49,16 @@ class SubmitRequest(RequestModel):
     execute_at: Instant | None = None
     #: Seconds from the store's now; strict, so ``"5"`` and ``true`` are refused.
     delay_seconds: float | None = Field(default=None, ge=0, le=MAX_DURATION_SECONDS, strict=True)
-    #: None: the job's own (with a registry), else the store's default.
+    #: None: the job's own (from the job catalogue), else the store's default.
     max_attempts: Count | None = None
     #: How long one attempt may run, in seconds (at least a microsecond: the store keeps
-    #: durations to the microsecond); None: the job's own (with a registry), else none.
+    #: durations to the microsecond); None: the job's own (from the job catalogue), else none.
     timeout_seconds: float | None = Field(
         default=None, ge=MIN_SECONDS, le=MAX_DURATION_SECONDS, strict=True
     )
     bucket_key: Annotated[str, name(MAX_KEY)] | None = None
-    priority: Integer = Field(default=0, ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])
+    #: None: the job's own (from the job catalogue), else 0.
+    priority: _Priority | None = None
 
 
 class SubmitItem(SubmitRequest):

@@ -9,13 +9,20 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Self
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from fencepost.domain import nodes, reports
 from fencepost.wire.executions import Execution
 from fencepost.wire.mapping import WireModel
 
 # -- nodes and buckets ---------------------------------------------------------------------
+
+
+class ServedJob(BaseModel):
+    """One job version a node serves."""
+
+    job: str
+    version: int
 
 
 class Node(WireModel[nodes.Node]):
@@ -28,12 +35,20 @@ class Node(WireModel[nodes.Node]):
     started_at: datetime
     heartbeat_at: datetime
     expires_at: datetime
+    #: The job versions it serves (a worker's jobs).
+    jobs: list[ServedJob] = Field(default_factory=list)
 
     @classmethod
     def from_domain(cls, obj: nodes.Node, /, **given: Any) -> Self:
         """The body of a node, its buckets in bucket order."""
         buckets = None if obj.buckets is None else sorted(set(obj.buckets))
-        return super().from_domain(obj, buckets=buckets, **given)
+        jobs = [ServedJob(job=job, version=version) for job, version in obj.jobs]
+        return super().from_domain(obj, buckets=buckets, **{"jobs": jobs, **given})
+
+    def to_domain(self, **given: Any) -> nodes.Node:
+        """The node, its jobs as ``(job, version)`` pairs."""
+        jobs = tuple((served.job, served.version) for served in self.jobs)
+        return super().to_domain(**{"jobs": jobs, **given})
 
 
 class Bucket(BaseModel):

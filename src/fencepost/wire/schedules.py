@@ -174,7 +174,7 @@ class ScheduleCreate(RequestModel):
     end_at: Instant | None = None
     #: None: the job's own (with a registry), else the store's default.
     max_attempts: Count | None = None
-    priority: _Priority = 0
+    priority: _Priority | None = None
     #: Store it paused (its slots are recorded SKIPPED until it is resumed).
     paused: StrictBool = False
     #: Makes the request idempotent: the same id and body again return the schedule.

@@ -207,6 +207,8 @@ class NodeRegistration(RequestModel):
     kind: Annotated[str, name(100)] = "worker"
     buckets: list[Bucket] | None = None
     ttl_seconds: Ttl = 30.0
+    #: The job versions the node serves.
+    jobs: list[JobVersion] = Field(default_factory=list, max_length=10_000)
 
 
 class OccurrenceClaim(RequestModel):

@@ -47,6 +47,7 @@ from fencepost.domain.checks import require_int
 from fencepost.domain.errors import StoreUnavailable, ValidationError
 from fencepost.domain.models import Lease
 from fencepost.domain.nodes import default_node_id
+from fencepost.jobs.catalogue import entries_of
 from fencepost.jobs.context import Context
 from fencepost.jobs.registry import JobRegistry
 from fencepost.scheduler.reaper import reap_all
@@ -129,6 +130,9 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         self._loop_thread: threading.Thread | None = None
         self._healthy = True
         self._clock_agrees = True  # see _check_clock
+        self._published = False  # this worker's jobs are in the store's catalogue
+        # Built now: a job whose schema cannot be derived is refused before anything runs.
+        self._entries = entries_of(registry)
         self._backoff = 0.0
         self._retry_at = 0.0
         self._thread: threading.Thread | None = None
@@ -271,7 +275,12 @@ class Worker(HandlerPool, Outbox, HeldRuns):
                         self._store_call(partial(reap_all, self.store, batches=1))
                         next_reap = now + opts.reap_interval
                 claimed = 0
-                if not self._stopping.is_set() and self._healthy and self._clock_agrees:
+                if (
+                    not self._stopping.is_set()
+                    and self._healthy
+                    and self._clock_agrees
+                    and self._published  # the catalogue knows this worker's jobs first
+                ):
                     claimed = self._claim(now)
                     self._dispatch()
                 if claimed and self._room(min(self._groups)) > 0:
@@ -369,8 +378,21 @@ class Worker(HandlerPool, Outbox, HeldRuns):
     # -- node registration and the clock -----------------------------------------------
 
     def _register(self) -> None:
+        """Publish this worker's jobs to the catalogue (once), then register (or renew) the node.
+
+        Publishing comes before anything is claimed: a job version whose definition
+        differs from the one published under its name and version raises
+        :class:`~fencepost.domain.errors.CatalogueConflict`, which stops the worker.
+        """
+        if not self._published:
+            self.store.publish_jobs(self._entries)
+            self._published = True
         node = self.store.register_node(
-            self.owner, kind="worker", buckets=self.options.buckets, ttl=self.options.node_ttl
+            self.owner,
+            kind="worker",
+            buckets=self.options.buckets,
+            ttl=self.options.node_ttl,
+            jobs=[spec.key for spec in self.registry],
         )
         self._check_clock(self.store.clock_offset(node.heartbeat_at))
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from fencepost.domain.catalogue import JobEntry
 from fencepost.domain.errors import StaleLease
 from fencepost.domain.models import JSON, Command, Execution, Lease
 from fencepost.domain.nodes import Node
@@ -78,7 +79,10 @@ class WorkSource(Protocol):
         kind: str = ...,
         buckets: Iterable[int] | None = ...,
         ttl: float | timedelta = ...,
+        jobs: Iterable[tuple[str, int]] = ...,
     ) -> Node: ...
+
+    def publish_jobs(self, entries: Iterable[JobEntry]) -> list[JobEntry]: ...
 
     def deregister_node(self, node_id: str) -> None: ...
 

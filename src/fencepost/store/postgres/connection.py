@@ -47,7 +47,14 @@ CHECK_AFTER_IDLE = 1.0
 CONNECT_TIMEOUT = 3
 
 #: URL query parameters that fencepost reads itself (the rest go to libpq).
-OWN_OPTIONS = ("schema", "pool_min", "pool_max", "pool_timeout", "reconnect_timeout")
+OWN_OPTIONS = (
+    "schema",
+    "pool_min",
+    "pool_max",
+    "pool_timeout",
+    "reconnect_timeout",
+    "unknown_jobs",  # read by fencepost.store.connect, for every backend
+)
 
 
 def split_url(url: str) -> tuple[str, dict[str, str]]:

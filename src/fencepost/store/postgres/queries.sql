@@ -429,20 +429,21 @@ ORDER BY lease_until, id
 -- name: register_node
 -- A renewal keeps started_at; everything else is the latest declaration.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now)
-INSERT INTO nodes (id, kind, buckets, started_at, heartbeat_at, expires_at)
+INSERT INTO nodes (id, kind, buckets, started_at, heartbeat_at, expires_at, jobs)
 SELECT %(id)s, %(kind)s, %(buckets)s::integer[], clock.now, clock.now,
-       clock.now + %(ttl)s::interval
+       clock.now + %(ttl)s::interval, %(jobs)s::jsonb
 FROM clock
 ON CONFLICT (id) DO UPDATE SET
     kind = excluded.kind, buckets = excluded.buckets,
-    heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at
-RETURNING id, kind, buckets, started_at, heartbeat_at, expires_at
+    heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at,
+    jobs = excluded.jobs
+RETURNING id, kind, buckets, started_at, heartbeat_at, expires_at, jobs
 
 -- name: deregister_node
 DELETE FROM nodes WHERE id = %(id)s
 
 -- name: select_nodes
-SELECT id, kind, buckets, started_at, heartbeat_at, expires_at
+SELECT id, kind, buckets, started_at, heartbeat_at, expires_at, jobs
 FROM nodes
 WHERE NOT %(live_only)s OR expires_at > coalesce(%(now)s::timestamptz, clock_timestamp())
 ORDER BY id
@@ -865,3 +866,25 @@ audit AS (
     DELETE FROM transitions AS t WHERE t.execution_id = ANY(ARRAY(SELECT id FROM gone))
 )
 SELECT count(*) FROM gone
+
+-- name: insert_job
+-- A published entry is immutable: one already stored is left as it is (the caller
+-- compares digests with select_job_entry afterwards, in the same transaction; a
+-- concurrent publish of the same key is waited for, then seen).
+INSERT INTO job_catalogue (name, version, digest, definition, published_at)
+VALUES (%(name)s, %(version)s, %(digest)s, %(definition)s,
+        coalesce(%(now)s::timestamptz, clock_timestamp()))
+ON CONFLICT (name, version) DO NOTHING
+
+-- name: select_job_entry
+SELECT name, version, digest, definition, published_at
+FROM job_catalogue
+WHERE name = %(name)s AND version = %(version)s
+
+-- name: select_catalogue
+SELECT name, version, digest, definition, published_at
+FROM job_catalogue
+ORDER BY name, version
+
+-- name: catalogue_keys
+SELECT name, version FROM job_catalogue

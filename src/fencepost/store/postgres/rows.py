@@ -21,7 +21,7 @@ __all__ = [
 
 def node(row: Any) -> Node:
     """A node from a row of ``register_node`` or ``select_nodes``."""
-    id_, kind, buckets, started_at, heartbeat_at, expires_at = row
+    id_, kind, buckets, started_at, heartbeat_at, expires_at, jobs = row
     return Node(
         id=id_,
         kind=kind,
@@ -29,6 +29,7 @@ def node(row: Any) -> Node:
         started_at=started_at,
         heartbeat_at=heartbeat_at,
         expires_at=expires_at,
+        jobs=tuple((name, version) for name, version in jobs),
     )
 
 

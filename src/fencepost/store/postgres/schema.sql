@@ -69,13 +69,21 @@ CREATE VIEW execution_rows AS
     d.progress
    FROM (executions e
      JOIN execution_data d ON ((d.execution_id = e.id)));
+CREATE TABLE job_catalogue (
+    name text NOT NULL COLLATE pg_catalog."C",
+    version integer NOT NULL,
+    digest text NOT NULL,
+    definition text NOT NULL,
+    published_at timestamp with time zone NOT NULL
+);
 CREATE TABLE nodes (
     id text NOT NULL,
     kind text NOT NULL,
     buckets integer[],
     started_at timestamp with time zone NOT NULL,
     heartbeat_at timestamp with time zone NOT NULL,
-    expires_at timestamp with time zone NOT NULL
+    expires_at timestamp with time zone NOT NULL,
+    jobs jsonb DEFAULT '[]'::jsonb NOT NULL
 );
 CREATE TABLE schedules (
     id text NOT NULL COLLATE pg_catalog."C",
@@ -130,6 +138,8 @@ ALTER TABLE ONLY execution_data
     ADD CONSTRAINT execution_data_pkey PRIMARY KEY (execution_id);
 ALTER TABLE ONLY executions
     ADD CONSTRAINT executions_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY job_catalogue
+    ADD CONSTRAINT job_catalogue_pkey PRIMARY KEY (name, version);
 ALTER TABLE ONLY nodes
     ADD CONSTRAINT nodes_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY schedules

@@ -9,6 +9,7 @@ and write the change back guarded by the state and epoch it was decided from.
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -436,7 +437,13 @@ class PostgresStore(SqlStore):
     # -- nodes -----------------------------------------------------------------------------
 
     def _register_node(
-        self, node_id: str, *, kind: str, buckets: tuple[int, ...] | None, ttl: timedelta
+        self,
+        node_id: str,
+        *,
+        kind: str,
+        buckets: tuple[int, ...] | None,
+        ttl: timedelta,
+        jobs: tuple[tuple[str, int], ...],
     ) -> Node:
         params = {
             "now": self._pinned_now(),
@@ -444,6 +451,7 @@ class PostgresStore(SqlStore):
             "kind": kind,
             "buckets": None if buckets is None else list(buckets),
             "ttl": ttl,
+            "jobs": json.dumps(jobs),
         }
         with self._db.connection() as conn:
             row = conn.execute(Q["register_node"], params).fetchone()

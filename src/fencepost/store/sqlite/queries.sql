@@ -302,18 +302,19 @@ ORDER BY type, name
 
 -- name: register_node
 -- A renewal keeps started_at; everything else is the latest declaration.
-INSERT INTO nodes (id, kind, buckets, started_at, heartbeat_at, expires_at)
-VALUES (:id, :kind, :buckets, :now, :now, :expires_at)
+INSERT INTO nodes (id, kind, buckets, started_at, heartbeat_at, expires_at, jobs)
+VALUES (:id, :kind, :buckets, :now, :now, :expires_at, :jobs)
 ON CONFLICT (id) DO UPDATE SET
     kind = excluded.kind, buckets = excluded.buckets,
-    heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at
-RETURNING id, kind, buckets, started_at, heartbeat_at, expires_at
+    heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at,
+    jobs = excluded.jobs
+RETURNING id, kind, buckets, started_at, heartbeat_at, expires_at, jobs
 
 -- name: deregister_node
 DELETE FROM nodes WHERE id = :id
 
 -- name: select_nodes
-SELECT id, kind, buckets, started_at, heartbeat_at, expires_at
+SELECT id, kind, buckets, started_at, heartbeat_at, expires_at, jobs
 FROM nodes
 WHERE :live_at IS NULL OR expires_at > :live_at
 ORDER BY id
@@ -643,3 +644,23 @@ DELETE FROM execution_data WHERE execution_id IN (SELECT value FROM json_each(:i
 
 -- name: prune_executions
 DELETE FROM executions WHERE id IN (SELECT value FROM json_each(:ids))
+
+-- name: insert_job
+-- A published entry is immutable: one already stored is left as it is (the caller
+-- compares digests with select_job_entry afterwards, in the same transaction).
+INSERT INTO job_catalogue (name, version, digest, definition, published_at)
+VALUES (:name, :version, :digest, :definition, :now)
+ON CONFLICT (name, version) DO NOTHING
+
+-- name: select_job_entry
+SELECT name, version, digest, definition, published_at
+FROM job_catalogue
+WHERE name = :name AND version = :version
+
+-- name: select_catalogue
+SELECT name, version, digest, definition, published_at
+FROM job_catalogue
+ORDER BY name, version
+
+-- name: catalogue_keys
+SELECT name, version FROM job_catalogue

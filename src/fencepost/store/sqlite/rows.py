@@ -74,7 +74,7 @@ def command(row: tuple[Any, ...]) -> Command:
 
 def node(row: tuple[Any, ...]) -> Node:
     """A :class:`Node` from a row of ``select_nodes`` or ``register_node``."""
-    id_, kind, buckets, started_at, heartbeat_at, expires_at = row
+    id_, kind, buckets, started_at, heartbeat_at, expires_at, jobs = row
     return Node(
         id=id_,
         kind=kind,
@@ -82,6 +82,7 @@ def node(row: tuple[Any, ...]) -> Node:
         started_at=from_us(started_at),
         heartbeat_at=from_us(heartbeat_at),
         expires_at=from_us(expires_at),
+        jobs=tuple((name, version) for name, version in payloads.decode(jobs)),
     )
 
 

@@ -94,6 +94,16 @@ CREATE TABLE executions (
     updated_at      INTEGER NOT NULL
 ) WITHOUT ROWID;
 
+-- table: job_catalogue
+CREATE TABLE job_catalogue (
+    name          TEXT    NOT NULL,
+    version       INTEGER NOT NULL,
+    digest        TEXT    NOT NULL,
+    definition    TEXT    NOT NULL,
+    published_at  INTEGER NOT NULL,
+    PRIMARY KEY (name, version)
+) WITHOUT ROWID;
+
 -- table: nodes
 CREATE TABLE nodes (
     id            TEXT    NOT NULL PRIMARY KEY,  -- host:pid by default
@@ -102,7 +112,7 @@ CREATE TABLE nodes (
     started_at    INTEGER NOT NULL,
     heartbeat_at  INTEGER NOT NULL,
     expires_at    INTEGER NOT NULL
-) WITHOUT ROWID;
+, jobs TEXT NOT NULL DEFAULT '[]') WITHOUT ROWID;
 
 -- table: schedules
 CREATE TABLE schedules (

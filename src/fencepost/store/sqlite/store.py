@@ -332,7 +332,13 @@ class SqliteStore(SqlStore):
     # -- nodes -----------------------------------------------------------------------------
 
     def _register_node(
-        self, node_id: str, *, kind: str, buckets: tuple[int, ...] | None, ttl: timedelta
+        self,
+        node_id: str,
+        *,
+        kind: str,
+        buckets: tuple[int, ...] | None,
+        ttl: timedelta,
+        jobs: tuple[tuple[str, int], ...],
     ) -> Node:
         with self._db.write() as conn:
             now = self.clock.now()
@@ -344,6 +350,7 @@ class SqliteStore(SqlStore):
                     "buckets": None if buckets is None else json.dumps(buckets),
                     "now": rows.to_us(now),
                     "expires_at": rows.to_us(now + ttl),
+                    "jobs": json.dumps(jobs),
                 },
             ).fetchone()
         return rows.node(row)

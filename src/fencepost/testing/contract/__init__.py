@@ -27,11 +27,14 @@ One module a section, each a mixin on the shared fixtures of :mod:`.support`
 * :mod:`.schedules` — :class:`SchedulesContract`: schedule definitions;
 * :mod:`.materializing` — :class:`MaterializingContract`: acquire, materialize, backfill;
 * :mod:`.reports` — :class:`ReportsContract`: buckets, nodes, stats, SLO;
-* :mod:`.pruning` — :class:`PruningContract`: prune.
+* :mod:`.pruning` — :class:`PruningContract`: prune;
+* :mod:`.catalogue` — :class:`CatalogueContract`: the job catalogue and the submit rules
+  it decides.
 """
 
 from __future__ import annotations
 
+from fencepost.testing.contract.catalogue import CatalogueContract
 from fencepost.testing.contract.commands import CommandsContract
 from fencepost.testing.contract.leasing import LeasingContract
 from fencepost.testing.contract.materializing import MaterializingContract
@@ -50,6 +53,7 @@ from fencepost.testing.contract.support import (
 )
 
 __all__ = [
+    "CatalogueContract",
     "CommandsContract",
     "ContractFixtures",
     "LeasingContract",
@@ -78,5 +82,6 @@ class StoreContract(
     MaterializingContract,
     ReportsContract,
     PruningContract,
+    CatalogueContract,
 ):
     """The behavioural specification of :class:`~fencepost.store.base.Store`: every section."""

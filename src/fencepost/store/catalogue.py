@@ -1,0 +1,233 @@
+"""The store contract, part four: the job catalogue, and the rules every submit takes from it.
+
+Workers publish the jobs they run (:meth:`CatalogueVerbs.publish_jobs`); every verb
+that creates work (``submit``, ``submit_or_find``, ``submit_many``, ``add_schedule``,
+``update_schedule``) then resolves its job through :meth:`CatalogueVerbs._catalogued`,
+written once here for every backend.
+
+Reading the catalogue on every submit would cost a query each; entries are immutable
+once published, so this process keeps them (see :class:`CatalogueVerbs` for how long
+a view may be stale).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from fencepost.domain import payloads
+from fencepost.domain.catalogue import (
+    Catalogue,
+    JobEntry,
+    check_entry,
+    check_inputs,
+    input_validator,
+)
+from fencepost.domain.checks import require_name
+from fencepost.domain.errors import CatalogueConflict, NotFound, ValidationError
+from fencepost.domain.retry import RetryPolicy
+from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS
+from fencepost.store.core import StoreCore
+
+if TYPE_CHECKING:
+    import jsonschema
+
+#: How long this process trusts its view of the catalogue's names and latest versions,
+#: in seconds, before reading them again (see :class:`CatalogueVerbs`).
+CATALOGUE_REFRESH = 1.0
+
+#: The most entries one :meth:`CatalogueVerbs.publish_jobs` call takes.
+MAX_PUBLISH = 1000
+
+
+class CatalogueVerbs(StoreCore):
+    """Verbs of :class:`~fencepost.store.base.Store` for the job catalogue.
+
+    **Staleness.** A store keeps the catalogue it last read. A published entry never
+    changes, so a ``(job, version)`` once seen is used as it is forever; which
+    jobs and versions exist (hence the latest version) is read again when the view
+    is older than :data:`CATALOGUE_REFRESH` (1 s), at once after a publish through
+    this store, and on a miss that would refuse the submit (an unknown job or
+    version is looked up again before it is refused). So for up to one second after
+    another process publishes, this store may still pin the previous latest version,
+    and — while it last saw an empty catalogue with ``unknown_jobs="auto"`` — let a
+    submit of the new job through unchecked.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._catalogue = Catalogue()
+        self._catalogue_read_at = float("-inf")  # monotonic seconds; never read yet
+        self._catalogue_lock = threading.Lock()
+        #: Input validators by entry digest (a digest names one schema forever).
+        self._validators: dict[str, jsonschema.Draft202012Validator] = {}
+
+    # -- the verbs -------------------------------------------------------------------------
+
+    def publish_jobs(self, entries: Iterable[JobEntry]) -> list[JobEntry]:
+        """Add job versions to the catalogue, in one transaction; return them as stored.
+
+        Each entry is checked (:func:`fencepost.domain.catalogue.check_entry`: names,
+        schemas as storable JSON, its digest the definition's), else
+        :class:`ValidationError` naming the field (``[2].input_schema``). An entry
+        whose ``(name, version)`` is stored with the same digest is left as it is
+        (its stored ``published_at`` is returned); a different digest raises
+        :class:`CatalogueConflict` naming the job, the version and both digests. Either
+        way of failing, nothing of the batch is written. New entries get
+        ``published_at = now``. The same ``(name, version)`` twice in one call must
+        carry one digest.
+        """
+        if isinstance(entries, JobEntry):
+            raise ValidationError("entries", "must be a collection of JobEntry, not one entry")
+        checked: dict[tuple[str, int], JobEntry] = {}
+        for index, entry in enumerate(entries):
+            if index >= MAX_PUBLISH:
+                raise ValidationError("entries", f"at most {MAX_PUBLISH} entries in one call")
+            try:
+                valid = check_entry(entry)
+            except ValidationError as exc:
+                raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
+            twin = checked.get(valid.key)
+            if twin is not None and twin.digest != valid.digest:
+                raise CatalogueConflict(valid.name, valid.version, twin.digest, valid.digest)
+            checked[valid.key] = valid
+        if not checked:
+            return []
+        stored = self._publish(list(checked.values()))
+        self._refresh_catalogue()
+        by_key = {e.key: e for e in stored}
+        return [by_key[e.key] for e in checked.values()]
+
+    def jobs(self) -> list[JobEntry]:
+        """Every entry of the catalogue (every version of every job), by name then version."""
+        return sorted(self._read_catalogue(), key=lambda e: e.key)
+
+    def job(self, name: str) -> list[JobEntry]:
+        """Every published version of the job ``name``, oldest first.
+
+        :class:`NotFound` (``subject="job"``) when no version of it was published.
+        """
+        name = require_name(name, "name", max_len=1024)
+        found = [e for e in self.jobs() if e.name == name]
+        if not found:
+            raise NotFound(name, subject="job")
+        return found
+
+    # -- backend hooks -----------------------------------------------------------------------
+
+    @abstractmethod
+    def _publish(self, entries: Sequence[JobEntry]) -> list[JobEntry]:
+        """Store checked entries (distinct keys) in one transaction; return them as stored.
+
+        Insert each one whose ``(name, version)`` is absent, with ``published_at = now``;
+        for one present, compare digests: equal, return the stored entry; different,
+        raise :class:`CatalogueConflict` (``stored_digest`` first) and write nothing.
+        """
+
+    @abstractmethod
+    def _read_catalogue(self) -> list[JobEntry]:
+        """Every stored entry."""
+
+    def _catalogue_keys(self) -> set[tuple[str, int]]:
+        """The stored ``(name, version)`` pairs: what a refresh reads first."""
+        return {e.key for e in self._read_catalogue()}
+
+    # -- what submits use --------------------------------------------------------------------
+
+    def _current_catalogue(self) -> Catalogue:
+        """This process's view of the catalogue, read again when older than the refresh."""
+        if time.monotonic() - self._catalogue_read_at >= CATALOGUE_REFRESH:
+            self._refresh_catalogue()
+        return self._catalogue
+
+    def _refresh_catalogue(self) -> Catalogue:
+        """Read which entries exist; fetch the entries only when new ones appeared."""
+        with self._catalogue_lock:
+            keys = self._catalogue_keys()
+            if keys != set(self._catalogue.entries):
+                self._catalogue = Catalogue(self._read_catalogue())
+            self._catalogue_read_at = time.monotonic()
+            return self._catalogue
+
+    def _catalogued(
+        self, job: object, arguments: Mapping[str, Any], *, schedule: bool = False
+    ) -> dict[str, Any]:
+        """``arguments`` of a submit (or a new schedule, ``schedule=True``) of ``job``,
+        after the catalogue's rules.
+
+        A job in the catalogue: ``version`` pinned (the latest when None; an unknown
+        one is a :class:`ValidationError` on ``version``), ``inputs`` checked against
+        that version's schema (naming ``inputs.<field>``), and ``max_attempts``,
+        ``timeout`` (not for schedules) and ``priority`` filled in from the job's
+        defaults where the caller left None. A job no one published: allowed or
+        refused (naming ``job``) by the store's ``unknown_jobs``. Whatever is still
+        None gets the store's default (3 attempts, priority 0, no timeout).
+        """
+        out = dict(arguments)
+        entry = self._entry_of(job, out.get("version"))
+        if entry is not None:
+            out["version"] = entry.version
+            out["inputs"] = self._checked_inputs(entry, out.get("inputs"))
+            defaults = entry.defaults
+            if out.get("max_attempts") is None:
+                out["max_attempts"] = defaults.max_attempts
+            if out.get("priority") is None:
+                out["priority"] = defaults.priority
+            if not schedule and out.get("timeout") is None:
+                out["timeout"] = defaults.timeout
+        if out.get("max_attempts") is None:
+            out["max_attempts"] = DEFAULT_MAX_ATTEMPTS
+        if out.get("priority") is None:
+            out["priority"] = 0
+        return out
+
+    def _entry_of(self, job: object, version: object) -> JobEntry | None:
+        """The entry a request for ``job`` at ``version`` runs (see :meth:`_catalogued`).
+
+        Arguments the catalogue cannot look up (a job that is not a string, a version
+        that is not a positive integer) pass through: the submit's own checks refuse
+        them, naming the field.
+        """
+        if not isinstance(job, str):
+            return None
+        if version is not None and (
+            not isinstance(version, int) or isinstance(version, bool) or version < 1
+        ):
+            return None
+        policy = self.config.unknown_jobs
+        catalogue = self._current_catalogue()
+        if not catalogue and policy != "refuse":
+            return None  # the empty catalogue's fast path: nothing to look up
+        try:
+            return catalogue.lookup(job, version, policy)
+        except ValidationError:
+            # Refusing on a view up to a second old would refuse what another process
+            # has just published: look again first.
+            return self._refresh_catalogue().lookup(job, version, policy)
+
+    def _checked_inputs(self, entry: JobEntry, inputs: object) -> dict[str, Any]:
+        """``inputs`` as they will be stored, if ``entry``'s schema accepts them."""
+        # Checked as stored (JSON: {1: "a"} is {"1": "a"}), what the handler receives.
+        text = payloads.encode(
+            {} if inputs is None else inputs, field="inputs", limit=self.config.max_payload_bytes
+        )
+        validator = self._validators.get(entry.digest)
+        if validator is None:
+            validator = self._validators[entry.digest] = input_validator(entry.input_schema)
+        return check_inputs(validator, payloads.decode(text))
+
+    def _job_retry(self, job: str, version: int | None) -> RetryPolicy:
+        """The backoff of an execution of ``job`` pinned to ``version``: the job's, if the
+        catalogue this process holds has one for it, else the store's. Never reads the
+        store (it runs inside fenced transactions): call :meth:`_current_catalogue` first.
+        """
+        if version is not None:
+            entry = self._catalogue.entries.get((job, version))
+            if entry is not None:
+                policy = entry.defaults.retry_policy()
+                if policy is not None:
+                    return policy
+        return self.config.retry
