@@ -8,8 +8,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from datetime import datetime
-from uuid import UUID
 
 import fencepost
 from fencepost.jobs.context import Context
@@ -92,9 +90,3 @@ def quick_progress(ctx: Context, rows: int = 3) -> dict[str, int]:
     for n in range(rows):
         ctx.checkpoint(progress={"rows": n + 1})
     return {"rows": rows}
-
-
-@app.job("typed-clock", lease_ttl=30, max_attempts=5)
-def typed_clock(at: datetime, ref: UUID) -> list[str]:
-    """Rich hints, converted by pydantic (loaded only once this job runs): the types received."""
-    return [type(at).__name__, at.isoformat(), type(ref).__name__]

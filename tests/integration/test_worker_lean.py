@@ -20,6 +20,9 @@ import fencepost
 from fencepost import State
 from tests.integration.test_worker_processes import APP, ROOT, Workers, wait_until, workers
 
+#: The worker app plus a job with rich type hints (tests/integration/_typed_worker_app.py).
+TYPED_APP = "tests.integration._typed_worker_app:app"
+
 pytestmark = pytest.mark.slow
 
 __all__ = ["workers"]  # fixture
@@ -52,23 +55,37 @@ def test_a_worker_process_loads_none_of_the_service_stack(workers: Workers, shar
     assert not loaded & HEAVY, f"a worker loaded {sorted(loaded & HEAVY)}"
 
 
-def test_only_a_job_with_rich_hints_loads_pydantic_and_bad_inputs_fail_at_once(
+def test_json_native_jobs_refuse_bad_inputs_at_once_without_pydantic(
     workers: Workers, shared_db: str
 ) -> None:
     """JSON-native jobs bind their inputs without pydantic, refusing missing and unknown
-    ones as a permanent failure; a job typed ``datetime`` loads it when it first runs."""
+    ones as a permanent failure (a submit before any worker published the job's schema)."""
     url = shared_db
     with fencepost.connect(url) as store:
         unknown = store.submit("quick", {"bogus": 1}).id  # quick takes only n: never retried
-        workers.start(url, "lean-typed", APP)
+        workers.start(url, "lean-refusing", APP)
         refused = wait_until(
             lambda: (e := store.get(unknown)).state is State.FAILED and e, 30, "the refusal"
         )
-        before = store.submit("loaded-modules").id
+        probe = store.submit("loaded-modules").id
         lean = wait_until(
-            lambda: (e := store.get(before)).state is State.SUCCEEDED and e, 30, "the probe"
+            lambda: (e := store.get(probe)).state is State.SUCCEEDED and e, 30, "the probe"
         )
+    assert refused.attempt == 1
+    assert "inputs.bogus: is not an input of this job" in (refused.error or "")
+    assert not set(lean.result) & HEAVY, f"a worker loaded {sorted(set(lean.result) & HEAVY)}"
+
+
+def test_a_job_with_rich_hints_converts_and_bad_inputs_fail_at_once(
+    workers: Workers, shared_db: str
+) -> None:
+    """A worker serving a job typed ``datetime`` loads pydantic (to publish the job's
+    schema, and to convert); inputs stored before its schema was published and that do
+    not convert fail at once, never retried. jsonschema is still never loaded."""
+    url = shared_db
+    with fencepost.connect(url) as store:
         bad = store.submit("typed-clock", {"at": "not a date", "ref": "x"}).id
+        workers.start(url, "typed", TYPED_APP)
         typed = store.submit(
             "typed-clock", {"at": "2026-11-28T02:00:00Z", "ref": str(UUID(int=7))}
         ).id
@@ -80,15 +97,12 @@ def test_only_a_job_with_rich_hints_loads_pydantic_and_bad_inputs_fail_at_once(
         )
         after = store.submit("loaded-modules").id
         loaded = wait_until(
-            lambda: (e := store.get(after)).state is State.SUCCEEDED and e, 30, "the 2nd probe"
+            lambda: (e := store.get(after)).state is State.SUCCEEDED and e, 30, "the probe"
         )
-    assert refused.attempt == 1
-    assert "inputs.bogus: is not an input of this job" in (refused.error or "")
-    assert not set(lean.result) & HEAVY, f"a worker loaded {sorted(set(lean.result) & HEAVY)}"
     assert converted.result == ["datetime", "2026-11-28T02:00:00+00:00", "UUID"]
     assert failed.attempt == 1
     assert "inputs.at: Input should be a valid datetime" in (failed.error or "")
-    assert "pydantic" in loaded.result  # loaded by the typed job, in the process running it
+    assert "pydantic" in loaded.result
     assert "jsonschema" not in loaded.result
 
 
