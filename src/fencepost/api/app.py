@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fencepost.api import dashboard, executions, problems, reports, schedules, work
+from fencepost.api import dashboard, executions, jobs, problems, reports, schedules, work
 from fencepost.api.auth import Auth
 from fencepost.api.defaults import DEFAULT_BODY_BUDGET, DEFAULT_BODY_TIMEOUT
 from fencepost.api.guard import DEFAULT_MAX_BODY_BYTES, Guard, LoopbackOnly
@@ -74,6 +74,7 @@ def create_app(
     app.include_router(metrics_router)
     app.include_router(schedules.router)
     app.include_router(reports.router)
+    app.include_router(jobs.router)
     app.include_router(dashboard.router)
     app.include_router(work.router)
     # add_middleware puts each outside the previous: NoSniff, LoopbackOnly, Guard, routes.
