@@ -100,11 +100,14 @@ def job_views(
 
 
 def input_fields(schema: Mapping[str, Any]) -> list[str]:
-    """The top-level input names a JSON Schema declares (``properties``), in its order.
+    """The top-level input names a JSON Schema declares (``properties``), by name.
 
-    Empty when the schema names none (``{"type": "object"}`` takes any inputs).
+    By name, not in the schema's order: a store keeps a schema as canonical JSON
+    (SQLite, sorted keys) or as ``jsonb`` (PostgreSQL, shorter keys first), so the
+    order it was written in is gone. Empty when the schema names none
+    (``{"type": "object"}`` takes any inputs).
     """
     properties = schema.get("properties")
     if not isinstance(properties, Mapping):
         return []
-    return [str(name) for name in properties]
+    return sorted(str(name) for name in properties)
