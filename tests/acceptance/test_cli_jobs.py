@@ -110,7 +110,7 @@ def test_one_job_in_full(database: Database) -> None:
     assert body["counts"] == ZEROS | {"SCHEDULED": 1, "SUCCEEDED": 1}
     assert body["nodes"] == ["w1", "w2"]
     first, second = body["versions"]
-    assert (first["version"], first["nodes"], first["input_schema"]) == (
+    assert (first["version"], first["served_by"], first["input_schema"]) == (
         1,
         ["w2"],
         {"type": "object"},
@@ -120,7 +120,7 @@ def test_one_job_in_full(database: Database) -> None:
     assert second["source"] == {"kind": "file", "where": "jobs/report.yaml"}
     assert second["digest"].startswith("sha256:")
     assert second["published_at"].endswith("Z")
-    assert second["nodes"] == ["w1"]
+    assert second["served_by"] == ["w1"]
     shown.ok()
     assert shown.row("digest")[1] == second["digest"]
     assert shown.row("source") == ["source", "file jobs/report.yaml"]
@@ -144,6 +144,7 @@ def test_bad_arguments_exit_2_with_one_line(database: Database) -> None:
         (("--window", "24"), "--window"),
         (("--window=-1h",), "--window"),
         (("x" * 5000,), "NAME"),
+        (("\udced\udca0\udc80",), "NAME"),  # the bytes ED A0 80: a lone surrogate
     ):
         refused = fencepost("jobs", *args, db=database.url)
         assert refused.returncode == 2, refused.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -68,15 +69,14 @@ def test_jobs_lists_every_job_with_its_latest_version(client: TestClient, publis
     report, nightly = body["jobs"]
     assert report["versions"] == [1, 2]
     assert report["latest"]["version"] == 2
+    # As the definition a worker publishes holds them: only those set, durations in seconds.
     assert report["latest"]["defaults"] == {
         "max_attempts": 5,
-        "retry_base_delay_seconds": None,
-        "retry_max_delay_seconds": None,
-        "timeout_seconds": 30.0,
-        "lease_ttl_seconds": None,
+        "timeout": 30.0,
         "priority": 2,
         "queue": "reports",
     }
+    assert report["latest"]["served_by"] == ["w1"], "the nodes serving the latest version"
     assert report["latest"]["input_schema"] == REPORT_V2_SCHEMA
     assert report["latest"]["description"] == "<script>alert('x')</script>"
     assert report["inputs"] == ["day", "region"]
@@ -108,12 +108,13 @@ def test_a_job_in_full(client: TestClient, published: Store) -> None:
     assert second["source"] == {"kind": "code", "where": "app.jobs:report"}
     assert second["digest"] == published.job("report")[1].digest
     assert second["digest"].startswith("sha256:")
-    assert body["served_by"] == {"1": ["w2"], "2": ["w1"]}
+    assert (first["served_by"], second["served_by"]) == (["w2"], ["w1"])
     assert body["nodes"] == ["w1", "w2"]
     assert body["counts"] == ZEROS | {"SCHEDULED": 1, "SUCCEEDED": 1}
     assert body["window_seconds"] == 3600
     slashed = client.get("/jobs/reports%2Fnightly").json()
-    assert (slashed["name"], slashed["served_by"]) == ("reports/nightly", {"1": ["w1"]})
+    assert slashed["name"] == "reports/nightly"
+    assert [v["served_by"] for v in slashed["versions"]] == [["w1"]]
 
 
 def test_a_lapsed_node_serves_nothing(
@@ -121,7 +122,9 @@ def test_a_lapsed_node_serves_nothing(
 ) -> None:
     published.register_node("w2", jobs=[("report", 1)], ttl=10)
     clock.advance(10)
-    assert client.get("/jobs/report").json()["served_by"] == {"2": ["w1"]}
+    body = client.get("/jobs/report").json()
+    assert [v["served_by"] for v in body["versions"]] == [[], ["w1"]]
+    assert body["nodes"] == ["w1"]
 
 
 def test_an_unknown_job_is_404(client: TestClient, published: Store) -> None:
@@ -165,6 +168,37 @@ def test_hostile_names_are_never_a_server_error(
     kind = "not-found" if response.status_code == 404 else "validation"
     assert_problem(response, response.status_code, kind)
     assert tolerant.get("/jobs").status_code == 200
+
+
+def test_the_extremes_the_catalogue_accepts_are_listed_and_shown(
+    client: TestClient, store: Store
+) -> None:
+    deep: dict[str, Any] = {"type": "object"}
+    for _ in range(31):  # the deepest schema a store keeps (64 levels of JSON)
+        deep = {"type": "object", "properties": {"a": deep}}
+    name = "j\u00f6b \U0001f4a9 <&> " + "n" * 180
+    store.publish_jobs(
+        [
+            job_entry(
+                name,
+                2**31 - 1,
+                input_schema=deep,
+                output_schema={"type": "object", "description": "\u2028\ufeff" * 1000},
+                defaults=JobDefaults(max_attempts=2**31 - 1, priority=-(2**31), timeout=1e-6),
+                description="d" * 8192,
+                source=JobSource(kind="file", where="/" + "p" * 4000),
+            )
+        ]
+    )
+    listed = client.get("/jobs").json()["jobs"]
+    assert [(job["name"], job["versions"]) for job in listed] == [(name, [2**31 - 1])]
+    assert listed[0]["latest"]["defaults"]["priority"] == -(2**31)
+    assert listed[0]["inputs"] == ["a"]
+    shown = client.get(f"/jobs/{quote(name, safe='')}")
+    assert shown.status_code == 200, shown.text
+    assert shown.json()["versions"][0]["input_schema"] == deep
+    with Client("http://testserver", http=client) as remote:
+        assert remote.job(name).versions == tuple(store.job(name))
 
 
 # -- the client ----------------------------------------------------------------------------

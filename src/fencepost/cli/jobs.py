@@ -151,7 +151,7 @@ def job_document(view: JobView) -> dict[str, Any]:
         "counts": {s.value: n for s, n in view.counts.items()},
         "nodes": list(view.nodes),
         "versions": [
-            {**entry_document(e), "nodes": list(view.served_by.get(e.version, ()))}
+            {**entry_document(e), "served_by": list(view.served_by.get(e.version, ()))}
             for e in view.versions
         ],
     }

@@ -49,6 +49,7 @@ class JobView:
             latest=self.latest,
             versions=tuple(entry.version for entry in self.versions),
             nodes=self.nodes,
+            latest_nodes=self.served_by.get(self.latest.version, ()),
             counts=self.counts,
             at=self.at,
             window=self.window,
@@ -63,6 +64,7 @@ class JobSummary:
     latest: JobEntry
     versions: tuple[int, ...]  #: every published version, ascending
     nodes: tuple[str, ...]  #: live nodes serving any version, by id
+    latest_nodes: tuple[str, ...]  #: live nodes serving the latest version, by id
     counts: dict[State, int]  #: executions created in the window, every state listed
     at: datetime
     window: timedelta

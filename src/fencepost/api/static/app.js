@@ -735,13 +735,15 @@ async function loadNodes() {
   };
 }
 
+// The defaults a job definition holds in seconds.
+const DURATION_DEFAULTS = ["timeout", "lease_ttl", "retry_base_delay", "retry_max_delay"];
+
 // A job's defaults as one line: "max_attempts=5 timeout=30 s queue=reports" ("–": none set).
 function defaultsText(defaults) {
   const parts = [];
   for (const [key, value] of Object.entries(defaults || {})) {
     if (value === null || value === undefined) continue;
-    const seconds = key.endsWith("_seconds");
-    parts.push(`${seconds ? key.slice(0, -"_seconds".length) : key}=${seconds ? formatSeconds(value) : value}`);
+    parts.push(`${key}=${DURATION_DEFAULTS.includes(key) ? formatSeconds(value) : value}`);
   }
   return parts.length ? parts.join(" ") : "–";
 }
@@ -805,7 +807,7 @@ async function loadJob(route) {
     $("job-counts").replaceChildren(...countItems(job.counts));
     // The latest first: what a submit that names no version runs.
     const versions = [...job.versions].reverse().map((v) => {
-      const nodes = job.served_by[String(v.version)] || [];
+      const nodes = v.served_by || [];
       const details = [
         ["digest", h("code", {}, v.digest)],
         ["published", h("span", { title: v.published_at || undefined }, formatTime(v.published_at))],
