@@ -24,6 +24,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Dialog, Page, expect, s
 import fencepost
 from fencepost.api import create_app
 from fencepost.api.auth import Auth, Principal, Scope
+from fencepost.domain.catalogue import JobDefaults, JobSource, job_entry
 from fencepost.domain.states import State
 from fencepost.store.base import Store
 
@@ -243,6 +244,83 @@ def test_pause_a_schedule_and_see_nodes_and_buckets(
     assert trouble.errors == []
 
 
+def publish_report(store: Store, name: str = HOSTILE) -> None:
+    """Two versions of job ``name`` (hostile text in its description and schema), one
+    other job, a live node serving version 2, and a day's runs of it."""
+    store.publish_jobs(
+        [
+            job_entry(name, 1, input_schema={"type": "object", "properties": {"day": {}}}),
+            job_entry(
+                name,
+                2,
+                input_schema={
+                    "type": "object",
+                    "properties": {"day": {"type": "string"}, HOSTILE_FIELD: {"type": "string"}},
+                },
+                defaults=JobDefaults(max_attempts=5, timeout=30, queue="reports"),
+                description=SCRIPT,
+                source=JobSource(kind="code", where="app.jobs:report"),
+            ),
+            job_entry("ping", 1),
+        ]
+    )
+    store.register_node("worker-a", jobs=[(name, 2)], ttl=3600)
+    store.submit(name, inputs={"day": "2026-01-01"})
+    done = store.submit(name, inputs={"day": "2026-01-02"})
+    [lease] = store.claim("worker-a", ids=[done.id])
+    store.complete(lease, None)
+
+
+#: Text that would run a script if it were parsed as HTML.
+SCRIPT = "<script>alert(3)</script>"
+#: An input name that would load an image if it were parsed as HTML.
+HOSTILE_FIELD = "<img src=y onerror=alert(4)>"
+
+
+def test_the_jobs_view_and_a_jobs_detail(page: tuple[Page, PageTrouble], store: Store) -> None:
+    tab, trouble = page
+    publish_report(store)
+    tab.goto("/")
+    tab.get_by_role("link", name="Jobs", exact=True).click()
+    rows = tab.locator("#jobs tr")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0)).to_have_attribute("data-job", HOSTILE)
+    hostile = tab.locator("#jobs tr").nth(0)
+    expect(hostile.locator("td.job")).to_have_text(HOSTILE)
+    expect(hostile.locator("td").nth(1)).to_have_text("2 (of 2)")
+    expect(hostile.locator("td.defaults")).to_have_text("max_attempts=5 timeout=30 s queue=reports")
+    expect(hostile.locator("td.inputs")).to_have_text(f"{HOSTILE_FIELD}, day")  # by name
+    expect(hostile.locator("td.nodes")).to_have_text("worker-a")
+    expect(hostile.locator('td[data-state="SCHEDULED"]')).to_have_text("1")
+    expect(hostile.locator('td[data-state="SUCCEEDED"]')).to_have_text("1")
+    expect(hostile.locator('td[data-state="FAILED"]')).to_have_text("0")
+    expect(rows.nth(1).locator("td.nodes")).to_have_text("–")
+    # The detail, on click: every version, the latest first, its schemas as text.
+    hostile.get_by_role("link", name=HOSTILE).click()
+    expect(tab.locator("#view-job")).to_be_visible()
+    expect(tab.locator("#job-name")).to_have_text(HOSTILE)
+    expect(tab.locator('#job-fields dd[data-field="versions"]')).to_have_text("1, 2")
+    expect(tab.locator('#job-counts [data-state="SUCCEEDED"]')).to_have_text("1")
+    versions = tab.locator(".job-version")
+    expect(versions).to_have_count(2)
+    expect(versions.nth(0)).to_have_attribute("data-version", "2")
+    latest = versions.nth(0)
+    expect(latest.locator('dd[data-field="description"]')).to_have_text(SCRIPT)
+    expect(latest.locator('dd[data-field="source"]')).to_have_text("code app.jobs:report")
+    expect(latest.locator('dd[data-field="nodes"]')).to_have_text("worker-a")
+    expect(latest.locator('dd[data-field="digest"]')).to_have_text(store.job(HOSTILE)[1].digest)
+    expect(latest.locator("pre.input-schema")).to_contain_text(f'"{HOSTILE_FIELD}": {{')
+    expect(latest.locator("pre.output-schema")).to_have_text("–")
+    expect(versions.nth(1).locator('dd[data-field="nodes"]')).to_have_text("none live")
+    # Rendered as text: no element was made from the hostile values, no script ran.
+    assert tab.locator("img").count() == 0
+    assert tab.locator("main script").count() == 0
+    tab.get_by_role("link", name="← Jobs").click()
+    expect(rows).to_have_count(2)
+    assert trouble.dialogs == []
+    assert trouble.errors == []
+
+
 TOKEN = "dashboard-admin-token-0123456789"
 
 
@@ -372,6 +450,7 @@ def test_no_view_overflows_sideways_at_desktop_and_phone_widths(
     store.fail(lease, TRACEBACK + "x" * 400, retryable=False)
     store.add_schedule("nightly-report", cron="0 3 * * *", timezone="Europe/London", id="n")
     store.register_node("node-a", buckets=range(0, 64), ttl=3600)
+    publish_report(store, "nightly-report")
     tab = browser.new_page(base_url=base_url, viewport={"width": width, "height": 900})
     trouble = PageTrouble(tab)
     views = {
@@ -380,6 +459,8 @@ def test_no_view_overflows_sideways_at_desktop_and_phone_widths(
         "schedules": ("/#/schedules", "#schedules tr"),
         "dead-letters": ("/#/dead-letters", "#dead-letters tr"),
         "nodes": ("/#/nodes", "#nodes tr"),
+        "jobs": ("/#/jobs", "#jobs tr"),
+        "job": ("/#/jobs/nightly-report", ".job-version"),
     }
     for name, (route, ready) in views.items():
         tab.goto(route)

@@ -28,6 +28,8 @@ READ_ONLY = [
     ["ps"],
     ["ps", "--all"],
     ["stats"],
+    ["jobs"],
+    ["jobs", "report"],
     ["slo"],
     ["buckets"],
     ["dead-letters"],

@@ -98,6 +98,7 @@ NO_TRANSITION = frozenset(
         "stats_backlog",
         "stats_events",
         "stats_lateness",
+        "job_counts",
         "slo",
         "count_prunable",
         "prunable",

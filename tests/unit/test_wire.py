@@ -41,11 +41,15 @@ def _wire_models() -> list[type[WireModel[Any]]]:
 
 
 #: Domain fields a body leaves to the caller of ``to_domain``: the execution an
-#: attempt or transition belongs to is in the path; a report's owners are per bucket.
+#: attempt or transition belongs to is in the path; a report's owners are per bucket;
+#: a listed job's window is the listing's, and who serves which version of a job is
+#: per version (its ``served_by``).
 GIVEN_TO_DOMAIN = {
     "Attempt": {"execution_id"},
     "Transition": {"execution_id"},
     "BucketReport": {"owners"},
+    "JobSummary": {"at", "window", "latest_nodes"},
+    "JobView": {"served_by"},
 }
 
 

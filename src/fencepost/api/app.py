@@ -79,9 +79,9 @@ def create_app(
     app.include_router(metrics_router)
     app.include_router(schedules.router)
     app.include_router(reports.router)
+    app.include_router(jobs.router)
     app.include_router(dashboard.router)
     app.include_router(work.router)
-    app.include_router(jobs.router)
     # add_middleware puts each outside the previous: NoSniff, LoopbackOnly, Guard, routes.
     app.add_middleware(
         Guard,

@@ -1,13 +1,16 @@
 """The job catalogue over HTTP: workers publish their jobs, operators read them.
 
 ``POST /jobs`` (scope ``work``) is what a remote worker (``fencepost worker
---server``) publishes through before it claims anything; ``GET /jobs`` and
-``GET /jobs/{name}`` (scope ``read``) list the published versions, each with the
-live nodes that serve it.
+--server``) and a service started with jobs publish through before anything is
+claimed. ``GET /jobs`` lists what the deployment runs (each job's latest version, its
+defaults, the live nodes serving it, its executions created in the window by state);
+``GET /jobs/{name}`` shows every version of one job. The same view as ``fencepost
+jobs`` (:mod:`fencepost.domain.jobviews`).
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Path
@@ -15,13 +18,19 @@ from fastapi import APIRouter, Path
 from fencepost.api import problems as p
 from fencepost.api.auth import Scope
 from fencepost.api.deps import StoreDep, guarded
-from fencepost.domain.catalogue import JobEntry as Entry
-from fencepost.domain.catalogue import served_by
+from fencepost.api.reports import Window
 from fencepost.domain.errors import ValidationError
-from fencepost.store.base import Store
+from fencepost.domain.jobviews import job_views
 from fencepost.wire.catalogue import JobEntry, PublishRequest
+from fencepost.wire.jobs import JobList, JobSummary, JobView
 
 router = APIRouter()
+
+#: The default window of the counts: the last day.
+DEFAULT_WINDOW = 86400.0
+
+# A job's name may hold a slash ("reports/nightly"): the path converter takes the rest.
+JobName = Annotated[str, Path(description="the job's name, percent-encoded")]
 
 
 @router.post(
@@ -43,34 +52,41 @@ def publish_jobs(body: PublishRequest, store: StoreDep) -> list[JobEntry]:
         try:
             entries.append(item.to_domain())
         except ValidationError as exc:
-            raise ValidationError(f"entries[{index}].{exc.field}", exc.message) from None
+            raise ValidationError(f"entries.{index}.{exc.field}", exc.message) from None
     try:
         stored = store.publish_jobs(entries)
-    except ValidationError as exc:  # "[2].digest": the request's item
-        raise ValidationError(f"entries{exc.field}", exc.message) from None
+    except ValidationError as exc:  # the store names "[2].digest"; pydantic "entries.2.x"
+        position, _, field = exc.field.removeprefix("[").partition("].")
+        raise ValidationError(f"entries.{position}.{field}", exc.message) from None
     return [JobEntry.from_domain(entry) for entry in stored]
 
 
 @router.get(
     "/jobs",
-    response_model=list[JobEntry],
-    **guarded(Scope.READ, p.STORE_UNAVAILABLE),
+    response_model=JobList,
+    **guarded(Scope.READ, p.VALIDATION, p.STORE_UNAVAILABLE),
 )
-def list_jobs(store: StoreDep) -> list[JobEntry]:
-    """Every published version of every job, by name then version, with its live servers."""
-    return _bodies(store, store.jobs())
+def list_jobs(store: StoreDep, window: Window = DEFAULT_WINDOW) -> JobList:
+    """Every published job by name: versions, latest defaults, serving nodes, and its
+    executions created in the last ``window`` seconds by current state."""
+    counts = store.job_counts(window=window)
+    views = job_views(store.jobs(), store.nodes(live_only=True), counts)
+    return JobList(
+        at=counts.at,
+        window_seconds=counts.window / timedelta(seconds=1),
+        jobs=[JobSummary.from_domain(view.summary()) for view in views],
+    )
 
 
 @router.get(
-    "/jobs/{name}",
-    response_model=list[JobEntry],
+    "/jobs/{name:path}",
+    response_model=JobView,
     **guarded(Scope.READ, p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
 )
-def job_versions(name: Annotated[str, Path(min_length=1)], store: StoreDep) -> list[JobEntry]:
-    """Every published version of one job, oldest first (404 if none was published)."""
-    return _bodies(store, store.job(name))
-
-
-def _bodies(store: Store, entries: list[Entry]) -> list[JobEntry]:
-    servers = served_by(store.nodes(live_only=True))
-    return [JobEntry.from_domain(e, servers.get(e.key, [])) for e in entries]
+def get_job(name: JobName, store: StoreDep, window: Window = DEFAULT_WINDOW) -> JobView:
+    """One job in full: every version (schemas, defaults, source, digest), the live nodes
+    serving each, and its executions created in the last ``window`` seconds by state."""
+    entries = store.job(name)
+    counts = store.job_counts(window=window, job=name)
+    (view,) = job_views(entries, store.nodes(live_only=True), counts)
+    return JobView.from_domain(view)

@@ -2,7 +2,7 @@
 
 ``fencepost serve`` runs the HTTP service; ``fencepost worker`` runs a worker;
 ``fencepost db migrate`` prepares a database; the operator commands (``submit``,
-``ps``, ``stats``, ``buckets``, ``schedule``, ``reconcile``, ``dead-letters``,
+``ps``, ``stats``, ``jobs``, ``buckets``, ``schedule``, ``reconcile``, ``dead-letters``,
 ``replay``, ``prune``, ``slo``)
 each live in a small module of their own and print tables or, with ``--json``,
 one JSON document (:mod:`fencepost.cli.output`).
@@ -18,6 +18,7 @@ from fencepost.cli import (
     buckets,
     common,
     executions,
+    jobs,
     maintenance,
     report,
     schedules,
@@ -57,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     submit.add_parsers(commands)
     executions.add_parsers(commands)
     report.add_parsers(commands)
+    jobs.add_parsers(commands)
     buckets.add_parsers(commands)
     schedules.add_parsers(commands)
     maintenance.add_parsers(commands)

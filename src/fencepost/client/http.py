@@ -31,6 +31,7 @@ from fencepost.domain import payloads
 from fencepost.domain.catalogue import JobEntry
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
 from fencepost.domain.errors import RemoteStaleLease, ResultInvalid, StaleLease, StoreUnavailable
+from fencepost.domain.jobviews import JobSummary, JobView
 from fencepost.domain.models import (
     JSON,
     Attempt,
@@ -45,7 +46,7 @@ from fencepost.domain.models import (
 from fencepost.domain.nodes import BucketReport, Node, default_node_id
 from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.states import CommandKind, State
-from fencepost.wire import catalogue, executions, reports, schedules, work
+from fencepost.wire import catalogue, executions, jobs, reports, schedules, work
 
 #: Large enough for any payload the service accepts; the service enforces its own cap.
 _ENCODE_LIMIT = 64 * 1024 * 1024
@@ -256,6 +257,25 @@ class Client:
         """Counts by state and job, backlog, and the window's lateness; see ``Store.stats``."""
         params = {"window": _seconds(window)}
         return self._read(reports.Stats, "GET", "/stats", params=params).to_domain()
+
+    def jobs(self, *, window: float | timedelta = 86400.0) -> list[JobSummary]:
+        """Every published job, by name: its latest version, the versions, the live nodes
+        serving it, and its executions created in the last ``window`` by state.
+
+        Unlike ``Store.jobs`` (every entry of the catalogue), one summary a job; see
+        ``Store.job_counts`` for the counts.
+        """
+        params = {"window": _seconds(window)}
+        body = self._read(jobs.JobList, "GET", "/jobs", params=params)
+        at, span = body.at.astimezone(UTC), timedelta(seconds=body.window_seconds)
+        return [summary.to_domain(at=at, window=span) for summary in body.jobs]
+
+    def job(self, name: str, *, window: float | timedelta = 86400.0) -> JobView:
+        """The job ``name`` in full (every version, the nodes serving each, its executions
+        created in the last ``window`` by state); :class:`NotFound` for a job no one
+        published."""
+        params = {"window": _seconds(window)}
+        return self._read(jobs.JobView, "GET", f"/jobs/{_path(name)}", params=params).to_domain()
 
     def slo(
         self,
@@ -582,15 +602,6 @@ class Client:
             return []
         answer = self._read_list(catalogue.JobEntry, "POST", "/jobs", body={"entries": items})
         return [entry.to_domain() for entry in answer]
-
-    def jobs(self) -> list[JobEntry]:
-        """Every published job version (``GET /jobs``), by name then version."""
-        return [e.to_domain() for e in self._read_list(catalogue.JobEntry, "GET", "/jobs")]
-
-    def job(self, name: str) -> list[JobEntry]:
-        """Every published version of ``name``, oldest first (``RemoteNotFound`` if none)."""
-        found = self._read_list(catalogue.JobEntry, "GET", f"/jobs/{_path(name)}")
-        return [e.to_domain() for e in found]
 
     def deregister_node(self, node_id: str) -> None:
         """Forget a node at once (a clean shutdown)."""

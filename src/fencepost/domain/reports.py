@@ -70,6 +70,23 @@ class Stats:
     lease_expiries: int
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobCounts:
+    """The executions of each job created in a window, by their current state.
+
+    Created, not updated: each execution is counted once, in the window it was
+    submitted (or materialized) in, whatever happened to it since — "of last day's
+    runs of this job, how many succeeded" — and the window is a range of the
+    time-ordered ids, so the store answers it without an index on the hot table.
+    """
+
+    at: datetime  #: the store's now when the counts were taken
+    window: timedelta  #: created in ``(at - window, at]``
+    #: Per job (by name), every state, zeros included; jobs without executions in the
+    #: window are left out.
+    by_job: dict[str, dict[State, int]]
+
+
 class SloShare(NamedTuple):
     """One objective of a :class:`SloReport`: ``met`` out of ``total``, and their ratio."""
 

@@ -53,7 +53,7 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.nodes import Node
-from fencepost.domain.reports import SloOffender, SloReport, Stats, lateness
+from fencepost.domain.reports import JobCounts, SloOffender, SloReport, Stats, lateness, tabulate
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import (
     TERMINAL_STATES,
@@ -496,6 +496,16 @@ class MemoryStore(Store):
                         late.append(max(t.at - self._rows[t.execution_id].due_at, _ZERO))
                         expiries += t.from_state is State.RUNNING
         return stats_report(now, window, counts, backlog, lateness(late), refused, expiries)
+
+    def _job_counts(self, window: timedelta, job: str | None) -> JobCounts:
+        with self._lock:
+            now = self.clock.now()
+            found = [
+                (e.job, e.state, 1)
+                for e in self._rows.values()
+                if now - window < e.created_at <= now and (job is None or e.job == job)
+            ]
+        return JobCounts(at=now, window=window, by_job=tabulate(found)[1])
 
     def _slo(self, request: SloRequest) -> SloReport:
         window, claim_within, finish_within = (

@@ -19,10 +19,11 @@ from fencepost.domain.events import (
 )
 from fencepost.domain.models import Execution
 from fencepost.domain.nodes import BucketReport, Node, ownership
-from fencepost.domain.reports import SloReport, Stats
+from fencepost.domain.reports import JobCounts, SloReport, Stats
 from fencepost.domain.states import State
 from fencepost.store.core import StoreCore
 from fencepost.store.values import (
+    DEFAULT_JOB_COUNTS_WINDOW,
     DEFAULT_SLO_WINDOW,
     DEFAULT_STATS_WINDOW,
     DEFAULT_TTL,
@@ -218,6 +219,31 @@ class OperatingVerbs(StoreCore):
     @abstractmethod
     def _slo(self, request: SloRequest) -> SloReport:
         """Compute :meth:`slo` with validated arguments, at one store now."""
+
+    def job_counts(
+        self, *, window: float | timedelta = DEFAULT_JOB_COUNTS_WINDOW, job: str | None = None
+    ) -> JobCounts:
+        """The executions of each job created in ``(at - window, at]``, by current state.
+
+        ``at`` is the store's now. Every state is listed for a job, zeros included;
+        a job with no execution created in the window is left out. ``job`` restricts
+        the counts to that job. One grouped query over the window's range of
+        time-ordered ids (the primary key): the cost grows with the executions
+        created in the window, not with the table. Ids are read from
+        :data:`~fencepost.store.values.ID_CLOCK_SLACK` (5 minutes) before the
+        window's start and ``created_at`` decides, so an execution whose submitter's
+        clock ran more than that behind the store's is missed at the window's start.
+        Pruned executions are gone and not counted. ``window`` is seconds or a
+        timedelta, > 0.
+        """
+        return self._job_counts(
+            as_duration(window, field="window"),
+            None if job is None else require_name(job, "job", max_len=1024),
+        )
+
+    @abstractmethod
+    def _job_counts(self, window: timedelta, job: str | None) -> JobCounts:
+        """Compute :meth:`job_counts` for validated arguments, at one store now."""
 
     # -- housekeeping ----------------------------------------------------------------
 

@@ -47,6 +47,7 @@ from fencepost.domain.events import (
     ExecutionEvent,
     LeaseExpired,
 )
+from fencepost.domain.ids import id_floor
 from fencepost.domain.machine import RECORDS_ERROR, Change, apply, holds
 from fencepost.domain.models import (
     Command,
@@ -58,7 +59,7 @@ from fencepost.domain.models import (
     SchedulePage,
     Transition,
 )
-from fencepost.domain.reports import SloOffender, SloReport
+from fencepost.domain.reports import JobCounts, SloOffender, SloReport, tabulate
 from fencepost.domain.states import CommandKind, CommandState, State
 from fencepost.store.base import (
     UNFINISHED_STATES,
@@ -72,7 +73,13 @@ from fencepost.store.base import (
     set_aside,
 )
 from fencepost.store.rows import version_keys
-from fencepost.store.values import ScheduleFilter, SloRequest, result_refused
+from fencepost.store.values import (
+    ID_CLOCK_SLACK,
+    ScheduleFilter,
+    SloRequest,
+    result_refused,
+    unix_ms,
+)
 
 log = logging.getLogger("fencepost.store")
 
@@ -406,6 +413,23 @@ class SqlStore(Store):
             else:
                 found = conn.execute(self._q("bucket_counts"), {"states": self._array(states)})
             return {int(bucket): int(count) for bucket, count in found}
+
+    def _job_counts(self, window: timedelta, job: str | None) -> JobCounts:
+        with self._read() as conn:
+            now = self._tx_now(conn)
+            start = now - window
+            found = conn.execute(
+                self._q("job_counts"),
+                {
+                    # Clamped at the epoch: an id's time part cannot be negative.
+                    "first_id": id_floor(max(0, unix_ms(start - ID_CLOCK_SLACK))),
+                    "start": self._t(start),
+                    "now": self._t(now),
+                    "job": job,
+                },
+            ).fetchall()
+        counts = tabulate((name, State(state), int(n)) for name, state, n in found)[1]
+        return JobCounts(at=now, window=window, by_job=counts)
 
     def _slo(self, request: SloRequest) -> SloReport:
         with self._read() as conn:

@@ -45,6 +45,14 @@ PAYLOAD_UNREADABLE = payloads.PAYLOAD_UNREADABLE
 DEFAULT_STATS_WINDOW = timedelta(hours=1)
 #: Default window of :meth:`Store.slo`: the last 30 days.
 DEFAULT_SLO_WINDOW = timedelta(days=30)
+#: Default window of :meth:`Store.job_counts`: the last day.
+DEFAULT_JOB_COUNTS_WINDOW = timedelta(days=1)
+#: How far before a :meth:`Store.job_counts` window the ids it reads start. An id
+#: carries its submitter's clock and ``created_at`` the store's (on PostgreSQL, the
+#: server's): an execution created just inside the window by a submitter whose clock
+#: runs behind has an id minted before the window. Ids are read from this much earlier,
+#: then ``created_at`` decides.
+ID_CLOCK_SLACK = timedelta(minutes=5)
 #: The states :meth:`Store.bucket_counts` counts by default: work not finished yet.
 UNFINISHED_STATES = (State.SCHEDULED, State.RETRY_WAIT, State.RUNNING)
 MAX_LIMIT = 10_000

@@ -18,6 +18,8 @@ const CSRF_COOKIE = "fencepost_csrf";
 const CHART_WINDOW_SECONDS = 60;
 const CHART_MAX_SAMPLES = 240;
 const SVG_NS = "http://www.w3.org/2000/svg";
+// The Jobs view counts each job's executions created in this trailing window.
+const JOBS_WINDOW_SECONDS = 86400;
 
 // -- DOM helpers -------------------------------------------------------------------------
 
@@ -400,15 +402,18 @@ function currentRoute() {
   const [name, id] = pathPart.split("/");
   const params = new URLSearchParams(search);
   if (name === "executions" && id) return { name: "execution", id: decode(id), params };
-  if (["executions", "schedules", "dead-letters", "nodes"].includes(name)) return { name, id: null, params };
+  if (name === "jobs" && id) return { name: "job", id: decode(id), params };
+  if (["executions", "schedules", "dead-letters", "jobs", "nodes"].includes(name)) return { name, id: null, params };
   return { name: "executions", id: null, params };
 }
 
-const VIEWS = ["executions", "execution", "schedules", "dead-letters", "nodes"];
+const VIEWS = ["executions", "execution", "schedules", "dead-letters", "jobs", "job", "nodes"];
+// A detail view's tab is its list's.
+const TABS = { execution: "executions", job: "jobs" };
 
 function showView(name) {
   for (const view of VIEWS) show($(`view-${view}`), view === name);
-  const tab = name === "execution" ? "executions" : name;
+  const tab = TABS[name] || name;
   for (const link of document.querySelectorAll("nav a")) {
     link.classList.toggle("current", link.dataset.view === tab);
   }
@@ -730,11 +735,116 @@ async function loadNodes() {
   };
 }
 
+// The defaults a job definition holds in seconds.
+const DURATION_DEFAULTS = ["timeout", "lease_ttl", "retry_base_delay", "retry_max_delay"];
+
+// A job's defaults as one line: "max_attempts=5 timeout=30 s queue=reports" ("–": none set).
+function defaultsText(defaults) {
+  const parts = [];
+  for (const [key, value] of Object.entries(defaults || {})) {
+    if (value === null || value === undefined) continue;
+    parts.push(`${key}=${DURATION_DEFAULTS.includes(key) ? formatSeconds(value) : value}`);
+  }
+  return parts.length ? parts.join(" ") : "–";
+}
+
+function inputNames(schema) {
+  const properties = schema && typeof schema.properties === "object" ? schema.properties : null;
+  // By name, as the API's "inputs" (a stored schema keeps no order of its keys).
+  return properties && !Array.isArray(properties) ? Object.keys(properties).sort() : [];
+}
+
+function jobLink(name) {
+  return h("a", { href: `#/jobs/${encodeURIComponent(name)}`, class: "job-link" }, name);
+}
+
+function countCells(counts) {
+  return STATES.map((s) => h("td", { class: "num", "data-state": s }, counts[s] ?? 0));
+}
+
+function countItems(counts) {
+  return STATES.map((s) => h("li", {}, stateBadge(s), h("span", { class: "count", "data-state": s }, counts[s] ?? 0)));
+}
+
+async function loadJobs() {
+  const list = await api("GET", `/jobs${query({ window: JOBS_WINDOW_SECONDS })}`);
+  return () => {
+    if (!changed("jobs", list)) return;
+    $("jobs-window").textContent = formatSeconds(list.window_seconds);
+    const rows = list.jobs.map((job) =>
+      h(
+        "tr",
+        { "data-job": job.name },
+        h("td", { class: "job" }, jobLink(job.name)),
+        h("td", { class: "num latest" }, `${job.latest.version} (of ${job.versions.length})`),
+        h("td", { class: "defaults" }, defaultsText(job.latest.defaults)),
+        h("td", { class: "inputs" }, job.inputs.length ? job.inputs.join(", ") : "–"),
+        h("td", { class: "nodes" }, job.nodes.length ? job.nodes.join(", ") : "–"),
+        ...countCells(job.counts),
+      ),
+    );
+    $("jobs").replaceChildren(
+      ...(rows.length ? rows : [emptyRow(5 + STATES.length, "No job published yet: workers publish the jobs they run.")]),
+    );
+  };
+}
+
+async function loadJob(route) {
+  const job = await api("GET", `${path("jobs", route.id)}${query({ window: JOBS_WINDOW_SECONDS })}`);
+  return () => {
+    if (!changed("job", job)) return;
+    const latest = job.versions[job.versions.length - 1];
+    $("job-name").textContent = job.name;
+    $("job-window").textContent = formatSeconds(job.window_seconds);
+    const fields = [
+      ["latest", latest.version],
+      ["versions", job.versions.map((v) => v.version).join(", ")],
+      ["nodes", job.nodes.length ? job.nodes.join(", ") : "none live"],
+    ];
+    $("job-fields").replaceChildren(
+      ...fields.flatMap(([name, value]) => [h("dt", {}, name), h("dd", { "data-field": name }, value)]),
+    );
+    $("job-counts").replaceChildren(...countItems(job.counts));
+    // The latest first: what a submit that names no version runs.
+    const versions = [...job.versions].reverse().map((v) => {
+      const nodes = v.served_by || [];
+      const details = [
+        ["digest", h("code", {}, v.digest)],
+        ["published", h("span", { title: v.published_at || undefined }, formatTime(v.published_at))],
+        ["source", `${v.source.kind} ${v.source.where}`.trim()],
+        ["description", v.description || "–"],
+        ["defaults", defaultsText(v.defaults)],
+        ["inputs", inputNames(v.input_schema).join(", ") || "–"],
+        ["nodes", nodes.length ? nodes.join(", ") : "none live"],
+      ];
+      return h(
+        "section",
+        { class: "job-version", "data-version": v.version },
+        h("h3", {}, `Version ${v.version}`),
+        h(
+          "dl",
+          { class: "fields" },
+          ...details.flatMap(([name, value]) => [h("dt", {}, name), h("dd", { "data-field": name }, value)]),
+        ),
+        h(
+          "div",
+          { class: "schemas" },
+          h("div", {}, h("h4", {}, "Input schema"), h("pre", { class: "input-schema" }, json(v.input_schema))),
+          h("div", {}, h("h4", {}, "Output schema"), h("pre", { class: "output-schema" }, json(v.output_schema))),
+        ),
+      );
+    });
+    $("job-versions").replaceChildren(...versions);
+  };
+}
+
 const LOADERS = {
   executions: loadExecutions,
   execution: loadExecution,
   schedules: loadSchedules,
   "dead-letters": loadDeadLetters,
+  jobs: loadJobs,
+  job: loadJob,
   nodes: loadNodes,
 };
 
@@ -819,6 +929,12 @@ function clearStaleDetail(route) {
   const key = `${route.name}/${route.id}`;
   if (key === shownRoute) return;
   shownRoute = key;
+  if (route.name === "job") {
+    rendered.delete("job");
+    $("job-name").textContent = route.id;
+    for (const id of ["job-fields", "job-counts", "job-versions"]) $(id).replaceChildren();
+    return;
+  }
   if (route.name !== "execution") return;
   rendered.delete("execution");
   $("execution-id").textContent = route.id;
@@ -871,6 +987,7 @@ function navigate(hash) {
 function wire() {
   const select = $("filter-state");
   for (const s of STATES) select.append(h("option", { value: s }, s));
+  $("jobs-head").append(...STATES.map((s) => h("th", { class: "num" }, s)));
   $("filters").addEventListener("submit", (event) => {
     event.preventDefault();
     const params = {

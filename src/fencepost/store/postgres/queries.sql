@@ -799,6 +799,18 @@ SELECT
      FROM late),
     (SELECT max(v) FROM late)
 
+-- name: job_counts
+-- Store.job_counts: executions created in (%(start)s, %(now)s] by job and current
+-- state. Ids are time-ordered (minted by the submitter's clock, created_at by the
+-- server's), so the window is a range of executions_pkey from %(first_id)s (the
+-- window's start less a slack for clock skew); created_at then decides. No index
+-- on created_at: every insert would pay for one.
+SELECT job, state, count(*) FROM executions
+WHERE id >= %(first_id)s::uuid
+  AND created_at > %(start)s::timestamptz AND created_at <= %(now)s::timestamptz
+  AND (%(job)s::text IS NULL OR job = %(job)s::text)
+GROUP BY job, state
+
 -- name: slo
 -- The due executions of the SLO window: due_at in (%(start)s, %(now)s], not
 -- SKIPPED, not CANCELLED unless claimed; claimed_at is the first CLAIMED

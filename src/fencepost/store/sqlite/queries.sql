@@ -583,6 +583,16 @@ SELECT count(*),
        max(v)
 FROM ranks
 
+-- name: job_counts
+-- Store.job_counts: executions created in (:start, :now] by job and current state.
+-- Ids are time-ordered, so the window is a range of the primary key from
+-- :first_id (the window's start less a slack for submitters' clocks); created_at
+-- then decides. No index on created_at: every insert would pay for one.
+SELECT job, state, count(*) FROM executions
+WHERE id >= :first_id AND created_at > :start AND created_at <= :now
+  AND (:job IS NULL OR job = :job)
+GROUP BY job, state
+
 -- name: slo
 -- The due executions of the SLO window: due_at in (:start, :now], not SKIPPED,
 -- not CANCELLED unless claimed; claimed_at is the first CLAIMED transition,

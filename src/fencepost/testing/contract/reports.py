@@ -305,6 +305,61 @@ class ReportsContract(ContractFixtures):
         wide = store.stats(window=7)  # (-1, 6]
         assert (wide.stale_refused, wide.lease_expiries, wide.claim_lateness.count) == (2, 2, 3)
 
+    # -- job counts ------------------------------------------------------------------------
+
+    def test_job_counts_count_executions_created_in_the_window(
+        self, store: Store, clock: ManualClock, make: ExecutionFactory
+    ) -> None:
+        make.scheduled("a")  # created at 0, finished at 100: outside a window from 50
+        clock.set(100)
+        (early,) = store.claim("w", jobs=["a"])
+        store.complete(early, "late finish")
+        make.scheduled("a", delay=3600)
+        make.dead("a")
+        make.running("b")
+        store.cancel(make.scheduled("b").id)
+        make.scheduled("idle")
+        clock.set(200)
+        counts = store.job_counts(window=150)  # created in (50, 200]
+        assert (counts.at, counts.window) == (at(200), timedelta(seconds=150))
+        zeros = dict.fromkeys(State, 0)
+        assert counts.by_job == {
+            "a": zeros | {State.SCHEDULED: 1, State.FAILED: 1},
+            "b": zeros | {State.RUNNING: 1, State.CANCELLED: 1},
+            "idle": zeros | {State.SCHEDULED: 1},
+        }, "by creation: the execution created at 0 and finished at 100 is not counted"
+        assert list(counts.by_job) == ["a", "b", "idle"]
+        assert list(counts.by_job["a"]) == list(State), "every state, zeros included"
+        assert store.job_counts(window=250).by_job["a"][State.SUCCEEDED] == 1
+        assert store.job_counts(window=150, job="b").by_job == {"b": counts.by_job["b"]}
+        assert store.job_counts(job="nobody").by_job == {}
+        assert store.job_counts().window == timedelta(days=1), "the default window"
+
+    def test_job_counts_window_boundaries(self, store: Store, clock: ManualClock) -> None:
+        clock.set(100)
+        store.submit("job")
+        clock.set(200)
+        store.submit("job")
+        # (start, now]: created at the start is out, created at now is in.
+        assert store.job_counts(window=100).by_job["job"][State.SCHEDULED] == 1
+        assert (
+            store.job_counts(window=timedelta(seconds=100) + _US).by_job["job"][State.SCHEDULED]
+            == 2
+        )
+        clock.set(at(200) + _US)
+        assert store.job_counts(window=_US).by_job == {}
+        assert store.job_counts(window=timedelta(days=36500)).by_job["job"][State.SCHEDULED] == 2
+
+    def test_job_counts_refuse_bad_arguments(self, store: Store) -> None:
+        for window in (0, -1, "1h", None, float("nan"), 10**30, True):
+            with pytest.raises(ValidationError) as refused:
+                store.job_counts(window=window)  # type: ignore[arg-type]
+            assert refused.value.field == "window"
+        for job in ("", "a\x00b", "\ud800", "x" * 5000, 7):
+            with pytest.raises(ValidationError) as refused:
+                store.job_counts(job=job)  # type: ignore[arg-type]
+            assert refused.value.field == "job"
+
     def test_slo_shares_and_worst(self, store: Store, clock: ManualClock) -> None:
         def due(name: str, second: float) -> str:
             return store.submit(name, execute_at=at(second)).id
