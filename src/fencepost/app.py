@@ -134,12 +134,14 @@ class App:
         timeout: float | timedelta | None = None,
         bucket_key: str | None = None,
         priority: int = 0,
+        queue: str | None = None,
     ) -> Execution:
         """Submit an execution of a registered job, pinned to ``version`` (default: the latest).
 
         Inputs are checked against the job's schema first: a mismatch raises
         :class:`ValidationError` naming the field (``inputs.day``) and nothing
-        is stored. ``max_attempts`` and ``timeout`` default to the job's.
+        is stored. ``max_attempts`` and ``timeout`` default to the job's. It
+        waits in ``queue`` (None: ``"default"``).
         """
         defaults = submit_defaults(
             self.registry,
@@ -155,6 +157,7 @@ class App:
             idempotency_key=idempotency_key,
             bucket_key=bucket_key,
             priority=priority,
+            queue=queue,
             **defaults,
         )
 
@@ -187,6 +190,7 @@ class App:
         max_attempts: int | None = None,
         priority: int = 0,
         paused: bool = False,
+        queue: str | None = None,
     ) -> ScheduleHandle:
         """Run ``job`` on a cron rule (in ``timezone``) or ``every`` interval; returns a handle.
 
@@ -215,6 +219,7 @@ class App:
             id=id,
             priority=priority,
             paused=paused,
+            queue=queue,
             **defaults,
         )
         return ScheduleHandle(self.store, stored)

@@ -25,7 +25,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from fencepost.client.arguments import OLD_VERSION, renamed, submit_item
+from fencepost.client.arguments import OLD_VERSION, claim_queues, renamed, submit_item
 from fencepost.client.errors import error_of
 from fencepost.domain import payloads
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
@@ -157,6 +157,7 @@ class Client:
         timeout: float | timedelta | None = None,
         bucket_key: str | None = None,
         priority: int = 0,
+        queue: str | None = None,
         job_version: int | None = None,
     ) -> Execution:
         """Submit one execution (``POST /executions``); see ``Store.submit``.
@@ -175,6 +176,7 @@ class Client:
             "timeout": timeout,
             "bucket_key": bucket_key,
             "priority": priority,
+            "queue": queue,
         }
         if job_version is not None:
             arguments[OLD_VERSION] = job_version
@@ -371,6 +373,7 @@ class Client:
         buckets: Iterable[int] | None = None,
         max_per_bucket: int | None = None,
         versions: Iterable[tuple[str, int]] | None = None,
+        queues: Iterable[str] | Mapping[str, int] | None = None,
     ) -> list[Lease]:
         """Lease up to ``limit`` due executions (``POST /claims``); see ``Store.claim``."""
         body: dict[str, Any] = {"owner": owner, "limit": limit, "ttl_seconds": _seconds(ttl)}
@@ -382,6 +385,8 @@ class Client:
             body["buckets"] = list(buckets)
         if max_per_bucket is not None:
             body["max_per_bucket"] = max_per_bucket
+        if queues is not None:
+            body["queues"] = claim_queues(queues)
         answer = self._read(work.Leases, "POST", "/claims", body=body)
         return [lease.to_domain() for lease in answer.leases]
 

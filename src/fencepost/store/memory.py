@@ -229,6 +229,7 @@ class MemoryStore(Store):
     def _claim(self, request: ClaimRequest) -> list[Lease]:
         jobs, ids, buckets, versions = request.jobs, request.ids, request.buckets, request.versions
         limit, cap = request.limit, request.max_per_bucket
+        rooms = None if request.queues is None else dict(request.queues)
         with self._lock:
             now = self.clock.now()
             ordered = sorted(
@@ -239,6 +240,7 @@ class MemoryStore(Store):
                     and (jobs is None or e.job in jobs)
                     and (ids is None or e.id in ids)
                     and (buckets is None or e.bucket in buckets)
+                    and (rooms is None or e.queue in rooms)
                     and (
                         versions is None
                         or e.job_version is None
@@ -247,7 +249,11 @@ class MemoryStore(Store):
                 ),
                 key=lambda e: (-e.priority, e.due_at, e.id),
             )
-            candidates = ordered[:limit] if cap is None else self._within_cap(ordered, cap)[:limit]
+            if cap is not None:
+                ordered = self._within_cap(ordered, cap)
+            if rooms is not None:
+                ordered = _within_rooms(ordered, rooms)
+            candidates = ordered[:limit]
             event = ExecutionClaimed(owner=request.owner, lease_until=now + request.ttl)
             return [_lease(self._apply(e.id, event, now)) for e in candidates]
 
@@ -700,6 +706,17 @@ def _claimable(e: Execution, now: datetime) -> bool:
     )
 
 
+def _within_rooms(ordered: list[Execution], rooms: dict[str, int]) -> list[Execution]:
+    """The first executions of each queue in ``ordered``, at most its room of each."""
+    taken: Counter[str] = Counter()
+    chosen = []
+    for e in ordered:
+        if taken[e.queue] < rooms[e.queue]:
+            taken[e.queue] += 1
+            chosen.append(e)
+    return chosen
+
+
 def _prunable(e: Execution, cutoff: datetime) -> bool:
     return e.state in TERMINAL_STATES and e.updated_at <= cutoff
 
@@ -734,4 +751,5 @@ def _lease(e: Execution) -> Lease:
         timeout=e.timeout,
         schedule_id=e.schedule_id,
         slot=e.slot,
+        queue=e.queue,
     )

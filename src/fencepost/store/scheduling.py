@@ -52,6 +52,7 @@ class ScheduleVerbs(StoreCore):
         priority: int = 0,
         id: str | None = None,
         paused: bool = False,
+        queue: str | None = None,
         **deprecated: Any,
     ) -> Schedule:
         """Store a schedule of ``job`` and return it.
@@ -65,7 +66,9 @@ class ScheduleVerbs(StoreCore):
         ``replace``); ``dst_gap`` (``shift``, ``skip``), ``dst_fold`` (``once``,
         ``twice``). ``start_at`` and ``end_at`` are aware instants, ``end_at >
         start_at``. ``inputs`` must be JSON (``None`` means ``{}``); every
-        materialized execution gets them, with ``max_attempts`` and ``priority``;
+        materialized execution gets them, with ``max_attempts`` and ``priority``,
+        and waits in ``queue`` (a name like a job's, at most 100 characters; None
+        means ``"default"``);
         ``version`` pins them to a version of the job (``job_version=`` is its
         deprecated name, a :class:`DeprecationWarning`). Bad arguments raise
         :class:`ValidationError` naming the field; nothing is written.
@@ -105,6 +108,7 @@ class ScheduleVerbs(StoreCore):
             end_at=end_at,
             max_attempts=max_attempts,
             priority=priority,
+            queue=queue,
             paused=paused,
         )
         if id is None:

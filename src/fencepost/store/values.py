@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from fencepost.domain import payloads
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS
-from fencepost.domain.checks import INT32_MAX, require_int, require_name, storable
+from fencepost.domain.checks import INT32_MAX, MAX_QUEUE, require_int, require_name, storable
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL as DEFAULT_COMMAND_TTL
 from fencepost.domain.defaults import DEFAULT_TTL as DEFAULT_TTL
 from fencepost.domain.errors import StaleLease, ValidationError
@@ -170,6 +170,8 @@ class ClaimRequest:
     max_per_bucket: int | None
     versions: tuple[tuple[str, int], ...] | None
     ids: tuple[str, ...] | None
+    #: ``(queue, limit)`` pairs by name, each limit in ``[1, limit]``; None: every queue.
+    queues: tuple[tuple[str, int], ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -320,6 +322,30 @@ def names_of(values: Iterable[str], field: str) -> tuple[str, ...]:
     for name in names:
         require_name(name, field, max_len=MAX_NAME_IN_FILTER)
     return names
+
+
+def queues_of(queues: Iterable[str] | Mapping[str, int], limit: int) -> tuple[tuple[str, int], ...]:
+    """The ``queues`` of a claim as ``(name, limit)`` pairs, sorted by name.
+
+    A collection of names gives each queue the claim's ``limit``; a mapping of
+    name to N gives at most N (``0`` and less than ``limit`` included) from that
+    queue. Queues with no room are left out.
+    """
+    if isinstance(queues, str):
+        raise ValidationError("queues", f"must be a collection of names, not the string {queues!r}")
+    if isinstance(queues, Mapping):
+        rooms = {
+            _queue_name(name): require_int(n, "queues", low=0, high=INT32_MAX)
+            for name, n in queues.items()
+        }
+    else:
+        rooms = {_queue_name(name): limit for name in queues}
+    return tuple((name, min(n, limit)) for name, n in sorted(rooms.items()) if n > 0)
+
+
+def _queue_name(name: object) -> str:
+    """A queue a claim names (None is no queue here: it names none)."""
+    return require_name(name, "queues", max_len=MAX_QUEUE)
 
 
 def cursor_storable(after: str | None) -> bool:

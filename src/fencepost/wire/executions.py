@@ -11,11 +11,13 @@ from fencepost.domain import models
 from fencepost.domain.submission import MAX_KEY, PRIORITY_RANGE
 from fencepost.wire.fields import (
     MAX_DURATION_SECONDS,
+    MIN_SECONDS,
     Count,
     Instant,
     Integer,
     Name,
     Payload,
+    QueueName,
     name,
 )
 from fencepost.wire.mapping import RequestModel, WireModel
@@ -48,9 +50,13 @@ class SubmitRequest(RequestModel):
     max_attempts: Count | None = None
     #: How long one attempt may run, in seconds; None: the job's own (with a
     #: registry), else none.
-    timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_DURATION_SECONDS, strict=True)
+    timeout_seconds: float | None = Field(
+        default=None, ge=MIN_SECONDS, le=MAX_DURATION_SECONDS, strict=True
+    )
     bucket_key: Annotated[str, name(MAX_KEY)] | None = None
     priority: Integer = Field(default=0, ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])
+    #: The queue it waits in; None: "default".
+    queue: QueueName | None = None
 
 
 class SubmitItem(SubmitRequest):
@@ -77,6 +83,7 @@ class Execution(WireModel[models.Execution]):
     state: str
     due_at: datetime
     priority: int
+    queue: str
     attempt: int
     max_attempts: int
     epoch: int

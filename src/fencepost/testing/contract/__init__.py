@@ -27,7 +27,8 @@ One module a section, each a mixin on the shared fixtures of :mod:`.support`
 * :mod:`.schedules` — :class:`SchedulesContract`: schedule definitions;
 * :mod:`.materializing` — :class:`MaterializingContract`: acquire, materialize, backfill;
 * :mod:`.reports` — :class:`ReportsContract`: buckets, nodes, stats, SLO;
-* :mod:`.pruning` — :class:`PruningContract`: prune.
+* :mod:`.pruning` — :class:`PruningContract`: prune;
+* :mod:`.queues` — :class:`QueuesContract`: named queues and queue-restricted claims.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from fencepost.testing.contract.leasing import LeasingContract
 from fencepost.testing.contract.materializing import MaterializingContract
 from fencepost.testing.contract.outcomes import OutcomesContract
 from fencepost.testing.contract.pruning import PruningContract
+from fencepost.testing.contract.queues import QueuesContract
 from fencepost.testing.contract.reading import ReadingContract
 from fencepost.testing.contract.reports import ReportsContract
 from fencepost.testing.contract.schedules import SchedulesContract
@@ -56,6 +58,7 @@ __all__ = [
     "MaterializingContract",
     "OutcomesContract",
     "PruningContract",
+    "QueuesContract",
     "ReadingContract",
     "ReportsContract",
     "SchedulesContract",
@@ -78,5 +81,6 @@ class StoreContract(
     MaterializingContract,
     ReportsContract,
     PruningContract,
+    QueuesContract,
 ):
     """The behavioural specification of :class:`~fencepost.store.base.Store`: every section."""
