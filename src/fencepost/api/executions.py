@@ -153,6 +153,7 @@ def list_executions(
     cursor: Cursor = None,
     limit: Limit = 100,
     order: Order = "asc",
+    queue: str | None = None,
 ) -> schemas.Page:
     """Executions matching every filter, oldest first (``order=desc``: newest first).
 
@@ -166,6 +167,7 @@ def list_executions(
         after=cursor,
         limit=limit,
         newest_first=order == "desc",
+        queue=queue,
     )
     return schemas.Page.from_domain(page)
 

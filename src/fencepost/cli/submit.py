@@ -27,6 +27,7 @@ OPTIONS = {
     "timeout": "--timeout",
     "bucket_key": "--bucket-key",
     "priority": "--priority",
+    "queue": "--queue",
 }
 
 
@@ -43,6 +44,7 @@ def add_parsers(commands: Any) -> None:
     p.add_argument("--timeout", metavar="DURATION", help="how long one attempt may run")
     p.add_argument("--bucket-key", metavar="KEY", help="spread by this key (e.g. a tenant)")
     p.add_argument("--priority", type=int, default=0, metavar="N", help="higher runs first")
+    p.add_argument("--queue", metavar="QUEUE", help="the queue it waits in (default: default)")
     p.add_argument("--job-version", type=int, metavar="N", help="pin the job version")
     common.add_num_buckets(p)
 
@@ -75,6 +77,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         "timeout": common.maybe_duration(args.timeout, "--timeout"),
         "bucket_key": args.bucket_key,
         "priority": args.priority,
+        "queue": args.queue,
         "version": args.job_version,
     }
     buckets = common.num_buckets(args)

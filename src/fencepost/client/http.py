@@ -219,6 +219,7 @@ class Client:
         limit: int = 100,
         after: str | None = None,
         newest_first: bool = False,
+        queue: str | None = None,
     ) -> Page:
         """Executions matching every given filter, by id; see ``Store.query``."""
         states = [state] if isinstance(state, str) else None if state is None else list(state)
@@ -230,6 +231,7 @@ class Client:
             "limit": limit,
             "cursor": after,
             "order": "desc" if newest_first else "asc",
+            "queue": queue,
         }
         return self._read(executions.Page, "GET", "/executions", params=params).to_domain()
 

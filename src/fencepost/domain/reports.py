@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import NamedTuple, TypeVar
 
@@ -56,6 +56,8 @@ class Stats:
     window: timedelta
     by_state: dict[State, int]  #: every state, zeros included
     by_job: dict[str, dict[State, int]]  #: per job (by name), every state, zeros included
+    #: Per queue (by name), every state, zeros included.
+    by_queue: dict[str, dict[State, int]] = field(default_factory=dict)
     #: Waiting executions (SCHEDULED, RETRY_WAIT) with ``due_at <= at``: claimable now and
     #: not yet claimed. Occurrences held by an overlap policy are not due.
     due_backlog: int
@@ -144,13 +146,17 @@ def counts_by_state(found: Mapping[State, int]) -> dict[State, int]:
 
 
 def tabulate(
-    rows: Iterable[tuple[str, State, int]],
-) -> tuple[dict[State, int], dict[str, dict[State, int]]]:
-    """``(job, state, count)`` rows -> (by state, by job), every state listed, jobs by name."""
+    rows: Iterable[tuple[str, str, State, int]],
+) -> tuple[dict[State, int], dict[str, dict[State, int]], dict[str, dict[State, int]]]:
+    """``(job, queue, state, count)`` rows -> (by state, by job, by queue), every state
+    listed, jobs and queues by name."""
     per_job: dict[str, dict[State, int]] = {}
+    per_queue: dict[str, dict[State, int]] = {}
     totals: dict[State, int] = {}
-    for job, state, count in rows:
+    for job, queue, state, count in rows:
         per_job.setdefault(job, {})[state] = per_job.get(job, {}).get(state, 0) + count
+        per_queue.setdefault(queue, {})[state] = per_queue.get(queue, {}).get(state, 0) + count
         totals[state] = totals.get(state, 0) + count
     by_job = {job: counts_by_state(per_job[job]) for job in sorted(per_job)}
-    return counts_by_state(totals), by_job
+    by_queue = {queue: counts_by_state(per_queue[queue]) for queue in sorted(per_queue)}
+    return counts_by_state(totals), by_job, by_queue

@@ -265,13 +265,14 @@ class Store(OperatingVerbs, ScheduleVerbs):
         after: str | None = None,
         buckets: Iterable[int] | None = None,
         newest_first: bool = False,
+        queue: str | None = None,
     ) -> Page:
         """Executions matching every given filter, ordered by id (creation order).
 
         ``state`` is one state or several; ``bucket`` one bucket, ``buckets`` any of
         several (each in ``[0, num_buckets)``; an empty collection matches nothing;
         giving both is a :class:`ValidationError` on ``buckets``);
-        ``due_after <= due_at < due_before``;
+        ``due_after <= due_at < due_before``; ``queue`` one queue's;
         ``after`` is the ``next_cursor`` of the previous page (keyset pagination:
         ids strictly greater). ``next_cursor`` is None on the last page.
         ``newest_first`` orders by id descending instead (ids are time-ordered), and
@@ -279,18 +280,20 @@ class Store(OperatingVerbs, ScheduleVerbs):
         """
         if bucket is not None and buckets is not None:
             raise ValidationError("buckets", "give bucket or buckets, not both")
-        for name, value in (("job", job), ("schedule", schedule), ("after", after)):
+        named = (("job", job), ("schedule", schedule), ("after", after), ("queue", queue))
+        for name, value in named:
             if value is not None and not isinstance(value, str):
                 raise ValidationError(name, f"must be a string, got {value!r}")
         if not cursor_storable(after):
             raise ValidationError("after", "must be a cursor from a previous page")
-        if not all(v is None or storable(v) for v in (job, schedule)):
+        if not all(v is None or storable(v) for v in (job, schedule, queue)):
             return Page(items=[], next_cursor=None)  # no stored name holds such text
         return self._query(
             ExecutionFilter(
                 states=states_of(state),
                 job=job,
                 schedule=schedule,
+                queue=queue,
                 bucket=None
                 if bucket is None
                 else require_int(bucket, "bucket", low=0, high=self.config.num_buckets - 1),

@@ -449,7 +449,7 @@ class MemoryStore(Store):
         with self._lock:
             now = self.clock.now()
             start = now - window
-            counts = [(e.job, e.state, 1) for e in self._rows.values()]
+            counts = [(e.job, e.queue, e.state, 1) for e in self._rows.values()]
             backlog = sum(
                 1
                 for e in self._rows.values()
@@ -726,6 +726,7 @@ def _matches(e: Execution, f: ExecutionFilter) -> bool:
         (f.after is None or (e.id < f.after if f.newest_first else e.id > f.after))
         and (f.states is None or e.state in f.states)
         and (f.job is None or e.job == f.job)
+        and (f.queue is None or e.queue == f.queue)
         and (f.schedule is None or e.schedule_id == f.schedule)
         and (f.bucket is None or e.bucket == f.bucket)
         and (f.buckets is None or e.bucket in f.buckets)

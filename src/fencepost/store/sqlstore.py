@@ -196,6 +196,7 @@ class SqlStore(Store):
             "after": filters.after,
             "states": None if filters.states is None else self._array(filters.states),
             "job": filters.job,
+            "queue": filters.queue,
             "schedule": filters.schedule,
             "bucket": filters.bucket,
             "buckets": None if filters.buckets is None else self._array(filters.buckets),

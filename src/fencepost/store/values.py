@@ -90,6 +90,7 @@ class ExecutionFilter:
     states: tuple[State, ...] | None
     job: str | None
     schedule: str | None
+    queue: str | None = None
     bucket: int | None
     buckets: tuple[int, ...] | None  #: any of these (``bucket`` and ``buckets`` never both)
     due_after: datetime | None
@@ -137,20 +138,23 @@ class SloRequest:
 def stats_report(
     now: datetime,
     window: timedelta,
-    counts: Iterable[tuple[str, State | str, int]],
+    counts: Iterable[tuple[str, str, State | str, int]],
     backlog: int,
     lateness: Lateness,
     refused: int | None,
     expiries: int | None,
 ) -> Stats:
     """:class:`Stats` at ``now`` from the figures a backend read: executions by
-    ``(job, state, count)``, the due backlog, claim lateness and the lease events."""
-    by_state, by_job = tabulate((job, State(state), n) for job, state, n in counts)
+    ``(job, queue, state, count)``, the due backlog, claim lateness and the lease events."""
+    by_state, by_job, by_queue = tabulate(
+        (job, queue, State(state), n) for job, queue, state, n in counts
+    )
     return Stats(
         at=now,
         window=window,
         by_state=by_state,
         by_job=by_job,
+        by_queue=by_queue,
         due_backlog=backlog,
         claim_lateness=lateness,
         stale_refused=refused or 0,

@@ -134,9 +134,10 @@ SELECT * FROM execution_rows WHERE idempotency_key = %(key)s
 SELECT * FROM execution_rows WHERE id = %(id)s::uuid FOR UPDATE
 
 -- fragment: query_filters
--- The state and job filters of Store.query, in every query_* block.
+-- The state, job and queue filters of Store.query, in every query_* block.
   AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
   AND (%(job)s::text IS NULL OR job = %(job)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
 
 -- fragment: query_ranges
 -- The bucket and due_at filters of Store.query, in every query_* block.
@@ -874,13 +875,13 @@ GROUP BY bucket
 ORDER BY bucket
 
 -- name: stats
--- Every figure of Store.stats in one statement (one snapshot): counts by job and
--- state as a JSON array of [job, state, count], the due backlog (held occurrences,
+-- Every figure of Store.stats in one statement (one snapshot): counts by job, queue
+-- and state as a JSON array of [job, queue, state, count], the due backlog (held occurrences,
 -- due_at >= %(held)s, are not due), the lease events in (%(start)s, %(now)s] read
 -- through transitions_lease_events, and claim lateness against the execution's
 -- current due_at, clamped at 0, with nearest-rank percentiles (percentile_disc).
 WITH counts AS (
-    SELECT job, state, count(*) AS n FROM executions GROUP BY job, state
+    SELECT job, queue, state, count(*) AS n FROM executions GROUP BY job, queue, state
 ),
 events AS (
     SELECT t.execution_id, t.event, t.from_state, t.at
@@ -894,7 +895,7 @@ late AS (
     WHERE ev.event = 'CLAIMED'
 )
 SELECT
-    (SELECT coalesce(json_agg(json_build_array(job, state, n)), '[]'::json) FROM counts),
+    (SELECT coalesce(json_agg(json_build_array(job, queue, state, n)), '[]'::json) FROM counts),
     (SELECT count(*) FROM executions
      WHERE state IN ('RETRY_WAIT', 'SCHEDULED')
        AND due_at <= %(now)s::timestamptz AND due_at < %(held)s::timestamptz),

@@ -72,9 +72,10 @@ SELECT * FROM execution_rows AS e
 WHERE e.idempotency_key = :key
 
 -- fragment: query_filters
--- The state and job filters of Store.query, in every query_* block.
+-- The state, job and queue filters of Store.query, in every query_* block.
   AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
   AND (:job IS NULL OR e.job = :job)
+  AND (:queue IS NULL OR e.queue = :queue)
 
 -- fragment: query_ranges
 -- The bucket and due_at filters of Store.query, in every query_* block.
@@ -604,7 +605,7 @@ GROUP BY bucket
 ORDER BY bucket
 
 -- name: stats_counts
-SELECT job, state, count(*) FROM executions GROUP BY job, state
+SELECT job, queue, state, count(*) FROM executions GROUP BY job, queue, state
 
 -- name: stats_backlog
 -- Due waiting executions; held occurrences (due_at >= :held) are not due.

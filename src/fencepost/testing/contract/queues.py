@@ -104,6 +104,25 @@ class QueuesContract(ContractFixtures):
         assert store.get(occurrence.id).queue == "reports"  # already made: unchanged
         assert store.update_schedule("s", queue=None).queue == "default"
 
+    def test_query_and_stats_by_queue(self, store: Store) -> None:
+        a1 = store.submit("x", queue="a")
+        a2 = store.submit("y", queue="a")
+        store.submit("x", queue="b")
+        store.submit("x")
+        assert [e.id for e in store.query(queue="a").items] == [a1.id, a2.id]
+        assert [e.id for e in store.query(queue="a", job="y").items] == [a2.id]
+        assert store.query(queue="nowhere").items == []
+        assert store.query(queue="\ud800").items == []  # no queue holds such text
+        with names_the_field("queue"):
+            store.query(queue=5)  # type: ignore[arg-type]
+        store.claim("w", queues=["a"])
+        stats = store.stats()
+        assert list(stats.by_queue) == ["a", "b", "default"]
+        zeros = dict.fromkeys(State, 0)
+        assert stats.by_queue["a"] == zeros | {State.SCHEDULED: 1, State.RUNNING: 1}
+        assert stats.by_queue["b"] == zeros | {State.SCHEDULED: 1}
+        assert stats.by_queue["default"] == zeros | {State.SCHEDULED: 1}
+
     # -- claims restricted to queues ------------------------------------------------------
 
     def test_a_claim_takes_only_from_its_queues(self, store: Store) -> None:
