@@ -33,19 +33,6 @@ _TYPES = {
         "versions": "text[]",
         "takeover_reason": "text",
     },
-    "claim_queues": {
-        "now": "timestamptz",
-        "owner": "text",
-        "limit": "integer",
-        "ttl": "interval",
-        "jobs": "text[]",
-        "ids": "uuid[]",
-        "buckets": "integer[]",
-        "versions": "text[]",
-        "takeover_reason": "text",
-        "queues": "text[]",
-        "queue_limits": "integer[]",
-    },
     "complete_fenced": {
         "now": "timestamptz",
         "ids": "uuid[]",
@@ -54,6 +41,9 @@ _TYPES = {
         "results": "jsonb[]",
     },
 }
+
+#: A claim restricted to queues binds two parameters more.
+_TYPES["claim_queues"] = _TYPES["claim"] | {"queues": "text[]", "queue_limits": "integer[]"}
 
 
 def _plan(

@@ -146,17 +146,14 @@ def counts_by_state(found: Mapping[State, int]) -> dict[State, int]:
 
 
 def tabulate(
-    rows: Iterable[tuple[str, str, State, int]],
-) -> tuple[dict[State, int], dict[str, dict[State, int]], dict[str, dict[State, int]]]:
-    """``(job, queue, state, count)`` rows -> (by state, by job, by queue), every state
-    listed, jobs and queues by name."""
+    rows: Iterable[tuple[str, State, int]],
+) -> tuple[dict[State, int], dict[str, dict[State, int]]]:
+    """``(name, state, count)`` rows -> (by state, by name), every state listed, names
+    sorted; the name is a job's (``by_job``) or a queue's (``by_queue``)."""
     per_job: dict[str, dict[State, int]] = {}
-    per_queue: dict[str, dict[State, int]] = {}
     totals: dict[State, int] = {}
-    for job, queue, state, count in rows:
+    for job, state, count in rows:
         per_job.setdefault(job, {})[state] = per_job.get(job, {}).get(state, 0) + count
-        per_queue.setdefault(queue, {})[state] = per_queue.get(queue, {}).get(state, 0) + count
         totals[state] = totals.get(state, 0) + count
     by_job = {job: counts_by_state(per_job[job]) for job in sorted(per_job)}
-    by_queue = {queue: counts_by_state(per_queue[queue]) for queue in sorted(per_queue)}
-    return counts_by_state(totals), by_job, by_queue
+    return counts_by_state(totals), by_job

@@ -146,9 +146,9 @@ def stats_report(
 ) -> Stats:
     """:class:`Stats` at ``now`` from the figures a backend read: executions by
     ``(job, queue, state, count)``, the due backlog, claim lateness and the lease events."""
-    by_state, by_job, by_queue = tabulate(
-        (job, queue, State(state), n) for job, queue, state, n in counts
-    )
+    rows = [(job, queue, State(state), n) for job, queue, state, n in counts]
+    by_state, by_job = tabulate((job, state, n) for job, _, state, n in rows)
+    _, by_queue = tabulate((queue, state, n) for _, queue, state, n in rows)
     return Stats(
         at=now,
         window=window,
