@@ -51,7 +51,7 @@ def run_python(path: Path, *args: str, env: dict[str, str] | None = None) -> Non
 
 def test_the_readme_has_the_blocks_this_test_knows() -> None:
     kinds = [_kind(block) for block in blocks()]
-    assert kinds == ["worker", "script", "script", "client", "pytest"], kinds
+    assert kinds == ["worker", "script", "script", "script", "client", "pytest"], kinds
 
 
 def _kind(block: str) -> str:

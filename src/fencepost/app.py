@@ -78,6 +78,8 @@ class App:
         timeout: float | timedelta | None = None,
         lease_ttl: float | timedelta = DEFAULT_LEASE_TTL,
         retry: RetryPolicy | Mapping[str, float] | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
     ) -> Callable[[F], F]:
         """Register the decorated function (or coroutine function) as a job version.
 
@@ -91,7 +93,9 @@ class App:
         not retried. The return annotation is not used unless given as
         ``output``. ``retry``
         is a :class:`RetryPolicy` or a mapping with ``base_delay``/``max_delay``
-        (and optionally ``max_attempts``). The function is returned unchanged.
+        (and optionally ``max_attempts``). ``priority`` and ``queue`` are what its
+        executions get when a submit names none (else 0 and ``"default"``). The
+        function is returned unchanged.
         """
         policy, attempts = retry_options(retry, max_attempts)
 
@@ -107,6 +111,8 @@ class App:
                     retry=policy,
                     timeout=timeout,
                     lease_ttl=lease_ttl,
+                    priority=priority,
+                    queue=queue,
                 )
             )
             return handler
@@ -142,13 +148,15 @@ class App:
         timeout: float | timedelta | None = None,
         bucket_key: str | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> Execution:
         """Submit an execution of a registered job, pinned to ``version`` (default: the latest).
 
         Inputs are checked against the job's schema first: a mismatch raises
         :class:`ValidationError` naming the field (``inputs.day``) and nothing
         is stored. ``max_attempts`` and ``timeout`` default to the job's, and
-        ``priority`` (None) to the job's catalogue entry's, else 0.
+        ``priority`` and ``queue`` (None) to the job's catalogue entry's, else 0 and
+        ``"default"``.
         """
         defaults = submit_defaults(
             self.registry,
@@ -157,13 +165,14 @@ class App:
             version=version,
             max_attempts=max_attempts,
             timeout=timeout,
+            priority=priority,
+            queue=queue,
         )
         return self.store.submit(
             execute_at=execute_at,
             delay=delay,
             idempotency_key=idempotency_key,
             bucket_key=bucket_key,
-            priority=priority,
             **defaults,
         )
 
@@ -196,6 +205,7 @@ class App:
         max_attempts: int | None = None,
         priority: int | None = None,
         paused: bool = False,
+        queue: str | None = None,
     ) -> ScheduleHandle:
         """Run ``job`` on a cron rule (in ``timezone``) or ``every`` interval; returns a handle.
 
@@ -207,7 +217,13 @@ class App:
         ``paused`` stores it paused (its slots are recorded SKIPPED until resumed).
         """
         defaults = schedule_defaults(
-            self.registry, job, inputs, version=version, max_attempts=max_attempts
+            self.registry,
+            job,
+            inputs,
+            version=version,
+            max_attempts=max_attempts,
+            priority=priority,
+            queue=queue,
         )
         stored = self.store.add_schedule(
             cron=cron,
@@ -222,7 +238,6 @@ class App:
             start_at=start_at,
             end_at=end_at,
             id=id,
-            priority=priority,
             paused=paused,
             **defaults,
         )

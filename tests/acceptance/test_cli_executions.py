@@ -59,6 +59,7 @@ def test_submit_prints_the_execution_and_a_repeat_with_its_key_returns_it(
         "held": False,
         "lateness": None,
         "priority": 7,
+        "queue": "default",
         "bucket": bucket_for("tenant-a"),
         "bucket_key": "tenant-a",
         "idempotency_key": "report-2030-01-01",
@@ -154,9 +155,9 @@ def test_ps_lists_unfinished_executions_with_lease_and_lateness(database: Databa
     assert by_id[waiting.id]["state"] == "RETRY_WAIT"
 
     cells = table.ok().row(running.execution_id)
-    assert cells[1:6] == ["crunch", "RUNNING", "1/3", "1", "node-a"]
+    assert cells[1:7] == ["crunch", "default", "RUNNING", "1/3", "1", "node-a"]
     assert cells[-2:] == ["5", "*"], "the node's own bucket is marked"
-    assert table.row(late.id)[2] == "SCHEDULED"
+    assert table.row(late.id)[3] == "SCHEDULED"
     assert "4 executions" in table.stdout
 
     everything = everything_run.json()

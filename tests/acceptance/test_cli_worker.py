@@ -72,6 +72,44 @@ def test_a_definition_with_an_invalid_output_schema_is_refused_in_one_line(
             "prefetch",
             id="negative-prefetch",
         ),
+        *(
+            pytest.param(["--definitions", EXAMPLES, *extra], named, id=f"queues-{name}")
+            for name, extra, named in [
+                (
+                    "limit-outside-queues",
+                    ["--queues", "a", "--queue-concurrency", "b=2"],
+                    "queue-concurrency: limits 'b'",
+                ),
+                (
+                    "limit-without-queues",
+                    ["--queue-concurrency", "a=2"],
+                    "queue-concurrency: limits 'a'",
+                ),
+                (
+                    "zero-limit",
+                    ["--queues", "a", "--queue-concurrency", "a=0"],
+                    "queue-concurrency: must be >= 1",
+                ),
+                (
+                    "not-a-number",
+                    ["--queues", "a", "--queue-concurrency", "a=two"],
+                    "queue-concurrency: must look like QUEUE=N",
+                ),
+                (
+                    "no-equals",
+                    ["--queues", "a", "--queue-concurrency", "a"],
+                    "queue-concurrency: must look like QUEUE=N",
+                ),
+                (
+                    "twice",
+                    ["--queues", "a", "--queue-concurrency", "a=1,a=2"],
+                    "queue-concurrency: gives 'a' twice",
+                ),
+                ("empty-name", ["--queues", "a,,b"], "queues: must be a non-empty string"),
+                ("too-long", ["--queues", "a," + "x" * 101], "queues: must be at most 100"),
+                ("surrogate", ["--queues", "\udcff"], "queues: must be text"),
+            ]
+        ),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(tmp_path: Path, args: list[str], named: str) -> None:

@@ -267,3 +267,22 @@ def test_held_back_and_too_slow_answers_are_outages_to_a_remote_worker(store: St
 
     assert isinstance(error_of(408, {"type": "x", "detail": "slow"}), StoreUnavailable)
     assert not isinstance(error_of(404, {"detail": "no"}), StoreUnavailable)
+
+
+def test_a_remote_claim_carries_queues_and_their_limits(remote: Client, store: Store) -> None:
+    made = {q: [remote.submit("x", queue=q) for _ in range(3)] for q in ("a", "b", "c")}
+    assert all(e.queue == q for q, es in made.items() for e in es)
+    assert [e.queue for e in remote.query(queue="b").items] == ["b"] * 3
+    leases = remote.claim("w", limit=10, queues={"a": 2, "b": 1})
+    assert sorted(lease.queue for lease in leases) == ["a", "a", "b"]
+    assert all(store.get(lease.execution_id).queue == lease.queue for lease in leases)
+    rest = remote.claim("w", limit=10, queues=["a", "b"])
+    assert sorted(lease.queue for lease in rest) == ["a", "b", "b"]
+    with pytest.raises(ValidationError) as refused:
+        remote.claim("w", queues="c")
+    assert refused.value.field == "queues"
+    with pytest.raises(ValidationError) as refused:
+        remote.claim("w", queues={"c": -1})
+    assert refused.value.field.startswith("queues")
+    assert {e.state for e in made["c"]} == {State.SCHEDULED}
+    assert {store.get(e.id).state for e in made["c"]} == {State.SCHEDULED}

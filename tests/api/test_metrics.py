@@ -127,6 +127,27 @@ def test_executions_by_state_queue_depth_and_due_backlog(
     assert result.value("fencepost_due_backlog") == 1, "the retry and the t=60 report wait"
 
 
+def test_unfinished_executions_by_queue_and_state(client: TestClient, metered: Store) -> None:
+    for queue in ("mail", "mail", "mail", "report"):
+        metered.submit("x", queue=queue)
+    done, _still_running = metered.claim("w", queues=["mail"], limit=2)
+    metered.complete(done)
+    result = scrape(client)
+    series = {
+        (s.labels["queue"], s.labels["state"]): s.value
+        for s in result.samples
+        if s.name == "fencepost_queue_executions"
+    }
+    assert series == {
+        ("mail", "SCHEDULED"): 1,
+        ("mail", "RETRY_WAIT"): 0,
+        ("mail", "RUNNING"): 1,
+        ("report", "SCHEDULED"): 1,
+        ("report", "RETRY_WAIT"): 0,
+        ("report", "RUNNING"): 0,
+    }
+
+
 def test_a_job_with_nothing_waiting_has_queue_depth_zero(
     client: TestClient, metered: Store
 ) -> None:

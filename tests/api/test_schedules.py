@@ -93,6 +93,7 @@ def test_add_returns_the_stored_schedule(client: TestClient, store: Store) -> No
         "end_at": "2031-01-01T00:00:00Z",
         "max_attempts": 7,
         "priority": -3,
+        "queue": "default",
         "paused": False,
         "watermark": _z(stored.watermark),
         "next_due": _z(stored.next_due),

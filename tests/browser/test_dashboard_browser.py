@@ -177,6 +177,31 @@ def test_page_lists_executions_and_shows_hostile_names_as_text(
     assert trouble.errors == []
 
 
+def test_the_queue_column_and_filter(page: tuple[Page, PageTrouble], store: Store) -> None:
+    tab, trouble = page
+    mail = store.submit("send", queue="emails").id
+    hostile = store.submit("send", queue=HOSTILE).id
+    plain = store.submit("send").id
+    tab.goto("/")
+    executions = tab.locator("#executions tr")
+    expect(executions).to_have_count(3)
+    expect(tab.locator(f'#executions tr[data-id="{mail}"] td.queue')).to_have_text("emails")
+    expect(tab.locator(f'#executions tr[data-id="{plain}"] td.queue')).to_have_text("default")
+    expect(tab.locator(f'#executions tr[data-id="{hostile}"] td.queue')).to_have_text(HOSTILE)
+    tab.fill("#filter-queue", "emails")
+    tab.get_by_role("button", name="Apply").click()
+    expect(executions).to_have_count(1)
+    expect(executions.first).to_have_attribute("data-id", mail)
+    assert "queue=emails" in tab.url
+    tab.fill("#filter-queue", HOSTILE)
+    tab.get_by_role("button", name="Apply").click()
+    expect(executions).to_have_count(1)
+    expect(executions.first).to_have_attribute("data-id", hostile)
+    assert tab.locator("img").count() == 0
+    assert trouble.dialogs == []
+    assert trouble.errors == []
+
+
 def test_cancel_from_the_execution_view(page: tuple[Page, PageTrouble], store: Store) -> None:
     tab, trouble = page
     ids = seed(store)

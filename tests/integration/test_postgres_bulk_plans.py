@@ -42,6 +42,9 @@ _TYPES = {
     },
 }
 
+#: A claim restricted to queues binds two parameters more.
+_TYPES["claim_queues"] = _TYPES["claim"] | {"queues": "text[]", "queue_limits": "integer[]"}
+
 
 def _plan(
     conn: psycopg.Connection[Any], name: str, params: dict[str, Any], *, generic: bool
@@ -116,5 +119,45 @@ def test_postgres_claim_and_complete_reach_rows_by_key(generic: bool) -> None:
         assert not re.search(r"Function Scan on l .*loops=(?!1\))\d+", complete), complete
         assert not re.search(r"CTE Scan on l .*loops=(?!1\))\d+", complete), complete
         assert "executions_running_bucket" not in complete, complete
+    finally:
+        postgres.drop_schema(name)
+
+
+def test_postgres_queue_claims_walk_the_queue_index() -> None:
+    """A claim of one queue walks that queue's part of executions_queue_claimable; a
+    claim without queues still walks executions_claimable.
+
+    Only the plan made for the call: the store never prepares a queue claim (see the
+    claim_queues block), and the plain claim's generic plan is checked above.
+    """
+    postgres.require_postgres()
+    name = postgres.new_schema()
+    try:
+        with fencepost.connect(postgres.store_url(name)) as store:
+            for queue in ("bulk", "bulk", "bulk", "bulk", "mail"):
+                store.submit_many([{"job": "bench", "queue": queue} for _ in range(1000)])
+            with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
+                conn.execute(f"VACUUM ANALYZE {name}.executions")
+        common = {
+            "owner": "probe",
+            "limit": 16,
+            "ttl": timedelta(seconds=30),
+            "takeover_reason": TAKEOVER_REASON_FORMAT,
+        }
+        with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
+            conn.execute(f"SET search_path TO {name}")
+            one_queue = _plan(
+                conn,
+                "claim_queues",
+                defaultdict(lambda: None, common, queues=["mail"], queue_limits=[16]),
+                generic=False,
+            )
+            every_queue = _plan(conn, "claim", defaultdict(lambda: None, common), generic=False)
+        assert "Index Scan using executions_queue_claimable on executions" in one_queue, one_queue
+        assert "Bitmap" not in one_queue, one_queue  # not the whole queue, then a sort
+        assert "Seq Scan on executions" not in one_queue, one_queue
+        assert "rows=16 loops=1)" in one_queue, one_queue  # the claim really took 16
+        assert "executions_queue_claimable" not in every_queue, every_queue
+        assert "Index Scan using executions_claimable on executions" in every_queue, every_queue
     finally:
         postgres.drop_schema(name)

@@ -77,6 +77,7 @@ def test_slot_builder_makes_what_the_constructor_makes() -> None:
         "state": fencepost.State.SCHEDULED,
         "due_at": now,
         "priority": 1,
+        "queue": "q",
         "attempt": 0,
         "max_attempts": 3,
         "epoch": 0,

@@ -43,6 +43,7 @@ def execution(**changes: object) -> Execution:
         state=State.SCHEDULED,
         due_at=T0,
         priority=0,
+        queue="default",
         attempt=0,
         max_attempts=3,
         epoch=0,

@@ -42,8 +42,18 @@ MACHINE_DECIDED = frozenset({"write_change", "insert_transition", "insert_occurr
 
 #: Blocks whose rows another block selected (their guards are that block's).
 GUARDED_BY = {
-    ("sqlite", "claim_update"): ("claim_candidates", "claim_candidates_capped"),
-    ("sqlite", "insert_claimed"): ("claim_candidates", "claim_candidates_capped"),
+    ("sqlite", "claim_update"): (
+        "claim_candidates",
+        "claim_candidates_capped",
+        "claim_candidates_queue",
+        "claim_candidates_capped_queue",
+    ),
+    ("sqlite", "insert_claimed"): (
+        "claim_candidates",
+        "claim_candidates_capped",
+        "claim_candidates_queue",
+        "claim_candidates_capped_queue",
+    ),
 }
 
 #: Blocks that write no transition: reads, session and transaction control, migrations,
@@ -89,6 +99,8 @@ NO_TRANSITION = frozenset(
         "waiting_schedule_executions",
         "claim_candidates",
         "claim_candidates_capped",
+        "claim_candidates_queue",
+        "claim_candidates_capped_queue",
         "lock_buckets",
         "orphans",
         "bucket_counts",
@@ -289,6 +301,8 @@ def test_the_blocks_that_write_transitions_are_the_expected_ones() -> None:
         ("postgres", "insert_executions"),
         ("postgres", "claim"),
         ("postgres", "claim_capped"),
+        ("postgres", "claim_queues"),
+        ("postgres", "claim_capped_queues"),
         ("postgres", "complete_fenced"),
         ("postgres", "complete_returning"),
         ("postgres", "insert_occurrences"),

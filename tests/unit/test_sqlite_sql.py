@@ -88,6 +88,27 @@ def test_claim_reads_the_partial_indexes(migrated: sqlite3.Connection) -> None:
     assert not re.search(r"SCAN executions(?! USING)", details), details
 
 
+@pytest.mark.parametrize("block", ["claim_candidates_queue", "claim_candidates_capped_queue"])
+def test_a_queue_claim_reads_the_queue_index(migrated: sqlite3.Connection, block: str) -> None:
+    plan = migrated.execute(
+        f"EXPLAIN QUERY PLAN {QUERIES[block]}", defaultdict(lambda: None)
+    ).fetchall()
+    details = " | ".join(row[-1] for row in plan)
+    # One queue's claimable rows, found by the queue (not the whole claimable index).
+    assert "SEARCH e USING INDEX executions_queue_claimable (queue=?)" in details, details
+    assert "executions_leased" in details  # takeovers, as in every claim
+    assert "executions_claimable" not in details.replace("executions_queue_claimable", "")
+    assert not re.search(r"SCAN executions(?! USING)", details), details
+
+
+def test_a_claim_without_queues_keeps_its_index(migrated: sqlite3.Connection) -> None:
+    plan = migrated.execute(
+        f"EXPLAIN QUERY PLAN {QUERIES['claim_candidates']}", defaultdict(lambda: None)
+    ).fetchall()
+    details = " | ".join(row[-1] for row in plan)
+    assert "executions_queue_claimable" not in details, details
+
+
 def test_executions_survive_reopening(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'durable.db'}"
     clock = ManualClock(0)

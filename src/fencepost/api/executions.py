@@ -91,6 +91,8 @@ def _submit_arguments(
         version=body.version,
         max_attempts=body.max_attempts,
         timeout=body.timeout_seconds,
+        priority=body.priority,
+        queue=body.queue,
     )
     return {
         **body.arguments(),  # the body's fields, by the store's names
@@ -153,6 +155,7 @@ def list_executions(
     cursor: Cursor = None,
     limit: Limit = 100,
     order: Order = "asc",
+    queue: str | None = None,
 ) -> schemas.Page:
     """Executions matching every filter, oldest first (``order=desc``: newest first).
 
@@ -166,6 +169,7 @@ def list_executions(
         after=cursor,
         limit=limit,
         newest_first=order == "desc",
+        queue=queue,
     )
     return schemas.Page.from_domain(page)
 

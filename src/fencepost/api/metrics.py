@@ -3,7 +3,8 @@
 The figures come from two places, because they answer different questions:
 
 * **The store, read at scrape time** (:class:`StoreCollector`): executions by
-  state, queue depth by job and the due backlog. They are database-wide, so every
+  state, queue depth by job, unfinished executions by named queue and state, and
+  the due backlog. They are database-wide, so every
   replica of the service reports the same, true value for the whole cluster.
   ``fencepost_store_up`` says whether they could be read; an unreachable store
   never turns the scrape into an error.
@@ -48,6 +49,12 @@ router = APIRouter()
 # through an index on the transitions' time) close to free on every scrape.
 _SCRAPE_WINDOW = timedelta(microseconds=1)
 
+#: The states ``fencepost_queue_executions`` reports per queue. Only these: a series
+#: per queue and state, and queues are as many as submitters name, so finished
+#: states (known per state from ``fencepost_executions``) would multiply the series
+#: for no operational question. Queues whose executions were all pruned drop out.
+UNFINISHED = (State.SCHEDULED, State.RETRY_WAIT, State.RUNNING)
+
 
 class StoreCollector(Collector):
     """Gauges read from the store on each scrape: one :meth:`Store.stats` call."""
@@ -62,7 +69,7 @@ class StoreCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         """The families with their samples; only ``fencepost_store_up 0`` if unreachable."""
-        up, executions, queue_depth, due_backlog = self._families()
+        up, executions, queue_depth, by_queue, due_backlog = self._families()
         try:
             stats = self.store.stats(window=_SCRAPE_WINDOW)
         except StoreUnavailable as exc:
@@ -80,8 +87,11 @@ class StoreCollector(Collector):
             executions.add_metric([state.value], count)
         for job, counts in stats.by_job.items():
             queue_depth.add_metric([job], counts[State.SCHEDULED] + counts[State.RETRY_WAIT])
+        for queue, counts in stats.by_queue.items():
+            for state in UNFINISHED:
+                by_queue.add_metric([queue, state.value], counts[state])
         due_backlog.add_metric([], stats.due_backlog)
-        yield from (up, executions, queue_depth, due_backlog)
+        yield from (up, executions, queue_depth, by_queue, due_backlog)
 
     @staticmethod
     def _families() -> tuple[GaugeMetricFamily, ...]:
@@ -96,6 +106,11 @@ class StoreCollector(Collector):
                 "fencepost_queue_depth",
                 "Waiting executions (SCHEDULED or RETRY_WAIT, due or not) per job.",
                 labels=["job"],
+            ),
+            GaugeMetricFamily(
+                "fencepost_queue_executions",
+                "Unfinished executions (SCHEDULED, RETRY_WAIT, RUNNING) per named queue.",
+                labels=["queue", "state"],
             ),
             GaugeMetricFamily(
                 "fencepost_due_backlog",

@@ -108,7 +108,13 @@ def add_schedule(
     arguments = body.arguments()
     if registry is not None:  # as App.schedule does
         arguments |= schedule_defaults(
-            registry, body.job, body.inputs, version=body.version, max_attempts=body.max_attempts
+            registry,
+            body.job,
+            body.inputs,
+            version=body.version,
+            max_attempts=body.max_attempts,
+            priority=body.priority,
+            queue=body.queue,
         )
     # The store returns an existing schedule for a repeated id without saying so.
     # Looking first tells 200 from 201, except for two racing first requests with

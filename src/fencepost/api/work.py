@@ -104,6 +104,7 @@ def _renewal(renewed: models.LiveFence) -> Lease:
         schedule_id=None,
         slot=None,
         due_at=_NEUTRAL_TIME,
+        queue="",
     )
 
 
@@ -157,6 +158,7 @@ def claim(body: ClaimRequest, store: StoreDep) -> Response:
         versions=None if body.versions is None else [(v.job, v.version) for v in body.versions],
         buckets=body.buckets,
         max_per_bucket=body.max_per_bucket,
+        queues=body.queues,
     )
     return _delivered(
         store, leases, lambda: Leases(leases=[Lease.from_domain(lease) for lease in leases])

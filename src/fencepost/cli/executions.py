@@ -34,6 +34,7 @@ def add_parsers(commands: Any) -> None:
         "--state", action="append", metavar="STATE", help="only these states (repeat or a,b)"
     )
     p.add_argument("--job", metavar="JOB", help="only this job")
+    p.add_argument("--queue", metavar="QUEUE", help="only this queue's")
     p.add_argument(
         "--owned-buckets", metavar="SPEC", help="this node's buckets (e.g. 0-15,20): marked *"
     )
@@ -75,6 +76,7 @@ def ps(args: argparse.Namespace, out: Output) -> int:
         page = store.query(
             state=chosen,
             job=args.job,
+            queue=args.queue,
             buckets=list(owned) if args.mine and owned is not None else None,
             limit=count,
         )
@@ -89,13 +91,15 @@ def ps(args: argparse.Namespace, out: Output) -> int:
             docs.append(doc)
         out.document(docs)
         return 0
-    columns = ["id", "job", "state", "attempt", "epoch", "owner", "lease left", "due", "late"]
+    columns = ["id", "job", "queue", "state", "attempt", "epoch", "owner", "lease left", "due"]
+    columns += ["late"]
     columns += ["bucket"] if mine is None else ["bucket", "mine"]
     rows = []
     for e in page.items:
         row = [
             e.id,
             e.job,
+            e.queue,
             e.state.value,
             f"{e.attempt}/{e.max_attempts}",
             e.epoch,

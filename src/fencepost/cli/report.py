@@ -75,6 +75,16 @@ def stats(args: argparse.Namespace, out: Output) -> int:
     out.table(
         ("job", *states, "total"), rows, title="executions by state", right=(*states, "total")
     )
+    by_queue = [
+        [queue, *(counts[s] for s in State), sum(counts.values())]
+        for queue, counts in figures.by_queue.items()
+    ]
+    out.table(
+        ("queue", *states, "total"),
+        by_queue,
+        title="executions by queue",
+        right=(*states, "total"),
+    )
     return 0
 
 
@@ -86,6 +96,10 @@ def stats_document(figures: Stats) -> dict[str, Any]:
         "by_state": {s.value: n for s, n in figures.by_state.items()},
         "by_job": {
             job: {s.value: n for s, n in counts.items()} for job, counts in figures.by_job.items()
+        },
+        "by_queue": {
+            queue: {s.value: n for s, n in counts.items()}
+            for queue, counts in figures.by_queue.items()
         },
         "due_backlog": figures.due_backlog,
         "claim_lateness": _lateness(figures.claim_lateness),

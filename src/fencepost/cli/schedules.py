@@ -41,6 +41,7 @@ OPTIONS = {
     "end_at": "--end-at",
     "max_attempts": "--max-attempts",
     "priority": "--priority",
+    "queue": "--queue",
     "paused": "--paused",
     "id": "--id",
     "rule": "--cron",
@@ -84,6 +85,9 @@ def add_parsers(commands: Any) -> None:
     p.add_argument("--end-at", metavar="TIME", help="no slot after this (ISO 8601)")
     p.add_argument("--max-attempts", type=int, metavar="N", help="default: the job's, else 3")
     p.add_argument("--priority", type=int, metavar="N", help="default: the job's, else 0")
+    p.add_argument(
+        "--queue", metavar="QUEUE", help="its executions' queue (default: the job's, else default)"
+    )
     p.add_argument("--job-version", type=int, metavar="N", help="pin the job version")
     p.add_argument(
         "--id",
@@ -141,6 +145,7 @@ def add(args: argparse.Namespace, out: Output) -> int:
         "end_at": common.instant(args.end_at, "--end-at"),
         "max_attempts": args.max_attempts,
         "priority": args.priority,
+        "queue": args.queue,
         "paused": args.paused,
     }
     common.require_db(args)
@@ -277,6 +282,7 @@ def _print_schedule(
         ("inputs", records.compact(s.inputs)),
         ("max attempts", s.max_attempts),
         ("priority", s.priority),
+        ("queue", s.queue),
         ("watermark", when(s.watermark)),
         ("next due", when(s.next_due)),
     ]

@@ -28,6 +28,7 @@ OPTIONS = {
     "timeout": "--timeout",
     "bucket_key": "--bucket-key",
     "priority": "--priority",
+    "queue": "--queue",
 }
 
 
@@ -47,6 +48,9 @@ def add_parsers(commands: Any) -> None:
     p.add_argument("--bucket-key", metavar="KEY", help="spread by this key (e.g. a tenant)")
     p.add_argument(
         "--priority", type=int, metavar="N", help="higher runs first (default: the job's, else 0)"
+    )
+    p.add_argument(
+        "--queue", metavar="QUEUE", help="the queue it waits in (default: the job's, else default)"
     )
     p.add_argument("--job-version", type=int, metavar="N", help="pin the job version")
     common.add_num_buckets(p)
@@ -91,6 +95,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         "timeout": common.maybe_duration(args.timeout, "--timeout"),
         "bucket_key": args.bucket_key,
         "priority": args.priority,
+        "queue": args.queue,
         "version": args.job_version,
     }
     buckets = common.num_buckets(args)

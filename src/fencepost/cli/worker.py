@@ -72,6 +72,16 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--num-buckets", type=int, default=DEFAULT_NUM_BUCKETS, help=argparse.SUPPRESS)
     p.add_argument("--max-per-bucket", type=int, help="cap RUNNING executions per bucket")
     p.add_argument(
+        "--queues", help="claim only from these queues (comma-separated; default: every queue)"
+    )
+    p.add_argument(
+        "--queue-concurrency",
+        action="append",
+        metavar="QUEUE=N",
+        help="hold at most N leases of QUEUE at once, buffered ones included (repeatable or "
+        "comma-separated; each QUEUE one of --queues)",
+    )
+    p.add_argument(
         "--poll-interval",
         type=float,
         help="idle wait between claims, seconds (default 0.05 with --db, 0.5 with --server)",
@@ -166,10 +176,30 @@ def _build(args: argparse.Namespace) -> Worker:
         prefetch=args.prefetch,
         buckets=buckets,
         max_per_bucket=args.max_per_bucket,
+        queues=None if args.queues is None else args.queues.split(","),
+        queue_concurrency=_queue_concurrency(args.queue_concurrency),
         grace=args.grace,
         poll_interval=_poll_interval(args),
     )
-    return Worker(store, registry, options)
+    try:
+        return Worker(store, registry, options)
+    except ValidationError as exc:  # named as the option is spelled here
+        raise ValidationError(exc.field.replace("_", "-"), exc.message) from None
+
+
+def _queue_concurrency(values: list[str] | None) -> dict[str, int] | None:
+    """``--queue-concurrency`` (``QUEUE=N``, repeated or comma-separated) as a mapping."""
+    if values is None:
+        return None
+    limits: dict[str, int] = {}
+    for item in (part for value in values for part in value.split(",")):
+        name, equals, number = item.rpartition("=")
+        if not equals or not number.strip().lstrip("-").isdigit():
+            raise ValidationError("queue-concurrency", f"must look like QUEUE=N, got {item!r}")
+        if name in limits:
+            raise ValidationError("queue-concurrency", f"gives {name!r} twice")
+        limits[name] = int(number)
+    return limits
 
 
 def _poll_interval(args: argparse.Namespace) -> float:

@@ -9,7 +9,7 @@ name of ``version``, is still taken for one release, with a :class:`DeprecationW
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fencepost.domain.errors import ValidationError
@@ -66,3 +66,14 @@ def submit_item(request: object, index: int, *, stacklevel: int = 1) -> dict[str
         return SubmitItem.body(request)
     except ValidationError as exc:
         raise ValidationError(f"{where}.{exc.field}", exc.message) from None
+
+
+def claim_queues(queues: object) -> list[Any] | dict[Any, Any]:
+    """A claim's ``queues`` as ``POST /claims`` holds them: a list of names, or an object.
+
+    The service checks the names and limits (a 422 naming ``queues``); a string is
+    refused here, as ``Store.claim`` refuses it, rather than sent as one name per letter.
+    """
+    if isinstance(queues, str) or not isinstance(queues, Iterable):
+        raise ValidationError("queues", f"must be a collection of names, got {queues!r}")
+    return dict(queues) if isinstance(queues, Mapping) else list(queues)

@@ -25,7 +25,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from fencepost.client.arguments import OLD_VERSION, renamed, submit_item
+from fencepost.client.arguments import OLD_VERSION, claim_queues, renamed, submit_item
 from fencepost.client.errors import error_of
 from fencepost.domain import payloads
 from fencepost.domain.catalogue import JobEntry
@@ -159,6 +159,7 @@ class Client:
         timeout: float | timedelta | None = None,
         bucket_key: str | None = None,
         priority: int | None = None,
+        queue: str | None = None,
         job_version: int | None = None,
     ) -> Execution:
         """Submit one execution (``POST /executions``); see ``Store.submit``.
@@ -177,6 +178,7 @@ class Client:
             "timeout": timeout,
             "bucket_key": bucket_key,
             "priority": priority,
+            "queue": queue,
         }
         if job_version is not None:
             arguments[OLD_VERSION] = job_version
@@ -219,6 +221,7 @@ class Client:
         limit: int = 100,
         after: str | None = None,
         newest_first: bool = False,
+        queue: str | None = None,
     ) -> Page:
         """Executions matching every given filter, by id; see ``Store.query``."""
         states = [state] if isinstance(state, str) else None if state is None else list(state)
@@ -230,6 +233,7 @@ class Client:
             "limit": limit,
             "cursor": after,
             "order": "desc" if newest_first else "asc",
+            "queue": queue,
         }
         return self._read(executions.Page, "GET", "/executions", params=params).to_domain()
 
@@ -392,6 +396,7 @@ class Client:
         buckets: Iterable[int] | None = None,
         max_per_bucket: int | None = None,
         versions: Iterable[tuple[str, int]] | None = None,
+        queues: Iterable[str] | Mapping[str, int] | None = None,
     ) -> list[Lease]:
         """Lease up to ``limit`` due executions (``POST /claims``); see ``Store.claim``."""
         body: dict[str, Any] = {"owner": owner, "limit": limit, "ttl_seconds": _seconds(ttl)}
@@ -403,6 +408,8 @@ class Client:
             body["buckets"] = list(buckets)
         if max_per_bucket is not None:
             body["max_per_bucket"] = max_per_bucket
+        if queues is not None:
+            body["queues"] = claim_queues(queues)
         answer = self._read(work.Leases, "POST", "/claims", body=body)
         return [lease.to_domain() for lease in answer.leases]
 

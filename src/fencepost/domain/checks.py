@@ -15,6 +15,11 @@ MAX_ERROR_CHARS = 8_192
 #: The largest count or version a store keeps (PostgreSQL ``integer``).
 INT32_MAX = 2**31 - 1
 
+#: The queue of an execution or schedule whose submitter named none.
+DEFAULT_QUEUE = "default"
+#: The longest queue name.
+MAX_QUEUE = 100
+
 
 def require_int(value: object, field: str, *, low: int, high: int | None = None) -> int:
     """An ``int`` (not a ``bool``) within ``[low, high]``, or a ValidationError on ``field``."""
@@ -44,6 +49,14 @@ def require_name(value: object, field: str, *, max_len: int = _MAX_NAME) -> str:
     if "\x00" in value or (not value.isascii() and not _is_text(value)):
         raise ValidationError(field, "must be text without U+0000 or lone surrogates")
     return value
+
+
+def require_queue(value: object, field: str = "queue") -> str:
+    """A queue name (checked like a job's, at most :data:`MAX_QUEUE` characters).
+
+    None means "not given": :data:`DEFAULT_QUEUE`.
+    """
+    return DEFAULT_QUEUE if value is None else require_name(value, field, max_len=MAX_QUEUE)
 
 
 def require_text(value: object, field: str, *, max_len: int) -> str:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from fencepost.domain.checks import DEFAULT_QUEUE
 from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.slots import slot_builder
 from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, Event, State
@@ -29,6 +30,7 @@ class Execution:
     state: State
     due_at: datetime  #: claimable once this has passed (also the retry time in RETRY_WAIT)
     priority: int  #: higher is claimed first
+    queue: str  #: the named queue it waits in; workers may claim from some queues only
     attempt: int  #: attempts started since submit (or since the last replay)
     max_attempts: int
     epoch: int  #: fencing token; +1 on every claim, never decreases
@@ -58,6 +60,8 @@ class Runs(Protocol):
     def inputs(self) -> JSON: ...
     @property
     def priority(self) -> int: ...
+    @property
+    def queue(self) -> str: ...
     @property
     def max_attempts(self) -> int: ...
 
@@ -104,6 +108,7 @@ def scheduled_execution(
         job_version=runs.job_version,
         inputs=runs.inputs,
         priority=runs.priority,
+        queue=runs.queue,
         max_attempts=runs.max_attempts,
         timeout=timeout,
         # where it stands
@@ -172,6 +177,8 @@ class Lease(LiveFence):
     timeout: timedelta | None
     schedule_id: str | None
     slot: str | None
+    #: The execution's queue (a worker counts its per-queue concurrency by it).
+    queue: str = DEFAULT_QUEUE
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -262,6 +269,7 @@ class Schedule:
     end_at: datetime | None  #: no slot after this (a slot at end_at fires)
     max_attempts: int
     priority: int
+    queue: str  #: every materialized execution waits in this queue
     paused: bool
     watermark: datetime  #: every slot <= watermark has been materialized or recorded
     next_due: datetime  #: when a materializer should next look at it

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import NamedTuple, TypeVar
 
@@ -56,6 +56,8 @@ class Stats:
     window: timedelta
     by_state: dict[State, int]  #: every state, zeros included
     by_job: dict[str, dict[State, int]]  #: per job (by name), every state, zeros included
+    #: Per queue (by name), every state, zeros included.
+    by_queue: dict[str, dict[State, int]] = field(default_factory=dict)
     #: Waiting executions (SCHEDULED, RETRY_WAIT) with ``due_at <= at``: claimable now and
     #: not yet claimed. Occurrences held by an overlap policy are not due.
     due_backlog: int
@@ -163,7 +165,8 @@ def counts_by_state(found: Mapping[State, int]) -> dict[State, int]:
 def tabulate(
     rows: Iterable[tuple[str, State, int]],
 ) -> tuple[dict[State, int], dict[str, dict[State, int]]]:
-    """``(job, state, count)`` rows -> (by state, by job), every state listed, jobs by name."""
+    """``(name, state, count)`` rows -> (by state, by name), every state listed, names
+    sorted; the name is a job's (``by_job``) or a queue's (``by_queue``)."""
     per_job: dict[str, dict[State, int]] = {}
     totals: dict[State, int] = {}
     for job, state, count in rows:

@@ -19,7 +19,7 @@ from typing import Any
 
 from fencepost.domain import payloads
 from fencepost.domain.buckets import bucket_for
-from fencepost.domain.checks import require_name
+from fencepost.domain.checks import DEFAULT_QUEUE, require_name
 from fencepost.domain.durations import as_aware_utc
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import (
@@ -49,6 +49,7 @@ SCHEDULE_FIELDS = (
     "end_at",
     "max_attempts",
     "priority",
+    "queue",
     "paused",
 )
 
@@ -118,6 +119,7 @@ class ScheduleSpec:
     end_at: datetime | None
     max_attempts: int
     priority: int
+    queue: str
     paused: bool
 
     def fields(self) -> dict[str, Any]:
@@ -165,6 +167,9 @@ class ScheduleSpec:
                 "priority": self.priority,
                 "paused": self.paused,
             }
+            # Only a named queue is fingerprinted: schedules added before queues
+            # existed (all in the default queue) keep matching their re-adds.
+            | ({} if self.queue == DEFAULT_QUEUE else {"queue": self.queue})
         )
 
 
@@ -284,7 +289,7 @@ class NewOccurrence:
     def to_execution(self, schedule: Schedule, now: datetime) -> Execution:
         """The execution as inserted (SCHEDULED; a skipped one moves on to SKIPPED).
 
-        It runs the schedule's job, version, inputs, attempts and priority.
+        It runs the schedule's job, version, inputs, attempts and priority, in its queue.
         """
         return scheduled_execution(
             schedule, self, created_at=now, schedule_id=self.schedule_id, slot=self.slot

@@ -10,7 +10,13 @@ from typing import Any
 
 from fencepost.domain import payloads
 from fencepost.domain.buckets import bucket_for
-from fencepost.domain.checks import INT32_MAX, require_int, require_name
+from fencepost.domain.checks import (
+    DEFAULT_QUEUE,
+    INT32_MAX,
+    require_int,
+    require_name,
+    require_queue,
+)
 from fencepost.domain.durations import as_aware_utc, as_duration
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import JSON, Execution, scheduled_execution
@@ -33,6 +39,7 @@ SUBMIT_ARGUMENTS = frozenset(
         "timeout",
         "bucket_key",
         "priority",
+        "queue",
     }
 )
 
@@ -55,6 +62,7 @@ class NewExecution:
     execute_at: datetime | None  #: as requested, so a server-side clock can resolve due_at
     delay: timedelta | None  #: as requested (see execute_at)
     priority: int
+    queue: str
     max_attempts: int
     timeout: timedelta | None
     idempotency_key: str | None
@@ -97,6 +105,7 @@ def prepare(
     timeout: object = None,
     bucket_key: object = None,
     priority: object = 0,
+    queue: object = None,
 ) -> NewExecution:
     """Validate one submit request; every error names its field. ``now`` is the store's.
 
@@ -127,6 +136,7 @@ def prepare(
     limit = None if timeout is None else as_duration(timeout, field="timeout")
     bkey = None if bucket_key is None else require_name(bucket_key, "bucket_key", max_len=MAX_KEY)
     prio = require_int(priority, "priority", low=PRIORITY_RANGE[0], high=PRIORITY_RANGE[1])
+    queue_name = require_queue(queue)
     request_hash = None
     if key is not None:
         request_hash = payloads.fingerprint(
@@ -143,6 +153,9 @@ def prepare(
                 "bucket_key": bkey,
                 "priority": prio,
             }
+            # Only a named queue is fingerprinted: keys stored before queues existed
+            # (all in the default queue) keep matching their retries.
+            | ({} if queue_name == DEFAULT_QUEUE else {"queue": queue_name})
         )
     return NewExecution(
         id=new_id,
@@ -154,6 +167,7 @@ def prepare(
         execute_at=at,
         delay=wait,
         priority=prio,
+        queue=queue_name,
         max_attempts=attempts,
         timeout=limit,
         idempotency_key=key,

@@ -32,6 +32,8 @@ def entry_of(spec: JobSpec) -> JobEntry:
         retry_max_delay=None if retry is None else retry.max_delay,
         timeout=spec.timeout,
         lease_ttl=spec.lease_ttl,
+        priority=spec.priority,
+        queue=spec.queue,
     )
     if spec.source.endswith(_DEFINITION_SUFFIXES):
         source = JobSource(kind="file", where=PurePath(spec.source).name)

@@ -3,15 +3,16 @@
 With a :class:`~fencepost.jobs.registry.JobRegistry`, a submit must name a registered
 job: it is pinned to the version asked for (the latest when none), its inputs are
 checked against that version's schema (nothing is stored when they do not match), and
-the job's ``max_attempts`` and ``timeout`` fill in what the caller left out. Without a
+the job's ``max_attempts``, ``timeout``, ``priority`` and ``queue`` fill in what the
+caller left out. Without a
 registry (a service that runs no jobs itself), the caller's values pass through as given
 and the store checks them.
 
 Both functions return keyword arguments for the store (``job``, ``inputs``,
-``version`` and, only when known, ``max_attempts`` and ``timeout``): a value left
-out keeps the store's own default. Their errors are the registry's and the schema's
-:class:`~fencepost.domain.errors.ValidationError`, naming ``job``, ``version`` or the
-offending input (``inputs.day``).
+``version`` and, only when known, ``max_attempts``, ``timeout``, ``priority`` and
+``queue``): a value left out keeps the store's own default. Their errors are the
+registry's and the schema's :class:`~fencepost.domain.errors.ValidationError`, naming
+``job``, ``version`` or the offending input (``inputs.day``).
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ def submit_defaults(
     version: int | None = None,
     max_attempts: int | None = None,
     timeout: float | timedelta | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
 ) -> dict[str, Any]:
-    """``Store.submit``'s job, inputs, version, attempts and timeout for one submit.
+    """``Store.submit``'s job, inputs, version, attempts, timeout, priority and queue.
 
     What the caller gives wins; what it leaves out (None) comes from the job's spec.
     """
-    spec, arguments = _pinned(registry, job, inputs, version, max_attempts)
+    spec, arguments = _pinned(registry, job, inputs, version, max_attempts, priority, queue)
     if timeout is None and spec is not None:
         timeout = spec.timeout
     if timeout is not None:
@@ -52,12 +55,14 @@ def schedule_defaults(
     *,
     version: int | None = None,
     max_attempts: int | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
 ) -> dict[str, Any]:
-    """``Store.add_schedule``'s job, inputs, version and attempts for one new schedule.
+    """``Store.add_schedule``'s job, inputs, version, attempts, priority and queue.
 
     A schedule has no timeout of its own: its executions take the job's when they run.
     """
-    return _pinned(registry, job, inputs, version, max_attempts)[1]
+    return _pinned(registry, job, inputs, version, max_attempts, priority, queue)[1]
 
 
 def _pinned(
@@ -66,15 +71,19 @@ def _pinned(
     inputs: JSON,
     version: int | None,
     max_attempts: int | None,
+    priority: int | None,
+    queue: str | None,
 ) -> tuple[JobSpec | None, dict[str, Any]]:
     """The registered spec (None without a registry) and the arguments it decides."""
     spec = None
     if registry is not None:
         spec = registry.get(job, version)
         job, version, inputs = spec.name, spec.version, spec.check_inputs(inputs)
-        if max_attempts is None:
-            max_attempts = spec.max_attempts
+        max_attempts = spec.max_attempts if max_attempts is None else max_attempts
+        priority = spec.priority if priority is None else priority
+        queue = spec.queue if queue is None else queue
     arguments: dict[str, Any] = {"job": job, "inputs": inputs, "version": version}
-    if max_attempts is not None:
-        arguments["max_attempts"] = max_attempts
+    for name, value in (("max_attempts", max_attempts), ("priority", priority), ("queue", queue)):
+        if value is not None:
+            arguments[name] = value
     return spec, arguments

@@ -12,6 +12,8 @@ One file defines one version of one job::
     retry: {max_attempts: 5, base_delay: 1, max_delay: 300}   # optional, each key optional
     timeout: 10m                    # optional: how long one attempt may run
     lease_ttl: 30                   # optional: the lease a worker takes (default 30 s)
+    priority: 5                     # optional: its executions' priority when a submit names none
+    queue: reports                  # optional: the queue its executions wait in (else default)
     run:                            # required: exactly one of
       command: ["python", "-m", "reports", "--day", "{inputs.day}"]
       # python: "reports.jobs:nightly"
@@ -64,10 +66,11 @@ import jsonschema
 import yaml
 
 from fencepost.domain import payloads
-from fencepost.domain.checks import require_int, require_name, suggest
+from fencepost.domain.checks import require_int, require_name, require_queue, suggest
 from fencepost.domain.durations import parse_duration
 from fencepost.domain.errors import DefinitionError, ValidationError
 from fencepost.domain.retry import RetryPolicy
+from fencepost.domain.submission import PRIORITY_RANGE
 from fencepost.jobs.runners import templates
 from fencepost.jobs.runners.command import CommandRunner
 from fencepost.jobs.runners.http import DEFAULT_TIMEOUT, HttpRunner
@@ -85,6 +88,8 @@ _TOP_KEYS = (
     "retry",
     "timeout",
     "lease_ttl",
+    "priority",
+    "queue",
     "run",
 )
 _RETRY_KEYS = ("max_attempts", "base_delay", "max_delay")
@@ -236,6 +241,10 @@ def _build(file: Path, document: Any) -> JobSpec:
         if "lease_ttl" in doc
         else DEFAULT_LEASE_TTL
     )
+    priority = doc.get("priority")
+    if priority is not None:
+        require_int(priority, "priority", low=PRIORITY_RANGE[0], high=PRIORITY_RANGE[1])
+    queue = None if doc.get("queue") is None else require_queue(doc["queue"])
     kind, value = _run_kind(_required(doc, "run", ""))
     common: dict[str, Any] = {
         "name": name,
@@ -244,6 +253,8 @@ def _build(file: Path, document: Any) -> JobSpec:
         "retry": retry,
         "timeout": timeout,
         "lease_ttl": lease_ttl,
+        "priority": priority,
+        "queue": queue,
     }
     description = str(doc.get("description", ""))
     if kind == "python":

@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 from fencepost.domain import payloads
 from fencepost.domain.catalogue import check_inputs, check_schema, field_path, input_validator
-from fencepost.domain.checks import require_int, require_name
+from fencepost.domain.checks import require_int, require_name, require_queue
 from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import PermanentFailure, ValidationError
 from fencepost.domain.models import JSON
 from fencepost.domain.retry import RetryPolicy
+from fencepost.domain.submission import PRIORITY_RANGE
 from fencepost.jobs.context import Context
 from fencepost.jobs.hints import DerivedSchema
 from fencepost.jobs.inputs import Parameters
@@ -68,6 +69,8 @@ class JobSpec:
     retry: RetryPolicy | None = None  #: None: the store's policy
     timeout: timedelta | None = None  #: how long one attempt may run; None: no limit
     lease_ttl: timedelta = DEFAULT_LEASE_TTL
+    priority: int | None = None  #: what its executions get when a submit names none (else 0)
+    queue: str | None = None  #: where its executions wait when a submit names none
     source: str = ""  #: where it was defined ("module:function" or a file path)
     description: str = ""  #: what the job does, for the catalogue and its readers
     #: A Python handler's keyword inputs, which :meth:`check_inputs` binds as a run
@@ -82,6 +85,10 @@ class JobSpec:
         if self.timeout is not None:
             object.__setattr__(self, "timeout", as_duration(self.timeout, field="timeout"))
         object.__setattr__(self, "lease_ttl", as_duration(self.lease_ttl, field="lease_ttl"))
+        if self.priority is not None:
+            require_int(self.priority, "priority", low=PRIORITY_RANGE[0], high=PRIORITY_RANGE[1])
+        if self.queue is not None:
+            require_queue(self.queue)
         # A schema derived from type hints is valid by construction, and checked
         # (derived) only when first used; a given one is checked here, at once.
         if not isinstance(self.input_schema, HintSchema) and self.input_schema != _ANY_OBJECT:
@@ -163,6 +170,8 @@ def spec_from_function(
     retry: RetryPolicy | None = None,
     timeout: float | timedelta | None = None,
     lease_ttl: float | timedelta = DEFAULT_LEASE_TTL,
+    priority: int | None = None,
+    queue: str | None = None,
 ) -> JobSpec:
     """A :class:`JobSpec` for a Python function or coroutine function.
 
@@ -212,6 +221,8 @@ def spec_from_function(
         retry=retry,
         timeout=None if timeout is None else as_duration(timeout, field="timeout"),
         lease_ttl=as_duration(lease_ttl, field="lease_ttl"),
+        priority=priority,
+        queue=queue,
         source=_qualname(handler),
         parameters=parameters,
     )

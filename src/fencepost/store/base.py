@@ -84,6 +84,7 @@ from fencepost.store.values import (
     default_node_id,
     failure,
     names_of,
+    queues_of,
     renewed,
     result_refused,
     set_aside,
@@ -143,9 +144,14 @@ class Store(OperatingVerbs, ScheduleVerbs):
         timeout: float | timedelta | None = None,
         bucket_key: str | None = None,
         priority: int | None = None,
+        queue: str | None = None,
         **deprecated: Any,
     ) -> Execution:
         """Store a new execution of ``job`` and return it (state SCHEDULED, epoch 0).
+
+        It waits in ``queue``: a name like a job's, at most 100 characters; None
+        means the job's catalogue entry's, else ``"default"``. Workers may claim from
+        some queues only.
 
         ``execute_at`` (timezone-aware; naive is refused) or ``delay`` (seconds or
         timedelta from the store's now) set ``due_at``; neither means now.
@@ -179,6 +185,7 @@ class Store(OperatingVerbs, ScheduleVerbs):
             "timeout": timeout,
             "bucket_key": bucket_key,
             "priority": priority,
+            "queue": queue,
         }
         if deprecated:
             unknown = sorted(set(deprecated) - {"job_version"})
@@ -272,13 +279,14 @@ class Store(OperatingVerbs, ScheduleVerbs):
         after: str | None = None,
         buckets: Iterable[int] | None = None,
         newest_first: bool = False,
+        queue: str | None = None,
     ) -> Page:
         """Executions matching every given filter, ordered by id (creation order).
 
         ``state`` is one state or several; ``bucket`` one bucket, ``buckets`` any of
         several (each in ``[0, num_buckets)``; an empty collection matches nothing;
         giving both is a :class:`ValidationError` on ``buckets``);
-        ``due_after <= due_at < due_before``;
+        ``due_after <= due_at < due_before``; ``queue`` one queue's;
         ``after`` is the ``next_cursor`` of the previous page (keyset pagination:
         ids strictly greater). ``next_cursor`` is None on the last page.
         ``newest_first`` orders by id descending instead (ids are time-ordered), and
@@ -286,18 +294,20 @@ class Store(OperatingVerbs, ScheduleVerbs):
         """
         if bucket is not None and buckets is not None:
             raise ValidationError("buckets", "give bucket or buckets, not both")
-        for name, value in (("job", job), ("schedule", schedule), ("after", after)):
+        named = (("job", job), ("schedule", schedule), ("after", after), ("queue", queue))
+        for name, value in named:
             if value is not None and not isinstance(value, str):
                 raise ValidationError(name, f"must be a string, got {value!r}")
         if not cursor_storable(after):
             raise ValidationError("after", "must be a cursor from a previous page")
-        if not all(v is None or storable(v) for v in (job, schedule)):
+        if not all(v is None or storable(v) for v in (job, schedule, queue)):
             return Page(items=[], next_cursor=None)  # no stored name holds such text
         return self._query(
             ExecutionFilter(
                 states=states_of(state),
                 job=job,
                 schedule=schedule,
+                queue=queue,
                 bucket=None
                 if bucket is None
                 else require_int(bucket, "bucket", low=0, high=self.config.num_buckets - 1),
@@ -351,6 +361,7 @@ class Store(OperatingVerbs, ScheduleVerbs):
         max_per_bucket: int | None = None,
         versions: Iterable[tuple[str, int]] | None = None,
         ids: Iterable[str] | None = None,
+        queues: Iterable[str] | Mapping[str, int] | None = None,
     ) -> list[Lease]:
         """Atomically lease up to ``limit`` claimable executions to ``owner`` for ``ttl``.
 
@@ -377,21 +388,32 @@ class Store(OperatingVerbs, ScheduleVerbs):
         waiting execution is claimed only while its bucket has fewer RUNNING
         ones. Takeovers do not add to a bucket's count (the expired execution is
         already RUNNING). Claimers that pass no cap are not held to it.
+
+        ``queues`` restricts the claim (takeovers included) to executions in
+        these queues: a collection of names, or a mapping of name to N, which also
+        takes at most N from that queue in this claim (a worker passes its free
+        capacity per queue; 0 takes none). Across queues the order is the claim
+        order above. None (the default) claims from every queue.
         """
-        return self._claim(
-            ClaimRequest(
-                owner=require_name(owner, "owner"),
-                limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
-                ttl=as_duration(ttl, field="ttl"),
-                jobs=None if jobs is None else names_of(jobs, "jobs"),
-                buckets=None if buckets is None else self._buckets(buckets),
-                max_per_bucket=None
-                if max_per_bucket is None
-                else require_int(max_per_bucket, "max_per_bucket", low=1, high=INT32_MAX),
-                versions=None if versions is None else versions_of(versions),
-                ids=None if ids is None else names_of(ids, "ids"),
-            )
+        rooms = None
+        if queues is not None:
+            rooms = queues_of(queues, require_int(limit, "limit", low=1, high=MAX_LIMIT))
+        request = ClaimRequest(
+            owner=require_name(owner, "owner"),
+            limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
+            ttl=as_duration(ttl, field="ttl"),
+            jobs=None if jobs is None else names_of(jobs, "jobs"),
+            buckets=None if buckets is None else self._buckets(buckets),
+            max_per_bucket=None
+            if max_per_bucket is None
+            else require_int(max_per_bucket, "max_per_bucket", low=1, high=INT32_MAX),
+            versions=None if versions is None else versions_of(versions),
+            ids=None if ids is None else names_of(ids, "ids"),
+            queues=rooms,
         )
+        if rooms == ():
+            return []  # no queue has room: nothing to claim
+        return self._claim(request)
 
     @abstractmethod
     def _claim(self, request: ClaimRequest) -> list[Lease]:

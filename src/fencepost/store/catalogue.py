@@ -161,10 +161,11 @@ class CatalogueVerbs(StoreCore):
         A job in the catalogue: ``version`` pinned (the latest when None; an unknown
         one is a :class:`ValidationError` on ``version``), ``inputs`` checked against
         that version's schema (naming ``inputs.<field>``), and ``max_attempts``,
-        ``timeout`` (not for schedules) and ``priority`` filled in from the job's
-        defaults where the caller left None. A job no one published: allowed or
+        ``timeout`` (not for schedules), ``priority`` and ``queue`` filled in from the
+        job's defaults where the caller left None. A job no one published: allowed or
         refused (naming ``job``) by the store's ``unknown_jobs``. Whatever is still
-        None gets the store's default (3 attempts, priority 0, no timeout).
+        None gets the store's default (3 attempts, priority 0, no timeout, the
+        ``default`` queue: a None queue is checked as ``default`` later).
         """
         out = dict(arguments)
         entry = self._entry_of(job, out.get("version"))
@@ -176,6 +177,8 @@ class CatalogueVerbs(StoreCore):
                 out["max_attempts"] = defaults.max_attempts
             if out.get("priority") is None:
                 out["priority"] = defaults.priority
+            if out.get("queue") is None:
+                out["queue"] = defaults.queue
             if not schedule and out.get("timeout") is None:
                 out["timeout"] = defaults.timeout
         if out.get("max_attempts") is None:

@@ -232,6 +232,7 @@ class MemoryStore(Store):
     def _claim(self, request: ClaimRequest) -> list[Lease]:
         jobs, ids, buckets, versions = request.jobs, request.ids, request.buckets, request.versions
         limit, cap = request.limit, request.max_per_bucket
+        rooms = None if request.queues is None else dict(request.queues)
         with self._lock:
             now = self.clock.now()
             ordered = sorted(
@@ -242,6 +243,7 @@ class MemoryStore(Store):
                     and (jobs is None or e.job in jobs)
                     and (ids is None or e.id in ids)
                     and (buckets is None or e.bucket in buckets)
+                    and (rooms is None or e.queue in rooms)
                     and (
                         versions is None
                         or e.job_version is None
@@ -250,7 +252,11 @@ class MemoryStore(Store):
                 ),
                 key=lambda e: (-e.priority, e.due_at, e.id),
             )
-            candidates = ordered[:limit] if cap is None else self._within_cap(ordered, cap)[:limit]
+            if cap is not None:
+                ordered = self._within_cap(ordered, cap)
+            if rooms is not None:
+                ordered = _within_rooms(ordered, rooms)
+            candidates = ordered[:limit]
             event = ExecutionClaimed(owner=request.owner, lease_until=now + request.ttl)
             return [_lease(self._apply(e.id, event, now)) for e in candidates]
 
@@ -476,7 +482,7 @@ class MemoryStore(Store):
         with self._lock:
             now = self.clock.now()
             start = now - window
-            counts = [(e.job, e.state, 1) for e in self._rows.values()]
+            counts = [(e.job, e.queue, e.state, 1) for e in self._rows.values()]
             backlog = sum(
                 1
                 for e in self._rows.values()
@@ -743,6 +749,17 @@ def _claimable(e: Execution, now: datetime) -> bool:
     )
 
 
+def _within_rooms(ordered: list[Execution], rooms: dict[str, int]) -> list[Execution]:
+    """The first executions of each queue in ``ordered``, at most its room of each."""
+    taken: Counter[str] = Counter()
+    chosen = []
+    for e in ordered:
+        if taken[e.queue] < rooms[e.queue]:
+            taken[e.queue] += 1
+            chosen.append(e)
+    return chosen
+
+
 def _prunable(e: Execution, cutoff: datetime) -> bool:
     return e.state in TERMINAL_STATES and e.updated_at <= cutoff
 
@@ -752,6 +769,7 @@ def _matches(e: Execution, f: ExecutionFilter) -> bool:
         (f.after is None or (e.id < f.after if f.newest_first else e.id > f.after))
         and (f.states is None or e.state in f.states)
         and (f.job is None or e.job == f.job)
+        and (f.queue is None or e.queue == f.queue)
         and (f.schedule is None or e.schedule_id == f.schedule)
         and (f.bucket is None or e.bucket == f.bucket)
         and (f.buckets is None or e.bucket in f.buckets)
@@ -777,4 +795,5 @@ def _lease(e: Execution) -> Lease:
         timeout=e.timeout,
         schedule_id=e.schedule_id,
         slot=e.slot,
+        queue=e.queue,
     )

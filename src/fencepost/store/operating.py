@@ -154,8 +154,8 @@ class OperatingVerbs(StoreCore):
     def stats(self, *, window: float | timedelta = DEFAULT_STATS_WINDOW) -> Stats:
         """Operating figures at the store's now ``at``, and over ``(at - window, at]``.
 
-        * ``by_state`` and ``by_job``: executions by state (every state listed,
-          zeros included), in total and per job.
+        * ``by_state``, ``by_job`` and ``by_queue``: executions by state (every
+          state listed, zeros included), in total, per job and per queue.
         * ``due_backlog``: SCHEDULED and RETRY_WAIT executions with ``due_at <= at``
           (``due_at == at`` counts), not counting occurrences held by an overlap
           policy (``due_at >= fencepost.timing.planning.HELD``).

@@ -59,6 +59,7 @@ def execution(row: tuple[Any, ...], columns: Columns = NATIVE) -> Execution:
         result,
         error,
         progress,
+        queue,
     ) = row
     return Execution(
         id=id_,
@@ -68,6 +69,7 @@ def execution(row: tuple[Any, ...], columns: Columns = NATIVE) -> Execution:
         state=State(state),
         due_at=instant(due_at),
         priority=priority,
+        queue=queue,
         attempt=attempt,
         max_attempts=max_attempts,
         epoch=epoch,
@@ -138,12 +140,12 @@ def command(row: tuple[Any, ...], columns: Columns = NATIVE) -> Command:
 
 
 def schedule(row: tuple[Any, ...], columns: Columns = NATIVE) -> Schedule:
-    """A :class:`Schedule` from the first 24 columns of a backend's schedule statements.
+    """A :class:`Schedule` from the first 25 columns of a backend's schedule statements.
 
     Column order: id, job, job_version, inputs, cron, every, timezone, dst_gap,
     dst_fold, misfire, misfire_grace, max_catch_up, overlap, start_at, end_at,
     max_attempts, priority, paused, watermark, next_due, materializer,
-    lease_until, created_at, updated_at (any further columns are ignored).
+    lease_until, created_at, updated_at, queue (any further columns are ignored).
     """
     instant, duration, payload = columns.instant, columns.duration, columns.payload
     (
@@ -171,7 +173,8 @@ def schedule(row: tuple[Any, ...], columns: Columns = NATIVE) -> Schedule:
         lease_until,
         created_at,
         updated_at,
-    ) = row[:24]
+        queue,
+    ) = row[:25]
     return Schedule(
         id=id_,
         job=job,
@@ -190,6 +193,7 @@ def schedule(row: tuple[Any, ...], columns: Columns = NATIVE) -> Schedule:
         end_at=None if end_at is None else instant(end_at),
         max_attempts=max_attempts,
         priority=priority,
+        queue=queue,
         paused=bool(paused),
         watermark=instant(watermark),
         next_due=instant(next_due),

@@ -55,6 +55,7 @@ class ScheduleVerbs(CatalogueVerbs):
         priority: int | None = None,
         id: str | None = None,
         paused: bool = False,
+        queue: str | None = None,
         **deprecated: Any,
     ) -> Schedule:
         """Store a schedule of ``job`` and return it.
@@ -68,7 +69,9 @@ class ScheduleVerbs(CatalogueVerbs):
         ``replace``); ``dst_gap`` (``shift``, ``skip``), ``dst_fold`` (``once``,
         ``twice``). ``start_at`` and ``end_at`` are aware instants, ``end_at >
         start_at``. ``inputs`` must be a JSON object (``None`` means ``{}``); every
-        materialized execution gets them, with ``max_attempts`` and ``priority``;
+        materialized execution gets them, with ``max_attempts`` and ``priority``,
+        and waits in ``queue`` (a name like a job's, at most 100 characters; None
+        means the job's catalogue entry's, else ``"default"``);
         ``version`` pins them to a version of the job (``job_version=`` is its
         deprecated name, a :class:`DeprecationWarning`). Bad arguments raise
         :class:`ValidationError` naming the field; nothing is written.
@@ -103,11 +106,13 @@ class ScheduleVerbs(CatalogueVerbs):
                 "inputs": inputs,
                 "max_attempts": max_attempts,
                 "priority": priority,
+                "queue": queue,
             },
             schedule=True,
         )
         version, inputs = resolved["version"], resolved["inputs"]
         max_attempts, priority = resolved["max_attempts"], resolved["priority"]
+        queue = resolved["queue"]
         spec = specs.define(
             job,
             max_payload_bytes=self.config.max_payload_bytes,
@@ -126,6 +131,7 @@ class ScheduleVerbs(CatalogueVerbs):
             end_at=end_at,
             max_attempts=max_attempts,
             priority=priority,
+            queue=queue,
             paused=paused,
         )
         if id is None:

@@ -208,6 +208,7 @@ class SqlStore(Store):
             "after": filters.after,
             "states": None if filters.states is None else self._array(filters.states),
             "job": filters.job,
+            "queue": filters.queue,
             "schedule": filters.schedule,
             "bucket": filters.bucket,
             "buckets": None if filters.buckets is None else self._array(filters.buckets),
@@ -244,7 +245,7 @@ class SqlStore(Store):
 
     def _claim_params(self, request: ClaimRequest) -> dict[str, Any]:
         """The filters of the claim blocks (the dialect adds its ``now``, owner and ttl)."""
-        versions = request.versions
+        versions, queues = request.versions, request.queues
         return {
             "limit": request.limit,
             "jobs": None if request.jobs is None else self._array(request.jobs),
@@ -252,6 +253,10 @@ class SqlStore(Store):
             "buckets": None if request.buckets is None else self._array(request.buckets),
             "versions": None if versions is None else self._array(version_keys(versions)),
             "cap": request.max_per_bucket,
+            # A claim restricted to queues: their names, and each one's limit (at
+            # most ``limit``), for the dialect's queue blocks.
+            "queues": None if queues is None else self._array([name for name, _ in queues]),
+            "queue_limits": None if queues is None else self._array([n for _, n in queues]),
         }
 
     # -- changes through the state machine -----------------------------------------------
@@ -561,6 +566,7 @@ class SqlStore(Store):
             "end_at": self._t_opt(s.end_at),
             "max_attempts": s.max_attempts,
             "priority": s.priority,
+            "queue": s.queue,
             "paused": s.paused,
             "watermark": self._t(s.watermark),
             "next_due": self._t(s.next_due),
@@ -607,7 +613,8 @@ def claimed_leases(
 
     Each row holds, as the execution is after the claim: id, epoch, attempt,
     max_attempts, job, job_version, timeout, schedule_id, slot, lease_until,
-    due_at and the stored inputs text (decoded here, see :func:`claimed_inputs`).
+    due_at, the stored inputs text (decoded here, see :func:`claimed_inputs`) and
+    the queue.
     """
     inputs, unreadable = claimed_inputs([row[11] for row in claimed])
     leases = [
@@ -625,6 +632,7 @@ def claimed_leases(
             timeout=timeout,
             schedule_id=schedule_id,
             slot=slot,
+            queue=queue,
         )
         for i, (
             id_,
@@ -639,6 +647,7 @@ def claimed_leases(
             lease_until,
             due_at,
             _,
+            queue,
         ) in enumerate(claimed)
     ]
     return leases, unreadable

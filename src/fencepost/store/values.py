@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from fencepost.domain import payloads
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS
 from fencepost.domain.catalogue import UNKNOWN_JOBS
-from fencepost.domain.checks import INT32_MAX, require_int, require_name, storable
+from fencepost.domain.checks import INT32_MAX, MAX_QUEUE, require_int, require_name, storable
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL as DEFAULT_COMMAND_TTL
 from fencepost.domain.defaults import DEFAULT_TTL as DEFAULT_TTL
 from fencepost.domain.errors import StaleLease, ValidationError
@@ -107,6 +107,7 @@ class ExecutionFilter:
     states: tuple[State, ...] | None
     job: str | None
     schedule: str | None
+    queue: str | None = None
     bucket: int | None
     buckets: tuple[int, ...] | None  #: any of these (``bucket`` and ``buckets`` never both)
     due_after: datetime | None
@@ -154,20 +155,23 @@ class SloRequest:
 def stats_report(
     now: datetime,
     window: timedelta,
-    counts: Iterable[tuple[str, State | str, int]],
+    counts: Iterable[tuple[str, str, State | str, int]],
     backlog: int,
     lateness: Lateness,
     refused: int | None,
     expiries: int | None,
 ) -> Stats:
     """:class:`Stats` at ``now`` from the figures a backend read: executions by
-    ``(job, state, count)``, the due backlog, claim lateness and the lease events."""
-    by_state, by_job = tabulate((job, State(state), n) for job, state, n in counts)
+    ``(job, queue, state, count)``, the due backlog, claim lateness and the lease events."""
+    rows = [(job, queue, State(state), n) for job, queue, state, n in counts]
+    by_state, by_job = tabulate((job, state, n) for job, _, state, n in rows)
+    _, by_queue = tabulate((queue, state, n) for _, queue, state, n in rows)
     return Stats(
         at=now,
         window=window,
         by_state=by_state,
         by_job=by_job,
+        by_queue=by_queue,
         due_backlog=backlog,
         claim_lateness=lateness,
         stale_refused=refused or 0,
@@ -187,6 +191,8 @@ class ClaimRequest:
     max_per_bucket: int | None
     versions: tuple[tuple[str, int], ...] | None
     ids: tuple[str, ...] | None
+    #: ``(queue, limit)`` pairs by name, each limit in ``[1, limit]``; None: every queue.
+    queues: tuple[tuple[str, int], ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -337,6 +343,30 @@ def names_of(values: Iterable[str], field: str) -> tuple[str, ...]:
     for name in names:
         require_name(name, field, max_len=MAX_NAME_IN_FILTER)
     return names
+
+
+def queues_of(queues: Iterable[str] | Mapping[str, int], limit: int) -> tuple[tuple[str, int], ...]:
+    """The ``queues`` of a claim as ``(name, limit)`` pairs, sorted by name.
+
+    A collection of names gives each queue the claim's ``limit``; a mapping of
+    name to N gives at most N (``0`` and less than ``limit`` included) from that
+    queue. Queues with no room are left out.
+    """
+    if isinstance(queues, str):
+        raise ValidationError("queues", f"must be a collection of names, not the string {queues!r}")
+    if isinstance(queues, Mapping):
+        rooms = {
+            _queue_name(name): require_int(n, "queues", low=0, high=INT32_MAX)
+            for name, n in queues.items()
+        }
+    else:
+        rooms = {_queue_name(name): limit for name in queues}
+    return tuple((name, min(n, limit)) for name, n in sorted(rooms.items()) if n > 0)
+
+
+def _queue_name(name: object) -> str:
+    """A queue a claim names (None is no queue here: it names none)."""
+    return require_name(name, "queues", max_len=MAX_QUEUE)
 
 
 def cursor_storable(after: str | None) -> bool:

@@ -20,7 +20,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from fencepost.domain import payloads
-from fencepost.domain.checks import INT32_MAX, require_int, require_name
+from fencepost.domain.checks import INT32_MAX, require_int, require_name, require_queue
 from fencepost.domain.durations import as_aware_utc, as_duration
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import Schedule
@@ -56,6 +56,7 @@ def define(
     end_at: object = None,
     max_attempts: object = DEFAULT_MAX_ATTEMPTS,
     priority: object = 0,
+    queue: object = None,
     paused: object = False,
 ) -> ScheduleSpec:
     """Validate a schedule definition; every error names its field, nothing is guessed."""
@@ -115,6 +116,7 @@ def define(
         end_at=end,
         max_attempts=attempts,
         priority=prio,
+        queue=require_queue(queue),
         paused=paused,
     )
 

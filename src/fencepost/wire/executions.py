@@ -17,6 +17,7 @@ from fencepost.wire.fields import (
     Inputs,
     Instant,
     Name,
+    QueueName,
     name,
 )
 from fencepost.wire.mapping import RequestModel, WireModel
@@ -59,6 +60,8 @@ class SubmitRequest(RequestModel):
     bucket_key: Annotated[str, name(MAX_KEY)] | None = None
     #: None: the job's own (from the job catalogue), else 0.
     priority: _Priority | None = None
+    #: The queue it waits in; None: the job's own (from the job catalogue), else "default".
+    queue: QueueName | None = None
 
 
 class SubmitItem(SubmitRequest):
@@ -85,6 +88,7 @@ class Execution(WireModel[models.Execution]):
     state: str
     due_at: datetime
     priority: int
+    queue: str
     attempt: int
     max_attempts: int
     epoch: int

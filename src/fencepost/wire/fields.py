@@ -25,7 +25,7 @@ from pydantic_core import CoreSchema
 from typing_extensions import TypeAliasType
 
 from fencepost.domain import payloads
-from fencepost.domain.checks import INT32_MAX
+from fencepost.domain.checks import INT32_MAX, MAX_QUEUE
 from fencepost.timing.durations import MAX_DURATION
 
 #: The longest duration the store keeps (100 years), in seconds: the most a delay,
@@ -88,6 +88,8 @@ def name(max_length: int = MAX_NAME, **extra: Any) -> Any:
 
 #: A job name, an owner, a node id: what the store's ``require_name`` accepts.
 Name = Annotated[str, name()]
+#: A queue's name: a name of at most ``MAX_QUEUE`` characters.
+QueueName = Annotated[str, name(MAX_QUEUE)]
 
 # -- integers ---------------------------------------------------------------------------
 

@@ -127,6 +127,8 @@ class Stats(WireModel[reports.Stats]):
     by_state: dict[str, int]
     #: Per job (by name), every state, zeros included.
     by_job: dict[str, dict[str, int]]
+    #: Per queue (by name), every state, zeros included.
+    by_queue: dict[str, dict[str, int]]
     #: SCHEDULED and RETRY_WAIT executions already due and not yet claimed.
     due_backlog: int
     #: Claims in the window: claim time minus due time.

@@ -35,6 +35,7 @@ from fencepost.wire.fields import (
     Inputs,
     Instant,
     Name,
+    QueueName,
     name_pattern,
 )
 from fencepost.wire.mapping import RequestModel, WireModel
@@ -175,6 +176,9 @@ class ScheduleCreate(RequestModel):
     #: None: the job's own (with a registry), else the store's default.
     max_attempts: Count | None = None
     priority: _Priority | None = None
+    #: The queue its executions wait in; None: the job's own (from the job catalogue),
+    #: else "default".
+    queue: QueueName | None = None
     #: Store it paused (its slots are recorded SKIPPED until it is resumed).
     paused: StrictBool = False
     #: Makes the request idempotent: the same id and body again return the schedule.
@@ -212,6 +216,8 @@ class ScheduleUpdate(RequestModel):
     end_at: Instant | None = None
     max_attempts: Count | None = None
     priority: _Priority | None = None
+    #: null: back to "default".
+    queue: QueueName | None = None
     paused: StrictBool | None = None
 
     @field_validator(*_NEVER_NULL, mode="before")
@@ -246,6 +252,7 @@ class Schedule(WireModel[models.Schedule]):
     end_at: datetime | None
     max_attempts: int
     priority: int
+    queue: str
     paused: bool
     #: Every slot at or before this instant has been materialized or recorded.
     watermark: datetime

@@ -20,6 +20,7 @@ from fencepost.wire.fields import (
     Integer,
     Name,
     Payload,
+    QueueName,
     name,
 )
 from fencepost.wire.mapping import RequestModel, WireModel
@@ -36,6 +37,8 @@ Owner = Name
 MAX_EPOCH = 2**53 - 1
 Epoch = Annotated[StrictInt, Field(ge=1, le=MAX_EPOCH), WHOLE]
 Ttl = Annotated[float, Field(ge=MIN_SECONDS, le=86_400, strict=True)]
+#: How many a claim may take from one queue.
+Room = Annotated[StrictInt, Field(ge=0, le=MAX_BATCH), WHOLE]
 
 
 class JobVersion(RequestModel):
@@ -55,6 +58,9 @@ class ClaimRequest(RequestModel):
     versions: list[JobVersion] | None = None
     buckets: list[Bucket] | None = None
     max_per_bucket: Count | None = None
+    #: Only these queues: a list of names, or an object of name to N (also at most N
+    #: from that queue in this claim; 0 takes none). Absent: every queue.
+    queues: list[QueueName] | dict[QueueName, Room] | None = None
 
 
 class Lease(WireModel[models.Lease]):
@@ -73,6 +79,7 @@ class Lease(WireModel[models.Lease]):
     schedule_id: str | None
     slot: str | None
     due_at: datetime
+    queue: str
 
 
 class Leases(BaseModel):

@@ -80,6 +80,7 @@ class Outbox(WorkerState):
                 return  # the batch in flight first: outcomes keep gathering meanwhile
             self._written(*self._writing.result())
             self._writing = None
+            self._in_flight = []
         if not self._outbox or (not self._healthy and now < self._retry_at):
             return
         if not self._healthy:
@@ -88,6 +89,7 @@ class Outbox(WorkerState):
         if self._writer is None or wait:
             self._written(*self._write_outcomes(batch))
             return
+        self._in_flight = batch  # held until written (see Worker._queue_rooms)
         self._writing = self._writer.submit(self._write_outcomes, batch)
         self._writing.add_done_callback(lambda _: self._wake.set())
 

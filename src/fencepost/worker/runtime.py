@@ -36,6 +36,7 @@ import queue
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
@@ -53,7 +54,7 @@ from fencepost.jobs.registry import JobRegistry
 from fencepost.scheduler.reaper import reap_all
 from fencepost.worker.handlers import HandlerPool
 from fencepost.worker.held import HeldRuns
-from fencepost.worker.options import WorkerOptions
+from fencepost.worker.options import WorkerOptions, check_queues
 from fencepost.worker.outbox import Outbox
 from fencepost.worker.prefetch import HAND_BACK, MAX_CLAIM, ClaimBuffer, FinishRate
 from fencepost.worker.runs import (
@@ -103,6 +104,9 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         self.options = options if options is not None else WorkerOptions()
         require_int(self.options.concurrency, "concurrency", low=1)
         require_int(self.options.prefetch, "prefetch", low=0)
+        self._queues, self._queue_limits = check_queues(
+            self.options.queues, self.options.queue_concurrency
+        )
         self.owner = self.options.owner or default_node_id()
         self.counters = WorkerCounters()
         self._monotonic = monotonic
@@ -122,6 +126,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
             else None
         )
         self._writing: Future[tuple[list[Outcome], Exception | None]] | None = None
+        self._in_flight: list[Outcome] = []
         self._rate = FinishRate(self.options.prefetch)
         self._next_hand_back = 0.0
         self._next_scan = 0.0  # when held runs are next scanned for timeouts and heartbeats
@@ -328,6 +333,9 @@ class Worker(HandlerPool, Outbox, HeldRuns):
             limit = self._room(ttl)
             if limit <= 0:
                 continue
+            queues = self._queue_rooms(limit)
+            if isinstance(queues, dict) and not any(queues.values()):
+                continue  # every limited queue is full, and no other queue is claimed
             leases = self._store_call(
                 partial(
                     self.store.claim,
@@ -338,12 +346,29 @@ class Worker(HandlerPool, Outbox, HeldRuns):
                     versions=versions,
                     buckets=opts.buckets,
                     max_per_bucket=opts.max_per_bucket,
+                    queues=queues,
                 )
             )
             if leases:
                 self._buffer.add([self._begin(lease, ttl, now) for lease in leases])
                 claimed += len(leases)
         return claimed
+
+    def _queue_rooms(self, limit: int) -> list[str] | dict[str, int] | None:
+        """The ``queues`` of the next claim: None (every queue), names, or names to room.
+
+        A queue with a concurrency limit has room for its limit less the leases of
+        it this worker holds: buffered, running, and finished but not yet written
+        (until its outcome is in the store the lease is still RUNNING there).
+        """
+        if self._queues is None or not self._queue_limits:
+            return None if self._queues is None else list(self._queues)
+        held = Counter(run.lease.queue for run in self._runs.values())
+        held.update(o.run.lease.queue for o in (*self._outbox, *self._in_flight))
+        return {
+            q: max(0, self._queue_limits[q] - held[q]) if q in self._queue_limits else limit
+            for q in self._queues
+        }
 
     def _begin(self, lease: Lease, ttl: timedelta, now: float) -> Run:
         spec = self.registry.get(lease.job, lease.job_version)

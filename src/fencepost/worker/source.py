@@ -7,7 +7,7 @@ protocol). The worker calls nothing else, so either can feed it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -33,6 +33,7 @@ class WorkSource(Protocol):
         buckets: Iterable[int] | None = ...,
         max_per_bucket: int | None = ...,
         versions: Iterable[tuple[str, int]] | None = ...,
+        queues: Iterable[str] | Mapping[str, int] | None = ...,
     ) -> list[Lease]: ...
 
     def heartbeat_many(

@@ -55,6 +55,9 @@ class WorkerState:
     _buffer: ClaimBuffer[Run]
     _writer: ThreadPoolExecutor | None  #: writes outcome batches beside the claims (PostgreSQL)
     _writing: Future[tuple[list[Outcome], Exception | None]] | None  #: the batch in flight
+    _in_flight: list[Outcome]  #: the outcomes of the batch in flight
+    _queues: tuple[str, ...] | None  #: claim only from these queues (None: every queue)
+    _queue_limits: dict[str, int]  #: at most this many leases held of a queue
     _rate: FinishRate
     _next_hand_back: float
     _next_scan: float  #: when held runs are next scanned for timeouts and heartbeats

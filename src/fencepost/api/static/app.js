@@ -486,6 +486,7 @@ function showFilters(filters) {
   shownFilters = key;
   $("filter-state").value = STATES.includes(filters.state) ? filters.state : "";
   $("filter-job").value = filters.job;
+  $("filter-queue").value = filters.queue;
   $("filter-schedule").value = filters.schedule;
 }
 
@@ -493,6 +494,7 @@ async function loadExecutions(route) {
   const filters = {
     state: route.params.get("state") || "",
     job: route.params.get("job") || "",
+    queue: route.params.get("queue") || "",
     schedule: route.params.get("schedule") || "",
   };
   showFilters(filters);
@@ -510,6 +512,7 @@ async function loadExecutions(route) {
         { "data-id": e.id },
         h("td", {}, executionLink(e.id)),
         h("td", { class: "job" }, e.job),
+        h("td", { class: "queue" }, e.queue),
         h("td", {}, stateBadge(e.state)),
         h("td", { class: "num" }, `${e.attempt}/${e.max_attempts}`),
         timeCell(e.due_at, true),
@@ -518,7 +521,7 @@ async function loadExecutions(route) {
         h("td", { class: "error" }, errorBlock(e.error)),
       ),
     );
-    $("executions").replaceChildren(...(rows.length ? rows : [emptyRow(8, "No executions match.")]));
+    $("executions").replaceChildren(...(rows.length ? rows : [emptyRow(9, "No executions match.")]));
   };
 }
 
@@ -569,6 +572,7 @@ async function loadExecution(route) {
       ["due", h("span", { title: e.due_at }, formatTime(e.due_at), relativeSpan(e.due_at))],
       ["lease", e.lease_owner ? `${e.lease_owner} until ${formatTime(e.lease_until)}` : "–"],
       ["priority", e.priority],
+      ["queue", e.queue],
       ["bucket", e.bucket_key === null ? e.bucket : `${e.bucket} (key ${e.bucket_key})`],
       ["schedule", e.schedule_id === null ? "–" : `${e.schedule_id} @ ${e.slot}`],
       ["idempotency key", e.idempotency_key ?? "–"],
@@ -993,6 +997,7 @@ function wire() {
     const params = {
       state: $("filter-state").value,
       job: $("filter-job").value.trim(),
+      queue: $("filter-queue").value.trim(),
       schedule: $("filter-schedule").value.trim(),
     };
     navigate(`#/executions${query(params)}`);

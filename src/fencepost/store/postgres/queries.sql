@@ -55,26 +55,29 @@ new AS (
         %(execute_ats)b::timestamptz[], %(delays)b::interval[], %(priorities)b::integer[],
         %(max_attempts)b::integer[], %(timeouts)b::interval[], %(keys)b::text[],
         %(hashes)b::text[], %(buckets)b::integer[], %(bucket_keys)b::text[],
-        %(inputs)b::jsonb[]
+        %(inputs)b::jsonb[], %(queues)b::text[]
     ) AS n(id, job, job_version, execute_at, delay, priority, max_attempts, timeout,
-           idempotency_key, request_hash, bucket, bucket_key, inputs)
+           idempotency_key, request_hash, bucket, bucket_key, inputs, queue)
 ),
 unkeyed AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
-        timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at
+        timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at,
+        queue
     )
     SELECT id, job, job_version, 'SCHEDULED', due_at, priority, 0, max_attempts, 0,
-           timeout, NULL, NULL, bucket, bucket_key, created_at, created_at
+           timeout, NULL, NULL, bucket, bucket_key, created_at, created_at, queue
     FROM new WHERE idempotency_key IS NULL
 ),
 keyed AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
-        timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at
+        timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at,
+        queue
     )
     SELECT id, job, job_version, 'SCHEDULED', due_at, priority, 0, max_attempts, 0,
-           timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, created_at
+           timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, created_at,
+           queue
     FROM new WHERE idempotency_key IS NOT NULL
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id
@@ -131,9 +134,10 @@ SELECT * FROM execution_rows WHERE idempotency_key = %(key)s
 SELECT * FROM execution_rows WHERE id = %(id)s::uuid FOR UPDATE
 
 -- fragment: query_filters
--- The state and job filters of Store.query, in every query_* block.
+-- The state, job and queue filters of Store.query, in every query_* block.
   AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
   AND (%(job)s::text IS NULL OR job = %(job)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
 
 -- fragment: query_ranges
 -- The bucket and due_at filters of Store.query, in every query_* block.
@@ -176,6 +180,34 @@ SELECT 1 FROM executions WHERE id = %(id)s::uuid
       AND (%(versions)s::text[] IS NULL OR e.job_version IS NULL
            OR e.job || ':' || e.job_version = ANY(%(versions)s::text[]))
 
+-- fragment: claim_write
+-- The end of every claim block, after its picked rows: the lease, its audit, the
+-- answer in claim order.
+claimed AS (
+    UPDATE executions AS e
+    SET state = 'RUNNING', epoch = e.epoch + 1, attempt = e.attempt + 1,
+        lease_owner = %(owner)s, lease_until = clock.now + %(ttl)s::interval,
+        updated_at = clock.now
+    FROM picked AS p, clock
+    WHERE e.id = p.id
+    RETURNING e.id, p.state AS from_state, p.lease_owner AS from_owner, e.epoch, e.attempt,
+              e.max_attempts, e.job, e.job_version, e.timeout, e.schedule_id, e.slot,
+              e.lease_until, e.priority, e.due_at, clock.now AS at, e.queue
+),
+audit AS (
+    INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
+    SELECT id, 'CLAIMED', from_state, 'RUNNING', epoch, %(owner)s,
+           CASE WHEN from_state = 'RUNNING'
+                THEN format(%(takeover_reason)s::text, from_owner, epoch - 1) END,
+           at
+    FROM claimed
+)
+SELECT c.id, c.epoch, c.attempt, c.max_attempts, c.job, c.job_version, c.timeout,
+       c.schedule_id, c.slot, c.lease_until, c.due_at,
+       (SELECT d.inputs::text FROM execution_data AS d WHERE d.execution_id = c.id), c.queue
+FROM claimed AS c
+ORDER BY c.priority DESC, c.due_at, c.id
+
 -- fragment: claim_lease
 -- The end of claim and claim_capped, after their waiting rows: expired leases with
 -- attempts left, the pick in claim order, the lease, its audit, the answer.
@@ -198,30 +230,43 @@ picked AS (
     ORDER BY priority DESC, due_at, id
     LIMIT %(limit)s
 ),
-claimed AS (
-    UPDATE executions AS e
-    SET state = 'RUNNING', epoch = e.epoch + 1, attempt = e.attempt + 1,
-        lease_owner = %(owner)s, lease_until = clock.now + %(ttl)s::interval,
-        updated_at = clock.now
-    FROM picked AS p, clock
-    WHERE e.id = p.id
-    RETURNING e.id, p.state AS from_state, p.lease_owner AS from_owner, e.epoch, e.attempt,
-              e.max_attempts, e.job, e.job_version, e.timeout, e.schedule_id, e.slot,
-              e.lease_until, e.priority, e.due_at, clock.now AS at
+-- include: claim_write
+
+-- fragment: claim_queue_lease
+-- claim_lease for the claim_*_queues blocks, whose waiting rows carry their queue:
+-- expired leases in those queues too, then at most each queue's limit of both
+-- (rooms, the queues and their limits), in claim order.
+expired AS (
+    SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at, e.queue
+    FROM executions AS e
+    WHERE e.state = 'RUNNING' AND e.lease_until <= (SELECT now FROM clock)
+      AND e.attempt < e.max_attempts AND e.queue = ANY(%(queues)s::text[])
+      -- include: claim_filters
+    ORDER BY e.lease_until
+    LIMIT %(limit)s
+    FOR UPDATE OF e SKIP LOCKED
 ),
-audit AS (
-    INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
-    SELECT id, 'CLAIMED', from_state, 'RUNNING', epoch, %(owner)s,
-           CASE WHEN from_state = 'RUNNING'
-                THEN format(%(takeover_reason)s::text, from_owner, epoch - 1) END,
-           at
-    FROM claimed
-)
-SELECT c.id, c.epoch, c.attempt, c.max_attempts, c.job, c.job_version, c.timeout,
-       c.schedule_id, c.slot, c.lease_until, c.due_at,
-       (SELECT d.inputs::text FROM execution_data AS d WHERE d.execution_id = c.id)
-FROM claimed AS c
-ORDER BY c.priority DESC, c.due_at, c.id
+picked AS (
+    SELECT c.id, c.state, c.lease_owner
+    FROM (
+        SELECT u.*, row_number() OVER (
+                   PARTITION BY u.queue ORDER BY u.priority DESC, u.due_at, u.id
+               ) AS queue_rank
+        FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired) AS u
+    ) AS c
+    JOIN rooms AS r ON r.name = c.queue
+    WHERE c.queue_rank <= r.n
+    ORDER BY c.priority DESC, c.due_at, c.id
+    LIMIT %(limit)s
+),
+-- include: claim_write
+
+-- fragment: claim_rooms
+-- The queues of a claim restricted to queues, each with its limit (at most the
+-- claim's; the store leaves out queues without room).
+rooms AS (
+    SELECT q.name, q.n FROM unnest(%(queues)s::text[], %(queue_limits)s::integer[]) AS q(name, n)
+),
 
 -- name: claim
 -- One statement: pick due rows (skipping rows another claim has locked), lease
@@ -287,6 +332,68 @@ waiting AS (
     FOR UPDATE OF e SKIP LOCKED
 ),
 -- include: claim_lease
+
+-- name: claim_queues
+-- claim restricted to queues (%(queues)s, each with its limit): one walk of
+-- executions_queue_claimable per queue, in claim order, at most that queue's
+-- limit each (a LATERAL join), then takeovers in those queues, the per-queue
+-- limits over both and the claim's limit, in claim order. One statement, as claim.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+-- include: claim_rooms
+waiting AS (
+    SELECT w.*
+    FROM rooms AS r
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at, e.queue
+        FROM executions AS e
+        WHERE e.queue = r.name
+          AND e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= (SELECT now FROM clock)
+          -- include: claim_filters
+        ORDER BY e.priority DESC, e.due_at, e.id
+        LIMIT r.n
+        FOR UPDATE OF e SKIP LOCKED
+    ) AS w
+),
+-- include: claim_queue_lease
+
+-- name: claim_capped_queues
+-- claim_capped restricted to queues: the bucket cap first, then each queue's
+-- limit over the rows within it, then the claim's limit, in claim order.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+-- include: claim_rooms
+running AS (
+    SELECT bucket, count(*) AS n FROM executions WHERE state = 'RUNNING' GROUP BY bucket
+),
+ranked AS (
+    SELECT e.id, e.bucket, e.priority, e.due_at, e.queue,
+           row_number() OVER (PARTITION BY e.bucket ORDER BY e.priority DESC, e.due_at, e.id)
+               AS bucket_rank
+    FROM executions AS e, clock
+    WHERE e.queue = ANY(%(queues)s::text[])
+      AND e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= clock.now
+      -- include: claim_filters
+),
+eligible AS (
+    SELECT a.id
+    FROM (
+        SELECT r.id, r.priority, r.due_at, r.queue,
+               row_number() OVER (PARTITION BY r.queue ORDER BY r.priority DESC, r.due_at, r.id)
+                   AS queue_rank
+        FROM ranked AS r LEFT JOIN running AS n ON n.bucket = r.bucket
+        WHERE r.bucket_rank <= %(cap)s - coalesce(n.n, 0)
+    ) AS a
+    JOIN rooms AS q ON q.name = a.queue
+    WHERE a.queue_rank <= q.n
+    ORDER BY a.priority DESC, a.due_at, a.id
+    LIMIT %(limit)s
+),
+waiting AS (
+    SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at, e.queue
+    FROM executions AS e
+    WHERE e.id IN (SELECT id FROM eligible) AND e.state IN ('RETRY_WAIT', 'SCHEDULED')
+    FOR UPDATE OF e SKIP LOCKED
+),
+-- include: claim_queue_lease
 
 -- name: lock_buckets
 -- Serialize capped claimers per bucket, in bucket order so that two never deadlock.
@@ -362,7 +469,7 @@ SELECT id FROM done
 SELECT c.id, c.job, c.job_version, c.state, c.due_at, c.priority, c.attempt, c.max_attempts,
        c.epoch, c.lease_owner, c.lease_until, c.timeout, c.idempotency_key, c.schedule_id,
        c.slot, c.bucket, c.bucket_key, c.created_at, c.updated_at,
-       d.inputs, c.result, d.error, d.progress
+       d.inputs, c.result, d.error, d.progress, c.queue
 FROM done AS c JOIN execution_data AS d ON d.execution_id = c.id
 
 -- name: heartbeat_fenced
@@ -553,14 +660,14 @@ LIMIT %(limit)s
 INSERT INTO schedules (
     id, job, job_version, inputs, cron, every, timezone, dst_gap, dst_fold, misfire,
     misfire_grace, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
-    watermark, next_due, materializer, lease_until, request_hash, created_at, updated_at
+    watermark, next_due, materializer, lease_until, request_hash, created_at, updated_at, queue
 ) VALUES (
     %(id)s, %(job)s, %(job_version)s, %(inputs)s::jsonb, %(cron)s, %(every)s::interval,
     %(timezone)s, %(dst_gap)s, %(dst_fold)s, %(misfire)s, %(misfire_grace)s::interval,
     %(max_catch_up)s, %(overlap)s, %(start_at)s::timestamptz, %(end_at)s::timestamptz,
     %(max_attempts)s, %(priority)s, %(paused)s, %(watermark)s::timestamptz,
     %(next_due)s::timestamptz, NULL, NULL, %(request_hash)s, %(created_at)s::timestamptz,
-    %(updated_at)s::timestamptz
+    %(updated_at)s::timestamptz, %(queue)s
 )
 ON CONFLICT (id) DO NOTHING
 RETURNING id
@@ -569,14 +676,15 @@ RETURNING id
 -- The schedule, then the fingerprint of its add_schedule arguments.
 SELECT id, job, job_version, inputs, cron, every, timezone, dst_gap, dst_fold, misfire,
        misfire_grace, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
-       watermark, next_due, materializer, lease_until, created_at, updated_at, request_hash
+       watermark, next_due, materializer, lease_until, created_at, updated_at, queue,
+       request_hash
 FROM schedules WHERE id = %(id)s
 
 -- name: lock_schedule
 -- Read-decide-write verbs (update, pause, resume) hold the row until they commit.
 SELECT id, job, job_version, inputs, cron, every, timezone, dst_gap, dst_fold, misfire,
        misfire_grace, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
-       watermark, next_due, materializer, lease_until, created_at, updated_at
+       watermark, next_due, materializer, lease_until, created_at, updated_at, queue
 FROM schedules WHERE id = %(id)s
 FOR UPDATE
 
@@ -589,7 +697,7 @@ SELECT id FROM schedules WHERE id = %(id)s FOR KEY SHARE
 -- name: list_schedules
 SELECT id, job, job_version, inputs, cron, every, timezone, dst_gap, dst_fold, misfire,
        misfire_grace, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
-       watermark, next_due, materializer, lease_until, created_at, updated_at
+       watermark, next_due, materializer, lease_until, created_at, updated_at, queue
 FROM schedules
 WHERE (%(after)s::text IS NULL OR id > %(after)s::text)
   AND (%(job)s::text IS NULL OR job = %(job)s::text)
@@ -609,7 +717,8 @@ SET job = %(job)s, job_version = %(job_version)s, inputs = %(inputs)s::jsonb, cr
     start_at = %(start_at)s::timestamptz, end_at = %(end_at)s::timestamptz,
     max_attempts = %(max_attempts)s, priority = %(priority)s, paused = %(paused)s,
     next_due = %(next_due)s::timestamptz, materializer = %(materializer)s,
-    lease_until = %(lease_until)s::timestamptz, updated_at = %(updated_at)s::timestamptz
+    lease_until = %(lease_until)s::timestamptz, updated_at = %(updated_at)s::timestamptz,
+    queue = %(queue)s
 WHERE id = %(id)s
 
 -- name: delete_schedule
@@ -654,7 +763,7 @@ WHERE s.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING s.id, s.job, s.job_version, s.inputs, s.cron, s.every, s.timezone, s.dst_gap,
           s.dst_fold, s.misfire, s.misfire_grace, s.max_catch_up, s.overlap, s.start_at,
           s.end_at, s.max_attempts, s.priority, s.paused, s.watermark, s.next_due,
-          s.materializer, s.lease_until, s.created_at, s.updated_at
+          s.materializer, s.lease_until, s.created_at, s.updated_at, s.queue
 
 -- name: materialize_fenced
 -- The fence is the WHERE clause: same materializer, same lease_until (the lease
@@ -689,7 +798,7 @@ RETURNING s.id
 -- inserted executions in execution_rows order.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 new AS (
-    SELECT o.*, s.job, s.job_version, s.inputs, s.max_attempts, s.priority, clock.now
+    SELECT o.*, s.job, s.job_version, s.inputs, s.max_attempts, s.priority, s.queue, clock.now
     FROM unnest(
         %(ids)s::uuid[], %(schedule_ids)s::text[], %(slots)s::text[], %(keys)s::text[],
         %(due_ats)s::timestamptz[], %(skipped)s::text[], %(buckets)s::integer[]
@@ -700,17 +809,17 @@ new AS (
 inserted AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
-        idempotency_key, schedule_id, slot, bucket, created_at, updated_at
+        idempotency_key, schedule_id, slot, bucket, created_at, updated_at, queue
     )
     SELECT id, job, job_version, CASE WHEN skipped IS NULL THEN 'SCHEDULED' ELSE 'SKIPPED' END,
            due_at, priority, 0, max_attempts, 0, idempotency_key, schedule_id, slot, bucket,
-           now, now
+           now, now, queue
     FROM new
     ORDER BY idempotency_key
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
               lease_owner, lease_until, timeout, idempotency_key, schedule_id, slot, bucket,
-              bucket_key, created_at, updated_at
+              bucket_key, created_at, updated_at, queue
 ),
 data AS (
     INSERT INTO execution_data (execution_id, inputs)
@@ -742,7 +851,7 @@ woken AS (
 SELECT i.id, i.job, i.job_version, i.state, i.due_at, i.priority, i.attempt, i.max_attempts,
        i.epoch, i.lease_owner, i.lease_until, i.timeout, i.idempotency_key, i.schedule_id,
        i.slot, i.bucket, i.bucket_key, i.created_at, i.updated_at,
-       n.inputs, NULL::jsonb AS result, NULL::text AS error, NULL::jsonb AS progress
+       n.inputs, NULL::jsonb AS result, NULL::text AS error, NULL::jsonb AS progress, i.queue
 FROM inserted AS i JOIN new AS n ON n.id = i.id LEFT JOIN woken ON true
 
 -- name: executions_by_keys
@@ -767,13 +876,13 @@ GROUP BY bucket
 ORDER BY bucket
 
 -- name: stats
--- Every figure of Store.stats in one statement (one snapshot): counts by job and
--- state as a JSON array of [job, state, count], the due backlog (held occurrences,
+-- Every figure of Store.stats in one statement (one snapshot): counts by job, queue
+-- and state as a JSON array of [job, queue, state, count], the due backlog (held occurrences,
 -- due_at >= %(held)s, are not due), the lease events in (%(start)s, %(now)s] read
 -- through transitions_lease_events, and claim lateness against the execution's
 -- current due_at, clamped at 0, with nearest-rank percentiles (percentile_disc).
 WITH counts AS (
-    SELECT job, state, count(*) AS n FROM executions GROUP BY job, state
+    SELECT job, queue, state, count(*) AS n FROM executions GROUP BY job, queue, state
 ),
 events AS (
     SELECT t.execution_id, t.event, t.from_state, t.at
@@ -787,7 +896,7 @@ late AS (
     WHERE ev.event = 'CLAIMED'
 )
 SELECT
-    (SELECT coalesce(json_agg(json_build_array(job, state, n)), '[]'::json) FROM counts),
+    (SELECT coalesce(json_agg(json_build_array(job, queue, state, n)), '[]'::json) FROM counts),
     (SELECT count(*) FROM executions
      WHERE state IN ('RETRY_WAIT', 'SCHEDULED')
        AND due_at <= %(now)s::timestamptz AND due_at < %(held)s::timestamptz),

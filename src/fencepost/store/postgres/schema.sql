@@ -40,6 +40,7 @@ CREATE TABLE executions (
     bucket_key text,
     created_at timestamp with time zone NOT NULL,
     updated_at timestamp with time zone NOT NULL,
+    queue text DEFAULT 'default'::text NOT NULL,
     CONSTRAINT executions_state_known CHECK ((state = ANY (ARRAY['SCHEDULED'::text, 'RUNNING'::text, 'RETRY_WAIT'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text, 'SKIPPED'::text])))
 )
 WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.01', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='1');
@@ -66,7 +67,8 @@ CREATE VIEW execution_rows AS
     d.inputs,
     d.result,
     d.error,
-    d.progress
+    d.progress,
+    e.queue
    FROM (executions e
      JOIN execution_data d ON ((d.execution_id = e.id)));
 CREATE TABLE job_catalogue (
@@ -111,6 +113,7 @@ CREATE TABLE schedules (
     request_hash text NOT NULL,
     created_at timestamp with time zone NOT NULL,
     updated_at timestamp with time zone NOT NULL,
+    queue text DEFAULT 'default'::text NOT NULL,
     CONSTRAINT schedules_one_rule CHECK (((cron IS NULL) <> (every IS NULL)))
 );
 CREATE TABLE transitions (
@@ -153,6 +156,7 @@ CREATE INDEX executions_failed ON executions USING btree (id) WHERE (state = 'FA
 CREATE INDEX executions_finished ON executions USING btree (updated_at) WHERE (state = ANY (ARRAY['CANCELLED'::text, 'FAILED'::text, 'SKIPPED'::text, 'SUCCEEDED'::text]));
 CREATE UNIQUE INDEX executions_idempotency_key ON executions USING btree (idempotency_key) WHERE (idempotency_key IS NOT NULL);
 CREATE INDEX executions_leased ON executions USING btree (lease_until) WHERE (state = 'RUNNING'::text);
+CREATE INDEX executions_queue_claimable ON executions USING btree (queue, priority DESC, due_at, id) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'SCHEDULED'::text]));
 CREATE INDEX executions_running_bucket ON executions USING btree (bucket) WHERE (state = 'RUNNING'::text);
 CREATE INDEX executions_schedule ON executions USING btree (schedule_id, slot) WHERE (schedule_id IS NOT NULL);
 CREATE INDEX executions_schedule_state ON executions USING btree (schedule_id, state, id) WHERE (schedule_id IS NOT NULL);

@@ -72,9 +72,10 @@ SELECT * FROM execution_rows AS e
 WHERE e.idempotency_key = :key
 
 -- fragment: query_filters
--- The state and job filters of Store.query, in every query_* block.
+-- The state, job and queue filters of Store.query, in every query_* block.
   AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
   AND (:job IS NULL OR e.job = :job)
+  AND (:queue IS NULL OR e.queue = :queue)
 
 -- fragment: query_ranges
 -- The bucket and due_at filters of Store.query, in every query_* block.
@@ -110,13 +111,14 @@ WHERE idempotency_key IN (SELECT value FROM json_each(:keys))
 
 -- name: insert_execution
 -- executemany: ?1 id, ?2 job, ?3 job_version, ?4 due_at, ?5 priority, ?6 max_attempts,
--- ?7 timeout_us, ?8 idempotency_key, ?9 request_hash, ?10 bucket, ?11 bucket_key, ?12 now.
+-- ?7 timeout_us, ?8 idempotency_key, ?9 request_hash, ?10 bucket, ?11 bucket_key, ?12 now,
+-- ?13 queue.
 INSERT INTO executions (
     id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
-    timeout_us, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at
+    timeout_us, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at, queue
 ) VALUES (
     ?1, ?2, ?3, 'SCHEDULED', ?4, ?5, 0, ?6, 0,
-    ?7, ?8, ?9, ?10, ?11, ?12, ?12
+    ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13
 )
 
 -- name: insert_execution_data
@@ -167,16 +169,34 @@ SELECT 1 FROM executions WHERE id = :id
       AND (:versions IS NULL OR e.job_version IS NULL
            OR e.job || ':' || e.job_version IN (SELECT value FROM json_each(:versions)))
 
+-- fragment: claim_columns
+-- What a claim reads of a candidate, in the order the store reads it (priority and
+-- due_at last: the store merges branches in claim order by them).
+    SELECT e.id, e.state, e.epoch, e.attempt, e.max_attempts, e.lease_owner, e.job,
+           e.job_version, e.timeout_us, e.schedule_id, e.slot, d.inputs, e.queue, e.priority,
+           e.due_at
+    FROM executions AS e
+    JOIN execution_data AS d ON d.execution_id = e.id
+
 -- fragment: claim_takeovers
 -- The second branch of claim_candidates and claim_candidates_capped: expired leases
 -- with attempts left, from their own partial index.
 UNION ALL
 SELECT * FROM (
-    SELECT e.id, e.state, e.epoch, e.attempt, e.max_attempts, e.lease_owner, e.job,
-           e.job_version, e.timeout_us, e.schedule_id, e.slot, d.inputs, e.priority, e.due_at
-    FROM executions AS e
-    JOIN execution_data AS d ON d.execution_id = e.id
+    -- include: claim_columns
     WHERE e.state = 'RUNNING' AND e.lease_until <= :now AND e.attempt < e.max_attempts
+      -- include: claim_filters
+    ORDER BY e.lease_until
+    LIMIT :limit
+)
+
+-- fragment: claim_queue_takeovers
+-- claim_takeovers in one queue (:queue), for the claim_*_queue blocks.
+UNION ALL
+SELECT * FROM (
+    -- include: claim_columns
+    WHERE e.state = 'RUNNING' AND e.lease_until <= :now AND e.attempt < e.max_attempts
+      AND e.queue = :queue
       -- include: claim_filters
     ORDER BY e.lease_until
     LIMIT :limit
@@ -192,16 +212,51 @@ SELECT * FROM (
 -- which is why priority and due_at come last. No ORDER BY over the union: it made
 -- SQLite re-sort, in temporary B-trees, rows the claimable index returns in order.
 SELECT * FROM (
-    SELECT e.id, e.state, e.epoch, e.attempt, e.max_attempts, e.lease_owner, e.job,
-           e.job_version, e.timeout_us, e.schedule_id, e.slot, d.inputs, e.priority, e.due_at
-    FROM executions AS e
-    JOIN execution_data AS d ON d.execution_id = e.id
+    -- include: claim_columns
     WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
       -- include: claim_filters
     ORDER BY e.priority DESC, e.due_at, e.id
     LIMIT :limit
 )
 -- include: claim_takeovers
+
+-- name: claim_candidates_queue
+-- claim_candidates in one queue (:queue), reading executions_queue_claimable. A
+-- claim restricted to queues runs it once per queue (with that queue's :limit)
+-- in its BEGIN IMMEDIATE transaction, and merges the answers in claim order:
+-- SQLite has no LATERAL join to do it in one statement, and an IN over the
+-- queues would read the rows of every queue in one sort.
+SELECT * FROM (
+    -- include: claim_columns
+    WHERE e.queue = :queue AND e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
+      -- include: claim_filters
+    ORDER BY e.priority DESC, e.due_at, e.id
+    LIMIT :limit
+)
+-- include: claim_queue_takeovers
+
+-- fragment: claim_capped_pick
+-- The waiting rows of a capped claim: those within their bucket's room, in claim
+-- order (ranked and running are the block's own).
+SELECT * FROM (
+    SELECT r.id, r.state, r.epoch, r.attempt, r.max_attempts, r.lease_owner, r.job,
+           r.job_version, r.timeout_us, r.schedule_id, r.slot, d.inputs, r.queue, r.priority,
+           r.due_at
+    FROM ranked AS r
+    JOIN execution_data AS d ON d.execution_id = r.id
+    LEFT JOIN running AS n ON n.bucket = r.bucket
+    WHERE r.bucket_rank <= :cap - coalesce(n.n, 0)
+    ORDER BY r.priority DESC, r.due_at, r.id
+    LIMIT :limit
+)
+
+-- fragment: claim_ranked_columns
+    SELECT e.id, e.state, e.epoch, e.attempt, e.max_attempts, e.lease_owner, e.job,
+           e.job_version, e.timeout_us, e.schedule_id, e.slot, e.queue, e.priority, e.due_at,
+           e.bucket,
+           row_number() OVER (PARTITION BY e.bucket ORDER BY e.priority DESC, e.due_at, e.id)
+               AS bucket_rank
+    FROM executions AS e
 
 -- name: claim_candidates_capped
 -- claim_candidates under max_per_bucket (:cap): a bucket gives at most
@@ -212,25 +267,32 @@ WITH running AS (
     SELECT bucket, count(*) AS n FROM executions WHERE state = 'RUNNING' GROUP BY bucket
 ),
 ranked AS (
-    SELECT e.id, e.state, e.epoch, e.attempt, e.max_attempts, e.lease_owner, e.job,
-           e.job_version, e.timeout_us, e.schedule_id, e.slot, e.priority, e.due_at, e.bucket,
-           row_number() OVER (PARTITION BY e.bucket ORDER BY e.priority DESC, e.due_at, e.id)
-               AS bucket_rank
-    FROM executions AS e
+    -- include: claim_ranked_columns
     WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
       -- include: claim_filters
 )
-SELECT * FROM (
-    SELECT r.id, r.state, r.epoch, r.attempt, r.max_attempts, r.lease_owner, r.job,
-           r.job_version, r.timeout_us, r.schedule_id, r.slot, d.inputs, r.priority, r.due_at
-    FROM ranked AS r
-    JOIN execution_data AS d ON d.execution_id = r.id
-    LEFT JOIN running AS n ON n.bucket = r.bucket
-    WHERE r.bucket_rank <= :cap - coalesce(n.n, 0)
-    ORDER BY r.priority DESC, r.due_at, r.id
-    LIMIT :limit
-)
+-- include: claim_capped_pick
 -- include: claim_takeovers
+
+-- name: claim_candidates_capped_queue
+-- claim_candidates_capped in one queue (:queue), run once per queue like
+-- claim_candidates_queue. The waiting rows this claim already chose in other
+-- queues (:chosen, a JSON array of ids) count as RUNNING in their buckets.
+WITH running AS (
+    SELECT bucket, count(*) AS n FROM (
+        SELECT bucket FROM executions WHERE state = 'RUNNING'
+        UNION ALL
+        SELECT bucket FROM executions WHERE id IN (SELECT value FROM json_each(:chosen))
+    )
+    GROUP BY bucket
+),
+ranked AS (
+    -- include: claim_ranked_columns
+    WHERE e.queue = :queue AND e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
+      -- include: claim_filters
+)
+-- include: claim_capped_pick
+-- include: claim_queue_takeovers
 
 -- name: claim_update
 -- Runs in the same BEGIN IMMEDIATE transaction as claim_candidates, which
@@ -410,24 +472,25 @@ LIMIT :limit
 INSERT INTO schedules (
     id, job, job_version, inputs, cron, every_us, timezone, dst_gap, dst_fold, misfire,
     misfire_grace_us, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
-    watermark, next_due, materializer, lease_until, request_hash, created_at, updated_at
+    watermark, next_due, materializer, lease_until, request_hash, created_at, updated_at, queue
 ) VALUES (
     :id, :job, :job_version, :inputs, :cron, :every, :timezone, :dst_gap, :dst_fold, :misfire,
     :misfire_grace, :max_catch_up, :overlap, :start_at, :end_at, :max_attempts, :priority,
-    :paused, :watermark, :next_due, NULL, NULL, :request_hash, :created_at, :updated_at
+    :paused, :watermark, :next_due, NULL, NULL, :request_hash, :created_at, :updated_at, :queue
 )
 
 -- name: get_schedule
 -- The schedule, then the fingerprint of its add_schedule arguments.
 SELECT id, job, job_version, inputs, cron, every_us, timezone, dst_gap, dst_fold, misfire,
        misfire_grace_us, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
-       watermark, next_due, materializer, lease_until, created_at, updated_at, request_hash
+       watermark, next_due, materializer, lease_until, created_at, updated_at, queue,
+       request_hash
 FROM schedules WHERE id = :id
 
 -- name: list_schedules
 SELECT id, job, job_version, inputs, cron, every_us, timezone, dst_gap, dst_fold, misfire,
        misfire_grace_us, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
-       watermark, next_due, materializer, lease_until, created_at, updated_at
+       watermark, next_due, materializer, lease_until, created_at, updated_at, queue
 FROM schedules
 WHERE id > coalesce(:after, '')
   AND (:job IS NULL OR job = :job)
@@ -445,7 +508,7 @@ SET job = :job, job_version = :job_version, inputs = :inputs, cron = :cron, ever
     misfire_grace_us = :misfire_grace, max_catch_up = :max_catch_up, overlap = :overlap,
     start_at = :start_at, end_at = :end_at, max_attempts = :max_attempts, priority = :priority,
     paused = :paused, next_due = :next_due, materializer = :materializer,
-    lease_until = :lease_until, updated_at = :updated_at
+    lease_until = :lease_until, updated_at = :updated_at, queue = :queue
 WHERE id = :id
 
 -- name: delete_schedule
@@ -471,7 +534,7 @@ WHERE id IN (
 )
 RETURNING id, job, job_version, inputs, cron, every_us, timezone, dst_gap, dst_fold, misfire,
           misfire_grace_us, max_catch_up, overlap, start_at, end_at, max_attempts, priority,
-          paused, watermark, next_due, materializer, lease_until, created_at, updated_at
+          paused, watermark, next_due, materializer, lease_until, created_at, updated_at, queue
 
 -- name: materialize_fenced
 -- The fence is the WHERE clause: same materializer, same lease_until (the lease
@@ -500,7 +563,7 @@ RETURNING schedules.id, schedules.job, schedules.job_version, schedules.inputs, 
           schedules.overlap, schedules.start_at, schedules.end_at, schedules.max_attempts,
           schedules.priority, schedules.paused, schedules.watermark, schedules.next_due,
           schedules.materializer, schedules.lease_until, schedules.created_at,
-          schedules.updated_at
+          schedules.updated_at, schedules.queue
 
 -- name: release_schedules
 -- Only a lease still held as acquired is given back. :items is a JSON array of
@@ -525,12 +588,12 @@ WHERE idempotency_key IN (SELECT value FROM json_each(:keys))
 -- A schedule's occurrence as a new execution (SCHEDULED, or already SKIPPED as
 -- fencepost.domain.machine decided). executemany: ?1 id, ?2 job, ?3 job_version,
 -- ?4 state, ?5 due_at, ?6 priority, ?7 max_attempts, ?8 idempotency_key,
--- ?9 schedule_id, ?10 slot, ?11 bucket, ?12 now.
+-- ?9 schedule_id, ?10 slot, ?11 bucket, ?12 now, ?13 queue.
 INSERT INTO executions (
     id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
-    idempotency_key, schedule_id, slot, bucket, created_at, updated_at
+    idempotency_key, schedule_id, slot, bucket, created_at, updated_at, queue
 ) VALUES (
-    ?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, 0, ?8, ?9, ?10, ?11, ?12, ?12
+    ?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, 0, ?8, ?9, ?10, ?11, ?12, ?12, ?13
 )
 
 -- Reports and housekeeping. Times are microseconds, so differences of two
@@ -543,7 +606,7 @@ GROUP BY bucket
 ORDER BY bucket
 
 -- name: stats_counts
-SELECT job, state, count(*) FROM executions GROUP BY job, state
+SELECT job, queue, state, count(*) FROM executions GROUP BY job, queue, state
 
 -- name: stats_backlog
 -- Due waiting executions; held occurrences (due_at >= :held) are not due.

@@ -26,6 +26,11 @@ CREATE INDEX executions_leased
     ON executions (lease_until)
     WHERE state = 'RUNNING';
 
+-- index: executions_queue_claimable
+CREATE INDEX executions_queue_claimable
+    ON executions (queue, priority DESC, due_at, id)
+    WHERE state IN ('RETRY_WAIT', 'SCHEDULED');
+
 -- index: executions_running_bucket
 CREATE INDEX executions_running_bucket
     ON executions (bucket)
@@ -92,7 +97,7 @@ CREATE TABLE executions (
     bucket_key      TEXT,
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL
-) WITHOUT ROWID;
+, queue TEXT NOT NULL DEFAULT 'default') WITHOUT ROWID;
 
 -- table: job_catalogue
 CREATE TABLE job_catalogue (
@@ -140,7 +145,7 @@ CREATE TABLE schedules (
     lease_until      INTEGER,
     request_hash     TEXT    NOT NULL,
     created_at       INTEGER NOT NULL,
-    updated_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL, queue TEXT NOT NULL DEFAULT 'default',
     CHECK ((cron IS NULL) <> (every_us IS NULL))
 ) WITHOUT ROWID;
 
@@ -162,5 +167,5 @@ CREATE VIEW execution_rows AS
 SELECT e.id, e.job, e.job_version, e.state, e.due_at, e.priority, e.attempt, e.max_attempts,
        e.epoch, e.lease_owner, e.lease_until, e.timeout_us, e.idempotency_key, e.schedule_id,
        e.slot, e.bucket, e.bucket_key, e.created_at, e.updated_at,
-       d.inputs, d.result, d.error, d.progress
+       d.inputs, d.result, d.error, d.progress, e.queue
 FROM executions AS e JOIN execution_data AS d ON d.execution_id = e.id;

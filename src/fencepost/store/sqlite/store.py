@@ -217,13 +217,16 @@ class SqliteStore(SqlStore):
             now = self.clock.now()
             now_us = rows.to_us(now)
             until = now + request.ttl
-            candidates = _in_claim_order(
-                conn.execute(
-                    Q["claim_candidates_capped" if capped else "claim_candidates"],
-                    self._claim_params(request) | {"now": now_us},
-                ).fetchall(),
-                request.limit,
-            )
+            params = self._claim_params(request) | {"now": now_us}
+            if request.queues is None:
+                candidates = _in_claim_order(
+                    conn.execute(
+                        Q["claim_candidates_capped" if capped else "claim_candidates"], params
+                    ).fetchall(),
+                    request.limit,
+                )
+            else:
+                candidates = _queue_candidates(conn, request, params)
             if not candidates:
                 return []
             conn.execute(
@@ -552,6 +555,7 @@ def _insert_occurrences(
                 e.slot,
                 e.bucket,
                 now_us,
+                e.queue,
             )
             for e, _, _ in fresh
         ],
@@ -580,18 +584,48 @@ def _in_claim_order(found: list[Any], limit: int) -> list[Any]:
     """
     if not any(row[1] == State.RUNNING for row in found):
         return found
-    found.sort(key=lambda row: (-row[-2], row[-1], row[0]))
+    found.sort(key=_claim_order)
     return found[:limit]
+
+
+def _queue_candidates(
+    conn: sqlite3.Connection, request: ClaimRequest, params: dict[str, Any]
+) -> list[Any]:
+    """The candidates of a claim restricted to queues: at most ``limit``, in claim order.
+
+    One indexed query per queue (at most that queue's limit each), merged. A capped
+    claim counts the waiting rows it chose in earlier queues as RUNNING in their
+    buckets, so that no bucket gets more than its room over all the queues.
+    """
+    assert request.queues is not None
+    capped = request.max_per_bucket is not None
+    found: list[Any] = []
+    chosen: list[str] = []
+    for queue, room in request.queues:
+        extra: dict[str, Any] = {"queue": queue, "limit": room}
+        if capped:
+            extra["chosen"] = json.dumps(chosen)
+        block = "claim_candidates_capped_queue" if capped else "claim_candidates_queue"
+        picked = _in_claim_order(conn.execute(Q[block], params | extra).fetchall(), room)
+        chosen.extend(row[0] for row in picked if row[1] != State.RUNNING)
+        found.extend(picked)
+    found.sort(key=_claim_order)
+    return found[: request.limit]
+
+
+def _claim_order(row: Any) -> tuple[Any, ...]:
+    """Claim order of a candidate row: priority DESC, due_at, id."""
+    return (-row[-2], row[-1], row[0])
 
 
 def _after_claim(row: Any, until: datetime) -> tuple[Any, ...]:
     """A row of ``claim_candidates`` as the claim left it, in :func:`claimed_leases`' order."""
     id_, _, epoch, attempt, max_attempts, _, job, job_version, timeout_us, *rest = row
-    schedule_id, slot, inputs_text, _, due_us = rest
+    schedule_id, slot, inputs_text, queue, _, due_us = rest
     timeout = rows.opt_duration(timeout_us)
     due_at = rows.from_us(due_us)
     after = (epoch + 1, attempt + 1, max_attempts, job, job_version, timeout, schedule_id, slot)
-    return (id_, *after, until, due_at, inputs_text)
+    return (id_, *after, until, due_at, inputs_text, queue)
 
 
 def _record_completions(
@@ -658,6 +692,7 @@ def _insert_params(n: NewExecution) -> tuple[Any, ...]:
         n.bucket,
         n.bucket_key,
         rows.to_us(n.created_at),
+        n.queue,
     )
 
 

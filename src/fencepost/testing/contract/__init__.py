@@ -30,6 +30,7 @@ One module a section, each a mixin on the shared fixtures of :mod:`.support`
 * :mod:`.pruning` — :class:`PruningContract`: prune;
 * :mod:`.catalogue` — :class:`CatalogueContract`: the job catalogue and the submit rules
   it decides.
+* :mod:`.queues` — :class:`QueuesContract`: named queues and queue-restricted claims.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from fencepost.testing.contract.leasing import LeasingContract
 from fencepost.testing.contract.materializing import MaterializingContract
 from fencepost.testing.contract.outcomes import OutcomesContract
 from fencepost.testing.contract.pruning import PruningContract
+from fencepost.testing.contract.queues import QueuesContract
 from fencepost.testing.contract.reading import ReadingContract
 from fencepost.testing.contract.reports import ReportsContract
 from fencepost.testing.contract.schedules import SchedulesContract
@@ -60,6 +62,7 @@ __all__ = [
     "MaterializingContract",
     "OutcomesContract",
     "PruningContract",
+    "QueuesContract",
     "ReadingContract",
     "ReportsContract",
     "SchedulesContract",
@@ -83,5 +86,6 @@ class StoreContract(
     ReportsContract,
     PruningContract,
     CatalogueContract,
+    QueuesContract,
 ):
     """The behavioural specification of :class:`~fencepost.store.base.Store`: every section."""

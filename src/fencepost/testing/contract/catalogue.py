@@ -203,23 +203,40 @@ class CatalogueContract(ContractFixtures):
         assert store.submit("report", {"day": "2026-11-28"}).inputs == {"day": "2026-11-28"}
 
     def test_the_jobs_defaults_fill_only_what_the_caller_left_none(self, store: Store) -> None:
-        defaults = JobDefaults(max_attempts=2, timeout=timedelta(seconds=5), priority=7)
+        defaults = JobDefaults(
+            max_attempts=2, timeout=timedelta(seconds=5), priority=7, queue="reports"
+        )
         store.publish_jobs([report(defaults=defaults)])
         filled = store.submit("report", {"day": "d"})
-        assert (filled.max_attempts, filled.timeout, filled.priority) == (
+        assert (filled.max_attempts, filled.timeout, filled.priority, filled.queue) == (
             2,
             timedelta(seconds=5),
             7,
+            "reports",
         )
-        given = store.submit("report", {"day": "d"}, max_attempts=4, timeout=1, priority=0)
-        assert (given.max_attempts, given.timeout, given.priority) == (
+        given = store.submit(
+            "report", {"day": "d"}, max_attempts=4, timeout=1, priority=0, queue="default"
+        )
+        assert (given.max_attempts, given.timeout, given.priority, given.queue) == (
             4,
             timedelta(seconds=1),
             0,
+            "default",
         )
+        [batched] = store.submit_many([{"job": "report", "inputs": {"day": "d"}}])
+        assert (batched.priority, batched.queue) == (7, "reports")
+        assert [lease.execution_id for lease in store.claim("w", limit=5, queues=["reports"])] == [
+            filled.id,
+            batched.id,
+        ]
         store.publish_jobs([job_entry("plain", 1)])
         plain = store.submit("plain")
-        assert (plain.max_attempts, plain.timeout, plain.priority) == (3, None, 0)
+        assert (plain.max_attempts, plain.timeout, plain.priority, plain.queue) == (
+            3,
+            None,
+            0,
+            "default",
+        )
 
     def test_an_unknown_job_is_allowed_while_the_catalogue_is_empty(self, store: Store) -> None:
         assert store.submit("anything").job_version is None
@@ -300,7 +317,7 @@ class CatalogueContract(ContractFixtures):
     # -- schedules -------------------------------------------------------------------------
 
     def test_a_schedule_follows_the_same_rules(self, store: Store) -> None:
-        defaults = JobDefaults(max_attempts=2, priority=4)
+        defaults = JobDefaults(max_attempts=2, priority=4, queue="nightly")
         store.publish_jobs([report(1), report(2, defaults=defaults), job_entry("other", 5)])
         with names_the_field("inputs.day"):
             store.add_schedule("report", every=60, inputs={"day": 1})
@@ -310,9 +327,14 @@ class CatalogueContract(ContractFixtures):
             store.add_schedule("unknown", every=60)
         assert store.schedules().items == []
         s = store.add_schedule("report", every=60, inputs={"day": "d"})
-        assert (s.job_version, s.max_attempts, s.priority) == (2, 2, 4)
+        assert (s.job_version, s.max_attempts, s.priority, s.queue) == (2, 2, 4, "nightly")
         pinned = store.add_schedule("report", every=60, inputs={"day": "d"}, version=1)
-        assert (pinned.job_version, pinned.max_attempts, pinned.priority) == (1, 3, 0)
+        assert (pinned.job_version, pinned.max_attempts, pinned.priority, pinned.queue) == (
+            1,
+            3,
+            0,
+            "default",
+        )
         with names_the_field("inputs.day"):
             store.update_schedule(s.id, inputs={"day": 5})
         with names_the_field("version"):
