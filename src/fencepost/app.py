@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from fencepost.domain.models import JSON, Command, Execution
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.states import CommandKind
-from fencepost.jobs.defaults import schedule_defaults, submit_defaults
+from fencepost.jobs.defaults import job_defaults
 from fencepost.jobs.registry import JobRegistry
 from fencepost.jobs.spec import DEFAULT_LEASE_TTL, JobSpec, retry_options, spec_from_function
 from fencepost.scheduler.handle import ScheduleHandle
@@ -158,7 +158,7 @@ class App:
         ``priority`` and ``queue`` (None) to the job's catalogue entry's, else 0 and
         ``"default"``.
         """
-        defaults = submit_defaults(
+        defaults = job_defaults(
             self.registry,
             job,
             inputs,
@@ -216,7 +216,7 @@ class App:
         :mod:`fencepost.timing.planning` for the misfire and overlap policies.
         ``paused`` stores it paused (its slots are recorded SKIPPED until resumed).
         """
-        defaults = schedule_defaults(
+        defaults = job_defaults(
             self.registry,
             job,
             inputs,
@@ -224,6 +224,7 @@ class App:
             max_attempts=max_attempts,
             priority=priority,
             queue=queue,
+            schedule=True,
         )
         stored = self.store.add_schedule(
             cron=cron,

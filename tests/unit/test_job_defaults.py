@@ -12,7 +12,7 @@ import pytest
 
 from fencepost.domain.errors import ValidationError
 from fencepost.jobs.context import Context
-from fencepost.jobs.defaults import schedule_defaults, submit_defaults
+from fencepost.jobs.defaults import job_defaults
 from fencepost.jobs.registry import JobRegistry
 from fencepost.jobs.spec import spec_from_function
 
@@ -34,7 +34,7 @@ def registry() -> JobRegistry:
 
 
 def test_a_submit_takes_the_latest_version_and_its_defaults(registry: JobRegistry) -> None:
-    assert submit_defaults(registry, "report", {"day": "d"}) == {
+    assert job_defaults(registry, "report", {"day": "d"}) == {
         "job": "report",
         "inputs": {"day": "d"},
         "version": 2,
@@ -44,14 +44,12 @@ def test_a_submit_takes_the_latest_version_and_its_defaults(registry: JobRegistr
 
 
 def test_what_the_caller_gives_wins(registry: JobRegistry) -> None:
-    arguments = submit_defaults(
-        registry, "report", {"day": "d"}, version=2, max_attempts=2, timeout=5
-    )
+    arguments = job_defaults(registry, "report", {"day": "d"}, version=2, max_attempts=2, timeout=5)
     assert (arguments["max_attempts"], arguments["timeout"]) == (2, 5)
 
 
 def test_defaults_the_job_lacks_are_left_to_the_store(registry: JobRegistry) -> None:
-    assert submit_defaults(registry, "report", {"day": "d"}, version=1) == {
+    assert job_defaults(registry, "report", {"day": "d"}, version=1) == {
         "job": "report",
         "inputs": {"day": "d"},
         "version": 1,
@@ -59,7 +57,7 @@ def test_defaults_the_job_lacks_are_left_to_the_store(registry: JobRegistry) -> 
 
 
 def test_without_a_registry_the_arguments_pass_through() -> None:
-    assert submit_defaults(None, "anything", [1], version=3, max_attempts=4) == {
+    assert job_defaults(None, "anything", [1], version=3, max_attempts=4) == {
         "job": "anything",
         "inputs": [1],
         "version": 3,
@@ -68,7 +66,7 @@ def test_without_a_registry_the_arguments_pass_through() -> None:
 
 
 def test_a_schedule_takes_no_timeout(registry: JobRegistry) -> None:
-    assert schedule_defaults(registry, "report", {"day": "d"}) == {
+    assert job_defaults(registry, "report", {"day": "d"}, schedule=True) == {
         "job": "report",
         "inputs": {"day": "d"},
         "version": 2,
@@ -88,5 +86,5 @@ def test_errors_name_the_field(
     registry: JobRegistry, job: str, version: int | None, inputs: object, field: str
 ) -> None:
     with pytest.raises(ValidationError) as caught:
-        submit_defaults(registry, job, inputs, version=version)  # type: ignore[arg-type]
+        job_defaults(registry, job, inputs, version=version)  # type: ignore[arg-type]
     assert caught.value.field == field

@@ -19,7 +19,7 @@ from fencepost.domain.checks import INT32_MAX
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import MAX_KEY
-from fencepost.jobs.defaults import submit_defaults
+from fencepost.jobs.defaults import job_defaults
 from fencepost.jobs.registry import JobRegistry
 from fencepost.wire import executions as schemas
 from fencepost.wire.fields import BUCKET_EXTENSION, NAME_PATTERN
@@ -84,7 +84,7 @@ def _submit_arguments(
     body: schemas.SubmitRequest, registry: JobRegistry | None, idempotency_key: str | None
 ) -> dict[str, Any]:
     """``Store.submit``'s arguments for one request, checked against the registry if any."""
-    defaults = submit_defaults(
+    defaults = job_defaults(
         registry,
         body.job,
         body.inputs,

@@ -170,19 +170,7 @@ def kind_of(exc: FencepostError) -> Kind:
 
 def _fencepost_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, FencepostError)
-    field = exc.field if isinstance(exc, ValidationError) else None
-    extra: dict[str, Any] = {}
-    if isinstance(exc, CatalogueConflict):  # what a remote worker needs to say which
-        extra = {
-            "job": exc.job,
-            "version": exc.version,
-            "stored_digest": exc.stored_digest,
-            "digest": exc.digest,
-        }
-    response = problem(kind_of(exc), str(exc), field=field, **extra)
-    if isinstance(exc, Unauthorized):
-        response.headers["WWW-Authenticate"] = 'Bearer realm="fencepost"'
-    return response
+    return for_error(exc)
 
 
 def _request_validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -360,10 +348,8 @@ def _declaring_problems(generate: Callable[[], dict[str, Any]]) -> Callable[[], 
 
 
 def for_error(exc: FencepostError) -> JSONResponse:
-    """The problem response for ``exc`` outside a route (the guard's 401s and 403s).
-
-    The same answer the exception handlers give inside one, ``WWW-Authenticate`` included.
-    """
+    """The problem response for ``exc``: what the exception handler answers inside a
+    route, and the guard outside one (its 401s and 403s), ``WWW-Authenticate`` included."""
     field = exc.field if isinstance(exc, ValidationError) else None
     extra: dict[str, Any] = {}
     if isinstance(exc, CatalogueConflict):  # what a remote worker needs to say which

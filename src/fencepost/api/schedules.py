@@ -19,7 +19,7 @@ from fencepost.api.auth import Scope
 from fencepost.api.deps import Cursor, Limit, RegistryDep, StoreDep, guarded
 from fencepost.domain import models
 from fencepost.domain.errors import NotFound, ValidationError
-from fencepost.jobs.defaults import schedule_defaults
+from fencepost.jobs.defaults import job_defaults
 from fencepost.jobs.registry import JobRegistry
 from fencepost.scheduler.handle import ScheduleHandle
 from fencepost.store.base import Store
@@ -107,7 +107,7 @@ def add_schedule(
         raise ValidationError("cron", _ONE_RULE + (", not both" if body.cron is not None else ""))
     arguments = body.arguments()
     if registry is not None:  # as App.schedule does
-        arguments |= schedule_defaults(
+        arguments |= job_defaults(
             registry,
             body.job,
             body.inputs,
@@ -115,6 +115,7 @@ def add_schedule(
             max_attempts=body.max_attempts,
             priority=body.priority,
             queue=body.queue,
+            schedule=True,
         )
     # The store returns an existing schedule for a repeated id without saying so.
     # Looking first tells 200 from 201, except for two racing first requests with

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 from fencepost.cli import common, records
 from fencepost.cli.output import Output, when
-from fencepost.cli.submit import add_input_options, relabel, with_store_defaults
+from fencepost.cli.submit import JOB_OPTIONS, add_input_options, relabel, with_store_defaults
 from fencepost.domain import schedules as plans
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
@@ -23,11 +23,7 @@ if TYPE_CHECKING:
     from fencepost.store import Store
 
 #: The option that sets each field of a schedule, to name it in a refusal.
-OPTIONS = {
-    "job": "JOB",
-    "job_version": "--job-version",
-    "version": "--job-version",
-    "inputs": "--input",
+OPTIONS = JOB_OPTIONS | {
     "cron": "--cron",
     "every": "--every",
     "timezone": "--timezone",
@@ -39,9 +35,6 @@ OPTIONS = {
     "overlap": "--overlap",
     "start_at": "--start-at",
     "end_at": "--end-at",
-    "max_attempts": "--max-attempts",
-    "priority": "--priority",
-    "queue": "--queue",
     "paused": "--paused",
     "id": "--id",
     "rule": "--cron",

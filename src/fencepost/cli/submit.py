@@ -15,20 +15,23 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Mapping
 
-#: The option that sets each argument of ``Store.submit``, to name it in a refusal.
-OPTIONS = {
+#: The options ``submit`` and ``schedule add`` share, by the argument each sets.
+JOB_OPTIONS = {
     "job": "JOB",
     "job_version": "--job-version",
     "version": "--job-version",
     "inputs": "--input",
+    "max_attempts": "--max-attempts",
+    "priority": "--priority",
+    "queue": "--queue",
+}
+#: The option that sets each argument of ``Store.submit``, to name it in a refusal.
+OPTIONS = JOB_OPTIONS | {
     "execute_at": "--at",
     "delay": "--in",
     "idempotency_key": "--key",
-    "max_attempts": "--max-attempts",
     "timeout": "--timeout",
     "bucket_key": "--bucket-key",
-    "priority": "--priority",
-    "queue": "--queue",
 }
 
 

@@ -6,7 +6,7 @@ import os
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from fencepost.domain.models import Execution
 
@@ -14,6 +14,17 @@ from fencepost.domain.models import Execution
 def default_node_id() -> str:
     """``host:pid``: unique per live process, recognisable in an operator's listing."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Registration:
+    """A checked registration, as ``Store.register_node`` hands it to its backend."""
+
+    node_id: str
+    kind: str
+    buckets: tuple[int, ...] | None  #: None means any bucket
+    ttl: timedelta  #: the registration lapses this long after it is written
+    jobs: tuple[tuple[str, int], ...] = ()  #: the (job, version) pairs it serves
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -8,7 +8,7 @@ caller left out. Without a
 registry (a service that runs no jobs itself), the caller's values pass through as given
 and the store checks them.
 
-Both functions return keyword arguments for the store (``job``, ``inputs``,
+It returns keyword arguments for the store (``job``, ``inputs``,
 ``version`` and, only when known, ``max_attempts``, ``timeout``, ``priority`` and
 ``queue``): a value left out keeps the store's own default. Their errors are the
 registry's and the schema's :class:`~fencepost.domain.errors.ValidationError`, naming
@@ -25,7 +25,7 @@ from fencepost.jobs.registry import JobRegistry
 from fencepost.jobs.spec import JobSpec
 
 
-def submit_defaults(
+def job_defaults(
     registry: JobRegistry | None,
     job: str,
     inputs: JSON,
@@ -35,34 +35,22 @@ def submit_defaults(
     timeout: float | timedelta | None = None,
     priority: int | None = None,
     queue: str | None = None,
+    schedule: bool = False,
 ) -> dict[str, Any]:
-    """``Store.submit``'s job, inputs, version, attempts, timeout, priority and queue.
+    """``Store.submit``'s (or, with ``schedule``, ``Store.add_schedule``'s) job, inputs,
+    version, attempts, timeout, priority and queue.
 
     What the caller gives wins; what it leaves out (None) comes from the job's spec.
+    A schedule has no timeout of its own: its executions take the job's when they run.
     """
     spec, arguments = _pinned(registry, job, inputs, version, max_attempts, priority, queue)
+    if schedule:
+        return arguments
     if timeout is None and spec is not None:
         timeout = spec.timeout
     if timeout is not None:
         arguments["timeout"] = timeout
     return arguments
-
-
-def schedule_defaults(
-    registry: JobRegistry | None,
-    job: str,
-    inputs: JSON,
-    *,
-    version: int | None = None,
-    max_attempts: int | None = None,
-    priority: int | None = None,
-    queue: str | None = None,
-) -> dict[str, Any]:
-    """``Store.add_schedule``'s job, inputs, version, attempts, priority and queue.
-
-    A schedule has no timeout of its own: its executions take the job's when they run.
-    """
-    return _pinned(registry, job, inputs, version, max_attempts, priority, queue)[1]
 
 
 def _pinned(

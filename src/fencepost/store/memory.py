@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from datetime import datetime, timedelta
 
 from fencepost.domain import payloads
@@ -52,7 +52,7 @@ from fencepost.domain.models import (
     SchedulePage,
     Transition,
 )
-from fencepost.domain.nodes import Node
+from fencepost.domain.nodes import Node, Registration
 from fencepost.domain.reports import JobCounts, SloOffender, SloReport, Stats, lateness, tabulate
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import (
@@ -403,28 +403,20 @@ class MemoryStore(Store):
 
     # -- nodes -----------------------------------------------------------------------------
 
-    def _register_node(
-        self,
-        node_id: str,
-        *,
-        kind: str,
-        buckets: tuple[int, ...] | None,
-        ttl: timedelta,
-        jobs: tuple[tuple[str, int], ...],
-    ) -> Node:
+    def _register_node(self, r: Registration) -> Node:
         with self._lock:
             now = self.clock.now()
-            previous = self._nodes.get(node_id)
+            previous = self._nodes.get(r.node_id)
             node = Node(
-                id=node_id,
-                kind=kind,
-                buckets=buckets,
+                id=r.node_id,
+                kind=r.kind,
+                buckets=r.buckets,
                 started_at=previous.started_at if previous is not None else now,
                 heartbeat_at=now,
-                expires_at=now + ttl,
-                jobs=jobs,
+                expires_at=now + r.ttl,
+                jobs=r.jobs,
             )
-            self._nodes[node_id] = node
+            self._nodes[r.node_id] = node
             return node
 
     # -- the job catalogue -----------------------------------------------------------------
@@ -778,22 +770,13 @@ def _matches(e: Execution, f: ExecutionFilter) -> bool:
     )
 
 
+#: What a claim delivers beside the fence's id and owner: fields a lease and an
+#: execution both have, under the same names.
+_DELIVERED = tuple(f.name for f in fields(Lease) if f.name not in ("execution_id", "owner"))
+
+
 def _lease(e: Execution) -> Lease:
     assert e.lease_owner is not None
     assert e.lease_until is not None
-    return Lease(
-        execution_id=e.id,
-        owner=e.lease_owner,
-        epoch=e.epoch,
-        lease_until=e.lease_until,
-        due_at=e.due_at,
-        attempt=e.attempt,
-        max_attempts=e.max_attempts,
-        job=e.job,
-        job_version=e.job_version,
-        inputs=e.inputs,
-        timeout=e.timeout,
-        schedule_id=e.schedule_id,
-        slot=e.slot,
-        queue=e.queue,
-    )
+    delivered = {name: getattr(e, name) for name in _DELIVERED}
+    return Lease(execution_id=e.id, owner=e.lease_owner, **delivered)

@@ -18,7 +18,7 @@ from fencepost.domain.events import (
     ExecutionRescheduled,
 )
 from fencepost.domain.models import Execution
-from fencepost.domain.nodes import BucketReport, Node, ownership
+from fencepost.domain.nodes import BucketReport, Node, Registration, ownership
 from fencepost.domain.reports import JobCounts, SloReport, Stats
 from fencepost.domain.states import State
 from fencepost.store.core import StoreCore
@@ -67,24 +67,20 @@ class OperatingVerbs(StoreCore):
         except ValidationError as exc:
             raise ValidationError("jobs", exc.message) from None
         return self._register_node(
-            require_name(node_id if node_id is not None else default_node_id(), "node_id"),
-            kind=require_name(kind, "kind"),
-            buckets=None if buckets is None else self._buckets(buckets),
-            ttl=as_duration(ttl, field="ttl"),
-            jobs=served,
+            Registration(
+                node_id=require_name(
+                    node_id if node_id is not None else default_node_id(), "node_id"
+                ),
+                kind=require_name(kind, "kind"),
+                buckets=None if buckets is None else self._buckets(buckets),
+                ttl=as_duration(ttl, field="ttl"),
+                jobs=served,
+            )
         )
 
     @abstractmethod
-    def _register_node(
-        self,
-        node_id: str,
-        *,
-        kind: str,
-        buckets: tuple[int, ...] | None,
-        ttl: timedelta,
-        jobs: tuple[tuple[str, int], ...],
-    ) -> Node:
-        """Upsert a validated registration (see :meth:`register_node`)."""
+    def _register_node(self, registration: Registration) -> Node:
+        """Upsert a checked registration (see :meth:`register_node`)."""
 
     @abstractmethod
     def deregister_node(self, node_id: str) -> None:

@@ -25,7 +25,7 @@ from fencepost.domain import schedules as plans
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, StoreUnavailable
 from fencepost.domain.machine import TAKEOVER_REASON_FORMAT, stale_reason
 from fencepost.domain.models import Command, Execution, Fence, Lease, Page, Schedule
-from fencepost.domain.nodes import Node
+from fencepost.domain.nodes import Node, Registration
 from fencepost.domain.reports import Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.submission import NewExecution
@@ -443,22 +443,14 @@ class PostgresStore(SqlStore):
 
     # -- nodes -----------------------------------------------------------------------------
 
-    def _register_node(
-        self,
-        node_id: str,
-        *,
-        kind: str,
-        buckets: tuple[int, ...] | None,
-        ttl: timedelta,
-        jobs: tuple[tuple[str, int], ...],
-    ) -> Node:
+    def _register_node(self, r: Registration) -> Node:
         params = {
             "now": self._pinned_now(),
-            "id": node_id,
-            "kind": kind,
-            "buckets": None if buckets is None else list(buckets),
-            "ttl": ttl,
-            "jobs": json.dumps(jobs),
+            "id": r.node_id,
+            "kind": r.kind,
+            "buckets": None if r.buckets is None else list(r.buckets),
+            "ttl": r.ttl,
+            "jobs": json.dumps(r.jobs),
         }
         with self._db.connection() as conn:
             row = conn.execute(Q["register_node"], params).fetchone()

@@ -27,7 +27,7 @@ from fencepost.domain.events import ExecutionSkipped
 from fencepost.domain.ids import id_floor
 from fencepost.domain.machine import Change, apply, stale_reason, takeover_reason
 from fencepost.domain.models import Command, Execution, Fence, Lease, Schedule
-from fencepost.domain.nodes import Node
+from fencepost.domain.nodes import Node, Registration
 from fencepost.domain.reports import Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import Event, State
@@ -334,26 +334,18 @@ class SqliteStore(SqlStore):
 
     # -- nodes -----------------------------------------------------------------------------
 
-    def _register_node(
-        self,
-        node_id: str,
-        *,
-        kind: str,
-        buckets: tuple[int, ...] | None,
-        ttl: timedelta,
-        jobs: tuple[tuple[str, int], ...],
-    ) -> Node:
+    def _register_node(self, r: Registration) -> Node:
         with self._db.write() as conn:
             now = self.clock.now()
             row = conn.execute(
                 Q["register_node"],
                 {
-                    "id": node_id,
-                    "kind": kind,
-                    "buckets": None if buckets is None else json.dumps(buckets),
+                    "id": r.node_id,
+                    "kind": r.kind,
+                    "buckets": None if r.buckets is None else json.dumps(r.buckets),
                     "now": rows.to_us(now),
-                    "expires_at": rows.to_us(now + ttl),
-                    "jobs": json.dumps(jobs),
+                    "expires_at": rows.to_us(now + r.ttl),
+                    "jobs": json.dumps(r.jobs),
                 },
             ).fetchone()
         return rows.node(row)
