@@ -151,6 +151,25 @@ def empty_schema(path: Path) -> None:
     fencepost.connect(_url(path)).close()
 
 
+#: With --catalogue, the benchmark's job is published before anything is submitted: every
+#: submit then pins its version, checks {"n": i} against this schema and takes its
+#: defaults, as a deployment's submits do once its workers have published their jobs.
+BENCH_SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}},
+    "required": ["n"],
+    "additionalProperties": False,
+}
+
+
+def publish_bench_job(url: str) -> None:
+    """Publish the ``bench`` job (see :data:`BENCH_SCHEMA`) to the store at ``url``."""
+    from fencepost.domain.catalogue import job_entry  # not in revisions before the catalogue
+
+    with fencepost.connect(url) as store:
+        store.publish_jobs([job_entry("bench", 1, input_schema=BENCH_SCHEMA)])
+
+
 def prefill(path: Path, n: int) -> None:
     """``n`` executions due now, submitted through fencepost (not timed)."""
     with fencepost.connect(_url(path)) as store:
@@ -344,7 +363,9 @@ def write_json(path: Path | None, runs: dict[str, list[Run]]) -> None:
         path.write_text(json.dumps({key: _median(r) for key, r in runs.items() if r}, indent=1))
 
 
-def main_postgres(url: str, n: int, repeat: int, *, analyze: bool, json_out: Path | None) -> int:
+def main_postgres(
+    url: str, n: int, repeat: int, *, analyze: bool, json_out: Path | None, catalogue: bool
+) -> int:
     """The same measurements against the PostgreSQL store at ``url``, floors in bare psycopg."""
     import psycopg  # the postgres extra; SQLite runs do not need it
 
@@ -364,6 +385,7 @@ def main_postgres(url: str, n: int, repeat: int, *, analyze: bool, json_out: Pat
     print(f"  pool     pool_max={server.pool_max} (fencepost); the floors use one bare connection")
     stats = "VACUUM ANALYZE after copying" if analyze else "none (--stale-stats: no ANALYZE)"
     print(f"  stats    {stats}")
+    print(f"  catalogue {_catalogue_line(catalogue)}")
     print(f"  figures  median of {repeat} runs (min-max), per second")
     print()
 
@@ -381,6 +403,8 @@ def main_postgres(url: str, n: int, repeat: int, *, analyze: bool, json_out: Pat
 
     with server.session():
         empty = server.new_schema("empty")
+        if catalogue:
+            publish_bench_job(server.url(empty))
         filled = {}
         for count in sorted(set(counts.values())):
             pg.progress(f"prefilling {count:,} executions through fencepost")
@@ -462,6 +486,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--json", type=Path, default=None, help="also write each figure's median here (JSON)"
     )
+    parser.add_argument(
+        "--catalogue",
+        action="store_true",
+        help="publish the bench job first: every submit is checked against its schema",
+    )
     args = parser.parse_args(argv)
     postgres = args.db is not None
     if postgres and not args.db.startswith(("postgresql://", "postgres://")):
@@ -471,10 +500,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--n must be at least 25 and --repeat at least 1")
     if postgres:
         return main_postgres(
-            args.db, n, args.repeat, analyze=not args.stale_stats, json_out=args.json
+            args.db,
+            n,
+            args.repeat,
+            analyze=not args.stale_stats,
+            json_out=args.json,
+            catalogue=args.catalogue,
         )
     small = n // 20
-    return main_sqlite(n, small, args.repeat, args.db_dir, args.json)
+    return main_sqlite(n, small, args.repeat, args.db_dir, args.json, catalogue=args.catalogue)
+
+
+def _catalogue_line(catalogue: bool) -> str:
+    if catalogue:
+        return "the bench job published first (--catalogue): submits checked against its schema"
+    return "empty (the default; --catalogue publishes the bench job first)"
 
 
 def _pragmas(sql: str) -> str:
@@ -505,7 +545,9 @@ def _file_system(path: Path) -> str:
     return f"{best[1]} (mounted at {best[0]})"
 
 
-def main_sqlite(n: int, small: int, repeat: int, db_dir: Path | None, json_out: Path | None) -> int:
+def main_sqlite(
+    n: int, small: int, repeat: int, db_dir: Path | None, json_out: Path | None, *, catalogue: bool
+) -> int:
     """Both SQLite modes, FULL (the default) and NORMAL, interleaved in one run."""
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print("fencepost store throughput (SQLite)")
@@ -522,6 +564,7 @@ def main_sqlite(n: int, small: int, repeat: int, db_dir: Path | None, json_out: 
         f"  sizes    submit_many {n:,} in batches of {SUBMIT_BATCH:,}; single submits "
         f"{small:,}; claim+complete {small:,} at batch 1, {n:,} at batches 16 and 256"
     )
+    print(f"  catalogue {_catalogue_line(catalogue)}")
 
     started = time.perf_counter()
     runs: dict[str, list[Run]] = defaultdict(list)
@@ -532,6 +575,8 @@ def main_sqlite(n: int, small: int, repeat: int, db_dir: Path | None, json_out: 
         print()
         empty = root / "empty.db"
         empty_schema(empty)
+        if catalogue:
+            publish_bench_job(_url(empty))
         filled = {count: root / f"filled-{count}.db" for count in {n, small}}
         for count, path in filled.items():
             prefill(path, count)

@@ -203,7 +203,7 @@ _CATALOGUED = re.compile(r"^(items\.\d+\.)?(job|version|inputs([.\[].*)?)$")
 #: digest (a hash of the rest), its schemas (valid JSON Schemas, within the nesting
 #: and size limits), and one default against another (retry_max_delay >= base).
 _PUBLISHED = re.compile(
-    r"^entries\[\d+\]\.(digest|input_schema|output_schema|"
+    r"^entries\.\d+\.(digest|input_schema|output_schema|"
     r"defaults\.retry_base_delay|defaults\.retry_max_delay)$"
 )
 
