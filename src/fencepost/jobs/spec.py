@@ -27,7 +27,13 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, get_type_hints
 
 from fencepost.domain import payloads
-from fencepost.domain.catalogue import check_inputs, check_schema, field_path, input_validator
+from fencepost.domain.catalogue import (
+    InputValidator,
+    check_inputs,
+    check_schema,
+    field_path,
+    input_validator,
+)
 from fencepost.domain.checks import require_int, require_name, require_queue
 from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import PermanentFailure, ValidationError
@@ -109,7 +115,7 @@ class JobSpec:
         return (self.name, self.version)
 
     @cached_property
-    def _validator(self) -> jsonschema.Draft202012Validator:
+    def _validator(self) -> InputValidator:
         return input_validator(self.input_schema)
 
     @cached_property

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from fencepost.domain import payloads
 from fencepost.domain.catalogue import (
     Catalogue,
+    InputValidator,
     JobEntry,
     check_entry,
     check_inputs,
@@ -33,7 +34,7 @@ from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS
 from fencepost.store.core import StoreCore
 
 if TYPE_CHECKING:
-    import jsonschema
+    pass
 
 #: How long this process trusts its view of the catalogue's names and latest versions,
 #: in seconds, before reading them again (see :class:`CatalogueVerbs`).
@@ -63,7 +64,7 @@ class CatalogueVerbs(StoreCore):
         self._catalogue_read_at = float("-inf")  # monotonic seconds; never read yet
         self._catalogue_lock = threading.Lock()
         #: Input validators by entry digest (a digest names one schema forever).
-        self._validators: dict[str, jsonschema.Draft202012Validator] = {}
+        self._validators: dict[str, InputValidator] = {}
 
     # -- the verbs -------------------------------------------------------------------------
 
