@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from fencepost import App
+from fencepost.domain.errors import ValidationError
 from fencepost.jobs.catalogue import entry_of
 from fencepost.jobs.definitions import DefinitionError, load_definition
 from tests.unit.test_definitions import minimal, write
@@ -40,9 +41,12 @@ def test_a_job_in_code_gives_its_executions_its_queue_and_priority() -> None:
     [
         ({"queue": ""}, "queue"),
         ({"queue": "a\x00b"}, "queue"),
+        ({"queue": "a\ud800"}, "queue"),
         ({"queue": "q" * 101}, "queue"),
+        ({"queue": "q" * 100_000}, "queue"),
         ({"queue": 5}, "queue"),
         ({"priority": "high"}, "priority"),
+        ({"priority": 10**400}, "priority"),
         ({"priority": 2**31}, "priority"),
         ({"priority": True}, "priority"),
     ],
@@ -51,8 +55,10 @@ def test_a_bad_queue_or_priority_in_code_is_refused_naming_it(
     changes: dict[str, Any], field: str
 ) -> None:
     app = App("memory://")
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(ValidationError) as refused:
         app.job("x", **changes)(lambda: None)
+    assert refused.value.field == field
+    assert len(app.registry) == 0
 
 
 def test_a_definition_file_declares_its_queue_and_priority(tmp_path: Path) -> None:
@@ -68,7 +74,9 @@ def test_a_definition_file_declares_its_queue_and_priority(tmp_path: Path) -> No
     [
         ({"queue": ""}, "queue"),
         ({"queue": "q" * 101}, "queue"),
+        ({"queue": "a\x00"}, "queue"),
         ({"queue": ["a"]}, "queue"),
+        ({"queue": {"nested": {"deep": 1}}}, "queue"),
         ({"priority": 1.5}, "priority"),
         ({"priority": -(2**31) - 1}, "priority"),
     ],
