@@ -43,14 +43,10 @@ MACHINE_DECIDED = frozenset({"write_change", "insert_transition", "insert_occurr
 #: Blocks whose rows another block selected (their guards are that block's).
 GUARDED_BY = {
     ("sqlite", "claim_update"): (
-        "claim_candidates",
-        "claim_candidates_capped",
         "claim_candidates_queue",
         "claim_candidates_capped_queue",
     ),
     ("sqlite", "insert_claimed"): (
-        "claim_candidates",
-        "claim_candidates_capped",
         "claim_candidates_queue",
         "claim_candidates_capped_queue",
     ),
@@ -97,10 +93,9 @@ NO_TRANSITION = frozenset(
         "select_commands",
         "expired_leases",
         "waiting_schedule_executions",
-        "claim_candidates",
-        "claim_candidates_capped",
         "claim_candidates_queue",
         "claim_candidates_capped_queue",
+        "claim_live_queues",
         "lock_buckets",
         "orphans",
         "bucket_counts",

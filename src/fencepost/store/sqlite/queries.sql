@@ -162,7 +162,7 @@ FROM transitions WHERE execution_id = :id ORDER BY seq
 SELECT 1 FROM executions WHERE id = :id
 
 -- fragment: claim_filters
--- The restrictions every branch of a claim applies (see claim_candidates).
+-- The restrictions every branch of a claim applies (see claim_candidates_queue).
       AND (:jobs IS NULL OR e.job IN (SELECT value FROM json_each(:jobs)))
       AND (:ids IS NULL OR e.id IN (SELECT value FROM json_each(:ids)))
       AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
@@ -178,20 +178,9 @@ SELECT 1 FROM executions WHERE id = :id
     FROM executions AS e
     JOIN execution_data AS d ON d.execution_id = e.id
 
--- fragment: claim_takeovers
--- The second branch of claim_candidates and claim_candidates_capped: expired leases
--- with attempts left, from their own partial index.
-UNION ALL
-SELECT * FROM (
-    -- include: claim_columns
-    WHERE e.state = 'RUNNING' AND e.lease_until <= :now AND e.attempt < e.max_attempts
-      -- include: claim_filters
-    ORDER BY e.lease_until
-    LIMIT :limit
-)
-
 -- fragment: claim_queue_takeovers
--- claim_takeovers in one queue (:queue), for the claim_*_queue blocks.
+-- The second branch of the claim_*_queue blocks: the queue's expired leases with
+-- attempts left (takeovers), from their own partial index.
 UNION ALL
 SELECT * FROM (
     -- include: claim_columns
@@ -202,30 +191,38 @@ SELECT * FROM (
     LIMIT :limit
 )
 
--- name: claim_candidates
--- Waiting rows that are due, in claim order, then expired leases with attempts
--- left (takeovers); both restricted to :jobs, :ids, :buckets and the 'job:version'
--- pairs in :versions (rows without a job_version run on any version). Each
--- branch reads its own partial index and returns at most
+-- name: claim_live_queues
+-- The queues a claim over every queue reads: those with waiting rows, found by a
+-- loose scan of executions_claimable (one index seek per queue, however many rows
+-- each holds), and those with expired leases that have attempts left (from
+-- executions_leased, which holds only RUNNING rows).
+WITH RECURSIVE waiting (queue) AS (
+    SELECT min(queue) FROM executions WHERE state IN ('RETRY_WAIT', 'SCHEDULED')
+    UNION ALL
+    SELECT (SELECT min(e.queue) FROM executions AS e
+            WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.queue > w.queue)
+    FROM waiting AS w
+    WHERE w.queue IS NOT NULL
+)
+SELECT queue FROM waiting WHERE queue IS NOT NULL
+UNION
+SELECT queue FROM executions
+WHERE state = 'RUNNING' AND lease_until <= :now AND attempt < max_attempts
+
+-- name: claim_candidates_queue
+-- One queue's (:queue) waiting rows that are due, in claim order, from
+-- executions_claimable, then its expired leases with attempts left (takeovers);
+-- both restricted to :jobs, :ids, :buckets and the 'job:version' pairs in
+-- :versions (rows without a job_version run on any version), each branch at most
 -- :limit rows. Usually the second branch is empty and the first is the answer;
 -- otherwise the store merges both in claim order (priority DESC, due_at, id),
 -- which is why priority and due_at come last. No ORDER BY over the union: it made
--- SQLite re-sort, in temporary B-trees, rows the claimable index returns in order.
-SELECT * FROM (
-    -- include: claim_columns
-    WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
-      -- include: claim_filters
-    ORDER BY e.priority DESC, e.due_at, e.id
-    LIMIT :limit
-)
--- include: claim_takeovers
-
--- name: claim_candidates_queue
--- claim_candidates in one queue (:queue), reading executions_queue_claimable. A
--- claim restricted to queues runs it once per queue (with that queue's :limit)
--- in its BEGIN IMMEDIATE transaction, and merges the answers in claim order:
--- SQLite has no LATERAL join to do it in one statement, and an IN over the
--- queues would read the rows of every queue in one sort.
+-- SQLite re-sort, in temporary B-trees, rows the index returns in order.
+--
+-- A claim runs it once per queue (those it names, or claim_live_queues) in its
+-- BEGIN IMMEDIATE transaction, and merges the answers in claim order: SQLite has
+-- no LATERAL join to do it in one statement, and an IN over the queues would read
+-- the rows of every queue in one sort.
 SELECT * FROM (
     -- include: claim_columns
     WHERE e.queue = :queue AND e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
@@ -250,34 +247,13 @@ SELECT * FROM (
     LIMIT :limit
 )
 
--- fragment: claim_ranked_columns
-    SELECT e.id, e.state, e.epoch, e.attempt, e.max_attempts, e.lease_owner, e.job,
-           e.job_version, e.timeout_us, e.schedule_id, e.slot, e.queue, e.priority, e.due_at,
-           e.bucket,
-           row_number() OVER (PARTITION BY e.bucket ORDER BY e.priority DESC, e.due_at, e.id)
-               AS bucket_rank
-    FROM executions AS e
-
--- name: claim_candidates_capped
--- claim_candidates under max_per_bucket (:cap): a bucket gives at most
--- :cap - (its RUNNING executions) waiting rows. Ranking within buckets reads
--- every due row, so capped claims cost more than plain ones. Takeovers are
--- not capped: an expired execution is already counted as RUNNING.
-WITH running AS (
-    SELECT bucket, count(*) AS n FROM executions WHERE state = 'RUNNING' GROUP BY bucket
-),
-ranked AS (
-    -- include: claim_ranked_columns
-    WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
-      -- include: claim_filters
-)
--- include: claim_capped_pick
--- include: claim_takeovers
-
 -- name: claim_candidates_capped_queue
--- claim_candidates_capped in one queue (:queue), run once per queue like
--- claim_candidates_queue. The waiting rows this claim already chose in other
--- queues (:chosen, a JSON array of ids) count as RUNNING in their buckets.
+-- claim_candidates_queue under max_per_bucket (:cap): a bucket gives at most
+-- :cap - (its RUNNING executions) waiting rows, and the waiting rows this claim
+-- already chose in other queues (:chosen, a JSON array of ids) count as RUNNING
+-- in their buckets. Ranking within buckets reads every due row of the queue, so
+-- capped claims cost more than plain ones. Takeovers are not capped: an expired
+-- execution is already counted as RUNNING.
 WITH running AS (
     SELECT bucket, count(*) AS n FROM (
         SELECT bucket FROM executions WHERE state = 'RUNNING'
@@ -287,7 +263,12 @@ WITH running AS (
     GROUP BY bucket
 ),
 ranked AS (
-    -- include: claim_ranked_columns
+    SELECT e.id, e.state, e.epoch, e.attempt, e.max_attempts, e.lease_owner, e.job,
+           e.job_version, e.timeout_us, e.schedule_id, e.slot, e.queue, e.priority, e.due_at,
+           e.bucket,
+           row_number() OVER (PARTITION BY e.bucket ORDER BY e.priority DESC, e.due_at, e.id)
+               AS bucket_rank
+    FROM executions AS e
     WHERE e.queue = :queue AND e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
       -- include: claim_filters
 )
@@ -295,7 +276,7 @@ ranked AS (
 -- include: claim_queue_takeovers
 
 -- name: claim_update
--- Runs in the same BEGIN IMMEDIATE transaction as claim_candidates, which
+-- Runs in the same BEGIN IMMEDIATE transaction as claim_candidates_queue, which
 -- holds the database's write lock: no other claim can interleave.
 UPDATE executions
 SET state = 'RUNNING', epoch = epoch + 1, attempt = attempt + 1,

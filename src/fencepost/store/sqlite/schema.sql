@@ -8,7 +8,7 @@ CREATE INDEX executions_active_bucket
 
 -- index: executions_claimable
 CREATE INDEX executions_claimable
-    ON executions (priority DESC, due_at, id)
+    ON executions (queue, priority DESC, due_at, id)
     WHERE state IN ('RETRY_WAIT', 'SCHEDULED');
 
 -- index: executions_failed
@@ -25,11 +25,6 @@ CREATE UNIQUE INDEX executions_idempotency_key
 CREATE INDEX executions_leased
     ON executions (lease_until)
     WHERE state = 'RUNNING';
-
--- index: executions_queue_claimable
-CREATE INDEX executions_queue_claimable
-    ON executions (queue, priority DESC, due_at, id)
-    WHERE state IN ('RETRY_WAIT', 'SCHEDULED');
 
 -- index: executions_running_bucket
 CREATE INDEX executions_running_bucket

@@ -212,21 +212,17 @@ class SqliteStore(SqlStore):
     # -- leasing ---------------------------------------------------------------------------
 
     def _claim(self, request: ClaimRequest) -> list[Lease]:
-        owner, capped = request.owner, request.max_per_bucket is not None
+        owner = request.owner
         with self._db.write() as conn:
             now = self.clock.now()
             now_us = rows.to_us(now)
             until = now + request.ttl
             params = self._claim_params(request) | {"now": now_us}
-            if request.queues is None:
-                candidates = _in_claim_order(
-                    conn.execute(
-                        Q["claim_candidates_capped" if capped else "claim_candidates"], params
-                    ).fetchall(),
-                    request.limit,
-                )
-            else:
-                candidates = _queue_candidates(conn, request, params)
+            queues = request.queues
+            if queues is None:  # every queue that has something to claim, each up to limit
+                live = conn.execute(Q["claim_live_queues"], {"now": now_us}).fetchall()
+                queues = [(queue, request.limit) for (queue,) in live]
+            candidates = _queue_candidates(conn, queues, request, params)
             if not candidates:
                 return []
             conn.execute(
@@ -568,7 +564,7 @@ def _insert_occurrences(
 
 
 def _in_claim_order(found: list[Any], limit: int) -> list[Any]:
-    """The rows of ``claim_candidates`` to claim: at most ``limit``, in claim order.
+    """The rows of ``claim_candidates_queue`` to claim: at most ``limit``, in claim order.
 
     The due branch comes first and is already in claim order; only when the
     takeover branch found expired leases are both merged (priority DESC,
@@ -581,24 +577,30 @@ def _in_claim_order(found: list[Any], limit: int) -> list[Any]:
 
 
 def _queue_candidates(
-    conn: sqlite3.Connection, request: ClaimRequest, params: dict[str, Any]
+    conn: sqlite3.Connection,
+    queues: Sequence[tuple[str, int]],
+    request: ClaimRequest,
+    params: dict[str, Any],
 ) -> list[Any]:
-    """The candidates of a claim restricted to queues: at most ``limit``, in claim order.
+    """The candidates of a claim over ``queues`` (name, room): at most ``limit``, in
+    claim order.
 
-    One indexed query per queue (at most that queue's limit each), merged. A capped
-    claim counts the waiting rows it chose in earlier queues as RUNNING in their
-    buckets, so that no bucket gets more than its room over all the queues.
+    One indexed query per queue (at most that queue's room each), merged; with one
+    queue, its answer as it is. A capped claim counts the waiting rows it chose in
+    earlier queues as RUNNING in their buckets, so that no bucket gets more than its
+    room over all the queues.
     """
-    assert request.queues is not None
     capped = request.max_per_bucket is not None
+    block = "claim_candidates_capped_queue" if capped else "claim_candidates_queue"
     found: list[Any] = []
     chosen: list[str] = []
-    for queue, room in request.queues:
+    for queue, room in queues:
         extra: dict[str, Any] = {"queue": queue, "limit": room}
         if capped:
             extra["chosen"] = json.dumps(chosen)
-        block = "claim_candidates_capped_queue" if capped else "claim_candidates_queue"
         picked = _in_claim_order(conn.execute(Q[block], params | extra).fetchall(), room)
+        if len(queues) == 1:
+            return picked[: request.limit]
         chosen.extend(row[0] for row in picked if row[1] != State.RUNNING)
         found.extend(picked)
     found.sort(key=_claim_order)
@@ -611,7 +613,7 @@ def _claim_order(row: Any) -> tuple[Any, ...]:
 
 
 def _after_claim(row: Any, until: datetime) -> tuple[Any, ...]:
-    """A row of ``claim_candidates`` as the claim left it, in :func:`claimed_leases`' order."""
+    """A candidate row as the claim left it, in :func:`claimed_leases`' order."""
     id_, _, epoch, attempt, max_attempts, _, job, job_version, timeout_us, *rest = row
     schedule_id, slot, inputs_text, queue, _, due_us = rest
     timeout = rows.opt_duration(timeout_us)
