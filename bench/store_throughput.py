@@ -98,7 +98,7 @@ SET state = 'RUNNING', epoch = epoch + 1, attempt = attempt + 1,
     lease_owner = ?, lease_until = ?, updated_at = ?
 WHERE id IN (
     SELECT id FROM executions
-    WHERE state IN ('RETRY_WAIT', 'SCHEDULED') AND due_at <= ?
+    WHERE state IN ('RETRY_WAIT', 'SCHEDULED') AND due_at <= ? {queue}
     ORDER BY priority DESC, due_at, id
     LIMIT ?
 )
@@ -266,18 +266,27 @@ def drain_fencepost(path: Path, batch: int, query: str = "") -> Run:
     return Run(jobs, elapsed)
 
 
+def _floor_claim(conn: sqlite3.Connection) -> str:
+    """FLOOR_CLAIM as the file's claimable index can serve it in claim order: from
+    schema version 8 that index leads with the queue, and every row the benchmark
+    submits is in the default queue."""
+    leading = conn.execute("SELECT name FROM pragma_index_info('executions_claimable')").fetchone()
+    return FLOOR_CLAIM.format(queue="AND queue = 'default'" if leading == ("queue",) else "")
+
+
 def drain_floor(path: Path, batch: int, mode: str) -> Run:
     """The same fenced claim and complete in bare sqlite3, one BEGIN IMMEDIATE each."""
     result = json.dumps(RESULT, separators=(",", ":"))
     jobs = 0
     conn = _open_floor(path, mode)
+    claim = _floor_claim(conn)
     try:
         started = time.perf_counter()
         while True:
             now = _now_us()
             conn.execute("BEGIN IMMEDIATE")
             claimed = conn.execute(
-                FLOOR_CLAIM, (OWNER, now + int(TTL * 1_000_000), now, now, batch)
+                claim, (OWNER, now + int(TTL * 1_000_000), now, now, batch)
             ).fetchall()
             conn.execute("COMMIT")
             if not claimed:
