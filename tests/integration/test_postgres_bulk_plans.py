@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 import fencepost
+from fencepost.domain.catalogue import job_entry
 from fencepost.domain.machine import TAKEOVER_REASON_FORMAT
 from fencepost.store.postgres.connection import QUERIES
 from tests import postgres
@@ -159,5 +160,46 @@ def test_postgres_queue_claims_walk_the_queue_index() -> None:
         assert "rows=16 loops=1)" in one_queue, one_queue  # the claim really took 16
         assert "executions_queue_claimable" not in every_queue, every_queue
         assert "Index Scan using executions_claimable on executions" in every_queue, every_queue
+    finally:
+        postgres.drop_schema(name)
+
+
+@pytest.mark.parametrize("generic", [True, False], ids=["generic", "custom"])
+def test_postgres_a_versioned_claim_walks_the_claimable_index(generic: bool) -> None:
+    """A worker's claim names the versions it serves. Once every waiting row carries a
+    version (a catalogued job's submits pin one), the claim still walks the claimable
+    index and stops at its limit: not a scan of every due row and a sort, which the
+    planner chose while it had no statistics of the version filter (migration 8)."""
+    postgres.require_postgres()
+    name = postgres.new_schema()
+    try:
+        with fencepost.connect(postgres.store_url(name)) as store:
+            store.publish_jobs([job_entry("bench", 1, input_schema={"type": "object"})])
+            for _ in range(10):
+                store.submit_many([{"job": "bench", "inputs": {"n": i}} for i in range(1000)])
+            assert store.query(limit=1).items[0].job_version == 1
+        with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
+            conn.execute(f"VACUUM ANALYZE {name}.executions")
+            conn.execute(f"SET search_path TO {name}")
+            claim = _plan(
+                conn,
+                "claim",
+                defaultdict(
+                    lambda: None,
+                    owner="probe",
+                    limit=256,
+                    ttl=timedelta(seconds=30),
+                    takeover_reason=TAKEOVER_REASON_FORMAT,
+                    jobs=["bench"],
+                    versions=["bench:1"],
+                ),
+                generic=generic,
+            )
+        waiting = claim.split("CTE waiting", 1)[1].split("CTE expired", 1)[0]
+        assert "Index Scan using executions_claimable on executions" in waiting, claim
+        assert "Sort" not in waiting, claim
+        assert "Bitmap" not in waiting, claim
+        assert "Seq Scan" not in waiting, claim
+        assert "rows=256 loops=1)" in waiting, claim  # the claim really took 256
     finally:
         postgres.drop_schema(name)

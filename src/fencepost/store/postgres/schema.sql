@@ -163,5 +163,6 @@ CREATE INDEX executions_schedule_state ON executions USING btree (schedule_id, s
 CREATE INDEX schedules_due ON schedules USING btree (next_due, id);
 CREATE INDEX transitions_execution ON transitions USING btree (execution_id, seq);
 CREATE INDEX transitions_lease_events ON transitions USING btree (at) WHERE (event = ANY (ARRAY['CLAIMED'::text, 'LEASE_EXPIRED'::text, 'STALE_REFUSED'::text]));
+CREATE STATISTICS executions_version_key ON ((job || ':'::text) || job_version) FROM executions;
 ALTER TABLE ONLY commands
     ADD CONSTRAINT commands_execution_id_fkey FOREIGN KEY (execution_id) REFERENCES executions(id) ON DELETE CASCADE;
