@@ -218,10 +218,12 @@ class SqliteStore(SqlStore):
             now_us = rows.to_us(now)
             until = now + request.ttl
             params = self._claim_params(request) | {"now": now_us}
-            queues = request.queues
-            if queues is None:  # every queue that has something to claim, each up to limit
+            queues: Sequence[tuple[str, int]]
+            if request.queues is None:  # every queue with something to claim, up to limit each
                 live = conn.execute(Q["claim_live_queues"], {"now": now_us}).fetchall()
                 queues = [(queue, request.limit) for (queue,) in live]
+            else:
+                queues = request.queues
             candidates = _queue_candidates(conn, queues, request, params)
             if not candidates:
                 return []
