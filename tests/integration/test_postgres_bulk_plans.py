@@ -72,6 +72,19 @@ def _plan(
     return plan
 
 
+def _claim_plan(conn: psycopg.Connection[Any], *, generic: bool, **filters: Any) -> str:
+    """The plan of a claim of 256 by ``probe``, restricted by ``filters`` (see claim)."""
+    params = defaultdict(
+        lambda: None,
+        owner="probe",
+        limit=256,
+        ttl=timedelta(seconds=30),
+        takeover_reason=TAKEOVER_REASON_FORMAT,
+        **filters,
+    )
+    return _plan(conn, "claim", params, generic=generic)
+
+
 @pytest.mark.parametrize("generic", [True, False], ids=["generic", "custom"])
 def test_postgres_claim_and_complete_reach_rows_by_key(generic: bool) -> None:
     postgres.require_postgres()
@@ -86,18 +99,7 @@ def test_postgres_claim_and_complete_reach_rows_by_key(generic: bool) -> None:
             leases = store.claim("probe", limit=256, ttl=600)
         with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
             conn.execute(f"SET search_path TO {name}")
-            claim = _plan(
-                conn,
-                "claim",
-                defaultdict(
-                    lambda: None,
-                    owner="probe",
-                    limit=256,
-                    ttl=timedelta(seconds=30),
-                    takeover_reason=TAKEOVER_REASON_FORMAT,
-                ),
-                generic=generic,
-            )
+            claim = _claim_plan(conn, generic=generic)
             complete = _plan(
                 conn,
                 "complete_fenced",
@@ -181,20 +183,7 @@ def test_postgres_a_versioned_claim_walks_the_claimable_index(generic: bool) -> 
         with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
             conn.execute(f"VACUUM ANALYZE {name}.executions")
             conn.execute(f"SET search_path TO {name}")
-            claim = _plan(
-                conn,
-                "claim",
-                defaultdict(
-                    lambda: None,
-                    owner="probe",
-                    limit=256,
-                    ttl=timedelta(seconds=30),
-                    takeover_reason=TAKEOVER_REASON_FORMAT,
-                    jobs=["bench"],
-                    versions=["bench:1"],
-                ),
-                generic=generic,
-            )
+            claim = _claim_plan(conn, generic=generic, jobs=["bench"], versions=["bench:1"])
         waiting = claim.split("CTE waiting", 1)[1].split("CTE expired", 1)[0]
         assert "Index Scan using executions_claimable on executions" in waiting, claim
         assert "Sort" not in waiting, claim
