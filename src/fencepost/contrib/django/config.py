@@ -125,8 +125,8 @@ def store_settings() -> StoreSettings:
 def database_url(alias: str, schema: str | None = None) -> str:
     """The fencepost store URL of the Django database ``alias`` (SQLite or PostgreSQL).
 
-    Read from ``connections[alias].settings_dict``, so a test run's test database is
-    the one named.
+    Read from ``connections.settings`` — the dicts Django's connections use, so a test
+    run's test database is the one named — without loading the engine's driver.
     """
     from django.db import connections
 
@@ -135,7 +135,7 @@ def database_url(alias: str, schema: str | None = None) -> str:
             f"{SETTING}['DATABASE']: no database {alias!r} in DATABASES "
             f"(there are {', '.join(map(repr, settings.DATABASES)) or 'none'})"
         )
-    db = connections[alias].settings_dict
+    db = connections.settings[alias]
     engine = db.get("ENGINE", "")
     if engine in SQLITE_ENGINES:
         return _sqlite_url(alias, db)

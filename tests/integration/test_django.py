@@ -1,0 +1,205 @@
+"""fencepost.contrib.django in a real Django project (tests/django_project), as processes.
+
+Each scenario is a fresh ``python`` process running Django against a SQLite file or a
+PostgreSQL schema of its own; this test then looks at the database itself (the
+project's ``shop_order`` table, and fencepost's executions through a store of its
+own) to see what was committed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fencepost
+from fencepost import NotFound, State
+from tests import postgres
+
+ROOT = Path(__file__).resolve().parents[2]
+MANAGE = ROOT / "tests" / "django_project" / "manage.py"
+
+
+@dataclass
+class Project:
+    """The test project on one database: how to run it and where to look."""
+
+    backend: str
+    env: dict[str, str]
+    url: str  # the fencepost store URL the app should derive from DATABASES
+    target: str  # the SQLite file, or the PostgreSQL schema
+
+    def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def manage(self, *args: str) -> subprocess.CompletedProcess[str]:
+        done = self.run(str(MANAGE), *args)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    def scenario(self, name: str) -> dict[str, Any]:
+        done = self.run("-m", "tests.django_project.scenario", name)
+        assert done.returncode == 0, done.stderr
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return result
+
+    def orders(self) -> dict[int, bool]:
+        """The committed rows of ``shop_order``: id -> shipped."""
+        if self.backend == "sqlite":
+            with sqlite3.connect(self.target) as conn:
+                rows = conn.execute("SELECT id, shipped FROM shop_order").fetchall()
+        else:
+            import psycopg
+
+            with psycopg.connect(postgres.dsn()) as conn:
+                rows = conn.execute(f"SELECT id, shipped FROM {self.target}.shop_order").fetchall()
+        return {int(pk): bool(shipped) for pk, shipped in rows}
+
+    def tables(self) -> set[str]:
+        if self.backend == "sqlite":
+            with sqlite3.connect(self.target) as conn:
+                rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                return {name for (name,) in rows}
+        import psycopg
+
+        with psycopg.connect(postgres.dsn()) as conn:
+            rows = conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+                (self.target,),
+            ).fetchall()
+        return {name for (name,) in rows}
+
+    def store(self) -> fencepost.Store:
+        return fencepost.connect(self.url)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def project(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Project]:
+    """The test project on a fresh SQLite file or PostgreSQL schema, Django's tables made."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "FENCEPOST_DB"))}
+    env["PYTHONPATH"] = str(ROOT)
+    schema = None
+    if request.param == "sqlite":
+        path = tmp_path / "site.db"
+        env["DJANGO_TEST_SQLITE"] = str(path)
+        made = Project("sqlite", env, f"sqlite:///{path}", str(path))
+    else:
+        postgres.require_postgres()
+        schema = postgres.new_schema()
+        env["DJANGO_TEST_PG_SCHEMA"] = schema
+        made = Project("postgres", env, postgres.store_url(schema), schema)
+    try:
+        made.manage("migrate", "--verbosity", "0")  # Django's own tables (shop_order)
+        yield made
+    finally:
+        if schema is not None:
+            postgres.drop_schema(schema)
+
+
+def test_fencepost_migrate_creates_the_tables_in_the_django_database(project: Project) -> None:
+    assert "shop_order" in project.tables()
+    assert "executions" not in project.tables()  # Django's migrate leaves fencepost alone
+    first = project.manage("fencepost_migrate")
+    assert "migrated to version" in first.stdout
+    assert {"executions", "job_catalogue", "nodes"} <= project.tables()
+    again = project.manage("fencepost_migrate")
+    assert "nothing to apply" in again.stdout
+
+
+def test_order_and_execution_commit_together(project: Project) -> None:
+    seen = project.scenario("commit")
+    assert project.orders() == {seen["order"]: False}
+    with project.store() as store:
+        execution = store.get(seen["execution"])
+        assert execution.state is State.SCHEDULED
+        assert execution.inputs == {"order_id": seen["order"]}
+        assert [lease.id for lease in store.claim("w", limit=5)] == [seen["execution"]]
+
+
+def test_an_exception_inside_atomic_leaves_neither(project: Project) -> None:
+    seen = project.scenario("rollback")
+    assert seen["error"] == "payment declined"
+    assert "execution" in seen  # the submit ran, inside the transaction that rolled back
+    assert project.orders() == {}
+    with project.store() as store:
+        with pytest.raises(NotFound):
+            store.get(seen["execution"])
+        assert list(store.query()) == []
+        assert store.claim("w", limit=5) == []
+
+
+def test_a_submit_outside_atomic_commits_by_itself(project: Project) -> None:
+    seen = project.scenario("autocommit")
+    with project.store() as store:
+        assert store.get(seen["execution"]).idempotency_key == "k7"
+
+
+def test_a_refused_submit_inside_atomic_undoes_only_itself(project: Project) -> None:
+    seen = project.scenario("savepoint")
+    assert seen["refused"] == "priority"
+    assert project.orders() == {seen["order"]: False}
+    with project.store() as store:
+        assert [e.id for e in store.query()] == [seen["execution"]]
+
+
+def test_submit_many_commits_the_batch(project: Project) -> None:
+    seen = project.scenario("many")
+    with project.store() as store:
+        stored = {e.id: e.inputs["order_id"] for e in store.query()}
+    assert stored == dict(zip(seen["executions"], (1, 2), strict=True))
+
+
+@pytest.mark.slow
+def test_fencepost_worker_runs_a_submitted_job_and_stops_on_sigterm(project: Project) -> None:
+    seen = project.scenario("commit")
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            str(MANAGE),
+            "fencepost_worker",
+            "tests.django_project.shop.jobs:app",
+            "--poll-interval",
+            "0.05",
+            "--grace",
+            "5",
+        ],
+        cwd=ROOT,
+        env=project.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        with project.store() as store:
+            deadline = time.monotonic() + 30
+            while store.get(seen["execution"]).state is not State.SUCCEEDED:
+                assert worker.poll() is None, worker.communicate()[0]
+                assert time.monotonic() < deadline, "the worker did not run the job in 30 s"
+                time.sleep(0.1)
+            assert store.get(seen["execution"]).result == {"shipped": 1}
+        assert project.orders() == {seen["order"]: True}  # the handler used the ORM
+        worker.send_signal(signal.SIGTERM)
+        output, _ = worker.communicate(timeout=20)
+        assert worker.returncode == 0, output
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
