@@ -114,6 +114,13 @@ def project(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Project]
             postgres.drop_schema(schema)
 
 
+@pytest.fixture
+def migrated(project: Project) -> Project:
+    """The project with fencepost's tables too (``manage.py fencepost_migrate``)."""
+    project.manage("fencepost_migrate")
+    return project
+
+
 def test_fencepost_migrate_creates_the_tables_in_the_django_database(project: Project) -> None:
     assert "shop_order" in project.tables()
     assert "executions" not in project.tables()  # Django's migrate leaves fencepost alone
@@ -124,52 +131,52 @@ def test_fencepost_migrate_creates_the_tables_in_the_django_database(project: Pr
     assert "nothing to apply" in again.stdout
 
 
-def test_order_and_execution_commit_together(project: Project) -> None:
-    seen = project.scenario("commit")
-    assert project.orders() == {seen["order"]: False}
-    with project.store() as store:
+def test_order_and_execution_commit_together(migrated: Project) -> None:
+    seen = migrated.scenario("commit")
+    assert migrated.orders() == {seen["order"]: False}
+    with migrated.store() as store:
         execution = store.get(seen["execution"])
         assert execution.state is State.SCHEDULED
         assert execution.inputs == {"order_id": seen["order"]}
         assert [lease.id for lease in store.claim("w", limit=5)] == [seen["execution"]]
 
 
-def test_an_exception_inside_atomic_leaves_neither(project: Project) -> None:
-    seen = project.scenario("rollback")
+def test_an_exception_inside_atomic_leaves_neither(migrated: Project) -> None:
+    seen = migrated.scenario("rollback")
     assert seen["error"] == "payment declined"
     assert "execution" in seen  # the submit ran, inside the transaction that rolled back
-    assert project.orders() == {}
-    with project.store() as store:
+    assert migrated.orders() == {}
+    with migrated.store() as store:
         with pytest.raises(NotFound):
             store.get(seen["execution"])
         assert list(store.query()) == []
         assert store.claim("w", limit=5) == []
 
 
-def test_a_submit_outside_atomic_commits_by_itself(project: Project) -> None:
-    seen = project.scenario("autocommit")
-    with project.store() as store:
+def test_a_submit_outside_atomic_commits_by_itself(migrated: Project) -> None:
+    seen = migrated.scenario("autocommit")
+    with migrated.store() as store:
         assert store.get(seen["execution"]).idempotency_key == "k7"
 
 
-def test_a_refused_submit_inside_atomic_undoes_only_itself(project: Project) -> None:
-    seen = project.scenario("savepoint")
+def test_a_refused_submit_inside_atomic_undoes_only_itself(migrated: Project) -> None:
+    seen = migrated.scenario("savepoint")
     assert seen["refused"] == "priority"
-    assert project.orders() == {seen["order"]: False}
-    with project.store() as store:
+    assert migrated.orders() == {seen["order"]: False}
+    with migrated.store() as store:
         assert [e.id for e in store.query()] == [seen["execution"]]
 
 
-def test_submit_many_commits_the_batch(project: Project) -> None:
-    seen = project.scenario("many")
-    with project.store() as store:
+def test_submit_many_commits_the_batch(migrated: Project) -> None:
+    seen = migrated.scenario("many")
+    with migrated.store() as store:
         stored = {e.id: e.inputs["order_id"] for e in store.query()}
     assert stored == dict(zip(seen["executions"], (1, 2), strict=True))
 
 
 @pytest.mark.slow
-def test_fencepost_worker_runs_a_submitted_job_and_stops_on_sigterm(project: Project) -> None:
-    seen = project.scenario("commit")
+def test_fencepost_worker_runs_a_submitted_job_and_stops_on_sigterm(migrated: Project) -> None:
+    seen = migrated.scenario("commit")
     worker = subprocess.Popen(
         [
             sys.executable,
@@ -182,20 +189,20 @@ def test_fencepost_worker_runs_a_submitted_job_and_stops_on_sigterm(project: Pro
             "5",
         ],
         cwd=ROOT,
-        env=project.env,
+        env=migrated.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     try:
-        with project.store() as store:
+        with migrated.store() as store:
             deadline = time.monotonic() + 30
             while store.get(seen["execution"]).state is not State.SUCCEEDED:
                 assert worker.poll() is None, worker.communicate()[0]
                 assert time.monotonic() < deadline, "the worker did not run the job in 30 s"
                 time.sleep(0.1)
             assert store.get(seen["execution"]).result == {"shipped": 1}
-        assert project.orders() == {seen["order"]: True}  # the handler used the ORM
+        assert migrated.orders() == {seen["order"]: True}  # the handler used the ORM
         worker.send_signal(signal.SIGTERM)
         output, _ = worker.communicate(timeout=20)
         assert worker.returncode == 0, output
@@ -203,3 +210,12 @@ def test_fencepost_worker_runs_a_submitted_job_and_stops_on_sigterm(project: Pro
         if worker.poll() is None:
             worker.kill()
             worker.wait()
+
+
+def test_a_submit_before_fencepost_migrate_says_to_run_it(project: Project) -> None:
+    done = project.run("-m", "tests.django_project.scenario", "commit")
+    assert done.returncode != 0
+    assert "NotMigrated" in done.stderr
+    assert "python manage.py fencepost_migrate" in done.stderr
+    assert project.orders() == {}  # the order's transaction rolled back with the error
+    assert "executions" not in project.tables()  # and nothing created the tables

@@ -77,13 +77,16 @@ def test_a_postgresql_database_gives_its_server_database_and_search_path_schema(
     )
     chosen = derive(databases, {"SCHEMA": "queue", "NUM_BUCKETS": 128})
     assert chosen["url"].endswith("/shop?sslmode=require&schema=queue")
-    assert chosen["options"] == {"num_buckets": 128}
+    assert chosen["options"] == {"num_buckets": 128, "migrate": False}
 
 
 def test_a_url_wins_over_the_databases(tmp_path: Path) -> None:
     other = {"default": {"ENGINE": "django.db.backends.mysql", "NAME": "x"}}
-    chosen = derive(other, {"URL": "sqlite:///jobs.db", "UNKNOWN_JOBS": "refuse"})
-    assert chosen == {"url": "sqlite:///jobs.db", "options": {"unknown_jobs": "refuse"}}
+    chosen = derive(other, {"URL": "sqlite:///jobs.db", "UNKNOWN_JOBS": "refuse", "MIGRATE": True})
+    assert chosen == {
+        "url": "sqlite:///jobs.db",
+        "options": {"unknown_jobs": "refuse", "migrate": True},
+    }
 
 
 @pytest.mark.parametrize(

@@ -9,13 +9,20 @@
         "NUM_BUCKETS": 256,            # the other fencepost.connect options
         "MAX_PAYLOAD_BYTES": 262144,
         "UNKNOWN_JOBS": "auto",
-        "MIGRATE": True,
+        "MIGRATE": False,              # True: create/upgrade the tables on first use
     }
 
 Every key is optional; without ``URL`` the store is the Django database ``DATABASE``
 names (``default``) when it is SQLite (its file) or PostgreSQL (its NAME, HOST, PORT,
 USER, PASSWORD and the libpq options among its OPTIONS), so a submit can run inside
-that database's transactions. Anything else — another engine, an in-memory SQLite
+that database's transactions.
+
+The tables are made by ``manage.py fencepost_migrate``, a deploy step like Django's
+``migrate``: the store is opened without migrating unless ``MIGRATE`` is True. (On
+SQLite a migration takes the write lock; a store first opened inside a view's
+``atomic()`` block, which holds that lock, would wait for itself.)
+
+Anything else — another engine, an in-memory SQLite
 database, a key fencepost does not know, a value of the wrong type — is an
 :class:`~django.core.exceptions.ImproperlyConfigured` naming the setting.
 """
@@ -95,7 +102,7 @@ def store_settings() -> StoreSettings:
         raise ImproperlyConfigured(
             f"{SETTING}[{unknown[0]!r}]: unknown key (the keys are {', '.join(KEYS)})"
         )
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"migrate": False}
     if "NUM_BUCKETS" in raw:
         options["num_buckets"] = _integer(raw, "NUM_BUCKETS", 1, 65_536)
     if "MAX_PAYLOAD_BYTES" in raw:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from django.core.exceptions import ImproperlyConfigured
 
 from fencepost.contrib.django.config import SETTING, StoreSettings, store_settings
-from fencepost.domain.errors import ValidationError
+from fencepost.domain.errors import NotMigrated, ValidationError
 
 if TYPE_CHECKING:
     from fencepost.store import Store
@@ -20,7 +20,10 @@ _settings: StoreSettings | None = None
 
 
 def get_store() -> Store:
-    """The store of ``settings.FENCEPOST``, connected (and migrated) on the first call.
+    """The store of ``settings.FENCEPOST``, connected on the first call.
+
+    Its tables must exist (``manage.py fencepost_migrate``; :class:`~fencepost.NotMigrated`
+    otherwise) unless ``FENCEPOST["MIGRATE"]`` is True.
 
     Every thread of the process shares it: a Django view that submits borrows only its
     validation and job catalogue, the statements run on Django's own connection.
@@ -37,6 +40,10 @@ def get_store() -> Store:
                 store = connect(chosen.url, **chosen.connect_options)
             except ValidationError as exc:  # the URL (given or built) is refused
                 raise ImproperlyConfigured(f"{SETTING}: {exc}") from None
+            except NotMigrated as exc:
+                raise NotMigrated(
+                    f"{exc} — in this Django project: python manage.py fencepost_migrate"
+                ) from None
             _settings, _store = chosen, store
             atexit.register(close_store)
     return _store
