@@ -145,6 +145,7 @@ class Store(OperatingVerbs, ScheduleVerbs):
         bucket_key: str | None = None,
         priority: int | None = None,
         queue: str | None = None,
+        connection: object = None,
         **deprecated: Any,
     ) -> Execution:
         """Store a new execution of ``job`` and return it (state SCHEDULED, epoch 0).
@@ -174,6 +175,18 @@ class Store(OperatingVerbs, ScheduleVerbs):
         A job no worker published is allowed or refused (naming ``job`` and listing
         the known jobs) by the store's ``unknown_jobs`` setting. The comparison of
         an idempotent retry is made on the arguments so resolved.
+
+        ``connection`` submits inside the caller's open transaction instead of one of
+        the store's own: a psycopg ``Connection`` (PostgreSQL store), a
+        ``sqlite3.Connection`` on the store's file (SQLite store), or a SQLAlchemy
+        ``Connection`` or ``Session`` over either. The execution then exists exactly
+        when the caller commits (a rollback leaves nothing and wakes no worker);
+        fencepost never commits nor rolls back that transaction, and on an error
+        (:class:`IdempotencyConflict` included) leaves it as it was before the call.
+        A connection to another database, in autocommit, closed, of the wrong kind
+        or over an unsupported driver, and any connection given to the memory store,
+        is refused with a :class:`ValidationError` on ``connection``
+        (see :mod:`fencepost.store.callers`).
         """
         arguments = {
             "inputs": inputs,
@@ -194,28 +207,36 @@ class Store(OperatingVerbs, ScheduleVerbs):
             if version is None:
                 del arguments["version"]
             arguments = canonical(arguments | deprecated, stacklevel=2)
-        return self._submit_or_find(job, arguments)[0]
+        return self._submit_or_find(job, arguments, connection)[0]
 
-    def submit_or_find(self, job: str, **arguments: Any) -> tuple[Execution, bool]:
+    def submit_or_find(
+        self, job: str, *, connection: object = None, **arguments: Any
+    ) -> tuple[Execution, bool]:
         """:meth:`submit` (with its arguments), also saying whether this call created it.
 
         Returns ``(execution, created)``: ``created`` is False when an execution
         with the same ``idempotency_key`` (and the same arguments) already existed,
         including one stored by a concurrent submit an instant earlier, so of many
         racing submits with one key exactly one is told it created it.
+        ``connection`` joins the caller's transaction, as for :meth:`submit`.
         """
         unknown = set(arguments) - SUBMIT_ARGUMENTS
         if unknown:
             raise TypeError(f"submit_or_find() got an unexpected argument {sorted(unknown)[0]!r}")
-        return self._submit_or_find(job, canonical(arguments))
+        return self._submit_or_find(job, canonical(arguments), connection)
 
-    def _submit_or_find(self, job: str, arguments: Mapping[str, Any]) -> tuple[Execution, bool]:
+    def _submit_or_find(
+        self, job: str, arguments: Mapping[str, Any], connection: object = None
+    ) -> tuple[Execution, bool]:
         now = self.clock.now()
         new = self._prepare(now, unix_ms(now), job, **arguments)
-        execution = self._insert([new])[0]
+        inserted = self._insert([new]) if connection is None else self._insert_in([new], connection)
+        execution = inserted[0]
         return execution, execution.id == new.id
 
-    def submit_many(self, requests: Iterable[Mapping[str, Any]]) -> list[Execution]:
+    def submit_many(
+        self, requests: Iterable[Mapping[str, Any]], *, connection: object = None
+    ) -> list[Execution]:
         """Submit a batch in one transaction; each mapping holds ``submit``'s arguments.
 
         Either every request is stored (or matched to an existing idempotent
@@ -223,6 +244,7 @@ class Store(OperatingVerbs, ScheduleVerbs):
         such as ``[3].inputs`` and nothing is written. Returns executions in
         request order. The batch is stored at one instant of the store's clock:
         it is every item's ``created_at`` and the origin of every ``delay``.
+        ``connection`` joins the caller's transaction, as for :meth:`submit`.
         """
         now = self.clock.now()
         instant = unix_ms(now)
@@ -235,7 +257,9 @@ class Store(OperatingVerbs, ScheduleVerbs):
                 batch.append(self._prepare(now, instant, **named))
             except ValidationError as exc:
                 raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
-        return self._insert(batch) if batch else []
+        if not batch:
+            return []
+        return self._insert(batch) if connection is None else self._insert_in(batch, connection)
 
     def _prepare(self, now: datetime, unix_ms: int, job: object, **arguments: Any) -> NewExecution:
         """Validate one request made at ``now`` (``unix_ms``: the same instant, for its id),
@@ -259,6 +283,13 @@ class Store(OperatingVerbs, ScheduleVerbs):
         matches, else :class:`IdempotencyConflict` is raised and nothing of the
         batch is written.
         """
+
+    def _insert_in(self, batch: Sequence[NewExecution], connection: object) -> list[Execution]:
+        """:meth:`_insert` inside the caller's transaction on ``connection`` (see
+        :meth:`submit`); a backend that cannot join one refuses it."""
+        raise ValidationError(
+            "connection", f"a {type(self).__name__} cannot join a caller's transaction"
+        )
 
     # -- reading ---------------------------------------------------------------------
 

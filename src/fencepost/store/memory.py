@@ -168,6 +168,11 @@ class MemoryStore(Store):
 
     # -- the contract ----------------------------------------------------------------------
 
+    def _insert_in(self, batch: Sequence[NewExecution], connection: object) -> list[Execution]:
+        from fencepost.store.callers import refuse_memory
+
+        raise refuse_memory(connection)
+
     def _insert(self, batch: Sequence[NewExecution]) -> list[Execution]:
         with self._lock:
             # Resolve idempotency for the whole batch before writing anything.

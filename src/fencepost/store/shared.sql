@@ -28,3 +28,14 @@ SELECT c.claim_met, c.claim_total, c.finish_met, c.finish_total,
        w.id, w.job, w.due_at, w.claimed_at, w.lateness, w.state
 FROM counts AS c LEFT JOIN worst AS w ON true
 ORDER BY w.lateness DESC, w.due_at, w.id
+
+-- name: caller_savepoint
+-- A submit inside a caller's transaction (Store.submit(connection=...)) runs in a
+-- savepoint of it, rolled back on any error so the caller's transaction stays usable.
+SAVEPOINT fencepost_submit
+
+-- name: caller_release_savepoint
+RELEASE SAVEPOINT fencepost_submit
+
+-- name: caller_rollback_to_savepoint
+ROLLBACK TO SAVEPOINT fencepost_submit

@@ -1009,3 +1009,16 @@ ORDER BY name, version
 
 -- name: catalogue_keys
 SELECT name, version FROM job_catalogue
+
+-- name: caller_session
+-- A caller's connection (Store.submit(connection=...)), and the store's own, described
+-- the same way: which server and database (the postmaster's start time tells two
+-- servers on one port apart), and the session's search_path and TimeZone.
+SELECT current_database(), pg_postmaster_start_time(), current_setting('port'),
+       current_setting('search_path'), current_setting('TimeZone')
+
+-- name: caller_settings
+-- Inside the caller's transaction only (set_config(..., true) is SET LOCAL): the store's
+-- search_path and UTC for fencepost's statements; called again with the caller's values
+-- afterwards.
+SELECT set_config('search_path', %(search_path)s, true), set_config('TimeZone', %(zone)s, true)

@@ -14,12 +14,15 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.types.string import TextLoader
 
 from fencepost.domain import schedules as plans
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, StoreUnavailable
@@ -38,6 +41,15 @@ from fencepost.store.base import (
     stale_schedule,
 )
 from fencepost.store.batching import rounds, rounds_of
+from fencepost.store.callers import check_psycopg, driver_connection, refuse
+from fencepost.store.executors import (
+    Plan,
+    Statement,
+    Steps,
+    in_savepoint,
+    psycopg_execute,
+    run,
+)
 from fencepost.store.postgres import rows
 from fencepost.store.postgres.connection import (
     MIGRATIONS_PACKAGE,
@@ -47,6 +59,7 @@ from fencepost.store.postgres.connection import (
     Listener,
     applied_migrations,
     target,
+    translate_errors,
 )
 from fencepost.store.postgres.connection import migrate as apply_migrations
 from fencepost.store.sql import latest_version, require_migrated
@@ -56,6 +69,12 @@ from fencepost.timing.planning import HELD
 
 Q = QUERIES
 _ZERO = timedelta(0)
+T = TypeVar("T")
+
+
+def _always() -> bool:
+    return True
+
 
 #: Completions and heartbeats of at least this many leases get a plan made for the
 #: batch at hand (psycopg's ``prepare=False``); smaller ones reuse the connection's
@@ -96,6 +115,7 @@ class PostgresStore(SqlStore):
         self._notify_lock = threading.Lock()
         self._listener: Listener | None = None
         self._inserted_since_analyze = 0
+        self._own_session: tuple[Any, ...] | None = None
         try:
             if migrate:
                 self.migrations_applied = apply_migrations(self._db)
@@ -197,6 +217,81 @@ class PostgresStore(SqlStore):
     # -- submitting ----------------------------------------------------------------------
 
     def _insert(self, batch: Sequence[NewExecution]) -> list[Execution]:
+        plan = self._insert_plan(batch, notify=self._should_notify)
+        # A plan that is not atomic is one statement: it runs in autocommit (no BEGIN
+        # and COMMIT round trips).
+        with self._db.transaction() if plan.atomic else self._db.connection() as conn:
+            executions, inserted = run(plan.steps, psycopg_execute(conn))
+        self._count_inserts(inserted)
+        return executions
+
+    def _insert_in(self, batch: Sequence[NewExecution], connection: object) -> list[Execution]:
+        conn = driver_connection(connection)
+        check_psycopg(conn, psycopg.Connection, store=self.location)
+        assert isinstance(conn, psycopg.Connection)
+        cursor = conn.cursor()
+        cursor.adapters.register_loader("uuid", TextLoader)  # this cursor's, not the caller's
+        with translate_errors():
+            executions, inserted = run(
+                self._caller_insert(batch), psycopg_execute(cursor, prepare=False)
+            )
+        self._count_inserts(inserted)
+        return executions
+
+    def _caller_insert(self, batch: Sequence[NewExecution]) -> Steps[tuple[list[Execution], int]]:
+        """The insert's steps inside a caller's transaction (sync or async executor).
+
+        Every such submit notifies: the debounce of the store's own submits would
+        let a rolled-back submit swallow the wake-up of a committed one right after.
+        NOTIFY is transactional: sent when the caller commits, never on a rollback.
+        """
+        plan = self._insert_plan(batch, notify=_always)
+        return self._in_caller_transaction(plan.steps)
+
+    def _in_caller_transaction(self, steps: Steps[T]) -> Steps[T]:
+        """``steps`` inside a savepoint of the caller's transaction, on the store's
+        database only, with the store's ``search_path`` and UTC (both restored after)."""
+        row = yield Statement(Q["caller_session"], None, "one")
+        database, started, port, search_path, zone = row
+        if (database, started, port) != self._session()[:3]:
+            raise refuse(
+                f"connects to database {database!r} on the server on port {port} started "
+                f"{started:%Y-%m-%d %H:%M:%S}, not to the store's ({self.location})"
+            )
+        store_path = self._session()[3]
+
+        def settled() -> Steps[T]:
+            yield Statement(Q["caller_settings"], {"search_path": store_path, "zone": "UTC"})
+            result = yield from steps
+            yield Statement(Q["caller_settings"], {"search_path": search_path, "zone": zone})
+            return result
+
+        return (
+            yield from in_savepoint(
+                settled(),
+                savepoint=Q["caller_savepoint"],
+                release=Q["caller_release_savepoint"],
+                rollback_to=Q["caller_rollback_to_savepoint"],
+            )
+        )
+
+    def _session(self) -> tuple[Any, ...]:
+        """The store's own ``caller_session`` row (read once): what a caller's
+        connection is compared with, and the ``search_path`` the store's tables need."""
+        if self._own_session is None:
+            with self._db.connection() as conn:
+                self._own_session = conn.execute(Q["caller_session"]).fetchone()
+        assert self._own_session is not None
+        return self._own_session
+
+    def _insert_plan(
+        self, batch: Sequence[NewExecution], *, notify: Callable[[], bool]
+    ) -> Plan[tuple[list[Execution], int]]:
+        """The insert verb (see :class:`~fencepost.store.base.Store._insert`) as a plan
+        returning the executions and how many rows it inserted.
+
+        ``notify`` says, when the statement is made, whether it wakes the workers.
+        """
         # Resolve repeats inside the batch first; the database resolves the rest.
         first_by_key: dict[str, NewExecution] = {}
         unique: list[NewExecution] = []
@@ -209,35 +304,39 @@ class PostgresStore(SqlStore):
             if key is not None:
                 first_by_key[key] = new
             unique.append(new)
-        params = self._insert_params(unique)
+        # Nothing keyed: nothing can be skipped, so nothing needs comparing, and the
+        # statement alone is the whole write.
+        steps = self._insert_steps(batch, unique, first_by_key, notify)
+        return Plan(steps, atomic=bool(first_by_key))
+
+    def _insert_steps(
+        self,
+        batch: Sequence[NewExecution],
+        unique: list[NewExecution],
+        first_by_key: dict[str, NewExecution],
+        notify: Callable[[], bool],
+    ) -> Steps[tuple[list[Execution], int]]:
+        params = self._insert_params(unique, notify=notify())
+        row = yield Statement(Q["insert_executions"], params, "one")
+        assert row is not None
+        now, inserted_keyed = row
         existing: dict[str, Execution] = {}
-        if not first_by_key:
-            # Nothing can be skipped, so nothing needs comparing: the statement alone is
-            # the whole write, and runs in autocommit (no BEGIN and COMMIT round trips).
-            with self._db.connection() as conn:
-                row = conn.execute(Q["insert_executions"], params).fetchone()
-            assert row is not None
-            now, inserted_keyed = row
-            inserted = len(unique)
-        else:
-            with self._db.transaction() as conn:
-                row = conn.execute(Q["insert_executions"], params).fetchone()
-                assert row is not None
-                now, inserted_keyed = row
-                kept = set(inserted_keyed)
-                skipped = [n for n in first_by_key.values() if n.id not in kept]
-                if skipped:
-                    keys = [n.idempotency_key for n in skipped]
-                    found = conn.execute(Q["find_idempotency_keys"], {"keys": keys}).fetchall()
-                    twins = {key: (id_, request_hash) for key, id_, request_hash in found}
-                    for n in skipped:
-                        assert n.idempotency_key is not None, "only keyed rows are skipped"
-                        twin_id, twin_hash = twins[n.idempotency_key]
-                        if twin_hash != n.request_hash:
-                            raise IdempotencyConflict(n.idempotency_key, twin_id)
-                        existing[n.idempotency_key] = self._get(conn, twin_id)
-            inserted = len(unique) - len(skipped)
-        self._count_inserts(inserted)
+        skipped: list[NewExecution] = []
+        if first_by_key:
+            kept = set(inserted_keyed)
+            skipped = [n for n in first_by_key.values() if n.id not in kept]
+            if skipped:
+                keys = [n.idempotency_key for n in skipped]
+                found = yield Statement(Q["find_idempotency_keys"], {"keys": keys}, "all")
+                twins = {key: (id_, request_hash) for key, id_, request_hash in found}
+                for n in skipped:
+                    assert n.idempotency_key is not None, "only keyed rows are skipped"
+                    twin_id, twin_hash = twins[n.idempotency_key]
+                    if twin_hash != n.request_hash:
+                        raise IdempotencyConflict(n.idempotency_key, twin_id)
+                    twin = yield Statement(Q["get_execution"], {"id": twin_id}, "one")
+                    existing[n.idempotency_key] = self.rows.execution(twin)
+        inserted = len(unique) - len(skipped)
         made: dict[str, Execution] = {}
         out = []
         for new in batch:
@@ -254,7 +353,7 @@ class PostgresStore(SqlStore):
             if key is not None:
                 made[key] = execution
             out.append(execution)
-        return out
+        return out, inserted
 
     def _count_inserts(self, rows_inserted: int) -> None:
         with self._notify_lock:
@@ -267,10 +366,10 @@ class PostgresStore(SqlStore):
                 conn.execute(Q["analyze_sample"])
                 conn.execute(Q["analyze_executions"])
 
-    def _insert_params(self, batch: Sequence[NewExecution]) -> dict[str, Any]:
+    def _insert_params(self, batch: Sequence[NewExecution], *, notify: bool) -> dict[str, Any]:
         return {
             "now": self._pinned_now(),
-            "notify": self._should_notify(),
+            "notify": notify,
             "channel": self._db.channel,
             "ids": [n.id for n in batch],
             "jobs": [n.job for n in batch],

@@ -718,3 +718,7 @@ ORDER BY name, version
 
 -- name: catalogue_keys
 SELECT name, version FROM job_catalogue
+
+-- name: main_database_file
+-- The file of a caller's connection (Store.submit(connection=...)): '' when in memory.
+SELECT file FROM pragma_database_list WHERE name = 'main'

@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, closing
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from fencepost.domain import schedules as plans
 from fencepost.domain.checks import storable
@@ -40,6 +40,8 @@ from fencepost.store.base import (
     stale_schedule,
 )
 from fencepost.store.batching import rounds, rounds_of
+from fencepost.store.callers import check_sqlite, driver_connection, refuse
+from fencepost.store.executors import Plan, Statement, Steps, in_savepoint, run, sqlite_execute
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlite import rows
 from fencepost.store.sqlite.connection import (
@@ -61,6 +63,7 @@ from fencepost.timing.planning import HELD
 
 Q = QUERIES
 _MICROSECOND = timedelta(microseconds=1)
+T = TypeVar("T")
 
 
 #: The blocks the shared verbs run under a lock's name: inside BEGIN IMMEDIATE this
@@ -163,51 +166,93 @@ class SqliteStore(SqlStore):
 
     def _insert(self, batch: Sequence[NewExecution]) -> list[Execution]:
         with self._db.write() as conn:
-            existing = self._existing_keys(conn, batch)
-            chosen: list[NewExecution | str] = []
-            fresh: list[NewExecution] = []
-            for new in batch:
-                key = new.idempotency_key
-                if key is not None and key in existing:
-                    twin_id, twin_hash = existing[key]
-                    if twin_hash != new.request_hash:
-                        raise IdempotencyConflict(key, twin_id)
-                    chosen.append(twin_id)
-                    continue
-                if key is not None:
-                    existing[key] = (new.id, new.request_hash)
-                fresh.append(new)
-                chosen.append(new)
-            params = [_insert_params(n) for n in fresh]
-            conn.executemany(Q["insert_execution"], params)
-            conn.executemany(Q["insert_execution_data"], [(n.id, n.inputs_json) for n in fresh])
-            if fresh:  # one instant for the whole batch (see Store.submit_many)
-                conn.execute(
-                    Q["insert_submitted"],
-                    (json.dumps([n.id for n in fresh]), rows.to_us(fresh[0].created_at)),
-                )
-            if len(fresh) != len(chosen):  # idempotent twins, read in this transaction
-                fresh_by_id = {n.id: n for n in fresh}
-                return [
-                    item.to_execution()
-                    if isinstance(item, NewExecution)
-                    else fresh_by_id[item].to_execution()
-                    if item in fresh_by_id
-                    else self._get(conn, item)
-                    for item in chosen
-                ]
+            chosen = run(self._insert_plan(batch).steps, sqlite_execute(conn))
         # The usual batch, without twins: its executions are built after the commit.
-        return [n.to_execution() for n in fresh]
+        return _executions(chosen)
 
-    @staticmethod
-    def _existing_keys(
-        conn: sqlite3.Connection, batch: Sequence[NewExecution]
-    ) -> dict[str, tuple[str, str | None]]:
+    def _insert_in(self, batch: Sequence[NewExecution], connection: object) -> list[Execution]:
+        conn = check_sqlite(driver_connection(connection), store=self.location)
+        cursor = conn.cursor()
+        cursor.row_factory = None  # rows as tuples, whatever the caller's connection makes
+        steps = self._in_caller_transaction(conn, self._insert_plan(batch).steps)
+        with translate_errors(self.path):
+            return _executions(run(steps, sqlite_execute(cursor)))
+
+    def _in_caller_transaction(self, conn: sqlite3.Connection, steps: Steps[T]) -> Steps[T]:
+        """``steps`` inside a savepoint of the caller's transaction on the store's file.
+
+        With no transaction open yet (sqlite3 opens one only before a data change), a
+        ``BEGIN IMMEDIATE`` opens it, as the store's own writes do: the caller's
+        ``commit()`` ends it.
+        """
+        row = yield Statement(Q["main_database_file"], None, "one")
+        file = row[0] if row else ""
+        if not file or os.path.realpath(file) != os.path.realpath(self.path):
+            where = repr(file) if file else "an in-memory database"
+            raise refuse(f"is a connection to {where}, not to the store's file {self.path!r}")
+        if not conn.in_transaction:
+            yield Statement(Q["begin_immediate"])
+        return (
+            yield from in_savepoint(
+                steps,
+                savepoint=Q["caller_savepoint"],
+                release=Q["caller_release_savepoint"],
+                rollback_to=Q["caller_rollback_to_savepoint"],
+            )
+        )
+
+    def _insert_plan(self, batch: Sequence[NewExecution]) -> Plan[list[NewExecution | Execution]]:
+        """The insert verb (see :class:`~fencepost.store.base.Store._insert`) as a plan.
+
+        It returns, per request, the new execution still to build (outside the write
+        lock) or the idempotent twin read inside the transaction.
+        """
+        return Plan(self._insert_steps(batch))
+
+    def _insert_steps(self, batch: Sequence[NewExecution]) -> Steps[list[NewExecution | Execution]]:
         keys = [n.idempotency_key for n in batch if n.idempotency_key is not None]
-        if not keys:
-            return {}
-        found = conn.execute(Q["find_idempotency_keys"], {"keys": json.dumps(keys)})
-        return {key: (id_, request_hash) for key, id_, request_hash in found}
+        existing: dict[str, tuple[str, str | None]] = {}
+        if keys:
+            found = yield Statement(Q["find_idempotency_keys"], {"keys": json.dumps(keys)}, "all")
+            existing = {key: (id_, request_hash) for key, id_, request_hash in found}
+        chosen: list[NewExecution | str] = []
+        fresh: list[NewExecution] = []
+        for new in batch:
+            key = new.idempotency_key
+            if key is not None and key in existing:
+                twin_id, twin_hash = existing[key]
+                if twin_hash != new.request_hash:
+                    raise IdempotencyConflict(key, twin_id)
+                chosen.append(twin_id)
+                continue
+            if key is not None:
+                existing[key] = (new.id, new.request_hash)
+            fresh.append(new)
+            chosen.append(new)
+        params = [_insert_params(n) for n in fresh]
+        yield Statement(Q["insert_execution"], params, "many")
+        yield Statement(Q["insert_execution_data"], [(n.id, n.inputs_json) for n in fresh], "many")
+        if fresh:  # one instant for the whole batch (see Store.submit_many)
+            yield Statement(
+                Q["insert_submitted"],
+                (json.dumps([n.id for n in fresh]), rows.to_us(fresh[0].created_at)),
+            )
+        if len(fresh) == len(chosen):
+            return list(fresh)
+        # Idempotent twins, read in this transaction.
+        fresh_by_id = {n.id: n for n in fresh}
+        out: list[NewExecution | Execution] = []
+        for item in chosen:
+            if isinstance(item, NewExecution):
+                out.append(item)
+            elif item in fresh_by_id:
+                out.append(fresh_by_id[item])
+            else:
+                row = yield Statement(Q["get_execution"], {"id": item}, "one")
+                if row is None:
+                    raise NotFound(item)
+                out.append(rows.execution(row))
+        return out
 
     # -- leasing ---------------------------------------------------------------------------
 
@@ -671,6 +716,11 @@ def _fenced_rows(
 
 def _lease_keys(leases: Iterable[Fence]) -> str:
     return json.dumps([[lease.execution_id, lease.owner, lease.epoch] for lease in leases])
+
+
+def _executions(chosen: Sequence[NewExecution | Execution]) -> list[Execution]:
+    """A plan's choices as executions: each new one built, each twin as read."""
+    return [item if isinstance(item, Execution) else item.to_execution() for item in chosen]
 
 
 def _insert_params(n: NewExecution) -> tuple[Any, ...]:
