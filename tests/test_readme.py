@@ -18,6 +18,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -203,14 +204,15 @@ def test_the_django_project_runs(tmp_path: Path) -> None:
                 assert worker.poll() is None, worker.communicate()[0]
                 assert time.monotonic() < deadline, "the job did not succeed in 30 s"
                 time.sleep(0.1)
-        with sqlite3.connect(tmp_path / "db.sqlite3") as conn:
+        with closing(sqlite3.connect(tmp_path / "db.sqlite3")) as conn:
             shipped = conn.execute(
                 "SELECT shipped FROM shop_order WHERE id = ?", (placed["order"],)
             ).fetchone()
         assert shipped == (1,)
         worker.send_signal(signal.SIGTERM)
-        assert worker.wait(timeout=30) == 0, worker.communicate()[0]
+        output, _ = worker.communicate(timeout=30)
+        assert worker.returncode == 0, output
     finally:
         if worker.poll() is None:
             worker.kill()
-            worker.wait()
+        worker.communicate()

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ class Project:
     def orders(self) -> dict[int, bool]:
         """The committed rows of ``shop_order``: id -> shipped."""
         if self.backend == "sqlite":
-            with sqlite3.connect(self.target) as conn:
+            with closing(sqlite3.connect(self.target)) as conn:
                 rows = conn.execute("SELECT id, shipped FROM shop_order").fetchall()
         else:
             import psycopg
@@ -75,7 +76,7 @@ class Project:
 
     def tables(self) -> set[str]:
         if self.backend == "sqlite":
-            with sqlite3.connect(self.target) as conn:
+            with closing(sqlite3.connect(self.target)) as conn:
                 rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
                 return {name for (name,) in rows}
         import psycopg
@@ -138,7 +139,7 @@ def test_order_and_execution_commit_together(migrated: Project) -> None:
         execution = store.get(seen["execution"])
         assert execution.state is State.SCHEDULED
         assert execution.inputs == {"order_id": seen["order"]}
-        assert [lease.id for lease in store.claim("w", limit=5)] == [seen["execution"]]
+        assert [lease.execution_id for lease in store.claim("w", limit=5)] == [seen["execution"]]
 
 
 def test_an_exception_inside_atomic_leaves_neither(migrated: Project) -> None:
@@ -149,7 +150,7 @@ def test_an_exception_inside_atomic_leaves_neither(migrated: Project) -> None:
     with migrated.store() as store:
         with pytest.raises(NotFound):
             store.get(seen["execution"])
-        assert list(store.query()) == []
+        assert store.query().items == []
         assert store.claim("w", limit=5) == []
 
 
@@ -164,13 +165,13 @@ def test_a_refused_submit_inside_atomic_undoes_only_itself(migrated: Project) ->
     assert seen["refused"] == "priority"
     assert migrated.orders() == {seen["order"]: False}
     with migrated.store() as store:
-        assert [e.id for e in store.query()] == [seen["execution"]]
+        assert [e.id for e in store.query().items] == [seen["execution"]]
 
 
 def test_submit_many_commits_the_batch(migrated: Project) -> None:
     seen = migrated.scenario("many")
     with migrated.store() as store:
-        stored = {e.id: e.inputs["order_id"] for e in store.query()}
+        stored = {e.id: e.inputs["order_id"] for e in store.query().items}
     assert stored == dict(zip(seen["executions"], (1, 2), strict=True))
 
 
@@ -209,7 +210,7 @@ def test_fencepost_worker_runs_a_submitted_job_and_stops_on_sigterm(migrated: Pr
     finally:
         if worker.poll() is None:
             worker.kill()
-            worker.wait()
+        worker.communicate()
 
 
 def test_a_submit_before_fencepost_migrate_says_to_run_it(project: Project) -> None:
@@ -219,3 +220,13 @@ def test_a_submit_before_fencepost_migrate_says_to_run_it(project: Project) -> N
     assert "python manage.py fencepost_migrate" in done.stderr
     assert project.orders() == {}  # the order's transaction rolled back with the error
     assert "executions" not in project.tables()  # and nothing created the tables
+
+
+@pytest.mark.parametrize("project", ["postgres"], indirect=True)
+def test_only_a_committed_submit_wakes_idle_workers(migrated: Project) -> None:
+    with migrated.store() as listener:
+        listener.wait_for_work(0)  # listening from now on
+        migrated.scenario("rollback")
+        assert listener.wait_for_work(1.0) is False  # NOTIFY went with the rollback
+        migrated.scenario("commit")
+        assert listener.wait_for_work(5.0) is True
