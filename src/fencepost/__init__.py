@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from fencepost.jobs.context import Context
     from fencepost.jobs.spec import JobSpec
     from fencepost.store import Store, StoreConfig, connect
+    from fencepost.store.asyncstore import AsyncStore, connect_async
     from fencepost.timing.clock import Clock, SystemClock
     from fencepost.timing.rules import fire_times
     from fencepost.worker.runtime import Worker, WorkerOptions
@@ -44,6 +45,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "App",
+    "AsyncStore",
     "Attempt",
     "AttemptOutcome",
     "Clock",
@@ -77,6 +79,7 @@ __all__ = [
     "WorkerOptions",
     "__version__",
     "connect",
+    "connect_async",
     "fire_times",
 ]
 __all__ += _errors.__all__  # a form type checkers read (the typing spec's "library interface")
@@ -86,6 +89,7 @@ __all__.sort()  # one sorted list, as dir() shows it
 #: and a worker's CLI import only what they use, not the App, scheduler and store at once.
 _LAZY = {
     "App": "fencepost.app",
+    "AsyncStore": "fencepost.store.asyncstore",
     "Attempt": "fencepost.domain.models",
     "AttemptOutcome": "fencepost.domain.states",
     "Clock": "fencepost.timing.clock",
@@ -118,6 +122,7 @@ _LAZY = {
     "Worker": "fencepost.worker.runtime",
     "WorkerOptions": "fencepost.worker.runtime",
     "connect": "fencepost.store",
+    "connect_async": "fencepost.store.asyncstore",
     "fire_times": "fencepost.timing.rules",
 }
 

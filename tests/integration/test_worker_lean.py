@@ -39,6 +39,7 @@ HEAVY = {
     "yaml",
     "rich",
     "httpx",
+    "sqlalchemy",
 }
 
 

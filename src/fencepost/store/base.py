@@ -228,8 +228,7 @@ class Store(OperatingVerbs, ScheduleVerbs):
     def _submit_or_find(
         self, job: str, arguments: Mapping[str, Any], connection: object = None
     ) -> tuple[Execution, bool]:
-        now = self.clock.now()
-        new = self._prepare(now, unix_ms(now), job, **arguments)
+        new = self._prepare_one(job, arguments)
         inserted = self._insert([new]) if connection is None else self._insert_in([new], connection)
         execution = inserted[0]
         return execution, execution.id == new.id
@@ -246,6 +245,18 @@ class Store(OperatingVerbs, ScheduleVerbs):
         it is every item's ``created_at`` and the origin of every ``delay``.
         ``connection`` joins the caller's transaction, as for :meth:`submit`.
         """
+        batch = self._prepare_many(requests)
+        if not batch:
+            return []
+        return self._insert(batch) if connection is None else self._insert_in(batch, connection)
+
+    def _prepare_one(self, job: object, arguments: Mapping[str, Any]) -> NewExecution:
+        """One submit's request validated, at the store's now (see :meth:`_prepare`)."""
+        now = self.clock.now()
+        return self._prepare(now, unix_ms(now), job, **arguments)
+
+    def _prepare_many(self, requests: Iterable[Mapping[str, Any]]) -> list[NewExecution]:
+        """A batch validated at one instant, a bad item named by its index."""
         now = self.clock.now()
         instant = unix_ms(now)
         batch: list[NewExecution] = []
@@ -257,9 +268,7 @@ class Store(OperatingVerbs, ScheduleVerbs):
                 batch.append(self._prepare(now, instant, **named))
             except ValidationError as exc:
                 raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
-        if not batch:
-            return []
-        return self._insert(batch) if connection is None else self._insert_in(batch, connection)
+        return batch
 
     def _prepare(self, now: datetime, unix_ms: int, job: object, **arguments: Any) -> NewExecution:
         """Validate one request made at ``now`` (``unix_ms``: the same instant, for its id),

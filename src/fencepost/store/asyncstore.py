@@ -1,0 +1,283 @@
+"""The store's verbs as coroutines: :func:`connect_async` and :class:`AsyncStore`.
+
+The pattern (DESIGN.md, "Layers": sync and async are executors, not twins): an
+:class:`AsyncStore` holds the sync :class:`~fencepost.store.base.Store` of the same
+URL for everything pure — argument validation (``_prepare_one``, ``_prepare_many``),
+the job catalogue's rules and cache (``_catalogued``) — and asks that store's
+dialect for the verb's *plan* (:mod:`fencepost.store.executors`). Only the running
+of the plan is asynchronous:
+
+* PostgreSQL: on psycopg's ``AsyncConnection``, from an
+  ``psycopg_pool.AsyncConnectionPool`` of the AsyncStore's own, configured like the
+  sync store's pool (UTC, the store's schema, ids as text);
+* SQLite: in one dedicated thread that owns its own connection to the file, through
+  the sync store's own path. sqlite3 is blocking and in-process: there is no
+  asynchronous SQLite protocol to speak, so the design's "asynchronous executor" for
+  it is a thread with its own connection, which keeps the event loop free and keeps
+  every write in one ``BEGIN IMMEDIATE`` as the sync store does;
+* memory: in the event loop itself (nothing blocks).
+
+Submitting is written this way (``submit``, ``submit_or_find``, ``submit_many``);
+the other verbs (get, query, cancel, ...) follow later the same way: validate with
+the sync store's code, take the dialect's plan, await :meth:`AsyncStore._execute`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, TypeVar
+
+from fencepost.domain.models import JSON, Execution
+from fencepost.domain.submission import SUBMIT_ARGUMENTS, NewExecution, canonical
+from fencepost.store.base import Store
+from fencepost.store.callers import async_driver_connection, check_psycopg, refuse
+from fencepost.store.catalogue import CATALOGUE_REFRESH
+from fencepost.store.executors import Plan, psycopg_async_execute, run_async
+
+T = TypeVar("T")
+
+
+def connect_async(url: str, **options: Any) -> AsyncStore:
+    """Open the store ``url`` names (as :func:`fencepost.connect`, same options) for
+    coroutines. Opening is blocking, like :func:`~fencepost.connect` (it migrates):
+    do it at start-up. ``async with connect_async(url) as store:`` closes it after."""
+    from fencepost.store import connect
+
+    return AsyncStore(connect(url, **options))
+
+
+class AsyncStore:
+    """The store's verbs as coroutines, run on asynchronous executors (see the module doc).
+
+    ``store`` is the sync store it validates with; the AsyncStore closes it.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.location: str = getattr(store, "location", "memory://")
+        self._pool: Any = None
+        self._pool_lock = asyncio.Lock()
+        self._thread: ThreadPoolExecutor | None = None
+        kind = type(store).__name__
+        if kind == "SqliteStore":
+            # One thread, so one connection: the sync store's per-thread connection.
+            self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fencepost-sqlite")
+
+    async def __aenter__(self) -> AsyncStore:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the pool, the SQLite thread and the sync store."""
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+        if self._thread is not None:
+            thread, self._thread = self._thread, None
+            await asyncio.get_running_loop().run_in_executor(thread, self.store.close)
+            thread.shutdown(wait=True)
+        else:
+            await asyncio.to_thread(self.store.close)
+
+    # -- submitting ----------------------------------------------------------------------
+
+    async def submit(
+        self,
+        job: str,
+        inputs: JSON = None,
+        *,
+        version: int | None = None,
+        execute_at: datetime | None = None,
+        delay: float | timedelta | None = None,
+        idempotency_key: str | None = None,
+        max_attempts: int | None = None,
+        timeout: float | timedelta | None = None,
+        bucket_key: str | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        connection: object = None,
+        **deprecated: Any,
+    ) -> Execution:
+        """:meth:`Store.submit <fencepost.store.base.Store.submit>`, awaited.
+
+        ``connection`` joins the caller's transaction on a psycopg ``AsyncConnection``
+        or a SQLAlchemy ``AsyncConnection`` / ``AsyncSession`` (psycopg driver).
+        """
+        arguments = {
+            "inputs": inputs,
+            "version": version,
+            "execute_at": execute_at,
+            "delay": delay,
+            "idempotency_key": idempotency_key,
+            "max_attempts": max_attempts,
+            "timeout": timeout,
+            "bucket_key": bucket_key,
+            "priority": priority,
+            "queue": queue,
+        }
+        if deprecated:
+            unknown = sorted(set(deprecated) - {"job_version"})
+            if unknown:
+                raise TypeError(f"submit() got an unexpected keyword argument {unknown[0]!r}")
+            if version is None:
+                del arguments["version"]
+            arguments = canonical(arguments | deprecated, stacklevel=2)
+        return (await self._submit_or_find(job, arguments, connection))[0]
+
+    async def submit_or_find(
+        self, job: str, *, connection: object = None, **arguments: Any
+    ) -> tuple[Execution, bool]:
+        """:meth:`Store.submit_or_find <fencepost.store.base.Store.submit_or_find>`, awaited."""
+        unknown = set(arguments) - SUBMIT_ARGUMENTS
+        if unknown:
+            raise TypeError(f"submit_or_find() got an unexpected argument {sorted(unknown)[0]!r}")
+        return await self._submit_or_find(job, canonical(arguments), connection)
+
+    async def submit_many(
+        self, requests: Iterable[Mapping[str, Any]], *, connection: object = None
+    ) -> list[Execution]:
+        """:meth:`Store.submit_many <fencepost.store.base.Store.submit_many>`, awaited."""
+        await self._fresh_catalogue()
+        batch = self.store._prepare_many(requests)
+        if not batch:
+            return []
+        return await self._insert(batch, connection)
+
+    async def _submit_or_find(
+        self, job: str, arguments: Mapping[str, Any], connection: object
+    ) -> tuple[Execution, bool]:
+        await self._fresh_catalogue()
+        new = self.store._prepare_one(job, arguments)
+        execution = (await self._insert([new], connection))[0]
+        return execution, execution.id == new.id
+
+    async def _insert(self, batch: Sequence[NewExecution], connection: object) -> list[Execution]:
+        if connection is not None:
+            return await self._insert_in_transaction(batch, connection)
+        store: Any = self.store
+        if self._thread is not None:  # SQLite: the dedicated thread runs the store's own path
+            loop = asyncio.get_running_loop()
+            executions: list[Execution] = await loop.run_in_executor(
+                self._thread, store._insert, batch
+            )
+            return executions
+        if not self._is_postgres():
+            return list(store._insert(batch))  # memory: nothing to wait for
+        plan = store._insert_plan(batch, notify=store._should_notify)
+        executions, inserted = await self._execute(plan)
+        store._count_inserts(inserted)
+        return list(executions)
+
+    async def _insert_in_transaction(
+        self, batch: Sequence[NewExecution], connection: object
+    ) -> list[Execution]:
+        """Insert validated executions inside the caller's open transaction on
+        ``connection`` (a psycopg ``AsyncConnection``, or a SQLAlchemy ``AsyncConnection``
+        or ``AsyncSession`` over psycopg): the async twin of ``Store._insert_in``, for
+        other async code (framework integrations) that prepared ``batch`` with
+        ``self.store._prepare_one`` / ``_prepare_many``. Refusals as the sync store's.
+        """
+        store: Any = self.store
+        if not self._is_postgres():
+            if self._thread is None:  # memory: its own refusal
+                store._insert_in(batch, connection)
+            raise refuse(
+                "an AsyncStore on SQLite cannot join a caller's transaction (sqlite3 "
+                "connections are blocking): use the sync Store's submit(connection=...)"
+            )
+        import psycopg
+        from psycopg.types.string import TextLoader
+
+        from fencepost.store.postgres.connection import translate_errors
+
+        conn = await async_driver_connection(connection)
+        check_psycopg(conn, psycopg.AsyncConnection, store=self.location)
+        assert isinstance(conn, psycopg.AsyncConnection)
+        await asyncio.to_thread(store._session)  # read once, on the store's own connection
+        cursor = conn.cursor()
+        cursor.adapters.register_loader("uuid", TextLoader)  # this cursor's, not the caller's
+        with translate_errors():
+            executions, inserted = await run_async(
+                store._caller_insert(batch), psycopg_async_execute(cursor, prepare=False)
+            )
+        store._count_inserts(inserted)
+        return list(executions)
+
+    # -- executing -----------------------------------------------------------------------
+
+    async def _execute(self, plan: Plan[T]) -> T:
+        """Run a PostgreSQL plan on a pooled ``AsyncConnection``: in a transaction when
+        it is atomic, else in autocommit (as the sync store's executor does)."""
+        from fencepost.store.postgres.connection import translate_errors
+
+        pool = await self._open_pool()
+        with translate_errors():
+            async with pool.connection() as conn:
+                if plan.atomic:
+                    async with conn.transaction():
+                        return await run_async(plan.steps, psycopg_async_execute(conn))
+                return await run_async(plan.steps, psycopg_async_execute(conn))
+
+    async def _open_pool(self) -> Any:
+        if self._pool is not None:
+            return self._pool
+        async with self._pool_lock:
+            if self._pool is None:
+                from psycopg.types.string import TextLoader
+                from psycopg_pool import AsyncConnectionPool
+
+                from fencepost.store.postgres.connection import QUERIES, translate_errors
+
+                db = self.store._db  # type: ignore[attr-defined]
+                schema = db.schema
+
+                async def configure(conn: Any) -> None:
+                    conn.adapters.register_loader("uuid", TextLoader)
+                    await conn.execute(QUERIES["configure_session"], {"schema": schema})
+
+                pool: Any = AsyncConnectionPool(
+                    db.conninfo,
+                    min_size=1,
+                    max_size=max(db.pool.max_size, 1),
+                    timeout=db.pool.timeout,
+                    configure=configure,
+                    kwargs={"autocommit": True},
+                    open=False,
+                    name="fencepost-async",
+                )
+                with translate_errors():
+                    await pool.open(wait=True, timeout=db.pool.timeout)
+                self._pool = pool
+        return self._pool
+
+    def _is_postgres(self) -> bool:
+        return type(self.store).__name__ == "PostgresStore"
+
+    async def _fresh_catalogue(self) -> None:
+        """Read the job catalogue again off the event loop when the sync store's copy is
+        due for it, so that ``_prepare`` (the store's code) never blocks the loop on it."""
+        store: Any = self.store
+        read_at = getattr(store, "_catalogue_read_at", None)
+        if self._thread is None and not self._is_postgres():
+            return  # memory: the catalogue is in this process
+        if read_at is not None and time.monotonic() - read_at >= CATALOGUE_REFRESH:
+            if self._thread is not None:
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(self._thread, store._refresh_catalogue)
+            else:
+                await asyncio.to_thread(store._refresh_catalogue)
+
+
+__all__ = ["AsyncStore", "connect_async"]
