@@ -29,7 +29,7 @@ import httpx
 from fencepost.client import verbs
 from fencepost.domain.catalogue import JobEntry
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
-from fencepost.domain.errors import StaleLease, StoreUnavailable
+from fencepost.domain.errors import StaleLease
 from fencepost.domain.jobviews import JobSummary, JobView
 from fencepost.domain.models import (
     JSON,
@@ -119,7 +119,7 @@ class Client:
                 headers=step.header_fields(content),
             )
         except httpx.HTTPError as exc:
-            raise StoreUnavailable(f"{self.base_url}: {exc.__class__.__name__}: {exc}") from exc
+            raise verbs.unreachable(self.base_url, exc) from exc
         return verbs.answer_of(response.status_code, response.content, response.text)
 
     # -- submitting and reading ----------------------------------------------

@@ -43,6 +43,7 @@ from fencepost.domain.errors import (
     RemoteStaleLease,
     ResultInvalid,
     StaleLease,
+    StoreUnavailable,
     ValidationError,
 )
 from fencepost.domain.jobviews import JobSummary, JobView
@@ -139,6 +140,11 @@ def answer_of(status: int, content: bytes, text: str) -> bytes:
     if not isinstance(problem, dict):
         problem = {"detail": str(problem)[:500]}
     raise error_of(status, problem)
+
+
+def unreachable(base_url: str, exc: Exception) -> StoreUnavailable:
+    """The outage a transport's failure (no connection, a timeout) is to the caller."""
+    return StoreUnavailable(f"{base_url}: {exc.__class__.__name__}: {exc}")
 
 
 def seconds(value: float | timedelta) -> float:
