@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -56,6 +57,12 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 both = pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+#: A TestClient warns of a timeout given to a request (it applies none); the sync
+#: ``wait``'s long-polls give one: the client's own, lengthened by the time the service
+#: may hold them.
+sync_long_polls = pytest.mark.filterwarnings(
+    "ignore:You should not use the 'timeout' argument with the TestClient"
+)
 
 
 @pytest.fixture
@@ -333,6 +340,7 @@ BAD_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any], type[Exception], str
 ]
 
 
+@sync_long_polls
 @pytest.mark.parametrize(("verb", "args", "kwargs", "error", "field"), BAD_CALLS)
 def test_errors_are_the_sync_clients(
     client: TestClient,
@@ -442,8 +450,10 @@ def test_job_version_still_works_and_warns_at_the_callers_line(
 # -- wait ----------------------------------------------------------------------------------
 
 
-def complete_later(store: Store, execution_id: str, delay: float) -> threading.Timer:
-    """Complete ``execution_id`` through the store after ``delay`` seconds, on a thread."""
+@contextmanager
+def complete_later(store: Store, execution_id: str, delay: float) -> Iterator[None]:
+    """Complete ``execution_id`` through the store after ``delay`` seconds, on a thread
+    (joined on leaving, so it never outlives the store)."""
 
     def finish() -> None:
         [lease] = store.claim("w", ids=[execution_id])
@@ -451,7 +461,11 @@ def complete_later(store: Store, execution_id: str, delay: float) -> threading.T
 
     timer = threading.Timer(delay, finish)
     timer.start()
-    return timer
+    try:
+        yield
+    finally:
+        timer.cancel()
+        timer.join()
 
 
 @both
@@ -460,11 +474,10 @@ def test_wait_returns_once_a_concurrent_completion_lands(
 ) -> None:
     execution = store.submit("x")
     sent: list[httpx.Request] = []
-    timer = complete_later(store, execution.id, 1.0)
-    started = time.monotonic()
-    done = run(client.app, lambda a: a.wait(execution.id), sent=sent)
-    took = time.monotonic() - started
-    timer.join()
+    with complete_later(store, execution.id, 1.0):
+        started = time.monotonic()
+        done = run(client.app, lambda a: a.wait(execution.id), sent=sent)
+        took = time.monotonic() - started
     assert done.state is State.SUCCEEDED
     assert done.result == {"done": True}
     assert done == remote.get(execution.id) == remote.wait(execution.id, timeout=0)
@@ -474,17 +487,21 @@ def test_wait_returns_once_a_concurrent_completion_lands(
     waits = [r.url.params.get("wait") for r in sent]
     assert set(waits) == {"30"}
     assert 2 <= len(waits) <= 10
+    # The service may hold each of them 30 s: the client waits that much longer for an
+    # answer than its own read timeout (httpx's default, 5 s), not a timeout mid-poll.
+    assert {r.extensions["timeout"]["read"] for r in sent} == {35.0}
 
 
+@sync_long_polls
 def test_the_sync_client_waits_the_same_way(remote: Client, store: Store) -> None:
     execution = store.submit("x")
-    timer = complete_later(store, execution.id, 0.3)
-    done = remote.wait(execution.id, timeout=timedelta(seconds=20))
-    timer.join()
+    with complete_later(store, execution.id, 0.3):
+        done = remote.wait(execution.id, timeout=timedelta(seconds=20))
     assert done == store.get(execution.id)
     assert done.state is State.SUCCEEDED
 
 
+@sync_long_polls
 @pytest.mark.parametrize("state", [State.CANCELLED, State.FAILED])
 def test_wait_returns_every_terminal_state(
     client: TestClient, remote: Client, store: Store, state: State
@@ -516,6 +533,9 @@ def test_wait_raises_timeout_error_once_its_timeout_passes(
     assert waits[0] == "1"
     assert waits[-1] is None
     assert set(waits) <= {"1", None}
+    assert [r.extensions["timeout"]["read"] for r in sent] == [
+        6.0 if wait == "1" else 5.0 for wait in waits
+    ]
     sync = errors_of(lambda: remote.wait(execution.id, timeout=0))
     assert isinstance(sync, TimeoutError)
     assert store.get(execution.id).state is State.SCHEDULED

@@ -119,6 +119,7 @@ class AsyncClient:
                 content=content,
                 params=step.query(),
                 headers=step.header_fields(content),
+                timeout=step.timeout(self._http.timeout),
             )
         except httpx.HTTPError as exc:
             raise verbs.unreachable(self.base_url, exc) from exc

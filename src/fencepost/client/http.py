@@ -117,6 +117,7 @@ class Client:
                 content=content,
                 params=step.query(),
                 headers=step.header_fields(content),
+                timeout=step.timeout(self._http.timeout),
             )
         except httpx.HTTPError as exc:
             raise verbs.unreachable(self.base_url, exc) from exc

@@ -29,9 +29,10 @@ from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
+import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from fencepost.client.arguments import OLD_VERSION, claim_queues, renamed, submit_item
@@ -65,6 +66,9 @@ from fencepost.wire import catalogue, executions, reports, work
 from fencepost.wire import jobs as jobs_wire
 from fencepost.wire import schedules as schedules_wire
 
+if TYPE_CHECKING:
+    from httpx._client import UseClientDefault
+
 #: Large enough for any payload the service accepts; the service enforces its own cap.
 ENCODE_LIMIT = 64 * 1024 * 1024
 
@@ -87,7 +91,9 @@ class Request:
     """One HTTP request of a verb, as either transport sends it.
 
     ``body`` is encoded by :meth:`content` (strict JSON); ``body_json`` is a body
-    already encoded. Query values that are None are left out.
+    already encoded. Query values that are None are left out. ``hold`` is how long
+    the service may hold the answer back (a long-poll): the transport waits that
+    much longer for it (:meth:`timeout`).
     """
 
     method: str
@@ -96,6 +102,7 @@ class Request:
     body_json: str | None = None
     params: Mapping[str, Any] | None = None
     headers: Mapping[str, str] | None = field(default=None)
+    hold: float = 0.0
 
     def content(self) -> str | None:
         """The body's JSON text, or None for a request without one."""
@@ -109,6 +116,17 @@ class Request:
         if self.params is None:
             return None
         return {k: v for k, v in self.params.items() if v is not None}
+
+    def timeout(self, client: httpx.Timeout) -> httpx.Timeout | UseClientDefault:
+        """The client's timeouts, the read one lengthened by ``hold``."""
+        if not self.hold or client.read is None:
+            return httpx.USE_CLIENT_DEFAULT  # (a TestClient warns of any timeout given)
+        return httpx.Timeout(
+            connect=client.connect,
+            read=client.read + self.hold,
+            write=client.write,
+            pool=client.pool,
+        )
 
     def header_fields(self, content: str | None) -> dict[str, str]:
         """The request's own headers, with the content type when it has a body."""
@@ -250,8 +268,9 @@ def wait(execution_id: str, *, timeout: float | timedelta | None = None) -> Verb
         left = math.inf if deadline is None else deadline - time.monotonic()
         slice_ = int(min(WAIT_SLICE, left))
         params = {"wait": slice_} if slice_ >= 1 else None
+        poll = Request("GET", path, params=params, hold=max(slice_, 0))
         started = time.monotonic()
-        answer = yield from _read(executions.Execution, Request("GET", path, params=params))
+        answer = yield from _read(executions.Execution, poll)
         execution = answer.to_domain()
         if execution.state.is_terminal:
             return execution
