@@ -718,3 +718,12 @@ ORDER BY name, version
 
 -- name: catalogue_keys
 SELECT name, version FROM job_catalogue
+
+-- name: watched_executions
+-- The waits' watcher (Store.wait), one query per poll for every waited-for id
+-- (:ids, a JSON array): those finished, and those of :fresh (ids whose waiters
+-- just arrived) whatever their state, so that an unknown id is known as such.
+SELECT * FROM execution_rows
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND (state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
+       OR id IN (SELECT value FROM json_each(:fresh)))
