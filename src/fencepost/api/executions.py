@@ -1,15 +1,20 @@
 """Routes for executions, dead letters and health checks.
 
-Every endpoint is a plain ``def``: the store is synchronous and may block on I/O,
-so FastAPI runs these in its thread pool rather than on the event loop.
+Every endpoint but one is a plain ``def``: the store is synchronous and may block
+on I/O, so FastAPI runs these in its thread pool rather than on the event loop.
+``GET /executions/{id}`` is a coroutine: its long-poll (``wait``) awaits the store's
+shared watcher instead of holding a pool thread per waiting request.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Response, status
+from fastapi import APIRouter, Header, Query, Request, Response, status
+from starlette.concurrency import run_in_threadpool
 
 from fencepost.api import problems as p
 from fencepost.api.auth import Scope
@@ -22,6 +27,7 @@ from fencepost.domain.submission import MAX_KEY
 from fencepost.jobs.defaults import job_defaults
 from fencepost.jobs.registry import JobRegistry
 from fencepost.wire import executions as schemas
+from fencepost.wire.executions import MAX_WAIT_HEADER
 from fencepost.wire.fields import BUCKET_EXTENSION, NAME_PATTERN
 
 router = APIRouter()
@@ -29,6 +35,8 @@ router = APIRouter()
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: The header a single submit takes its idempotency key from (a batch: each item's field).
 _KEY_HEADER = "Idempotency-Key"
+#: The longest ``wait`` a service accepts unless told otherwise (``create_app(max_wait=)``).
+DEFAULT_MAX_WAIT = 30.0
 
 
 def etag(execution: models.Execution) -> str:
@@ -185,19 +193,61 @@ def list_executions(
         **{"304": {"description": "Not modified (If-None-Match)"}},
     ),
 )
-def get_execution(
+async def get_execution(
     execution_id: str,
     store: StoreDep,
+    request: Request,
     response: Response,
     if_none_match: Annotated[str | None, Header()] = None,
+    wait: Annotated[
+        str | None,
+        Query(
+            description="Long-poll: answer once the execution is terminal, or after this "
+            "many seconds (0 to the service's max_wait, in the Fencepost-Max-Wait header) "
+            "with its current state; 200 either way."
+        ),
+    ] = None,
 ) -> schemas.Execution | Response:
-    """One execution, with an ``ETag``; ``If-None-Match`` answers 304 when unchanged."""
-    execution = store.get(execution_id)
+    """One execution, with an ``ETag``; ``If-None-Match`` answers 304 when unchanged.
+
+    With ``wait`` (seconds), a long-poll: the answer comes as soon as the execution
+    is terminal (SUCCEEDED, FAILED, CANCELLED, SKIPPED), or after ``wait`` seconds
+    with the execution as it is then; 200 either way (the ``state`` tells which).
+    ``wait`` above the service's bound (``Fencepost-Max-Wait``, on every answer),
+    negative, NaN or not a number is a 422 naming ``wait``. The ETag and
+    ``If-None-Match`` apply to the execution answered, after the wait. A waiting
+    request holds no thread: it awaits the store's shared watcher.
+    """
+    bound: float = request.app.state.max_wait
+    seconds = wait_seconds(wait, bound)
+    execution: models.Execution | None = None
+    if seconds:
+        # Out of time: answered with the execution as it is now.
+        with contextlib.suppress(TimeoutError):
+            execution = await store._wait_async(execution_id, timeout=seconds)
+    if execution is None:
+        execution = await run_in_threadpool(store.get, execution_id)
     tag = etag(execution)
+    headers = {"ETag": tag, MAX_WAIT_HEADER: f"{bound:g}"}
     if if_none_match is not None and _matches(if_none_match, tag):
-        return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers={"ETag": tag})
-    response.headers["ETag"] = tag
+        return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers=headers)
+    response.headers.update(headers)
     return schemas.Execution.from_domain(execution)
+
+
+def wait_seconds(value: str | None, bound: float) -> float | None:
+    """The ``wait`` of a long-poll as seconds (None: none asked); else 422 naming ``wait``."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValidationError("wait", f"must be a number of seconds, got {value[:40]!r}") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValidationError("wait", f"must be seconds >= 0, got {value[:40]!r}")
+    if seconds > bound:
+        raise ValidationError("wait", f"must be at most {bound:g} seconds here, got {seconds:g}")
+    return seconds
 
 
 @router.get(

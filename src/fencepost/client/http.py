@@ -15,6 +15,7 @@ outcomes while their leases can still hold, and resumes by itself.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -30,7 +31,14 @@ from fencepost.client.errors import error_of
 from fencepost.domain import payloads
 from fencepost.domain.catalogue import JobEntry
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
-from fencepost.domain.errors import RemoteStaleLease, ResultInvalid, StaleLease, StoreUnavailable
+from fencepost.domain.durations import as_duration
+from fencepost.domain.errors import (
+    RemoteStaleLease,
+    ResultInvalid,
+    StaleLease,
+    StoreUnavailable,
+    ValidationError,
+)
 from fencepost.domain.jobviews import JobSummary, JobView
 from fencepost.domain.models import (
     JSON,
@@ -47,6 +55,7 @@ from fencepost.domain.nodes import BucketReport, Node, default_node_id
 from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.states import CommandKind, State
 from fencepost.wire import catalogue, executions, jobs, reports, schedules, work
+from fencepost.wire.executions import MAX_WAIT_HEADER
 
 #: Large enough for any payload the service accepts; the service enforces its own cap.
 _ENCODE_LIMIT = 64 * 1024 * 1024
@@ -56,6 +65,21 @@ M = TypeVar("M", bound=BaseModel)
 
 def _seconds(value: float | timedelta) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+#: The longest slice of a long-poll (seconds), under any service's bound.
+_WAIT_SLICE = 25.0
+#: Seconds a long-poll's answer may take beyond its ``wait`` before the client gives up.
+_WAIT_GRACE = 10.0
+
+
+def _max_wait(response: httpx.Response) -> float:
+    """The service's bound on a long-poll (``Fencepost-Max-Wait``); 0: none announced."""
+    try:
+        value = float(response.headers.get(MAX_WAIT_HEADER, "0"))
+    except ValueError:
+        return 0.0
+    return value if math.isfinite(value) and value > 0 else 0.0
 
 
 def _path(value: str) -> str:
@@ -112,6 +136,25 @@ class Client:
 
         ``body`` is encoded here; ``body_json`` is a body already encoded.
         """
+        return self._respond(
+            method, path, body=body, body_json=body_json, params=params, headers=headers
+        ).content
+
+    def _respond(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        body_json: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        read_timeout: float | None = None,
+    ) -> httpx.Response:
+        """:meth:`_call`, answering the whole response (a long-poll reads its headers).
+
+        ``read_timeout`` (seconds) replaces the client's timeout for this request.
+        """
         content = body_json
         send_headers = dict(headers or {})
         if body is not None:
@@ -120,9 +163,13 @@ class Client:
         if content is not None:
             send_headers["Content-Type"] = "application/json"
         query = None if params is None else {k: v for k, v in params.items() if v is not None}
+        # Only a long-poll passes a timeout of its own: the rest keep the client's.
+        timeout: float | httpx._client.UseClientDefault = (
+            httpx.USE_CLIENT_DEFAULT if read_timeout is None else read_timeout
+        )
         try:
             response = self._http.request(
-                method, path, content=content, params=query, headers=send_headers
+                method, path, content=content, params=query, headers=send_headers, timeout=timeout
             )
         except httpx.HTTPError as exc:
             raise StoreUnavailable(f"{self.base_url}: {exc.__class__.__name__}: {exc}") from exc
@@ -134,7 +181,7 @@ class Client:
             if not isinstance(problem, dict):
                 problem = {"detail": str(problem)[:500]}
             raise error_of(response.status_code, problem)
-        return response.content
+        return response
 
     def _read(self, model: type[M], method: str, path: str, **request: Any) -> M:
         """One request whose answer is a ``model`` body."""
@@ -210,6 +257,43 @@ class Client:
         """One execution; :class:`NotFound` if unknown."""
         path = f"/executions/{_path(execution_id)}"
         return self._read(executions.Execution, "GET", path).to_domain()
+
+    def wait(self, execution_id: str, *, timeout: float | timedelta | None = None) -> Execution:
+        """The execution once it is terminal; see ``Store.wait`` (same arguments and errors).
+
+        Long-polls ``GET /executions/{id}?wait=`` in slices no longer than the service
+        allows (its ``Fencepost-Max-Wait`` header, read from a first plain GET, which
+        also answers an unknown id with :class:`NotFound` and a finished one at once),
+        until the execution is terminal or ``timeout`` has passed (:class:`TimeoutError`).
+        """
+        if timeout is None:
+            seconds = None
+        else:
+            seconds = as_duration(timeout, field="timeout", allow_zero=True).total_seconds()
+        if not isinstance(execution_id, str):
+            raise ValidationError("execution_id", f"must be a string, got {execution_id!r}")
+        deadline = None if seconds is None else time.monotonic() + seconds
+        path = f"/executions/{_path(execution_id)}"
+        response = self._respond("GET", path)
+        bound = _max_wait(response)
+        while True:
+            execution = executions.Execution.model_validate_json(response.content).to_domain()
+            if execution.state.is_terminal:
+                return execution
+            left = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(
+                    f"execution {execution_id} was not finished after {seconds:g} seconds"
+                )
+            if bound <= 0:  # a service that does not long-poll: look again shortly
+                time.sleep(min(left, _WAIT_SLICE, 0.5))
+                response = self._respond("GET", path)
+                continue
+            chunk = min(left, bound, _WAIT_SLICE)
+            response = self._respond(
+                "GET", path, params={"wait": f"{chunk:.3f}"}, read_timeout=chunk + _WAIT_GRACE
+            )
+            bound = _max_wait(response)
 
     def query(
         self,
