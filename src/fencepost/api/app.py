@@ -11,7 +11,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fencepost.api import dashboard, executions, jobs, problems, reports, schedules, work
 from fencepost.api.auth import Auth
-from fencepost.api.defaults import DEFAULT_BODY_BUDGET, DEFAULT_BODY_TIMEOUT
+from fencepost.api.defaults import DEFAULT_BODY_BUDGET, DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_WAIT
 from fencepost.api.guard import DEFAULT_MAX_BODY_BYTES, Guard, LoopbackOnly
 from fencepost.api.limits import ByteBudget, FailureLimiter
 from fencepost.api.metrics import Metrics, create_metrics
@@ -36,7 +36,7 @@ def create_app(
     body_budget: int = DEFAULT_BODY_BUDGET,
     failures: FailureLimiter | None = None,
     loopback_only: bool = False,
-    max_wait: float = executions.DEFAULT_MAX_WAIT,
+    max_wait: float = DEFAULT_MAX_WAIT,
 ) -> FastAPI:
     """A FastAPI application serving ``store``. The caller owns and closes the store.
 

@@ -35,8 +35,6 @@ router = APIRouter()
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: The header a single submit takes its idempotency key from (a batch: each item's field).
 _KEY_HEADER = "Idempotency-Key"
-#: The longest ``wait`` a service accepts unless told otherwise (``create_app(max_wait=)``).
-DEFAULT_MAX_WAIT = 30.0
 
 
 def etag(execution: models.Execution) -> str:
