@@ -107,10 +107,21 @@ def create_app(
     def openapi() -> dict[str, Any]:
         schema = generate()  # cached by FastAPI after the first call; the fix is idempotent
         _problem_media_type(schema)
+        _long_poll_bound(schema, app.state.max_wait)
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def _long_poll_bound(schema: dict[str, Any], max_wait: float) -> None:
+    """Declare this service's ``max_wait`` as the maximum of ``wait`` (a long-poll's seconds)."""
+    operation = schema.get("paths", {}).get("/executions/{execution_id}", {}).get("get", {})
+    for parameter in operation.get("parameters", []):
+        if parameter.get("name") == "wait" and parameter.get("in") == "query":
+            for option in parameter["schema"].get("anyOf", [parameter["schema"]]):
+                if option.get("type") == "number":
+                    option["maximum"] = max_wait
 
 
 def _problem_media_type(schema: dict[str, Any]) -> None:
