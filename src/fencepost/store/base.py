@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, overload
 
+from fencepost import tracing
 from fencepost.domain import payloads
 from fencepost.domain.checks import (
     INT32_MAX,
@@ -212,7 +213,7 @@ class Store(OperatingVerbs, ScheduleVerbs):
     def _submit_or_find(self, job: str, arguments: Mapping[str, Any]) -> tuple[Execution, bool]:
         now = self.clock.now()
         new = self._prepare(now, unix_ms(now), job, **arguments)
-        execution = self._insert([new])[0]
+        execution = tracing.insert(self._insert, [new], self.location)[0]
         return execution, execution.id == new.id
 
     def submit_many(self, requests: Iterable[Mapping[str, Any]]) -> list[Execution]:
@@ -235,7 +236,7 @@ class Store(OperatingVerbs, ScheduleVerbs):
                 batch.append(self._prepare(now, instant, **named))
             except ValidationError as exc:
                 raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
-        return self._insert(batch) if batch else []
+        return tracing.insert(self._insert, batch, self.location) if batch else []
 
     def _prepare(self, now: datetime, unix_ms: int, job: object, **arguments: Any) -> NewExecution:
         """Validate one request made at ``now`` (``unix_ms``: the same instant, for its id),

@@ -789,6 +789,4 @@ def _lease(e: Execution, trace_context: str | None) -> Lease:
     assert e.lease_owner is not None
     assert e.lease_until is not None
     delivered = {name: getattr(e, name) for name in _DELIVERED}
-    return Lease(
-        execution_id=e.id, owner=e.lease_owner, trace_context=trace_context, **delivered
-    )
+    return Lease(execution_id=e.id, owner=e.lease_owner, trace_context=trace_context, **delivered)
