@@ -154,11 +154,16 @@ def remote_parent(headers: Mapping[str, str]) -> Iterator[None]:
     """Within the block, the trace context of a remote caller's W3C headers is current.
 
     So an HTTP submit's span continues the caller's trace. Nothing happens when
-    tracing is off or no ``traceparent`` came; a malformed one, or one longer than
-    the W3C format allows, is ignored (as the W3C recommends), never refused.
+    tracing is off or no ``traceparent`` came, nor when a span is current already (an
+    instrumented server's, which continued the caller's trace itself: the submit
+    nests in it); a malformed header, or one longer than the W3C format allows, is
+    ignored (as the W3C recommends), never refused.
     """
     parent = headers.get("traceparent")
     if parent is None or len(parent) > _MAX_TRACEPARENT or _tracer() is None:
+        yield
+        return
+    if _otel("trace").get_current_span().get_span_context().is_valid:
         yield
         return
     carrier = {"traceparent": parent}

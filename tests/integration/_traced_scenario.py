@@ -11,6 +11,11 @@ Scenarios:
 * ``succeed``: one submit of ``greet`` (its handler opens a span of its own) and a
   ``submit_many`` of two, all run to success;
 * ``dead_letter``: ``always_fails`` with two attempts: retried, then dead-lettered;
+* ``http``: two ``POST /executions`` of ``greet`` through the service (in this
+  process), one carrying a remote caller's ``traceparent`` (:data:`REMOTE_PARENT`),
+  one a malformed one; then a submit under :func:`fencepost.tracing.remote_parent`
+  directly (what the route does where no instrumented server continued the trace
+  first), with :data:`DIRECT_PARENT`;
 * ``stale``: ``loses_lease`` releases its own lease the first time it runs, so the
   store refuses that attempt's completion as stale; the next attempt succeeds.
 """
@@ -28,10 +33,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import fencepost
-from fencepost import State
+from fencepost import State, tracing
 from fencepost.jobs.context import Context
 
 TERMINAL = {State.SUCCEEDED, State.FAILED, State.CANCELLED}
+#: The remote caller of the http scenario: its trace id and span id.
+REMOTE_TRACE, REMOTE_SPAN = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+REMOTE_PARENT = f"00-{REMOTE_TRACE}-{REMOTE_SPAN}-01"
+DIRECT_TRACE, DIRECT_SPAN = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+DIRECT_PARENT = f"00-{DIRECT_TRACE}-{DIRECT_SPAN}-01"
 
 
 def span_json(span: Any) -> dict[str, Any]:
@@ -93,8 +103,23 @@ def main(url: str, scenario: str, out: str) -> None:
             ids.append(store.submit("always_fails", max_attempts=2).id)
         elif scenario == "stale":
             ids.append(store.submit("loses_lease").id)
-        else:
+        elif scenario != "http":
             raise SystemExit(f"unknown scenario {scenario!r}")
+    if scenario == "http":
+        from fencepost.api import create_app
+        from tests.api.support import TestClient
+
+        with TestClient(create_app(store)) as client:
+            for parent in (REMOTE_PARENT, "00-not-a-trace-01"):
+                response = client.post(
+                    "/executions",
+                    json={"job": "greet", "inputs": {"name": "remote"}},
+                    headers={"traceparent": parent, "tracestate": "vendor=1"},
+                )
+                assert response.status_code == 201, response.text
+                ids.append(response.json()["id"])
+        with tracing.remote_parent({"traceparent": DIRECT_PARENT}):
+            ids.append(store.submit("greet", {"name": "direct"}).id)
 
     worker = app.worker(concurrency=2, poll_interval=0.02)
     worker.start()
