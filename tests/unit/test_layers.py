@@ -31,15 +31,17 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "timing": frozenset({"domain"}),
     # The job catalogue: definitions, specs, the registry, runners.
     "jobs": frozenset({"domain", "timing"}),
-    "store": frozenset({"domain", "timing"}),
+    # OpenTelemetry hooks (fencepost/tracing.py): the spans of submits, claims and attempts.
+    "tracing": frozenset({"domain"}),
+    "store": frozenset({"domain", "timing", "tracing"}),
     "testing": frozenset({"domain", "timing", "store"}),
     "scheduler": frozenset({"domain", "timing", "store"}),
     # The worker reaches a store only through its WorkSource protocol (worker/source.py);
     # its control loop runs the one reaper (scheduler/reaper.py) between claims.
-    "worker": frozenset({"domain", "timing", "jobs", "scheduler"}),
+    "worker": frozenset({"domain", "timing", "jobs", "scheduler", "tracing"}),
     # The HTTP API's JSON shapes, shared by api/ and client/.
     "wire": frozenset({"domain", "timing"}),
-    "api": frozenset({"domain", "timing", "store", "jobs", "scheduler", "wire"}),
+    "api": frozenset({"domain", "timing", "store", "jobs", "scheduler", "wire", "tracing"}),
     "client": frozenset({"domain", "timing", "wire"}),
 }
 #: The command line, ``fencepost.App`` and the package's lazy ``__init__`` put the

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
+from fencepost import tracing
 from fencepost.api import problems as p
 from fencepost.api.auth import Scope
 from fencepost.api.deps import Cursor, Limit, Order, RegistryDep, StoreDep, guarded
@@ -64,6 +65,7 @@ def submit(
     body: schemas.SubmitRequest,
     store: StoreDep,
     registry: RegistryDep,
+    request: Request,
     response: Response,
     idempotency_key: Annotated[
         str | None,
@@ -75,7 +77,11 @@ def submit(
     # racing with one key, exactly one created the execution.
     arguments = _submit_arguments(body, registry, idempotency_key)
     try:
-        execution, created = store.submit_or_find(**arguments)
+        # A caller's W3C traceparent: the submit's span, and so the attempts, continue
+        # its trace (when this service traces; read from the headers, not declared, as
+        # any traced HTTP call carries it).
+        with tracing.remote_parent(request.headers):
+            execution, created = store.submit_or_find(**arguments)
     except ValidationError as exc:
         field = _KEY_HEADER if exc.field == "idempotency_key" else body.api_field(exc.field)
         raise ValidationError(field, exc.message) from None

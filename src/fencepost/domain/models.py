@@ -179,6 +179,9 @@ class Lease(LiveFence):
     slot: str | None
     #: The execution's queue (a worker counts its per-queue concurrency by it).
     queue: str = DEFAULT_QUEUE
+    #: The W3C trace context its submitter stored (a JSON object of ``traceparent`` and
+    #: ``tracestate``; see :mod:`fencepost.tracing`), or None: submitted untraced.
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

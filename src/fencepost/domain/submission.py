@@ -70,6 +70,9 @@ class NewExecution:
     bucket: int
     bucket_key: str | None
     created_at: datetime
+    #: The W3C trace context of the submit's span, as JSON (see fencepost.tracing);
+    #: None when tracing is off.
+    trace_context: str | None = None
 
     def to_execution(
         self, *, due_at: datetime | None = None, created_at: datetime | None = None

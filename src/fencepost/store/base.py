@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, overload
 
+from fencepost import tracing
 from fencepost.domain import payloads
 from fencepost.domain.checks import (
     INT32_MAX,
@@ -242,8 +243,7 @@ class Store(OperatingVerbs, ScheduleVerbs):
         self, job: str, arguments: Mapping[str, Any], connection: object = None
     ) -> tuple[Execution, bool]:
         new = self._prepare_one(job, arguments)
-        inserted = self._insert([new]) if connection is None else self._insert_in([new], connection)
-        execution = inserted[0]
+        execution = self._insert_traced([new], connection)[0]
         return execution, execution.id == new.id
 
     def submit_many(
@@ -261,7 +261,14 @@ class Store(OperatingVerbs, ScheduleVerbs):
         batch = self._prepare_many(requests)
         if not batch:
             return []
-        return self._insert(batch) if connection is None else self._insert_in(batch, connection)
+        return self._insert_traced(batch, connection)
+
+    def _insert_traced(self, batch: list[NewExecution], connection: object) -> list[Execution]:
+        """Insert ``batch`` (on the store's connection, or in the caller's transaction on
+        ``connection``), in a ``fencepost.submit`` span when tracing is on."""
+        if connection is None:
+            return tracing.insert(self._insert, batch, self.location)
+        return tracing.insert(lambda b: self._insert_in(b, connection), batch, self.location)
 
     def _prepare_one(self, job: object, arguments: Mapping[str, Any]) -> NewExecution:
         """One submit's request validated, at the store's now (see :meth:`_prepare`)."""

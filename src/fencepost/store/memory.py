@@ -97,6 +97,8 @@ class MemoryStore(Store):
         self._watcher = HintedWatcher(self._terminal_or_fresh, name="fencepost-memory-wait")
         self._rows: dict[str, Execution] = {}
         self._request_hashes: dict[str, str | None] = {}
+        #: Stored trace contexts by execution id (only executions submitted traced).
+        self._trace_contexts: dict[str, str] = {}
         self._by_key: dict[str, str] = {}
         self._audit: dict[str, list[Transition]] = {}
         self._nodes: dict[str, Node] = {}
@@ -212,6 +214,8 @@ class MemoryStore(Store):
                 execution = replace(item.to_execution(), inputs=payloads.decode(item.inputs_json))
                 self._rows[item.id] = execution
                 self._request_hashes[item.id] = item.request_hash
+                if item.trace_context is not None:
+                    self._trace_contexts[item.id] = item.trace_context
                 if item.idempotency_key is not None:
                     self._by_key[item.idempotency_key] = item.id
                 self._record_submitted(item.id, item.created_at)
@@ -294,7 +298,10 @@ class MemoryStore(Store):
                 ordered = _within_rooms(ordered, rooms)
             candidates = ordered[:limit]
             event = ExecutionClaimed(owner=request.owner, lease_until=now + request.ttl)
-            return [_lease(self._apply(e.id, event, now)) for e in candidates]
+            return [
+                _lease(self._apply(e.id, event, now), self._trace_contexts.get(e.id))
+                for e in candidates
+            ]
 
     def _within_cap(self, ordered: list[Execution], cap: int) -> list[Execution]:
         running = Counter(e.bucket for e in self._rows.values() if e.state is State.RUNNING)
@@ -600,6 +607,7 @@ class MemoryStore(Store):
             for e in doomed:
                 del self._rows[e.id]
                 del self._request_hashes[e.id]
+                self._trace_contexts.pop(e.id, None)
                 if e.idempotency_key is not None:
                     del self._by_key[e.idempotency_key]
                 self._audit.pop(e.id, None)
@@ -809,11 +817,13 @@ def _matches(e: Execution, f: ExecutionFilter) -> bool:
 
 #: What a claim delivers beside the fence's id and owner: fields a lease and an
 #: execution both have, under the same names.
-_DELIVERED = tuple(f.name for f in fields(Lease) if f.name not in ("execution_id", "owner"))
+_DELIVERED = tuple(
+    f.name for f in fields(Lease) if f.name not in ("execution_id", "owner", "trace_context")
+)
 
 
-def _lease(e: Execution) -> Lease:
+def _lease(e: Execution, trace_context: str | None) -> Lease:
     assert e.lease_owner is not None
     assert e.lease_until is not None
     delivered = {name: getattr(e, name) for name in _DELIVERED}
-    return Lease(execution_id=e.id, owner=e.lease_owner, **delivered)
+    return Lease(execution_id=e.id, owner=e.lease_owner, trace_context=trace_context, **delivered)

@@ -613,8 +613,8 @@ def claimed_leases(
 
     Each row holds, as the execution is after the claim: id, epoch, attempt,
     max_attempts, job, job_version, timeout, schedule_id, slot, lease_until,
-    due_at, the stored inputs text (decoded here, see :func:`claimed_inputs`) and
-    the queue.
+    due_at, the stored inputs text (decoded here, see :func:`claimed_inputs`), the
+    queue and the stored trace context.
     """
     inputs, unreadable = claimed_inputs([row[11] for row in claimed])
     leases = [
@@ -633,6 +633,7 @@ def claimed_leases(
             schedule_id=schedule_id,
             slot=slot,
             queue=queue,
+            trace_context=trace_context,
         )
         for i, (
             id_,
@@ -648,6 +649,7 @@ def claimed_leases(
             due_at,
             _,
             queue,
+            trace_context,
         ) in enumerate(claimed)
     ]
     return leases, unreadable

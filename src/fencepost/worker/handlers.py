@@ -13,6 +13,7 @@ import asyncio
 import logging
 import threading
 
+from fencepost import tracing
 from fencepost.domain.errors import Cancelled
 from fencepost.worker.runs import (
     CANCEL_REQUESTED,
@@ -65,14 +66,16 @@ class HandlerPool(WorkerState):
 
     def _execute(self, run: Run) -> Outcome:
         try:
-            result = run.spec.run(run.ctx, inputs_of(run.lease))
+            with tracing.current(run.span):  # the handler's own spans nest in the attempt's
+                result = run.spec.run(run.ctx, inputs_of(run.lease))
         except BaseException as exc:  # the handler's failure is the execution's, not ours
             return failure(run, exc)
         return completion(run, result)
 
     async def _run_async(self, run: Run) -> None:
         try:
-            result = await run.spec.run(run.ctx, inputs_of(run.lease))
+            with tracing.current(run.span):
+                result = await run.spec.run(run.ctx, inputs_of(run.lease))
             outcome = completion(run, result)
         except asyncio.CancelledError:
             outcome = failure(run, Cancelled(run.ctx.stop_reason or CANCEL_REQUESTED))

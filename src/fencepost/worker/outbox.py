@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from functools import partial
 
+from fencepost import tracing
 from fencepost.domain.checks import MAX_ERROR_CHARS, sanitize_text
 from fencepost.domain.errors import StaleLease, StoreUnavailable, ValidationError
 from fencepost.domain.models import JSON, Lease
@@ -137,6 +138,7 @@ class Outbox(WorkerState):
         if outcome.run.expires > now:
             return False
         self.counters.dropped += 1
+        tracing.end_attempt(outcome.run, "dropped", error="lease expired before the write")
         log.error(
             "execution %s (epoch %d, owner %s): lease expired before its %s could be "
             "written; the store will time the attempt out and retry it",
@@ -160,6 +162,7 @@ class Outbox(WorkerState):
         for outcome, verdict in zip(outcomes, verdicts, strict=True):
             if verdict is None:
                 self.counters.succeeded += 1
+                tracing.end_attempt(outcome.run, "succeeded", state=State.SUCCEEDED.value)
             else:
                 self._refused(outcome, verdict)
         return True
@@ -184,6 +187,7 @@ class Outbox(WorkerState):
             if refused is not None:
                 raise refused
             self.counters.succeeded += 1
+            tracing.end_attempt(outcome.run, "succeeded", state=State.SUCCEEDED.value)
         elif outcome.verb in ("fail", "timeout"):
             retry = outcome.run.spec.retry
             timed_out = outcome.verb == "timeout"
@@ -210,12 +214,21 @@ class Outbox(WorkerState):
                 self.counters.timed_out += 1
             else:
                 self.counters.failed += 1
+            tracing.end_attempt(
+                outcome.run,
+                _failed_outcome(outcome, execution.state, lease),
+                state=execution.state.value,
+                error=error,
+                exc=outcome.exc,
+            )
         elif outcome.verb == "abort":
-            self.store.abort(lease, reason=CANCEL_REQUESTED)
+            execution = self.store.abort(lease, reason=CANCEL_REQUESTED)
             self.counters.cancelled += 1
+            tracing.end_attempt(outcome.run, "cancelled", state=execution.state.value)
         elif outcome.verb == "release":
-            self.store.release(lease, reason=outcome.error or SHUTTING_DOWN)
+            execution = self.store.release(lease, reason=outcome.error or SHUTTING_DOWN)
             self.counters.released += 1
+            tracing.end_attempt(outcome.run, "released", state=execution.state.value)
         else:  # pragma: no cover - the verbs are ours
             raise AssertionError(outcome.verb)
 
@@ -260,9 +273,14 @@ class Outbox(WorkerState):
         if outcome.verb == "complete":
             message = sanitize_text(f"{RESULT_INVALID}: {exc}", max_len=MAX_ERROR_CHARS)
             self._write(Outcome(outcome.run, "fail", error=message, retryable=False))
+        tracing.end_attempt(outcome.run, "rejected", error=str(exc))  # if the fail did not
 
     def _refused(self, outcome: Outcome, exc: StaleLease) -> None:
         self.counters.refused += 1
+        if outcome.run.span is not None:
+            tracing.stale_refused(
+                outcome.run, outcome.run.lease, exc, self._current_epoch(outcome.run.lease)
+            )
         log.warning(
             "execution %s (epoch %d, owner %s): %s refused, the lease was lost (%s)",
             outcome.run.lease.execution_id,
@@ -272,3 +290,24 @@ class Outbox(WorkerState):
             exc,
             extra=about(outcome.run.lease),
         )
+
+    def _current_epoch(self, lease: Lease) -> int | None:
+        """The execution's epoch now, for a traced stale refusal (None: unknown)."""
+        get = getattr(self.store, "get", None)  # a remote worker's source may not read
+        if get is None:
+            return None
+        try:
+            return int(get(lease.execution_id).epoch)
+        except Exception:  # the refusal is recorded either way; the epoch is a detail
+            return None
+
+
+def _failed_outcome(outcome: Outcome, state: State, lease: Lease) -> str:
+    """An attempt span's outcome for a written fail or timeout that left ``state``."""
+    if outcome.verb == "timeout":
+        return "timed_out"
+    if state is State.RETRY_WAIT:
+        return "retried"
+    if state is State.FAILED and lease.attempt >= lease.max_attempts:
+        return "dead_lettered"
+    return "failed"

@@ -48,6 +48,8 @@ class Run:
     cancel_requested: bool = False
     future: Any = None  #: the concurrent.futures.Future of a coroutine run
     finished: bool = False  #: the outcome is known (reported, or abandoned)
+    #: The attempt's OpenTelemetry span, until its outcome is written (None: tracing off).
+    span: Any = None
 
     @property
     def deadline(self) -> float | None:

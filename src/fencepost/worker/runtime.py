@@ -44,6 +44,7 @@ from functools import partial
 from types import FrameType
 from typing import Any
 
+from fencepost import tracing
 from fencepost.domain.checks import require_int
 from fencepost.domain.errors import StoreUnavailable, ValidationError
 from fencepost.domain.models import Lease
@@ -336,6 +337,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
             queues = self._queue_rooms(limit)
             if isinstance(queues, dict) and not any(queues.values()):
                 continue  # every limited queue is full, and no other queue is claimed
+            started = tracing.claim_started()
             leases = self._store_call(
                 partial(
                     self.store.claim,
@@ -350,6 +352,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
                 )
             )
             if leases:
+                tracing.claimed(leases, self.owner, started)
                 self._buffer.add([self._begin(lease, ttl, now) for lease in leases])
                 claimed += len(leases)
         return claimed
@@ -384,6 +387,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
             next_beat=now + seconds / 3,
             claimed_at=now,
             is_async=spec.is_async,
+            span=tracing.attempt_started(lease),
         )
         self._runs[lease.execution_id] = run
         self.counters.claimed += 1

@@ -55,29 +55,29 @@ new AS (
         %(execute_ats)b::timestamptz[], %(delays)b::interval[], %(priorities)b::integer[],
         %(max_attempts)b::integer[], %(timeouts)b::interval[], %(keys)b::text[],
         %(hashes)b::text[], %(buckets)b::integer[], %(bucket_keys)b::text[],
-        %(inputs)b::jsonb[], %(queues)b::text[]
+        %(inputs)b::jsonb[], %(queues)b::text[], %(trace_contexts)b::text[]
     ) AS n(id, job, job_version, execute_at, delay, priority, max_attempts, timeout,
-           idempotency_key, request_hash, bucket, bucket_key, inputs, queue)
+           idempotency_key, request_hash, bucket, bucket_key, inputs, queue, trace_context)
 ),
 unkeyed AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
         timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at,
-        queue
+        queue, trace_context
     )
     SELECT id, job, job_version, 'SCHEDULED', due_at, priority, 0, max_attempts, 0,
-           timeout, NULL, NULL, bucket, bucket_key, created_at, created_at, queue
+           timeout, NULL, NULL, bucket, bucket_key, created_at, created_at, queue, trace_context
     FROM new WHERE idempotency_key IS NULL
 ),
 keyed AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
         timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at,
-        queue
+        queue, trace_context
     )
     SELECT id, job, job_version, 'SCHEDULED', due_at, priority, 0, max_attempts, 0,
            timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, created_at,
-           queue
+           queue, trace_context
     FROM new WHERE idempotency_key IS NOT NULL
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id
@@ -192,7 +192,7 @@ claimed AS (
     WHERE e.id = p.id
     RETURNING e.id, p.state AS from_state, p.lease_owner AS from_owner, e.epoch, e.attempt,
               e.max_attempts, e.job, e.job_version, e.timeout, e.schedule_id, e.slot,
-              e.lease_until, e.priority, e.due_at, clock.now AS at, e.queue
+              e.lease_until, e.priority, e.due_at, clock.now AS at, e.queue, e.trace_context
 ),
 audit AS (
     INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
@@ -204,7 +204,8 @@ audit AS (
 )
 SELECT c.id, c.epoch, c.attempt, c.max_attempts, c.job, c.job_version, c.timeout,
        c.schedule_id, c.slot, c.lease_until, c.due_at,
-       (SELECT d.inputs::text FROM execution_data AS d WHERE d.execution_id = c.id), c.queue
+       (SELECT d.inputs::text FROM execution_data AS d WHERE d.execution_id = c.id), c.queue,
+       c.trace_context
 FROM claimed AS c
 ORDER BY c.priority DESC, c.due_at, c.id
 

@@ -408,6 +408,7 @@ class PostgresStore(SqlStore):
             "bucket_keys": _nullable([n.bucket_key for n in batch]),
             "inputs": [n.inputs_json for n in batch],
             "queues": [n.queue for n in batch],
+            "trace_contexts": _nullable([n.trace_context for n in batch]),
         }
 
     # -- reading -------------------------------------------------------------------------

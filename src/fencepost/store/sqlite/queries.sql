@@ -112,13 +112,14 @@ WHERE idempotency_key IN (SELECT value FROM json_each(:keys))
 -- name: insert_execution
 -- executemany: ?1 id, ?2 job, ?3 job_version, ?4 due_at, ?5 priority, ?6 max_attempts,
 -- ?7 timeout_us, ?8 idempotency_key, ?9 request_hash, ?10 bucket, ?11 bucket_key, ?12 now,
--- ?13 queue.
+-- ?13 queue, ?14 trace_context.
 INSERT INTO executions (
     id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
-    timeout_us, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at, queue
+    timeout_us, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at, queue,
+    trace_context
 ) VALUES (
     ?1, ?2, ?3, 'SCHEDULED', ?4, ?5, 0, ?6, 0,
-    ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13
+    ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14
 )
 
 -- name: insert_execution_data
@@ -173,8 +174,8 @@ SELECT 1 FROM executions WHERE id = :id
 -- What a claim reads of a candidate, in the order the store reads it (priority and
 -- due_at last: the store merges branches in claim order by them).
     SELECT e.id, e.state, e.epoch, e.attempt, e.max_attempts, e.lease_owner, e.job,
-           e.job_version, e.timeout_us, e.schedule_id, e.slot, d.inputs, e.queue, e.priority,
-           e.due_at
+           e.job_version, e.timeout_us, e.schedule_id, e.slot, d.inputs, e.queue,
+           e.trace_context, e.priority, e.due_at
     FROM executions AS e
     JOIN execution_data AS d ON d.execution_id = e.id
 
@@ -237,8 +238,8 @@ SELECT * FROM (
 -- order (ranked and running are the block's own).
 SELECT * FROM (
     SELECT r.id, r.state, r.epoch, r.attempt, r.max_attempts, r.lease_owner, r.job,
-           r.job_version, r.timeout_us, r.schedule_id, r.slot, d.inputs, r.queue, r.priority,
-           r.due_at
+           r.job_version, r.timeout_us, r.schedule_id, r.slot, d.inputs, r.queue,
+           r.trace_context, r.priority, r.due_at
     FROM ranked AS r
     JOIN execution_data AS d ON d.execution_id = r.id
     LEFT JOIN running AS n ON n.bucket = r.bucket
@@ -264,8 +265,8 @@ WITH running AS (
 ),
 ranked AS (
     SELECT e.id, e.state, e.epoch, e.attempt, e.max_attempts, e.lease_owner, e.job,
-           e.job_version, e.timeout_us, e.schedule_id, e.slot, e.queue, e.priority, e.due_at,
-           e.bucket,
+           e.job_version, e.timeout_us, e.schedule_id, e.slot, e.queue, e.trace_context,
+           e.priority, e.due_at, e.bucket,
            row_number() OVER (PARTITION BY e.bucket ORDER BY e.priority DESC, e.due_at, e.id)
                AS bucket_rank
     FROM executions AS e

@@ -92,7 +92,7 @@ CREATE TABLE executions (
     bucket_key      TEXT,
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL
-, queue TEXT NOT NULL DEFAULT 'default') WITHOUT ROWID;
+, queue TEXT NOT NULL DEFAULT 'default', trace_context TEXT) WITHOUT ROWID;
 
 -- table: job_catalogue
 CREATE TABLE job_catalogue (

@@ -681,11 +681,11 @@ def _claim_order(row: Any) -> tuple[Any, ...]:
 def _after_claim(row: Any, until: datetime) -> tuple[Any, ...]:
     """A candidate row as the claim left it, in :func:`claimed_leases`' order."""
     id_, _, epoch, attempt, max_attempts, _, job, job_version, timeout_us, *rest = row
-    schedule_id, slot, inputs_text, queue, _, due_us = rest
+    schedule_id, slot, inputs_text, queue, trace_context, _, due_us = rest
     timeout = rows.opt_duration(timeout_us)
     due_at = rows.from_us(due_us)
     after = (epoch + 1, attempt + 1, max_attempts, job, job_version, timeout, schedule_id, slot)
-    return (id_, *after, until, due_at, inputs_text, queue)
+    return (id_, *after, until, due_at, inputs_text, queue, trace_context)
 
 
 def _record_completions(
@@ -758,6 +758,7 @@ def _insert_params(n: NewExecution) -> tuple[Any, ...]:
         n.bucket_key,
         rows.to_us(n.created_at),
         n.queue,
+        n.trace_context,
     )
 
 
