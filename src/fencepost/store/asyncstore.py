@@ -26,18 +26,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
-from fencepost.domain.models import JSON, Execution
+from fencepost.domain.machine import attempts_from_transitions
+from fencepost.domain.models import JSON, Attempt, Command, Execution, Page, Transition
+from fencepost.domain.states import State
 from fencepost.domain.submission import SUBMIT_ARGUMENTS, NewExecution, canonical
 from fencepost.store.base import Store
 from fencepost.store.callers import async_driver_connection, check_psycopg, refuse
 from fencepost.store.catalogue import CATALOGUE_REFRESH
-from fencepost.store.executors import Plan, psycopg_async_execute, run_async
+from fencepost.store.executors import Plan, psycopg_async_execute, returning, run_async
 
 T = TypeVar("T")
 
@@ -215,7 +217,88 @@ class AsyncStore:
         store._count_inserts(inserted)
         return list(executions)
 
+    # -- reading -------------------------------------------------------------------------
+
+    async def get(self, execution_id: str) -> Execution:
+        """:meth:`Store.get <fencepost.store.base.Store.get>`, awaited."""
+        return await self._verb(lambda s: s.get(execution_id), lambda s: s._get_plan(execution_id))
+
+    async def find(self, idempotency_key: str) -> Execution | None:
+        """:meth:`Store.find <fencepost.store.base.Store.find>`, awaited."""
+        return await self._verb(
+            lambda s: s.find(idempotency_key),
+            lambda s: s._find_plan(s._find_key(idempotency_key)),
+        )
+
+    async def query(
+        self,
+        *,
+        state: State | str | Iterable[State | str] | None = None,
+        job: str | None = None,
+        schedule: str | None = None,
+        bucket: int | None = None,
+        due_after: datetime | None = None,
+        due_before: datetime | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        buckets: Iterable[int] | None = None,
+        newest_first: bool = False,
+        queue: str | None = None,
+    ) -> Page:
+        """:meth:`Store.query <fencepost.store.base.Store.query>`, awaited."""
+        arguments: dict[str, Any] = {
+            "state": state,
+            "job": job,
+            "schedule": schedule,
+            "bucket": bucket,
+            "due_after": due_after,
+            "due_before": due_before,
+            "limit": limit,
+            "after": after,
+            "buckets": buckets,
+            "newest_first": newest_first,
+            "queue": queue,
+        }
+
+        def plan(store: Any) -> Plan[Page]:
+            filters = store._query_filter(**arguments)
+            if filters is None:
+                return Plan(returning(Page(items=[], next_cursor=None)), atomic=False)
+            found: Plan[Page] = store._query_plan(filters)
+            return found
+
+        return await self._verb(lambda s: s.query(**arguments), plan)
+
+    async def transitions(self, execution_id: str) -> list[Transition]:
+        """:meth:`Store.transitions <fencepost.store.base.Store.transitions>`, awaited."""
+        return await self._verb(
+            lambda s: s.transitions(execution_id), lambda s: s._transitions_plan(execution_id)
+        )
+
+    async def attempts(self, execution_id: str) -> list[Attempt]:
+        """:meth:`Store.attempts <fencepost.store.base.Store.attempts>`, awaited."""
+        return attempts_from_transitions(await self.transitions(execution_id))
+
+    async def commands(self, execution_id: str) -> list[Command]:
+        """:meth:`Store.commands <fencepost.store.base.Store.commands>`, awaited."""
+        return await self._verb(
+            lambda s: s.commands(execution_id), lambda s: s._commands_plan(execution_id)
+        )
+
     # -- executing -----------------------------------------------------------------------
+
+    async def _verb(self, call: Callable[[Any], T], plan: Callable[[Any], Plan[T]]) -> T:
+        """One verb: on PostgreSQL, ``plan(store)`` (the sync store's plan of it, after
+        its validation) run on the pool; on SQLite, ``call(store)`` (the sync verb) in
+        the dedicated thread; in memory, ``call(store)`` itself (nothing blocks)."""
+        store: Any = self.store
+        if self._is_postgres():
+            return await self._execute(plan(store))
+        if self._thread is not None:
+            loop = asyncio.get_running_loop()
+            result: T = await loop.run_in_executor(self._thread, call, store)
+            return result
+        return call(store)
 
     async def _execute(self, plan: Plan[T]) -> T:
         """Run a PostgreSQL plan on a pooled ``AsyncConnection``: in a transaction when

@@ -37,9 +37,10 @@ from typing import Any, Generic, Literal, TypeVar
 
 T = TypeVar("T")
 
-#: What a statement gives back: its first row (or None), all its rows, nothing, or
-#: nothing after running it once per parameter set (``executemany``).
-Fetch = Literal["one", "all", "none", "many"]
+#: What a statement gives back: its first row (or None), all its rows, nothing, the
+#: number of rows it changed, or nothing after running it once per parameter set
+#: (``executemany``).
+Fetch = Literal["one", "all", "none", "count", "many"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,12 @@ async def run_async(steps: Steps[T], execute: ExecuteAsync) -> T:
         steps.close()
 
 
+def returning(value: T) -> Steps[T]:
+    """A plan that runs no statement: the verb's answer is known without asking."""
+    return value
+    yield  # a generator, for run and yield from
+
+
 def in_savepoint(steps: Steps[T], *, savepoint: str, release: str, rollback_to: str) -> Steps[T]:
     """``steps`` inside a savepoint of the caller's transaction (the dialect's SQL).
 
@@ -148,6 +155,8 @@ def sqlite_execute(conn: Any) -> Execute:
             return cursor.fetchone()
         if statement.fetch == "all":
             return cursor.fetchall()
+        if statement.fetch == "count":
+            return cursor.rowcount
         return None
 
     return execute
@@ -170,6 +179,8 @@ def psycopg_execute(conn: Any, *, prepare: bool | None = None) -> Execute:
             return cursor.fetchone()
         if statement.fetch == "all":
             return cursor.fetchall()
+        if statement.fetch == "count":
+            return cursor.rowcount
         return None
 
     return execute
@@ -188,6 +199,8 @@ def psycopg_async_execute(conn: Any, *, prepare: bool | None = None) -> ExecuteA
             return await cursor.fetchone()
         if statement.fetch == "all":
             return await cursor.fetchall()
+        if statement.fetch == "count":
+            return cursor.rowcount
         return None
 
     return execute

@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from fencepost.domain import schedules as plans
 from fencepost.domain.catalogue import JobEntry, definition_json, entry_from_definition
@@ -72,6 +72,7 @@ from fencepost.store.base import (
     claimed_inputs,
     set_aside,
 )
+from fencepost.store.executors import Execute, Plan, Statement, Steps, run
 from fencepost.store.rows import version_keys
 from fencepost.store.values import (
     ID_CLOCK_SLACK,
@@ -82,6 +83,9 @@ from fencepost.store.values import (
 )
 
 log = logging.getLogger("fencepost.store")
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 #: The query block by (one schedule?, newest first?). A schedule's executions are read
 #: through their own index (see the blocks).
@@ -182,28 +186,59 @@ class SqlStore(Store):
         statement reads the store's clock itself (PostgreSQL's batch statements).
         """
 
+    # -- running plans ---------------------------------------------------------------------
+
+    @abstractmethod
+    def _executor(self, conn: Any) -> Execute:
+        """The executor function of one of the store's own connections."""
+
+    def _run(self, plan: Plan[T]) -> T:
+        """Run a verb's plan on the store's own connection: in a write transaction when
+        it is atomic, else on a connection for reads. (An AsyncStore runs the same plan
+        on its own executor.)"""
+        with self._write() if plan.atomic else self._read() as conn:
+            return run(plan.steps, self._executor(conn))
+
     # -- reading ---------------------------------------------------------------------------
 
     def get(self, execution_id: str) -> Execution:
-        with self._read() as conn:
-            return self._get(conn, execution_id)
+        return self._run(self._get_plan(execution_id))
+
+    def _get_plan(self, execution_id: str) -> Plan[Execution]:
+        """:meth:`get` as a plan."""
+        return Plan(self._get_steps(execution_id), atomic=False)
 
     def _get(self, conn: Any, execution_id: str, *, lock: bool = False) -> Execution:
         """The execution (held by this transaction with ``lock``), or :class:`NotFound`."""
+        return run(self._get_steps(execution_id, lock=lock), self._executor(conn))
+
+    def _get_steps(self, execution_id: str, *, lock: bool = False) -> Steps[Execution]:
+        """:meth:`_get` as steps of a plan."""
         if not self._can_name(execution_id):
             raise NotFound(execution_id)
         query = self._q("lock_execution" if lock else "get_execution")
-        row = conn.execute(query, {"id": execution_id}).fetchone()
+        row = yield Statement(query, {"id": execution_id}, "one")
         if row is None:
             raise NotFound(execution_id)
         return self.rows.execution(row)
 
     def _find(self, idempotency_key: str) -> Execution | None:
-        with self._read() as conn:
-            row = conn.execute(self._q("find_execution"), {"key": idempotency_key}).fetchone()
-        return None if row is None else self.rows.execution(row)
+        return self._run(self._find_plan(idempotency_key))
+
+    def _find_plan(self, idempotency_key: str) -> Plan[Execution | None]:
+        """:meth:`_find` as a plan."""
+
+        def steps() -> Steps[Execution | None]:
+            row = yield Statement(self._q("find_execution"), {"key": idempotency_key}, "one")
+            return None if row is None else self.rows.execution(row)
+
+        return Plan(steps(), atomic=False)
 
     def _query(self, filters: ExecutionFilter) -> Page:
+        return self._run(self._query_plan(filters))
+
+    def _query_plan(self, filters: ExecutionFilter) -> Plan[Page]:
+        """:meth:`_query` as a plan."""
         params = {
             "after": filters.after,
             "states": None if filters.states is None else self._array(filters.states),
@@ -217,29 +252,48 @@ class SqlStore(Store):
             "limit": filters.limit + 1,
         }
         query = self._q(_QUERY_BLOCKS[filters.schedule is not None, filters.newest_first])
-        with self._read() as conn:
-            items = [self.rows.execution(r) for r in conn.execute(query, params)]
-        more = len(items) > filters.limit
-        items = items[: filters.limit]
-        return Page(items=items, next_cursor=items[-1].id if more else None)
+
+        def steps() -> Steps[Page]:
+            found = yield Statement(query, params, "all")
+            items = [self.rows.execution(r) for r in found]
+            more = len(items) > filters.limit
+            items = items[: filters.limit]
+            return Page(items=items, next_cursor=items[-1].id if more else None)
+
+        return Plan(steps(), atomic=False)
 
     def transitions(self, execution_id: str) -> list[Transition]:
-        return [self.rows.transition(r) for r in self._trail("select_transitions", execution_id)]
+        return self._run(self._transitions_plan(execution_id))
+
+    def _transitions_plan(self, execution_id: str) -> Plan[list[Transition]]:
+        """:meth:`transitions` as a plan."""
+        return self._trail_plan("select_transitions", execution_id, self.rows.transition)
 
     def commands(self, execution_id: str) -> list[Command]:
-        return [self.rows.command(r) for r in self._trail("select_commands", execution_id)]
+        return self._run(self._commands_plan(execution_id))
 
-    def _trail(self, block: str, execution_id: str) -> list[Any]:
-        """The rows of ``block`` for one execution; :class:`NotFound` if it does not exist."""
+    def _commands_plan(self, execution_id: str) -> Plan[list[Command]]:
+        """:meth:`commands` as a plan."""
+        return self._trail_plan("select_commands", execution_id, self.rows.command)
+
+    def _trail_plan(
+        self, block: str, execution_id: str, row: Callable[[tuple[Any, ...]], R]
+    ) -> Plan[list[R]]:
+        """The rows of ``block`` for one execution, each mapped by ``row``;
+        :class:`NotFound` if the execution does not exist."""
         if not self._can_name(execution_id):
             raise NotFound(execution_id)
-        with self._read() as conn:
-            found = conn.execute(self._q(block), {"id": execution_id}).fetchall()
+
+        def steps() -> Steps[list[R]]:
+            found = yield Statement(self._q(block), {"id": execution_id}, "all")
             if found:
-                return list(found)
-            if conn.execute(self._q("execution_exists"), {"id": execution_id}).fetchone():
+                return [row(r) for r in found]
+            exists = yield Statement(self._q("execution_exists"), {"id": execution_id}, "one")
+            if exists:
                 return []
-        raise NotFound(execution_id)
+            raise NotFound(execution_id)
+
+        return Plan(steps(), atomic=False)
 
     # -- leasing ---------------------------------------------------------------------------
 

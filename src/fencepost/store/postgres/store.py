@@ -43,11 +43,13 @@ from fencepost.store.base import (
 from fencepost.store.batching import rounds, rounds_of
 from fencepost.store.callers import check_psycopg, driver_connection, refuse
 from fencepost.store.executors import (
+    Execute,
     Plan,
     Statement,
     Steps,
     in_savepoint,
     psycopg_execute,
+    returning,
     run,
 )
 from fencepost.store.postgres import rows
@@ -167,6 +169,9 @@ class PostgresStore(SqlStore):
         return now
 
     # -- dialect hooks (see SqlStore) ------------------------------------------------------
+
+    def _executor(self, conn: Connection) -> Execute:
+        return psycopg_execute(conn)
 
     def _read(self) -> AbstractContextManager[Connection]:
         return self._db.connection()
@@ -389,10 +394,11 @@ class PostgresStore(SqlStore):
 
     # -- reading -------------------------------------------------------------------------
 
-    def _query(self, filters: ExecutionFilter) -> Page:
+    def _query_plan(self, filters: ExecutionFilter) -> Plan[Page]:
         if filters.after is not None and not _is_uuid(filters.after):
-            return Page(items=[], next_cursor=None)  # no id sorts after a non-UUID here
-        return super()._query(filters)
+            # No id sorts after a non-UUID here: answered without a round trip.
+            return Plan(returning(Page(items=[], next_cursor=None)), atomic=False)
+        return super()._query_plan(filters)
 
     # -- leasing ---------------------------------------------------------------------------
 

@@ -41,7 +41,15 @@ from fencepost.store.base import (
 )
 from fencepost.store.batching import rounds, rounds_of
 from fencepost.store.callers import check_sqlite, driver_connection, refuse
-from fencepost.store.executors import Plan, Statement, Steps, in_savepoint, run, sqlite_execute
+from fencepost.store.executors import (
+    Execute,
+    Plan,
+    Statement,
+    Steps,
+    in_savepoint,
+    run,
+    sqlite_execute,
+)
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlite import rows
 from fencepost.store.sqlite.connection import (
@@ -106,6 +114,9 @@ class SqliteStore(SqlStore):
         self._db.close()
 
     # -- dialect hooks (see SqlStore) ------------------------------------------------------
+
+    def _executor(self, conn: sqlite3.Connection) -> Execute:
+        return sqlite_execute(conn)
 
     def _read(self) -> AbstractContextManager[sqlite3.Connection]:
         return self._db.read()
