@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,7 +20,8 @@ from typing import Any, TypeVar
 import pytest
 
 import fencepost
-from fencepost import NotFound, ValidationError
+from fencepost import InvalidTransition, NotFound, NotRunning, ValidationError
+from fencepost.domain.states import CommandKind
 from fencepost.store.asyncstore import AsyncStore
 from fencepost.store.base import Store
 from tests import postgres
@@ -178,5 +179,145 @@ def test_reads_see_the_async_stores_own_writes_at_once(pair: Pair) -> None:
         assert [x.id for x in (await astore.query(job="job")).items] == [e.id]
         gathered = await asyncio.gather(*(astore.get(e.id) for _ in range(20)))
         assert gathered == [e] * 20
+
+    in_async_store(pair.url, body)
+
+
+# -- operator verbs and commands ------------------------------------------------------
+
+#: What two executions changed the same way share (not the ids, times, buckets).
+_PER_ROW = {
+    "id",
+    "execution_id",
+    "seq",
+    "due_at",
+    "created_at",
+    "updated_at",
+    "requested_at",
+    "done_at",
+    "at",
+    "bucket",
+    "lease_until",
+}
+
+
+def alike(a: Any, b: Any) -> dict[str, Any]:
+    """``a``'s fields but its own ids and times, asserted equal to ``b``'s."""
+    mine = {k: v for k, v in asdict(a).items() if k not in _PER_ROW}
+    theirs = {k: v for k, v in asdict(b).items() if k not in _PER_ROW}
+    assert mine == theirs
+    return mine
+
+
+def trail(store: Store, execution_id: str) -> list[tuple[Any, ...]]:
+    """An execution's audit trail without its ids and times."""
+    return [
+        (t.event, t.from_state, t.to_state, t.epoch, t.actor, t.reason)
+        for t in store.transitions(execution_id)
+    ]
+
+
+def failed(sync: Store, job: str) -> str:
+    """The id of a new execution of ``job``, dead-lettered (FAILED)."""
+    e = sync.submit(job, {"n": 1}, max_attempts=1)
+    lease = sync.claim("w", limit=1, ids=[e.id])[0]
+    sync.fail(lease, "boom", retryable=False)
+    assert sync.get(e.id).state == "FAILED"
+    return e.id
+
+
+def running(sync: Store, job: str) -> str:
+    """The id of a new execution of ``job``, claimed by the worker "w" (RUNNING)."""
+    e = sync.submit(job)
+    sync.claim("w", limit=1, ids=[e.id])
+    return e.id
+
+
+def test_operator_verbs_answer_as_the_sync_store(pair: Pair) -> None:
+    sync = pair.sync
+    later = datetime.now(UTC) + timedelta(days=1)
+    waiting = [sync.submit("c", {"n": 1}, execute_at=later) for _ in range(6)]
+    dead = [failed(sync, "d") for _ in range(2)]
+    done = sync.submit("s")
+    sync.complete(sync.claim("w", limit=1, ids=[done.id])[0], None)
+
+    async def body(astore: AsyncStore) -> None:
+        mine = await astore.cancel(waiting[0].id, actor="ops")
+        theirs = sync.cancel(waiting[1].id, actor="ops")
+        assert alike(mine, theirs)["state"] == "CANCELLED"
+        assert mine == sync.get(waiting[0].id)
+        assert trail(sync, waiting[0].id) == trail(sync, waiting[1].id)
+
+        mine = await astore.replay(dead[0], actor="ops")
+        theirs = sync.replay(dead[1], actor="ops")
+        assert alike(mine, theirs)["state"] == "SCHEDULED"
+        assert mine == sync.get(dead[0])
+        assert trail(sync, dead[0]) == trail(sync, dead[1])
+
+        to = later + timedelta(hours=1)
+        mine = await astore.reschedule(waiting[2].id, to, actor="ops", reason="later")
+        theirs = sync.reschedule(waiting[3].id, to, actor="ops", reason="later")
+        alike(mine, theirs)
+        assert mine.due_at == theirs.due_at == to
+        assert mine == sync.get(waiting[2].id)
+        assert trail(sync, waiting[2].id) == trail(sync, waiting[3].id)
+
+        # The state machine's refusals, and nothing written.
+        before = trail(sync, done.id)
+        for verb in ("cancel", "replay"):
+            await same_error(InvalidTransition, astore, sync, verb, done.id)
+        await same_error(InvalidTransition, astore, sync, "cancel", waiting[0].id)
+        await same_error(InvalidTransition, astore, sync, "replay", waiting[4].id)
+        await same_error(InvalidTransition, astore, sync, "reschedule", done.id, to)
+        assert trail(sync, done.id) == before
+        for bad in (MISSING, "not-an-id", "\ud800"):
+            for verb in ("cancel", "replay"):
+                await same_error(NotFound, astore, sync, verb, bad)
+            await same_error(NotFound, astore, sync, "reschedule", bad, to)
+        # Arguments are refused before the execution is looked at.
+        for actor in ("", "a\x00", 5, "x" * 1000):
+            for verb in ("cancel", "replay"):
+                await same_field(astore, sync, verb, waiting[4].id, actor=actor)
+        await same_field(astore, sync, "reschedule", waiting[4].id, datetime(2030, 1, 1))
+        await same_field(astore, sync, "reschedule", waiting[4].id, to, reason="")
+        assert sync.get(waiting[4].id) == waiting[4]
+
+    in_async_store(pair.url, body)
+
+
+def test_command_requests_answer_as_the_sync_store(pair: Pair) -> None:
+    sync = pair.sync
+    later = datetime.now(UTC) + timedelta(days=1)
+    held = [running(sync, "r") for _ in range(4)]
+    waiting = [sync.submit("c", execute_at=later) for _ in range(2)]
+    done = sync.submit("s")
+    sync.complete(sync.claim("w", limit=1, ids=[done.id])[0], None)
+
+    async def body(astore: AsyncStore) -> None:
+        # RUNNING: a PENDING command for the worker.
+        for kind in ("cancel", "pause"):
+            mine = await astore.request(held[0], kind, actor="ops")
+            theirs = sync.request(held[1], kind, actor="ops")
+            assert alike(mine, theirs)["state"] == "PENDING"
+        assert await astore.commands(held[0]) == sync.commands(held[0])
+        assert [c.kind for c in sync.commands(held[0])] == ["cancel", "pause"]
+        # SCHEDULED: a cancel is carried out at once, the command stored DONE.
+        mine = await astore.request(waiting[0].id, CommandKind.CANCEL, actor="ops")
+        theirs = sync.request(waiting[1].id, CommandKind.CANCEL, actor="ops")
+        assert alike(mine, theirs)["state"] == "DONE"
+        assert mine.done_at == mine.requested_at
+        assert sync.get(waiting[0].id).state == "CANCELLED"
+        assert trail(sync, waiting[0].id) == trail(sync, waiting[1].id)
+        assert [mine] == sync.commands(waiting[0].id)
+        # Refusals: nothing stored.
+        await same_error(NotRunning, astore, sync, "request", done.id, "cancel")
+        await same_error(NotRunning, astore, sync, "request", waiting[0].id, "pause")
+        for bad in (MISSING, "not-an-id", "\ud800"):
+            await same_error(NotFound, astore, sync, "request", bad, "cancel")
+        await same_field(astore, sync, "request", held[2], "explode")
+        await same_field(astore, sync, "request", held[2], "cancel", actor="")
+        await same_field(astore, sync, "request", held[2], "cancel", actor=None)
+        assert sync.commands(done.id) == []
+        assert sync.commands(held[2]) == []
 
     in_async_store(pair.url, body)

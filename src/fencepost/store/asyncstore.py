@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from fencepost.domain.machine import attempts_from_transitions
 from fencepost.domain.models import JSON, Attempt, Command, Execution, Page, Transition
-from fencepost.domain.states import State
+from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import SUBMIT_ARGUMENTS, NewExecution, canonical
 from fencepost.store.base import Store
 from fencepost.store.callers import async_driver_connection, check_psycopg, refuse
@@ -284,6 +284,48 @@ class AsyncStore:
         return await self._verb(
             lambda s: s.commands(execution_id), lambda s: s._commands_plan(execution_id)
         )
+
+    # -- operator verbs and commands -----------------------------------------------------
+
+    async def cancel(self, execution_id: str, *, actor: str = "client") -> Execution:
+        """:meth:`Store.cancel <fencepost.store.base.Store.cancel>`, awaited."""
+        return await self._verb(
+            lambda s: s.cancel(execution_id, actor=actor),
+            lambda s: s._transition_plan(execution_id, s._cancelled(actor)),
+        )
+
+    async def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
+        """:meth:`Store.replay <fencepost.store.base.Store.replay>`, awaited."""
+        return await self._verb(
+            lambda s: s.replay(execution_id, actor=actor),
+            lambda s: s._transition_plan(execution_id, s._replayed(actor)),
+        )
+
+    async def reschedule(
+        self,
+        execution_id: str,
+        due_at: datetime,
+        *,
+        actor: str = "scheduler",
+        reason: str = "rescheduled",
+    ) -> Execution:
+        """:meth:`Store.reschedule <fencepost.store.base.Store.reschedule>`, awaited."""
+        return await self._verb(
+            lambda s: s.reschedule(execution_id, due_at, actor=actor, reason=reason),
+            lambda s: s._transition_plan(execution_id, s._rescheduled(due_at, actor, reason)),
+        )
+
+    async def request(
+        self, execution_id: str, kind: CommandKind | str, *, actor: str = "client"
+    ) -> Command:
+        """:meth:`Store.request <fencepost.store.base.Store.request>`, awaited."""
+
+        def plan(store: Any) -> Plan[Command]:
+            command_kind, arguments = store._requested(kind, actor)
+            found: Plan[Command] = store._request_plan(execution_id, command_kind, **arguments)
+            return found
+
+        return await self._verb(lambda s: s.request(execution_id, kind, actor=actor), plan)
 
     # -- executing -----------------------------------------------------------------------
 

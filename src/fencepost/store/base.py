@@ -746,17 +746,21 @@ class Store(OperatingVerbs, ScheduleVerbs):
         * Otherwise — finished, or pause/resume of an execution that is not
           running — :class:`NotRunning` is raised and nothing is stored.
         """
+        command_kind, arguments = self._requested(kind, actor)
+        return self._request(execution_id, command_kind, **arguments)
+
+    def _requested(self, kind: CommandKind | str, actor: str) -> tuple[CommandKind, dict[str, str]]:
+        """:meth:`request`'s kind validated, and the keyword arguments of :meth:`_request`
+        (the actor validated, a new command id)."""
         try:
             command_kind = CommandKind(kind)
         except ValueError:
             known = ", ".join(k.value for k in CommandKind)
             raise ValidationError("kind", f"unknown command {kind!r} (one of {known})") from None
-        return self._request(
-            execution_id,
-            command_kind,
-            actor=require_name(actor, "actor"),
-            command_id=self._ids.new(int(self.clock.now().timestamp() * 1000)),
-        )
+        return command_kind, {
+            "actor": require_name(actor, "actor"),
+            "command_id": self._ids.new(int(self.clock.now().timestamp() * 1000)),
+        }
 
     @abstractmethod
     def _request(

@@ -146,9 +146,14 @@ class SqlStore(Store):
     def _write(self) -> AbstractContextManager[Any]:
         """A connection inside a write transaction, committed on a clean exit."""
 
-    @abstractmethod
     def _tx_now(self, conn: Any) -> datetime:
         """The store's now, read inside the transaction ``conn`` holds."""
+        return run(self._now_steps(), self._executor(conn))
+
+    @abstractmethod
+    def _now_steps(self) -> Steps[datetime]:
+        """:meth:`_tx_now` as steps of a plan (SQLite: the process clock, no statement;
+        PostgreSQL: the server's unless a test pins it)."""
 
     @abstractmethod
     def _now_param(self) -> Any:
@@ -317,8 +322,12 @@ class SqlStore(Store):
 
     def _persist(self, conn: Any, change: Change, now: datetime) -> None:
         """Write a change decided by the state machine, with its audit transition."""
+        run(self._persist_steps(change, now), self._executor(conn))
+
+    def _persist_steps(self, change: Change, now: datetime) -> Steps[None]:
+        """:meth:`_persist` as steps of a plan."""
         new = change.execution
-        cursor = conn.execute(
+        changed = yield Statement(
             self._q("write_change"),
             {
                 "id": new.id,
@@ -332,12 +341,13 @@ class SqlStore(Store):
                 "from_state": str(change.from_state),
                 "from_epoch": change.from_epoch,
             },
+            "count",
         )
         # The row was read and held in this same transaction; a miss is a bug, not a race.
-        assert cursor.rowcount == 1, f"lost update on {new.id}"
+        assert changed == 1, f"lost update on {new.id}"
         if change.event in RECORDS_ERROR:
-            conn.execute(self._q("set_error"), {"id": new.id, "error": new.error})
-        conn.execute(self._q("insert_transition"), self._transition_params(change, now))
+            yield Statement(self._q("set_error"), {"id": new.id, "error": new.error})
+        yield Statement(self._q("insert_transition"), self._transition_params(change, now))
 
     def _transition_params(self, change: Change, now: datetime) -> dict[str, Any]:
         """The parameters of ``insert_transition`` for the audit record of ``change``."""
@@ -354,11 +364,18 @@ class SqlStore(Store):
         }
 
     def _transition(self, execution_id: str, event: ExecutionEvent) -> Execution:
-        with self._write() as conn:
-            now = self._tx_now(conn)
-            change = apply(self._get(conn, execution_id, lock=True), event, now)
-            self._persist(conn, change, now)
-        return change.execution
+        return self._run(self._transition_plan(execution_id, event))
+
+    def _transition_plan(self, execution_id: str, event: ExecutionEvent) -> Plan[Execution]:
+        """:meth:`_transition` as a plan."""
+
+        def steps() -> Steps[Execution]:
+            now = yield from self._now_steps()
+            change = apply((yield from self._get_steps(execution_id, lock=True)), event, now)
+            yield from self._persist_steps(change, now)
+            return change.execution
+
+        return Plan(steps())
 
     def _fenced_apply(
         self, conn: Any, fence: Fence, verb: str, decide: Decide, now: datetime
@@ -417,13 +434,21 @@ class SqlStore(Store):
     def _request(
         self, execution_id: str, kind: CommandKind, *, actor: str, command_id: str
     ) -> Command:
-        with self._write() as conn:
-            now = self._tx_now(conn)
-            current = self._get(conn, execution_id, lock=True)
+        return self._run(self._request_plan(execution_id, kind, actor=actor, command_id=command_id))
+
+    def _request_plan(
+        self, execution_id: str, kind: CommandKind, *, actor: str, command_id: str
+    ) -> Plan[Command]:
+        """:meth:`_request` as a plan."""
+
+        def steps() -> Steps[Command]:
+            now = yield from self._now_steps()
+            current = yield from self._get_steps(execution_id, lock=True)
             state = on_request(current, kind)
             if state is CommandState.DONE:
-                self._persist(conn, apply(current, ExecutionCancelled(actor=actor), now), now)
-            conn.execute(
+                cancel = apply(current, ExecutionCancelled(actor=actor), now)
+                yield from self._persist_steps(cancel, now)
+            yield Statement(
                 self._q("insert_command"),
                 {
                     "id": command_id,
@@ -435,7 +460,9 @@ class SqlStore(Store):
                     "done_at": self._t(now) if state is CommandState.DONE else None,
                 },
             )
-        return new_command(command_id, execution_id, kind, state, actor, now)
+            return new_command(command_id, execution_id, kind, state, actor, now)
+
+        return Plan(steps())
 
     def _complete_command(self, command: Command, lease: Fence) -> Command | None:
         if not (self._can_name(command.id) and self._can_name(command.execution_id)):

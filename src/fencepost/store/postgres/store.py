@@ -163,10 +163,7 @@ class PostgresStore(SqlStore):
 
     def _now(self, conn: Connection) -> datetime:
         """The store's now: the pinned test clock, or the server's clock."""
-        row = conn.execute(Q["store_now"], {"now": self._pinned_now()}).fetchone()
-        assert row is not None
-        now: datetime = row[0]
-        return now
+        return self._tx_now(conn)
 
     # -- dialect hooks (see SqlStore) ------------------------------------------------------
 
@@ -179,8 +176,11 @@ class PostgresStore(SqlStore):
     def _write(self) -> AbstractContextManager[Connection]:
         return self._db.transaction()
 
-    def _tx_now(self, conn: Connection) -> datetime:
-        return self._now(conn)
+    def _now_steps(self) -> Steps[datetime]:
+        row = yield Statement(Q["store_now"], {"now": self._pinned_now()}, "one")
+        assert row is not None
+        now: datetime = row[0]
+        return now
 
     def _now_param(self) -> datetime | None:
         return self._pinned_now()

@@ -47,6 +47,7 @@ from fencepost.store.executors import (
     Statement,
     Steps,
     in_savepoint,
+    returning,
     run,
     sqlite_execute,
 )
@@ -124,8 +125,8 @@ class SqliteStore(SqlStore):
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:
         return self._db.write()
 
-    def _tx_now(self, conn: sqlite3.Connection) -> datetime:
-        return self.clock.now()  # one machine, one clock: the process's
+    def _now_steps(self) -> Steps[datetime]:
+        return returning(self.clock.now())  # one machine, one clock: the process's
 
     def _now_param(self) -> int:
         return rows.to_us(self.clock.now())
