@@ -20,7 +20,14 @@ from typing import Any, TypeVar
 import pytest
 
 import fencepost
-from fencepost import InvalidTransition, NotFound, NotRunning, ValidationError
+from fencepost import (
+    IdempotencyConflict,
+    InvalidTransition,
+    NotFound,
+    NotRunning,
+    ValidationError,
+)
+from fencepost.domain.models import Occurrence, Schedule
 from fencepost.domain.states import CommandKind
 from fencepost.store.asyncstore import AsyncStore
 from fencepost.store.base import Store
@@ -319,5 +326,150 @@ def test_command_requests_answer_as_the_sync_store(pair: Pair) -> None:
         await same_field(astore, sync, "request", held[2], "cancel", actor=None)
         assert sync.commands(done.id) == []
         assert sync.commands(held[2]) == []
+
+    in_async_store(pair.url, body)
+
+
+# -- schedules ------------------------------------------------------------------------
+
+#: What two schedules added with the same arguments share (not the id, the times).
+_PER_SCHEDULE = {"id", "watermark", "next_due", "created_at", "updated_at"}
+
+
+def same_schedule(a: Schedule, b: Schedule) -> None:
+    """``a`` and ``b`` are alike but for their ids and times."""
+    mine = {k: v for k, v in asdict(a).items() if k not in _PER_SCHEDULE}
+    theirs = {k: v for k, v in asdict(b).items() if k not in _PER_SCHEDULE}
+    assert mine == theirs
+
+
+def test_schedule_verbs_answer_as_the_sync_store(pair: Pair) -> None:
+    sync = pair.sync
+    rule: dict[str, Any] = {
+        "cron": "*/5 * * * *",
+        "timezone": "Europe/Paris",
+        "inputs": {"k": "v"},
+        "misfire": "skip",
+        "overlap": "skip",
+        "max_attempts": 4,
+        "priority": 2,
+        "queue": "nightly",
+    }
+
+    async def body(astore: AsyncStore) -> None:
+        mine = await astore.add_schedule("rep", id="a1", **rule)
+        theirs = sync.add_schedule("rep", id="s1", **rule)
+        same_schedule(mine, theirs)
+        assert mine == sync.get_schedule("a1")
+        assert mine.id == "a1"
+        # Idempotent on the same arguments, a conflict on others.
+        assert await astore.add_schedule("rep", id="s1", **rule) == theirs
+        assert await astore.add_schedule("rep", id="s1", **rule | {"inputs": {"k": "v"}}) == theirs
+        other = rule | {"priority": 9}
+        await same_error(IdempotencyConflict, astore, sync, "add_schedule", "rep", id="s1", **other)
+        generated = await astore.add_schedule("gen", every=timedelta(minutes=1))
+        assert generated == sync.get_schedule(generated.id)
+        with pytest.warns(DeprecationWarning, match="job_version"):
+            pinned = await astore.add_schedule("old", every=60, job_version=3)
+        assert pinned.job_version == 3
+        refused: list[dict[str, Any]] = [
+            {"cron": "not a cron"},
+            {"cron": "* * * * *", "every": 60},
+            {"every": -1},
+            {"every": 60, "timezone": "Europe/Paris"},
+            {"cron": "* * * * *", "timezone": "Nowhere/Else"},
+            {"cron": "* * * * *", "inputs": [1]},
+            {"cron": "* * * * *", "misfire": "sometimes"},
+            {"cron": "* * * * *", "max_catch_up": 0},
+            {"cron": "* * * * *", "id": "x" * 201},
+            {"cron": "* * * * *", "id": "\ud800"},
+            {"cron": "* * * * *", "priority": 10**30},
+            {"cron": "* * * * *", "queue": ""},
+            {"cron": "* * * * *", "start_at": datetime(2030, 1, 1)},
+        ]
+        for arguments in refused:
+            await same_field(astore, sync, "add_schedule", "rep", **arguments)
+        await same_field(astore, sync, "add_schedule", "", every=60)
+        await same_field(astore, sync, "add_schedule", "j\x00b", every=60)
+        with pytest.raises(TypeError):
+            await astore.add_schedule("rep", every=60, colour="red")
+
+        # Reading and listing.
+        for schedule_id in ("a1", "s1", generated.id):
+            assert await astore.get_schedule(schedule_id) == sync.get_schedule(schedule_id)
+        for bad in (MISSING, "nope", "", "\ud800", "x" * 5000):
+            error = (await same_error(NotFound, astore, sync, "get_schedule", bad))[0]
+            assert isinstance(error, NotFound)
+            assert error.subject == "schedule"
+        soon = datetime.now(UTC) + timedelta(days=1)
+        listings: list[dict[str, Any]] = [
+            {},
+            {"job": "rep"},
+            {"paused": False},
+            {"paused": True},
+            {"limit": 1},
+            {"after": "a1"},
+            {"after": "a\x00"},
+            {"due_before": soon},
+            {"job": "nobody"},
+        ]
+        for filters in listings:
+            assert await astore.schedules(**filters) == sync.schedules(**filters), filters
+        first = await astore.schedules(limit=2)
+        assert first.next_cursor is not None
+        assert await astore.schedules(after=first.next_cursor) == sync.schedules(
+            after=first.next_cursor
+        )
+        for filters in (
+            {"paused": "yes"},
+            {"after": 5},
+            {"after": "\ud800"},
+            {"limit": 0},
+            {"due_before": datetime(2030, 1, 1)},
+            {"job": ""},
+        ):
+            await same_field(astore, sync, "schedules", **filters)
+
+        # Changing: update, pause, resume.
+        mine = await astore.update_schedule("a1", every=120, cron=None, priority=5)
+        theirs = sync.update_schedule("s1", every=120, cron=None, priority=5)
+        same_schedule(mine, theirs)
+        assert mine == sync.get_schedule("a1")
+        assert mine.every == timedelta(minutes=2)
+        assert mine.timezone == "UTC"
+        for changes in ({"cron": "bad"}, {"every": 0}, {"priority": "high"}, {"id": "other"}):
+            await same_field(astore, sync, "update_schedule", "a1", **changes)
+        assert sync.get_schedule("a1") == mine
+        await same_error(NotFound, astore, sync, "update_schedule", MISSING, priority=1)
+        mine = await astore.pause_schedule("a1")
+        theirs = sync.pause_schedule("s1")
+        same_schedule(mine, theirs)
+        assert mine.paused
+        assert await astore.pause_schedule("a1") == mine  # already paused: unchanged
+        mine = await astore.resume_schedule("a1")
+        theirs = sync.resume_schedule("s1")
+        same_schedule(mine, theirs)
+        assert not mine.paused
+        assert await astore.resume_schedule("a1") == mine
+        for verb in ("pause_schedule", "resume_schedule", "delete_schedule"):
+            for bad in (MISSING, "\ud800", "x" * 5000):
+                await same_error(NotFound, astore, sync, verb, bad)
+
+        # Deleting cancels the executions that have not started, as the sync store's does.
+        past = datetime.now(UTC) - timedelta(minutes=1)
+        slots = [past, soon, soon + timedelta(minutes=5)]
+        occurrences = [Occurrence(slot=t, due_at=t) for t in slots]
+        planned = {s: sync.add_occurrences(s, occurrences) for s in ("a1", "s1")}
+        started = sync.claim("w", limit=1, ids=[planned["a1"][0].id])
+        assert len(started) == 1
+        assert await astore.delete_schedule("a1") is None
+        sync.delete_schedule("s1")
+        for schedule_id in ("a1", "s1"):
+            await same_error(NotFound, astore, sync, "get_schedule", schedule_id)
+        states = [sync.get(e.id).state for e in planned["a1"]]
+        assert states == ["RUNNING", "CANCELLED", "CANCELLED"]
+        assert [sync.get(e.id).state for e in planned["s1"]] == ["CANCELLED"] * 3
+        assert trail(sync, planned["a1"][1].id) == trail(sync, planned["s1"][1].id)
+        assert trail(sync, planned["a1"][1].id)[-1][4] == "schedule deleted"
 
     in_async_store(pair.url, body)

@@ -33,7 +33,18 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from fencepost.domain.machine import attempts_from_transitions
-from fencepost.domain.models import JSON, Attempt, Command, Execution, Page, Transition
+from fencepost.domain.models import (
+    JSON,
+    Attempt,
+    Command,
+    Execution,
+    Page,
+    Schedule,
+    SchedulePage,
+    Transition,
+)
+from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
+from fencepost.domain.schedules import DEFAULT_MAX_CATCH_UP, DEFAULT_MISFIRE_GRACE
 from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import SUBMIT_ARGUMENTS, NewExecution, canonical
 from fencepost.store.base import Store
@@ -326,6 +337,128 @@ class AsyncStore:
             return found
 
         return await self._verb(lambda s: s.request(execution_id, kind, actor=actor), plan)
+
+    # -- schedules -----------------------------------------------------------------------
+
+    async def add_schedule(
+        self,
+        job: str,
+        *,
+        cron: str | None = None,
+        every: float | timedelta | None = None,
+        timezone: str = "UTC",
+        inputs: JSON = None,
+        version: int | None = None,
+        misfire: Misfire | str = "coalesce",
+        misfire_grace: float | timedelta = DEFAULT_MISFIRE_GRACE,
+        max_catch_up: int = DEFAULT_MAX_CATCH_UP,
+        overlap: Overlap | str = "allow",
+        dst_gap: DstGap | str = "shift",
+        dst_fold: DstFold | str = "once",
+        start_at: datetime | None = None,
+        end_at: datetime | None = None,
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        id: str | None = None,
+        paused: bool = False,
+        queue: str | None = None,
+        **deprecated: Any,
+    ) -> Schedule:
+        """:meth:`Store.add_schedule <fencepost.store.scheduling.ScheduleVerbs.add_schedule>`,
+        awaited."""
+        arguments = {
+            "cron": cron,
+            "every": every,
+            "timezone": timezone,
+            "inputs": inputs,
+            "version": version,
+            "misfire": misfire,
+            "misfire_grace": misfire_grace,
+            "max_catch_up": max_catch_up,
+            "overlap": overlap,
+            "dst_gap": dst_gap,
+            "dst_fold": dst_fold,
+            "start_at": start_at,
+            "end_at": end_at,
+            "max_attempts": max_attempts,
+            "priority": priority,
+            "id": id,
+            "paused": paused,
+            "queue": queue,
+        }
+        await self._fresh_catalogue()
+
+        def plan(store: Any) -> Plan[Schedule]:
+            spec, schedule_id = store._schedule_to_add(job, arguments, deprecated, stacklevel=5)
+            found: Plan[Schedule] = store._add_schedule_plan(spec, schedule_id)
+            return found
+
+        return await self._verb(lambda s: s.add_schedule(job, **arguments, **deprecated), plan)
+
+    async def get_schedule(self, schedule_id: str) -> Schedule:
+        """:meth:`Store.get_schedule <fencepost.store.scheduling.ScheduleVerbs.get_schedule>`,
+        awaited."""
+        return await self._verb(
+            lambda s: s.get_schedule(schedule_id), lambda s: s._get_schedule_plan(schedule_id)
+        )
+
+    async def schedules(
+        self,
+        *,
+        job: str | None = None,
+        paused: bool | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        due_before: datetime | None = None,
+    ) -> SchedulePage:
+        """:meth:`Store.schedules <fencepost.store.scheduling.ScheduleVerbs.schedules>`,
+        awaited."""
+        arguments: dict[str, Any] = {
+            "job": job,
+            "paused": paused,
+            "limit": limit,
+            "after": after,
+            "due_before": due_before,
+        }
+        return await self._verb(
+            lambda s: s.schedules(**arguments),
+            lambda s: s._list_schedules_plan(s._schedule_filter(**arguments)),
+        )
+
+    async def update_schedule(self, schedule_id: str, /, **changes: Any) -> Schedule:
+        """:meth:`Store.update_schedule
+        <fencepost.store.scheduling.ScheduleVerbs.update_schedule>`, awaited."""
+        await self._fresh_catalogue()
+        return await self._verb(
+            lambda s: s.update_schedule(schedule_id, **changes),
+            lambda s: s._change_schedule_plan(
+                schedule_id, s._schedule_update(dict(changes), stacklevel=5)
+            ),
+        )
+
+    async def pause_schedule(self, schedule_id: str) -> Schedule:
+        """:meth:`Store.pause_schedule
+        <fencepost.store.scheduling.ScheduleVerbs.pause_schedule>`, awaited."""
+        return await self._verb(
+            lambda s: s.pause_schedule(schedule_id),
+            lambda s: s._change_schedule_plan(schedule_id, s._pausing),
+        )
+
+    async def resume_schedule(self, schedule_id: str) -> Schedule:
+        """:meth:`Store.resume_schedule
+        <fencepost.store.scheduling.ScheduleVerbs.resume_schedule>`, awaited."""
+        return await self._verb(
+            lambda s: s.resume_schedule(schedule_id),
+            lambda s: s._change_schedule_plan(schedule_id, s._resuming),
+        )
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """:meth:`Store.delete_schedule
+        <fencepost.store.scheduling.ScheduleVerbs.delete_schedule>`, awaited."""
+        await self._verb(
+            lambda s: s.delete_schedule(schedule_id),
+            lambda s: s._delete_schedule_plan(schedule_id),
+        )
 
     # -- executing -----------------------------------------------------------------------
 

@@ -600,20 +600,27 @@ class SqlStore(Store):
     # -- schedules -------------------------------------------------------------------------
 
     def get_schedule(self, schedule_id: str) -> Schedule:
-        with self._read() as conn:
-            return self._get_schedule(conn, schedule_id)
+        return self._run(self._get_schedule_plan(schedule_id))
 
-    def _get_schedule(self, conn: Any, schedule_id: str, *, lock: bool = False) -> Schedule:
+    def _get_schedule_plan(self, schedule_id: str) -> Plan[Schedule]:
+        """:meth:`get_schedule` as a plan."""
+        return Plan(self._get_schedule_steps(schedule_id), atomic=False)
+
+    def _get_schedule_steps(self, schedule_id: str, *, lock: bool = False) -> Steps[Schedule]:
         """The schedule (held by this transaction with ``lock``), or :class:`NotFound`."""
         if not self._storable(schedule_id):
             raise NotFound(schedule_id, subject="schedule")
         query = self._q("lock_schedule" if lock else "get_schedule")
-        row = conn.execute(query, {"id": schedule_id}).fetchone()
+        row = yield Statement(query, {"id": schedule_id}, "one")
         if row is None:
             raise NotFound(schedule_id, subject="schedule")
         return self.rows.schedule(row)
 
     def _list_schedules(self, filters: ScheduleFilter) -> SchedulePage:
+        return self._run(self._list_schedules_plan(filters))
+
+    def _list_schedules_plan(self, filters: ScheduleFilter) -> Plan[SchedulePage]:
+        """:meth:`_list_schedules` as a plan."""
         params = {
             "job": filters.job,
             "paused": filters.paused,
@@ -621,11 +628,15 @@ class SqlStore(Store):
             "due_before": self._t_opt(filters.due_before),
             "limit": filters.limit + 1,
         }
-        with self._read() as conn:
-            items = [self.rows.schedule(r) for r in conn.execute(self._q("list_schedules"), params)]
-        more = len(items) > filters.limit
-        items = items[: filters.limit]
-        return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
+
+        def steps() -> Steps[SchedulePage]:
+            found = yield Statement(self._q("list_schedules"), params, "all")
+            items = [self.rows.schedule(r) for r in found]
+            more = len(items) > filters.limit
+            items = items[: filters.limit]
+            return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
+
+        return Plan(steps(), atomic=False)
 
     def _schedule_params(self, s: Schedule, inputs_json: str) -> dict[str, Any]:
         """The parameters of ``insert_schedule`` and ``write_schedule`` for ``s``."""
@@ -664,27 +675,46 @@ class SqlStore(Store):
     def _change_schedule(
         self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
     ) -> Schedule:
-        with self._write() as conn:
-            current = self._get_schedule(conn, schedule_id, lock=True)
-            changed = decide(current, self._tx_now(conn))
+        return self._run(self._change_schedule_plan(schedule_id, decide))
+
+    def _change_schedule_plan(
+        self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
+    ) -> Plan[Schedule]:
+        """:meth:`_change_schedule` as a plan."""
+
+        def steps() -> Steps[Schedule]:
+            current = yield from self._get_schedule_steps(schedule_id, lock=True)
+            changed = decide(current, (yield from self._now_steps()))
             if changed is None:
                 return current
             params = self._schedule_params(changed, self._encode(changed.inputs, "inputs"))
-            conn.execute(self._q("write_schedule"), params)
-        return changed
+            yield Statement(self._q("write_schedule"), params)
+            return changed
+
+        return Plan(steps())
 
     def delete_schedule(self, schedule_id: str) -> None:
+        self._run(self._delete_schedule_plan(schedule_id))
+
+    def _delete_schedule_plan(self, schedule_id: str) -> Plan[None]:
+        """:meth:`delete_schedule` as a plan."""
         if not self._storable(schedule_id):
             raise NotFound(schedule_id, subject="schedule")
-        with self._write() as conn:
-            if conn.execute(self._q("delete_schedule"), {"id": schedule_id}).fetchone() is None:
+
+        def steps() -> Steps[None]:
+            deleted = yield Statement(self._q("delete_schedule"), {"id": schedule_id}, "one")
+            if deleted is None:
                 raise NotFound(schedule_id, subject="schedule")
-            now = self._tx_now(conn)
+            now = yield from self._now_steps()
             event = ExecutionCancelled(actor=plans.SCHEDULE_DELETED)
             # Read them all first: the writes change the index the select walks.
-            waiting = conn.execute(self._q("waiting_schedule_executions"), {"id": schedule_id})
-            for row in waiting.fetchall():
-                self._persist(conn, apply(self.rows.execution(row), event, now), now)
+            waiting = yield Statement(
+                self._q("waiting_schedule_executions"), {"id": schedule_id}, "all"
+            )
+            for row in waiting:
+                yield from self._persist_steps(apply(self.rows.execution(row), event, now), now)
+
+        return Plan(steps())
 
 
 def claimed_leases(

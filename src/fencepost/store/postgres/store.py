@@ -612,23 +612,32 @@ class PostgresStore(SqlStore):
     # -- schedules -------------------------------------------------------------------------
 
     def _add_schedule(self, spec: ScheduleSpec, schedule_id: str) -> Schedule:
+        return self._run(self._add_schedule_plan(spec, schedule_id))
+
+    def _add_schedule_plan(self, spec: ScheduleSpec, schedule_id: str) -> Plan[Schedule]:
+        """:meth:`_add_schedule` as a plan."""
         fingerprint = spec.fingerprint()
-        with self._db.transaction() as conn:
-            now = self._now(conn)
+
+        def steps() -> Steps[Schedule]:
+            now = yield from self._now_steps()
             schedule = plans.new_schedule(spec, id=schedule_id, now=now)
             params = self._schedule_params(schedule, spec.inputs_json) | {
                 "request_hash": fingerprint
             }
             # An insert that conflicts, then finds no row, lost a race with a delete: again.
             for _ in range(3):
-                if conn.execute(Q["insert_schedule"], params).fetchone() is not None:
+                if (yield Statement(Q["insert_schedule"], params, "one")) is not None:
                     return schedule
-                row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
+                row = yield Statement(Q["get_schedule"], {"id": schedule_id}, "one")
                 if row is not None:
                     if row[-1] != fingerprint:
                         raise IdempotencyConflict(schedule_id, schedule_id, subject="schedule")
                     return rows.schedule(row)
-        raise StoreUnavailable(f"schedule {schedule_id!r} kept being added and deleted; try again")
+            raise StoreUnavailable(
+                f"schedule {schedule_id!r} kept being added and deleted; try again"
+            )
+
+        return Plan(steps())
 
     def _acquire_schedules(self, owner: str, *, limit: int, ttl: timedelta) -> list[Schedule]:
         params = {"now": self._pinned_now(), "owner": owner, "limit": limit, "ttl": ttl}
