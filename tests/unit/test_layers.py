@@ -51,7 +51,12 @@ MAY_IMPORT["cli"] = MAY_IMPORT["app"] = MAY_IMPORT["fencepost"] = _EVERY_LAYER
 
 #: Modules that assemble a whole process from every part, like ``fencepost.App``:
 #: the service (``fencepost serve``) runs the API beside embedded workers.
-COMPOSITION_ROOTS = {"fencepost.api.service": "app"}
+#: Django's management commands are command lines too (``manage.py fencepost_worker``
+#: runs the CLI's worker with its own flags), so they belong to the ``cli`` layer.
+COMPOSITION_ROOTS = {
+    "fencepost.api.service": "app",
+    "fencepost.contrib.django.management": "cli",
+}
 
 #: Modules whose layer is not yet their package's: the job catalogue, which moves
 #: from worker/ to jobs/. Each entry must still name a module (see

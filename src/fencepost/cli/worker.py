@@ -34,6 +34,11 @@ def add_parser(commands: Any) -> None:
         "claiming and waits --grace seconds for running handlers, then releases the rest; "
         "a second one stops at once.",
     )
+    add_arguments(p)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The worker's arguments and flags, on ``p`` (``manage.py fencepost_worker`` reuses them)."""
     p.add_argument("app", nargs="?", help="MODULE:ATTRIBUTE naming a fencepost.App")
     p.add_argument("--definitions", type=Path, help="directory of job definition files")
     p.add_argument(

@@ -1,0 +1,1 @@
+"""``fencepost_worker`` and ``fencepost_migrate``."""

@@ -1,0 +1,1 @@
+"""The test project's app: orders, and the job that ships one."""
