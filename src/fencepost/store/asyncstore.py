@@ -17,9 +17,14 @@ of the plan is asynchronous:
   every write in one ``BEGIN IMMEDIATE`` as the sync store does;
 * memory: in the event loop itself (nothing blocks).
 
-Submitting is written this way (``submit``, ``submit_or_find``, ``submit_many``);
-the other verbs (get, query, cancel, ...) follow later the same way: validate with
-the sync store's code, take the dialect's plan, await :meth:`AsyncStore._execute`.
+Written this way: submitting (``submit``, ``submit_or_find``, ``submit_many``);
+reading (``get``, ``find``, ``query``, ``transitions``, ``attempts``, ``commands``);
+the operator's verbs (``cancel``, ``replay``, ``reschedule``) and command requests
+(``request``); schedules (``add_schedule``, ``get_schedule``, ``schedules``,
+``update_schedule``, ``pause_schedule``, ``resume_schedule``, ``delete_schedule``).
+Each validates with the sync store's code, takes the store's plan and awaits
+:meth:`AsyncStore._execute` (:meth:`AsyncStore._verb` chooses by backend). The
+worker's verbs (claim, heartbeat, complete, ...) are not here.
 """
 
 from __future__ import annotations

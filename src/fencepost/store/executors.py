@@ -25,8 +25,10 @@ its savepoint that way) before the error reaches the caller.
 The store's own path wraps a plan in the store's transaction handling (its pool, its
 ``BEGIN IMMEDIATE``); a caller's path wraps the same plan in :func:`in_savepoint` on
 the caller's connection, inside the caller's transaction, which fencepost never
-commits nor rolls back. The insert verb (``_insert_plan`` of each dialect) is the
-first verb written this way; the others can follow one at a time.
+commits nor rolls back. The insert verb (``_insert_plan`` of each dialect) was the
+first verb written this way; the reading, operator, command-request and schedule
+verbs of :class:`~fencepost.store.sqlstore.SqlStore` followed (the ones
+:class:`~fencepost.store.asyncstore.AsyncStore` offers).
 """
 
 from __future__ import annotations

@@ -11,8 +11,11 @@ The hooks a dialect provides:
 * :meth:`SqlStore._read` and :meth:`SqlStore._write`: a connection for reading, and
   one inside a write transaction (SQLite's ``BEGIN IMMEDIATE``, a PostgreSQL
   transaction);
-* :meth:`SqlStore._tx_now`: the store's now inside that transaction (SQLite: the
-  process clock; PostgreSQL: the server's unless a test pins it);
+* :meth:`SqlStore._executor`: the executor function of one of those connections
+  (:mod:`fencepost.store.executors`), which :meth:`SqlStore._run` runs a verb's plan with;
+* :meth:`SqlStore._now_steps`: the store's now inside that transaction, as steps of
+  a plan (SQLite: the process clock, no statement; PostgreSQL: the server's unless
+  a test pins it); :meth:`SqlStore._tx_now` runs them on a connection;
 * :meth:`SqlStore._now_param`: the ``now`` a one-statement verb passes (PostgreSQL
   passes None and reads ``clock_timestamp()`` in SQL);
 * :meth:`SqlStore._t` and :meth:`SqlStore._array`: how times and lists are bound;
@@ -21,6 +24,14 @@ The hooks a dialect provides:
   without a round trip;
 * :meth:`SqlStore._refuse`: the audit of refused fenced calls;
 * :attr:`SqlStore.rows`: the dialect's row mapping (:class:`RowMapping`).
+
+The verbs an :class:`~fencepost.store.asyncstore.AsyncStore` also offers (reading,
+cancel, replay, reschedule, command requests, schedules) are written as *plans*
+(``_get_plan``, ``_transition_plan``, ``_change_schedule_plan``, ...) built from
+sub-plans (``_get_steps``, ``_now_steps``, ``_persist_steps``, ...): the sync verb
+runs its plan with :meth:`SqlStore._run` on the store's own connection, the
+AsyncStore runs the same plan on its own executor. The helpers the other verbs
+call with a connection (``_get``, ``_persist``, ``_tx_now``) run those sub-plans on it.
 
 Row locks are block names too: ``lock_execution`` and ``lock_schedule`` take a row
 lock on PostgreSQL; on SQLite the write transaction already holds the whole file,
