@@ -1,0 +1,337 @@
+"""``AsyncClient``: the client's verbs as coroutines, for code on an event loop.
+
+A FastAPI route (or any coroutine) calling :class:`~fencepost.client.http.Client`
+blocks its event loop for each round trip; ``AsyncClient`` does not::
+
+    async with AsyncClient("http://scheduler:8080", token=token) as client:
+        execution = await client.submit("report", {"day": "2026-11-29"})
+        done = await client.wait(execution.id, timeout=60)
+
+Its coroutines have the names, arguments, results and errors of the ``Client``'s
+verbs for submitting, reading, cancelling, replaying, commands, schedules, jobs
+and waiting: both run the same descriptions (:mod:`fencepost.client.verbs`), this
+one over an :class:`httpx.AsyncClient`. The remote-worker protocol (claim,
+heartbeat, complete, fail, release, abort, commands' claims, node registration,
+job publication) is the ``Client``'s only: a worker runs on threads, not on an
+event loop.
+
+Only this module imports anyio (through which it sleeps, so it runs under asyncio
+or trio as httpx does); neither a worker nor the sync ``Client`` loads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+
+from fencepost.client import verbs
+from fencepost.domain.jobviews import JobSummary, JobView
+from fencepost.domain.models import (
+    JSON,
+    Attempt,
+    Command,
+    Execution,
+    Page,
+    Schedule,
+    SchedulePage,
+    Transition,
+)
+from fencepost.domain.nodes import BucketReport, Node
+from fencepost.domain.reports import SloReport, Stats
+from fencepost.domain.states import CommandKind, State
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """A connection to a fencepost service whose verbs are coroutines.
+
+    ``token`` is sent as ``Authorization: Bearer``. ``http`` replaces the
+    underlying :class:`httpx.AsyncClient` (tests pass one over an in-process
+    ``httpx.ASGITransport``). Close it (``await client.aclose()``, or ``async
+    with``) when done.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 30.0,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if http is None:
+            http = httpx.AsyncClient(base_url=base_url, timeout=timeout)
+        http.headers.update(headers)
+        self.base_url = base_url
+        self._http = http
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def close(self) -> None:
+        """Close the connection pool (:meth:`aclose` by the ``Client``'s name)."""
+        await self.aclose()
+
+    # -- transport -------------------------------------------------------------------
+
+    async def _run(self, verb: verbs.Verb[T]) -> T:
+        """Run one verb: send each request it yields, sleep each pause, return its result.
+
+        As ``Client._run`` does, over ``httpx.AsyncClient``; one frame deep, which
+        ``verbs.CALLER`` counts.
+        """
+        try:
+            step = next(verb)
+            while True:
+                try:
+                    answer = await self._send(step)
+                except Exception as exc:  # the verb's to handle or to raise
+                    step = verb.throw(exc)
+                else:
+                    step = verb.send(answer)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+
+    async def _send(self, step: verbs.Request | verbs.Pause) -> bytes:
+        """One request; the body of the answer (empty for 204), or the error raised."""
+        if isinstance(step, verbs.Pause):
+            await anyio.sleep(step.seconds)
+            return b""
+        content = step.content()
+        try:
+            response = await self._http.request(
+                step.method,
+                step.path,
+                content=content,
+                params=step.query(),
+                headers=step.header_fields(content),
+                timeout=step.timeout(self._http.timeout),
+            )
+        except httpx.HTTPError as exc:
+            raise verbs.unreachable(self.base_url, exc) from exc
+        return verbs.answer_of(response.status_code, response.content, response.text)
+
+    # -- submitting and reading ----------------------------------------------
+
+    async def submit(
+        self,
+        job: str,
+        inputs: JSON = None,
+        *,
+        version: int | None = None,
+        execute_at: datetime | None = None,
+        delay: float | timedelta | None = None,
+        idempotency_key: str | None = None,
+        max_attempts: int | None = None,
+        timeout: float | timedelta | None = None,
+        bucket_key: str | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        job_version: int | None = None,
+    ) -> Execution:
+        """Submit one execution (``POST /executions``); see ``Store.submit``.
+
+        ``max_attempts``, ``timeout`` and ``priority`` None: the job's own (from
+        the store's job catalogue), else the store's default. ``job_version`` is the deprecated
+        name of ``version``.
+        """
+        return await self._run(
+            verbs.submit(
+                job,
+                inputs,
+                version=version,
+                execute_at=execute_at,
+                delay=delay,
+                idempotency_key=idempotency_key,
+                max_attempts=max_attempts,
+                timeout=timeout,
+                bucket_key=bucket_key,
+                priority=priority,
+                queue=queue,
+                job_version=job_version,
+            )
+        )
+
+    async def submit_many(self, requests: Iterable[Mapping[str, Any]]) -> list[Execution]:
+        """Submit a batch in one transaction (``POST /executions/batch``): all or none.
+
+        Each mapping holds :meth:`submit`'s arguments (``job`` included); one that
+        does not raises :class:`ValidationError` naming it (``[3].job``), and
+        nothing is sent.
+        """
+        return await self._run(verbs.submit_many(requests))
+
+    async def get(self, execution_id: str) -> Execution:
+        """One execution; :class:`NotFound` if unknown."""
+        return await self._run(verbs.get(execution_id))
+
+    async def wait(
+        self, execution_id: str, *, timeout: float | timedelta | None = None
+    ) -> Execution:
+        """The execution once it is terminal (SUCCEEDED, FAILED, CANCELLED, SKIPPED).
+
+        Long-polls ``GET /executions/{id}?wait=N`` in slices of at most 30 s (a
+        service without long-poll is polled at a pace growing from 50 ms to 1 s).
+        ``timeout`` None waits for ever; past it, :class:`TimeoutError`. A negative
+        or NaN ``timeout`` is a :class:`ValidationError` naming it.
+        """
+        return await self._run(verbs.wait(execution_id, timeout=timeout))
+
+    async def query(
+        self,
+        *,
+        state: State | str | Iterable[State | str] | None = None,
+        job: str | None = None,
+        schedule: str | None = None,
+        bucket: int | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        newest_first: bool = False,
+        queue: str | None = None,
+    ) -> Page:
+        """Executions matching every given filter, by id; see ``Store.query``."""
+        return await self._run(
+            verbs.query(
+                state=state,
+                job=job,
+                schedule=schedule,
+                bucket=bucket,
+                limit=limit,
+                after=after,
+                newest_first=newest_first,
+                queue=queue,
+            )
+        )
+
+    async def dead_letters(
+        self, *, job: str | None = None, limit: int = 100, after: str | None = None
+    ) -> Page:
+        """FAILED executions, oldest first."""
+        return await self._run(verbs.dead_letters(job=job, limit=limit, after=after))
+
+    async def transitions(self, execution_id: str) -> list[Transition]:
+        """The audit trail of one execution, oldest first."""
+        return await self._run(verbs.transitions(execution_id))
+
+    async def attempts(self, execution_id: str) -> list[Attempt]:
+        """The attempts of one execution, oldest first."""
+        return await self._run(verbs.attempts(execution_id))
+
+    async def stats(self, *, window: float | timedelta = 3600.0) -> Stats:
+        """Counts by state and job, backlog, and the window's lateness; see ``Store.stats``."""
+        return await self._run(verbs.stats(window=window))
+
+    async def jobs(self, *, window: float | timedelta = 86400.0) -> list[JobSummary]:
+        """Every published job, by name: its latest version, the versions, the live nodes
+        serving it, and its executions created in the last ``window`` by state.
+
+        Unlike ``Store.jobs`` (every entry of the catalogue), one summary a job; see
+        ``Store.job_counts`` for the counts.
+        """
+        return await self._run(verbs.jobs(window=window))
+
+    async def job(self, name: str, *, window: float | timedelta = 86400.0) -> JobView:
+        """The job ``name`` in full (every version, the nodes serving each, its executions
+        created in the last ``window`` by state); :class:`NotFound` for a job no one
+        published."""
+        return await self._run(verbs.job(name, window=window))
+
+    async def slo(
+        self,
+        *,
+        window: float | timedelta = 30 * 86400.0,
+        claim_within: float | timedelta = 10.0,
+        finish_within: float | timedelta = 300.0,
+        worst: int = 10,
+    ) -> SloReport:
+        """The scheduler's service-level report; see ``Store.slo``."""
+        return await self._run(
+            verbs.slo(
+                window=window, claim_within=claim_within, finish_within=finish_within, worst=worst
+            )
+        )
+
+    async def bucket_report(
+        self, *, orphaned_after: float | timedelta = 300, limit: int = 100
+    ) -> BucketReport:
+        """Buckets owned twice, holes, and orphans; see ``Store.bucket_report``."""
+        return await self._run(verbs.bucket_report(orphaned_after=orphaned_after, limit=limit))
+
+    # -- operator actions ----------------------------------------------------
+
+    async def cancel(self, execution_id: str) -> Execution:
+        """Cancel an execution that has not started (``DELETE /executions/{id}``)."""
+        return await self._run(verbs.cancel(execution_id))
+
+    async def request(self, execution_id: str, kind: CommandKind | str) -> Command:
+        """Ask the worker running an execution to cancel, pause or resume it."""
+        return await self._run(verbs.request(execution_id, kind))
+
+    async def replay(self, execution_id: str) -> Execution:
+        """Revive a dead letter (FAILED -> SCHEDULED, due now, fresh attempts)."""
+        return await self._run(verbs.replay(execution_id))
+
+    # -- schedules -----------------------------------------------------------
+
+    async def add_schedule(self, job: str, **arguments: Any) -> Schedule:
+        """Add a schedule (``POST /schedules``); ``Store.add_schedule``'s arguments.
+
+        ``version``, ``every`` and ``misfire_grace`` as the store names them;
+        ``job_version`` is the deprecated name of ``version``.
+        """
+        return await self._run(verbs.add_schedule(job, **arguments))
+
+    async def get_schedule(self, schedule_id: str) -> Schedule:
+        """One schedule; :class:`NotFound` if unknown."""
+        return await self._run(verbs.get_schedule(schedule_id))
+
+    async def schedules(
+        self,
+        *,
+        job: str | None = None,
+        paused: bool | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> SchedulePage:
+        """Schedules by id, filtered; pass ``next_cursor`` as ``after``."""
+        return await self._run(verbs.schedules(job=job, paused=paused, limit=limit, after=after))
+
+    async def update_schedule(self, schedule_id: str, /, **changes: Any) -> Schedule:
+        """Change a schedule (``PATCH /schedules/{id}``); ``Store.update_schedule``'s names."""
+        return await self._run(verbs.update_schedule(schedule_id, **changes))
+
+    async def pause_schedule(self, schedule_id: str) -> Schedule:
+        """Stop materializing a schedule until resumed."""
+        return await self._run(verbs.pause_schedule(schedule_id))
+
+    async def resume_schedule(self, schedule_id: str) -> Schedule:
+        """Materialize a paused schedule again."""
+        return await self._run(verbs.resume_schedule(schedule_id))
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """Delete a schedule (its executions stay)."""
+        return await self._run(verbs.delete_schedule(schedule_id))
+
+    async def preview(
+        self, schedule_id: str, count: int = 10, *, after: datetime | None = None
+    ) -> list[datetime]:
+        """The next ``count`` fire times of a schedule, after ``after`` (default: now)."""
+        return await self._run(verbs.preview(schedule_id, count, after=after))
+
+    async def nodes(self) -> list[Node]:
+        """The live nodes."""
+        return await self._run(verbs.nodes())

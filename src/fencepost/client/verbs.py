@@ -1,0 +1,748 @@
+"""Each HTTP verb of the client, described once: the requests it makes and what it returns.
+
+A verb is a generator: it checks its arguments, yields a :class:`Request`, is sent
+the body of the answer (or has the answer's error thrown into it), and returns the
+result. :class:`~fencepost.client.http.Client` runs verbs over an
+:class:`httpx.Client`, :class:`~fencepost.client.aio.AsyncClient` over an
+:class:`httpx.AsyncClient`; neither knows anything of a verb but its name.
+
+Why generators rather than a request object and a decoder: a verb that makes more
+than one request (``wait``, which long-polls in slices; ``complete``, which fails a
+result that is not JSON) is then written once as the plain loop it is, with its
+state in local variables, and a verb that maps an error of the answer
+(``StaleLease`` for a stale heartbeat) catches it where it yields, as ordinary code
+would. A request object and a decoder would need a second, per-verb state machine
+for each of those. A verb that waits between requests yields a :class:`Pause`: the
+runner sleeps as its own I/O sleeps (``time.sleep`` or ``anyio.sleep``).
+
+Argument checks run at the verb's first step, inside the runner's call: a bad
+argument raises before anything is sent, and the deprecation warning of an old
+argument name points at the caller's line (:data:`CALLER`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, TypeAdapter
+
+from fencepost.client.arguments import OLD_VERSION, claim_queues, renamed, submit_item
+from fencepost.client.errors import error_of
+from fencepost.domain import payloads
+from fencepost.domain.catalogue import JobEntry
+from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
+from fencepost.domain.errors import (
+    RemoteStaleLease,
+    ResultInvalid,
+    StaleLease,
+    StoreUnavailable,
+    ValidationError,
+)
+from fencepost.domain.jobviews import JobSummary, JobView
+from fencepost.domain.models import (
+    JSON,
+    Attempt,
+    Command,
+    Execution,
+    Lease,
+    Page,
+    Schedule,
+    SchedulePage,
+    Transition,
+)
+from fencepost.domain.nodes import BucketReport, Node, default_node_id
+from fencepost.domain.reports import SloReport, Stats
+from fencepost.domain.states import CommandKind, State
+from fencepost.wire import catalogue, executions, reports, work
+from fencepost.wire import jobs as jobs_wire
+from fencepost.wire import schedules as schedules_wire
+
+if TYPE_CHECKING:
+    from httpx._client import UseClientDefault
+
+#: Large enough for any payload the service accepts; the service enforces its own cap.
+ENCODE_LIMIT = 64 * 1024 * 1024
+
+#: The ``stacklevel`` that points a warning raised in an argument check at the caller's
+#: line: the check's caller is the verb (1), then the runner (2), the client's method
+#: (3) and the caller (4). Both runners keep this depth.
+CALLER = 4
+
+#: The longest slice ``wait`` asks the service to hold one poll for, in seconds.
+WAIT_SLICE = 30
+#: The pauses between polls that come back at once (a service without long-poll).
+POLL_PAUSE_FIRST, POLL_PAUSE_MAX = 0.05, 1.0
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One HTTP request of a verb, as either transport sends it.
+
+    ``body`` is encoded by :meth:`content` (strict JSON); ``body_json`` is a body
+    already encoded. Query values that are None are left out. ``hold`` is how long
+    the service may hold the answer back (a long-poll): the transport waits that
+    much longer for it (:meth:`timeout`).
+    """
+
+    method: str
+    path: str
+    body: Any = None
+    body_json: str | None = None
+    params: Mapping[str, Any] | None = None
+    headers: Mapping[str, str] | None = field(default=None)
+    hold: float = 0.0
+
+    def content(self) -> str | None:
+        """The body's JSON text, or None for a request without one."""
+        if self.body is not None:
+            # Strict JSON (no NaN), so what the service stores is what was meant.
+            return payloads.encode(self.body, field="body", limit=ENCODE_LIMIT)
+        return self.body_json
+
+    def query(self) -> dict[str, Any] | None:
+        """The query parameters that are set."""
+        if self.params is None:
+            return None
+        return {k: v for k, v in self.params.items() if v is not None}
+
+    def timeout(self, client: httpx.Timeout) -> httpx.Timeout | UseClientDefault:
+        """The client's timeouts, the read one lengthened by ``hold``."""
+        if not self.hold or client.read is None:
+            return httpx.USE_CLIENT_DEFAULT  # (a TestClient warns of any timeout given)
+        return httpx.Timeout(
+            connect=client.connect,
+            read=client.read + self.hold,
+            write=client.write,
+            pool=client.pool,
+        )
+
+    def header_fields(self, content: str | None) -> dict[str, str]:
+        """The request's own headers, with the content type when it has a body."""
+        fields = dict(self.headers or {})
+        if content is not None:
+            fields["Content-Type"] = "application/json"
+        return fields
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """A verb's wait between two requests; the runner sleeps ``seconds`` its own way."""
+
+    seconds: float
+
+
+#: A verb: yields its requests (and pauses), is sent each answer's body, returns ``T``.
+Verb = Generator[Request | Pause, bytes, T]
+
+
+def answer_of(status: int, content: bytes, text: str) -> bytes:
+    """The body of an answer (empty for 204), or the error its problem document names."""
+    if status < 400:
+        return content
+    try:
+        problem = json.loads(content)
+    except ValueError:
+        problem = {"detail": text[:500]}
+    if not isinstance(problem, dict):
+        problem = {"detail": str(problem)[:500]}
+    raise error_of(status, problem)
+
+
+def unreachable(base_url: str, exc: Exception) -> StoreUnavailable:
+    """The outage a transport's failure (no connection, a timeout) is to the caller."""
+    return StoreUnavailable(f"{base_url}: {exc.__class__.__name__}: {exc}")
+
+
+def seconds(value: float | timedelta) -> float:
+    """A duration argument in seconds."""
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def _path(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _read(model: type[M], request: Request) -> Verb[M]:
+    """One request whose answer is a ``model`` body."""
+    return model.model_validate_json((yield request))
+
+
+def _read_list(model: type[M], request: Request) -> Verb[list[M]]:
+    """One request whose answer is a list of ``model`` bodies."""
+    return _list_of(model).validate_json((yield request))
+
+
+@cache
+def _list_of(model: type[M]) -> TypeAdapter[list[M]]:
+    return TypeAdapter(list[model])  # type: ignore[valid-type]
+
+
+# -- submitting and reading ------------------------------------------------------------
+
+
+def submit(
+    job: str,
+    inputs: JSON = None,
+    *,
+    version: int | None = None,
+    execute_at: datetime | None = None,
+    delay: float | timedelta | None = None,
+    idempotency_key: str | None = None,
+    max_attempts: int | None = None,
+    timeout: float | timedelta | None = None,
+    bucket_key: str | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+    job_version: int | None = None,
+) -> Verb[Execution]:
+    """``POST /executions``; see ``Client.submit``."""
+    arguments = {
+        "job": job,
+        "inputs": inputs,
+        "version": version,
+        "execute_at": execute_at,
+        "delay": delay,
+        "max_attempts": max_attempts,
+        "timeout": timeout,
+        "bucket_key": bucket_key,
+        "priority": priority,
+        "queue": queue,
+    }
+    if job_version is not None:
+        arguments[OLD_VERSION] = job_version
+    body = executions.SubmitRequest.body(renamed(arguments, stacklevel=CALLER))
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
+    request = Request("POST", "/executions", body=body, headers=headers)
+    answer = yield from _read(executions.Execution, request)
+    return answer.to_domain()
+
+
+def submit_many(requests: Iterable[Mapping[str, Any]]) -> Verb[list[Execution]]:
+    """``POST /executions/batch``; see ``Client.submit_many``."""
+    # A loop, not a comprehension: a comprehension is a frame of its own, and the
+    # deprecation warning's stacklevel counts frames up to the caller.
+    items = []
+    for index, request in enumerate(requests):
+        items.append(submit_item(request, index, stacklevel=CALLER))
+    if not items:
+        return []
+    batch = Request("POST", "/executions/batch", body={"items": items})
+    answer = yield from _read(executions.SubmitBatchResult, batch)
+    return [e.to_domain() for e in answer.items]
+
+
+def get(execution_id: str) -> Verb[Execution]:
+    """``GET /executions/{id}``."""
+    request = Request("GET", f"/executions/{_path(execution_id)}")
+    return (yield from _read(executions.Execution, request)).to_domain()
+
+
+def wait(execution_id: str, *, timeout: float | timedelta | None = None) -> Verb[Execution]:
+    """Poll ``GET /executions/{id}?wait=N`` until the execution is terminal; see
+    ``Client.wait``.
+
+    Each poll asks the service to hold it up to a slice of whole seconds (at most
+    :data:`WAIT_SLICE`, at most the time left). A poll that comes back sooner than
+    its slice and not terminal (a service without long-poll answers at once, or the
+    execution moved to another waiting state) is followed by a short pause, growing
+    from :data:`POLL_PAUSE_FIRST` to :data:`POLL_PAUSE_MAX`; in the last second no
+    slice is asked for, only such paced polls.
+    """
+    limit = _wait_timeout(timeout)
+    deadline = None if limit is None else time.monotonic() + limit
+    path = f"/executions/{_path(execution_id)}"
+    pause = POLL_PAUSE_FIRST
+    while True:
+        left = math.inf if deadline is None else deadline - time.monotonic()
+        slice_ = int(min(WAIT_SLICE, left))
+        params = {"wait": slice_} if slice_ >= 1 else None
+        poll = Request("GET", path, params=params, hold=max(slice_, 0))
+        started = time.monotonic()
+        answer = yield from _read(executions.Execution, poll)
+        execution = answer.to_domain()
+        if execution.state.is_terminal:
+            return execution
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            state = execution.state.value
+            raise TimeoutError(f"execution {execution_id} still {state} at its timeout, {timeout}")
+        if now - started >= slice_ >= 1:
+            pause = POLL_PAUSE_FIRST  # the service held the poll: it long-polls
+            continue
+        nap = pause if deadline is None else min(pause, max(0.0, deadline - now))
+        yield Pause(nap)
+        pause = min(pause * 2, POLL_PAUSE_MAX)
+
+
+def _wait_timeout(timeout: object) -> float | None:
+    """``wait``'s timeout in seconds (None: forever), or the ValidationError naming it."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float | timedelta):
+        raise ValidationError("timeout", f"must be seconds or a timedelta, got {timeout!r}")
+    value = seconds(timeout)
+    if math.isnan(value) or value < 0:
+        raise ValidationError("timeout", f"must be a number of seconds >= 0, got {timeout!r}")
+    return None if math.isinf(value) else value
+
+
+def query(
+    *,
+    state: State | str | Iterable[State | str] | None = None,
+    job: str | None = None,
+    schedule: str | None = None,
+    bucket: int | None = None,
+    limit: int = 100,
+    after: str | None = None,
+    newest_first: bool = False,
+    queue: str | None = None,
+) -> Verb[Page]:
+    """``GET /executions``; see ``Client.query``."""
+    states = [state] if isinstance(state, str) else None if state is None else list(state)
+    params = {
+        "state": states,
+        "job": job,
+        "schedule": schedule,
+        "bucket": bucket,
+        "limit": limit,
+        "cursor": after,
+        "order": "desc" if newest_first else "asc",
+        "queue": queue,
+    }
+    request = Request("GET", "/executions", params=params)
+    return (yield from _read(executions.Page, request)).to_domain()
+
+
+def dead_letters(
+    *, job: str | None = None, limit: int = 100, after: str | None = None
+) -> Verb[Page]:
+    """``GET /dead-letters``."""
+    params = {"job": job, "limit": limit, "cursor": after}
+    request = Request("GET", "/dead-letters", params=params)
+    return (yield from _read(executions.Page, request)).to_domain()
+
+
+def transitions(execution_id: str) -> Verb[list[Transition]]:
+    """``GET /executions/{id}/transitions``."""
+    request = Request("GET", f"/executions/{_path(execution_id)}/transitions")
+    rows = yield from _read_list(executions.Transition, request)
+    return [t.to_domain(execution_id=execution_id) for t in rows]
+
+
+def attempts(execution_id: str) -> Verb[list[Attempt]]:
+    """``GET /executions/{id}/attempts``."""
+    request = Request("GET", f"/executions/{_path(execution_id)}/attempts")
+    rows = yield from _read_list(executions.Attempt, request)
+    return [a.to_domain(execution_id=execution_id) for a in rows]
+
+
+def stats(*, window: float | timedelta = 3600.0) -> Verb[Stats]:
+    """``GET /stats``."""
+    request = Request("GET", "/stats", params={"window": seconds(window)})
+    return (yield from _read(reports.Stats, request)).to_domain()
+
+
+def jobs(*, window: float | timedelta = 86400.0) -> Verb[list[JobSummary]]:
+    """``GET /jobs``: one summary a job; see ``Client.jobs``."""
+    request = Request("GET", "/jobs", params={"window": seconds(window)})
+    body = yield from _read(jobs_wire.JobList, request)
+    at, span = body.at.astimezone(UTC), timedelta(seconds=body.window_seconds)
+    return [summary.to_domain(at=at, window=span) for summary in body.jobs]
+
+
+def job(name: str, *, window: float | timedelta = 86400.0) -> Verb[JobView]:
+    """``GET /jobs/{name}``."""
+    request = Request("GET", f"/jobs/{_path(name)}", params={"window": seconds(window)})
+    return (yield from _read(jobs_wire.JobView, request)).to_domain()
+
+
+def slo(
+    *,
+    window: float | timedelta = 30 * 86400.0,
+    claim_within: float | timedelta = 10.0,
+    finish_within: float | timedelta = 300.0,
+    worst: int = 10,
+) -> Verb[SloReport]:
+    """``GET /slo``."""
+    params = {
+        "window": seconds(window),
+        "claim_within": seconds(claim_within),
+        "finish_within": seconds(finish_within),
+        "worst": worst,
+    }
+    return (yield from _read(reports.Slo, Request("GET", "/slo", params=params))).to_domain()
+
+
+def bucket_report(
+    *, orphaned_after: float | timedelta = 300, limit: int = 100
+) -> Verb[BucketReport]:
+    """``GET /buckets``."""
+    params = {"orphaned_after": seconds(orphaned_after), "limit": limit}
+    request = Request("GET", "/buckets", params=params)
+    return (yield from _read(reports.BucketReport, request)).to_domain()
+
+
+# -- operator actions ----------------------------------------------------------------
+
+
+def cancel(execution_id: str) -> Verb[Execution]:
+    """``DELETE /executions/{id}``."""
+    request = Request("DELETE", f"/executions/{_path(execution_id)}")
+    return (yield from _read(executions.Execution, request)).to_domain()
+
+
+def request(execution_id: str, kind: CommandKind | str) -> Verb[Command]:
+    """``POST /executions/{id}/{cancel|pause|resume}``."""
+    path = f"/executions/{_path(execution_id)}/{CommandKind(kind).value}"
+    return (yield from _read(executions.Command, Request("POST", path))).to_domain()
+
+
+def replay(execution_id: str) -> Verb[Execution]:
+    """``POST /executions/{id}/replay``."""
+    path = f"/executions/{_path(execution_id)}/replay"
+    return (yield from _read(executions.Execution, Request("POST", path))).to_domain()
+
+
+# -- schedules -------------------------------------------------------------------------
+
+
+def add_schedule(job: str, **arguments: Any) -> Verb[Schedule]:
+    """``POST /schedules``; see ``Client.add_schedule``."""
+    body = schedules_wire.ScheduleCreate.body({"job": job, **renamed(arguments, stacklevel=CALLER)})
+    request = Request("POST", "/schedules", body=body)
+    return (yield from _read(schedules_wire.Schedule, request)).to_domain()
+
+
+def get_schedule(schedule_id: str) -> Verb[Schedule]:
+    """``GET /schedules/{id}``."""
+    request = Request("GET", f"/schedules/{_path(schedule_id)}")
+    return (yield from _read(schedules_wire.Schedule, request)).to_domain()
+
+
+def schedules(
+    *,
+    job: str | None = None,
+    paused: bool | None = None,
+    limit: int = 100,
+    after: str | None = None,
+) -> Verb[SchedulePage]:
+    """``GET /schedules``."""
+    params = {
+        "job": job,
+        "paused": None if paused is None else str(paused).lower(),
+        "limit": limit,
+        "cursor": after,
+    }
+    request = Request("GET", "/schedules", params=params)
+    return (yield from _read(schedules_wire.SchedulePage, request)).to_domain()
+
+
+def update_schedule(schedule_id: str, /, **changes: Any) -> Verb[Schedule]:
+    """``PATCH /schedules/{id}``."""
+    body = schedules_wire.ScheduleUpdate.body(renamed(changes, stacklevel=CALLER))
+    request = Request("PATCH", f"/schedules/{_path(schedule_id)}", body=body)
+    return (yield from _read(schedules_wire.Schedule, request)).to_domain()
+
+
+def pause_schedule(schedule_id: str) -> Verb[Schedule]:
+    """``POST /schedules/{id}/pause``."""
+    request = Request("POST", f"/schedules/{_path(schedule_id)}/pause")
+    return (yield from _read(schedules_wire.Schedule, request)).to_domain()
+
+
+def resume_schedule(schedule_id: str) -> Verb[Schedule]:
+    """``POST /schedules/{id}/resume``."""
+    request = Request("POST", f"/schedules/{_path(schedule_id)}/resume")
+    return (yield from _read(schedules_wire.Schedule, request)).to_domain()
+
+
+def delete_schedule(schedule_id: str) -> Verb[None]:
+    """``DELETE /schedules/{id}`` (204)."""
+    yield Request("DELETE", f"/schedules/{_path(schedule_id)}")
+
+
+def preview(
+    schedule_id: str, count: int = 10, *, after: datetime | None = None
+) -> Verb[list[datetime]]:
+    """``GET /schedules/{id}/preview``."""
+    params = {"count": count, "after": None if after is None else after.isoformat()}
+    request = Request("GET", f"/schedules/{_path(schedule_id)}/preview", params=params)
+    answer = yield from _read(schedules_wire.FireTimes, request)
+    return [instant.astimezone(UTC) for instant in answer.fire_times]
+
+
+# -- the worker protocol -----------------------------------------------------------------
+
+
+def claim(
+    owner: str,
+    *,
+    limit: int = 1,
+    ttl: float | timedelta = DEFAULT_TTL,
+    jobs: Iterable[str] | None = None,
+    buckets: Iterable[int] | None = None,
+    max_per_bucket: int | None = None,
+    versions: Iterable[tuple[str, int]] | None = None,
+    queues: Iterable[str] | Mapping[str, int] | None = None,
+) -> Verb[list[Lease]]:
+    """``POST /claims``."""
+    body: dict[str, Any] = {"owner": owner, "limit": limit, "ttl_seconds": seconds(ttl)}
+    if jobs is not None:
+        body["jobs"] = list(jobs)
+    if versions is not None:
+        body["versions"] = [{"job": j, "version": v} for j, v in versions]
+    if buckets is not None:
+        body["buckets"] = list(buckets)
+    if max_per_bucket is not None:
+        body["max_per_bucket"] = max_per_bucket
+    if queues is not None:
+        body["queues"] = claim_queues(queues)
+    answer = yield from _read(work.Leases, Request("POST", "/claims", body=body))
+    return [lease.to_domain() for lease in answer.leases]
+
+
+def claim_occurrence(
+    schedule_id: str, slot: str, owner: str, *, ttl: float | timedelta = DEFAULT_TTL
+) -> Verb[Lease]:
+    """``POST /jobs/{task}/{slot}/claim``."""
+    path = f"/jobs/{_path(schedule_id)}/{_path(slot)}/claim"
+    body = {"owner": owner, "ttl_seconds": seconds(ttl)}
+    return (yield from _read(work.Lease, Request("POST", path, body=body))).to_domain()
+
+
+def complete_occurrence(
+    schedule_id: str, slot: str, lease: Lease, result: JSON = None
+) -> Verb[Execution]:
+    """``POST /jobs/{task}/{slot}/complete``."""
+    path = f"/jobs/{_path(schedule_id)}/{_path(slot)}/complete"
+    body = {"owner": lease.owner, "epoch": lease.epoch, "result": result}
+    return (yield from _read(executions.Execution, Request("POST", path, body=body))).to_domain()
+
+
+def heartbeat(
+    lease: Lease, *, ttl: float | timedelta = DEFAULT_TTL, progress: JSON = None
+) -> Verb[Lease]:
+    """``POST /executions/{id}/heartbeat``; :class:`StaleLease` if no longer held."""
+    body = _report(lease, ttl_seconds=seconds(ttl), progress=progress)
+    try:
+        answer = yield from _read(work.Lease, Request("POST", _on(lease, "heartbeat"), body=body))
+    except RemoteStaleLease:
+        raise StaleLease(lease.execution_id, lease.owner, lease.epoch) from None
+    return answer.to_domain()
+
+
+def heartbeat_many(
+    beats: Sequence[tuple[Lease, JSON]], *, ttl: float | timedelta = DEFAULT_TTL
+) -> Verb[list[Lease | StaleLease]]:
+    """``POST /heartbeats``: per item the lease or its refusal."""
+    if not beats:
+        return []
+    items = [{"execution_id": le.execution_id, **_report(le, progress=p)} for le, p in beats]
+    body = {"ttl_seconds": seconds(ttl), "items": items}
+    answer = yield from _read(work.HeartbeatResults, Request("POST", "/heartbeats", body=body))
+    out: list[Lease | StaleLease] = []
+    for (lease, _), result in zip(beats, answer.results, strict=True):
+        if isinstance(result, work.Lease):
+            out.append(result.to_domain())
+        else:
+            out.append(StaleLease(lease.execution_id, lease.owner, lease.epoch))
+    return out
+
+
+def complete(lease: Lease, result: JSON = None) -> Verb[Execution]:
+    """``POST /executions/{id}/complete``; a result that is not JSON fails it for good."""
+    encoded, invalid = _result_json(result)
+    if encoded is None:
+        yield from _fail_invalid(lease, invalid)
+        raise ResultInvalid(lease.execution_id, invalid)
+    try:
+        body = _completion_json(lease, encoded, with_id=False)
+        request = Request("POST", _on(lease, "complete"), body_json=body)
+        answer = yield from _read(executions.Execution, request)
+    except RemoteStaleLease:
+        raise StaleLease(lease.execution_id, lease.owner, lease.epoch) from None
+    return answer.to_domain()
+
+
+def complete_many(results: Sequence[tuple[Lease, JSON]]) -> Verb[list[StaleLease | None]]:
+    """``POST /completions``: per item None or its refusal; see ``Client.complete_many``."""
+    out: list[StaleLease | None] = [None] * len(results)
+    items, positions = [], []
+    for index, (lease, result) in enumerate(results):
+        encoded, invalid = _result_json(result)
+        if encoded is None:
+            try:
+                yield from _fail_invalid(lease, invalid)
+            except StaleLease as refused:
+                out[index] = refused
+            continue
+        items.append(_completion_json(lease, encoded, with_id=True))
+        positions.append(index)
+    if items:
+        body = '{"items":[' + ",".join(items) + "]}"
+        request = Request("POST", "/completions", body_json=body)
+        answer = yield from _read(work.CompletionResults, request)
+        for index, refusal in zip(positions, answer.results, strict=True):
+            if refusal is not None:
+                lease = results[index][0]
+                out[index] = StaleLease(lease.execution_id, lease.owner, lease.epoch)
+    return out
+
+
+def _fail_invalid(lease: Lease, invalid: str) -> Verb[Execution]:
+    return (yield from fail(lease, f"result_invalid: {invalid}", retryable=False))
+
+
+def fail(
+    lease: Lease,
+    error: str,
+    *,
+    retryable: bool = True,
+    retry_in: float | timedelta | None = None,
+    timed_out: bool = False,
+) -> Verb[Execution]:
+    """``POST /executions/{id}/fail``."""
+    body = _report(
+        lease,
+        error=error,
+        retryable=retryable,
+        timed_out=timed_out,
+        retry_in_seconds=None if retry_in is None else seconds(retry_in),
+    )
+    return (yield from _lease_verb(lease, "fail", body))
+
+
+def release(lease: Lease, *, reason: str = "released") -> Verb[Execution]:
+    """``POST /executions/{id}/release``."""
+    return (yield from _lease_verb(lease, "release", _report(lease, reason=reason)))
+
+
+def abort(lease: Lease, *, reason: str = "cancel requested") -> Verb[Execution]:
+    """``POST /executions/{id}/abort``."""
+    return (yield from _lease_verb(lease, "abort", _report(lease, reason=reason)))
+
+
+def _lease_verb(lease: Lease, verb: str, body: dict[str, Any]) -> Verb[Execution]:
+    try:
+        request = Request("POST", _on(lease, verb), body=body)
+        answer = yield from _read(executions.Execution, request)
+    except RemoteStaleLease:
+        raise StaleLease(lease.execution_id, lease.owner, lease.epoch) from None
+    return answer.to_domain()
+
+
+def claim_commands(
+    owner: str,
+    execution_ids: Iterable[str],
+    *,
+    ttl: float | timedelta = DEFAULT_COMMAND_TTL,
+    limit: int = 100,
+) -> Verb[list[Command]]:
+    """``POST /commands/claims``."""
+    ids = list(dict.fromkeys(execution_ids))
+    if not ids:
+        return []
+    body = {"owner": owner, "execution_ids": ids, "ttl_seconds": seconds(ttl), "limit": limit}
+    answer = yield from _read(work.ClaimedCommands, Request("POST", "/commands/claims", body=body))
+    return [c.to_domain() for c in answer.commands]
+
+
+def complete_command(command: Command, lease: Lease) -> Verb[Command]:
+    """``POST /commands/{id}/complete``."""
+    if command.owner != lease.owner or command.execution_id != lease.execution_id:
+        raise StaleLease(command.execution_id, lease.owner, lease.epoch)
+    body = {"owner": lease.owner, "execution_id": lease.execution_id, "epoch": lease.epoch}
+    path = f"/commands/{_path(command.id)}/complete"
+    try:
+        answer = yield from _read(work.ClaimedCommand, Request("POST", path, body=body))
+    except RemoteStaleLease:
+        raise StaleLease(command.execution_id, lease.owner, lease.epoch) from None
+    return answer.to_domain()
+
+
+def release_command(command: Command) -> Verb[None]:
+    """``POST /commands/{id}/release`` (nothing to send for an unclaimed command)."""
+    if command.owner is None:
+        return
+    body = {"owner": command.owner, "execution_id": command.execution_id}
+    yield Request("POST", f"/commands/{_path(command.id)}/release", body=body)
+
+
+def register_node(
+    node_id: str | None = None,
+    *,
+    kind: str = "worker",
+    buckets: Iterable[int] | None = None,
+    ttl: float | timedelta = DEFAULT_TTL,
+    jobs: Iterable[tuple[str, int]] = (),
+) -> Verb[Node]:
+    """``PUT /nodes/{id}``."""
+    body: dict[str, Any] = {"kind": kind, "ttl_seconds": seconds(ttl)}
+    if buckets is not None:
+        body["buckets"] = list(buckets)
+    served = [{"job": job, "version": version} for job, version in jobs]
+    if served:
+        body["jobs"] = served
+    name = node_id if node_id is not None else default_node_id()
+    request = Request("PUT", f"/nodes/{_path(name)}", body=body)
+    return (yield from _read(reports.Node, request)).to_domain()
+
+
+def publish_jobs(entries: Iterable[JobEntry]) -> Verb[list[JobEntry]]:
+    """``POST /jobs``."""
+    items = [catalogue.JobDefinition.of(entry) for entry in entries]
+    if not items:
+        return []
+    request = Request("POST", "/jobs", body={"entries": items})
+    answer = yield from _read_list(catalogue.JobEntry, request)
+    return [entry.to_domain() for entry in answer]
+
+
+def deregister_node(node_id: str) -> Verb[None]:
+    """``DELETE /nodes/{id}``."""
+    yield Request("DELETE", f"/nodes/{_path(node_id)}")
+
+
+def nodes() -> Verb[list[Node]]:
+    """``GET /nodes``."""
+    rows = yield from _read_list(reports.Node, Request("GET", "/nodes"))
+    return [n.to_domain() for n in rows]
+
+
+def _on(lease: Lease, verb: str) -> str:
+    return f"/executions/{_path(lease.execution_id)}/{verb}"
+
+
+def _report(lease: Lease, **fields: Any) -> dict[str, Any]:
+    """A report body: the lease's owner and epoch, and ``fields`` that are not None."""
+    body = {k: v for k, v in fields.items() if v is not None or k == "progress"}
+    return {"owner": lease.owner, "epoch": lease.epoch, **body}
+
+
+def _result_json(result: JSON) -> tuple[str | None, str]:
+    """``result`` as JSON text, or None and why it cannot be sent as JSON."""
+    try:
+        return payloads.encode(result, field="result", limit=ENCODE_LIMIT), ""
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def _completion_json(lease: Lease, result_json: str, *, with_id: bool) -> str:
+    """A completion body around an already encoded result: each result is encoded once."""
+    head: dict[str, Any] = {"execution_id": lease.execution_id} if with_id else {}
+    fields = payloads.encode(
+        {**head, "owner": lease.owner, "epoch": lease.epoch}, field="body", limit=ENCODE_LIMIT
+    )
+    return f'{fields[:-1]},"result":{result_json}}}'
