@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fastapi import FastAPI
@@ -10,11 +11,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fencepost.api import dashboard, executions, jobs, problems, reports, schedules, work
 from fencepost.api.auth import Auth
-from fencepost.api.defaults import DEFAULT_BODY_BUDGET, DEFAULT_BODY_TIMEOUT
+from fencepost.api.defaults import DEFAULT_BODY_BUDGET, DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_WAIT
 from fencepost.api.guard import DEFAULT_MAX_BODY_BYTES, Guard, LoopbackOnly
 from fencepost.api.limits import ByteBudget, FailureLimiter
 from fencepost.api.metrics import Metrics, create_metrics
 from fencepost.api.metrics import router as metrics_router
+from fencepost.domain.errors import ValidationError
 from fencepost.jobs.catalogue import entries_of
 from fencepost.jobs.registry import JobRegistry
 from fencepost.store.base import Store
@@ -34,6 +36,7 @@ def create_app(
     body_budget: int = DEFAULT_BODY_BUDGET,
     failures: FailureLimiter | None = None,
     loopback_only: bool = False,
+    max_wait: float = DEFAULT_MAX_WAIT,
 ) -> FastAPI:
     """A FastAPI application serving ``store``. The caller owns and closes the store.
 
@@ -57,8 +60,13 @@ def create_app(
     and refuses an address after repeated failed authentications (429; ``failures``,
     default :class:`~fencepost.api.limits.FailureLimiter`'s 20 then one per 3 s).
     ``loopback_only`` answers only requests whose ``Host`` is a loopback name: for a
-    service without tokens.
+    service without tokens. ``max_wait`` bounds a long-poll's ``wait`` (seconds;
+    ``GET /executions/{id}?wait=``): larger values are refused (422 naming ``wait``).
     """
+    if isinstance(max_wait, bool) or not isinstance(max_wait, int | float):
+        raise ValidationError("max_wait", f"must be seconds, got {max_wait!r}")
+    if not (math.isfinite(max_wait) and max_wait >= 0):
+        raise ValidationError("max_wait", f"must be finite seconds >= 0, got {max_wait!r}")
     # /docs loads its scripts and styles from this service (fastapi-offline ships them),
     # not from a CDN: the docs work where the service has no internet. No /redoc: its
     # page fetches a logo from cdn.redoc.ly whatever serves its script.
@@ -70,6 +78,7 @@ def create_app(
     app.state.store = store
     app.state.auth = auth if auth is not None else Auth()
     app.state.registry = registry
+    app.state.max_wait = float(max_wait)
     app.state.metrics = metrics if metrics is not None else create_metrics(store)
     # Shared by every request of this app (and readable, for tests and operators' probes).
     app.state.body_budget = ByteBudget(body_budget)
@@ -98,10 +107,21 @@ def create_app(
     def openapi() -> dict[str, Any]:
         schema = generate()  # cached by FastAPI after the first call; the fix is idempotent
         _problem_media_type(schema)
+        _long_poll_bound(schema, app.state.max_wait)
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def _long_poll_bound(schema: dict[str, Any], max_wait: float) -> None:
+    """Declare this service's ``max_wait`` as the maximum of ``wait`` (a long-poll's seconds)."""
+    operation = schema.get("paths", {}).get("/executions/{execution_id}", {}).get("get", {})
+    for parameter in operation.get("parameters", []):
+        if parameter.get("name") == "wait" and parameter.get("in") == "query":
+            for option in parameter["schema"].get("anyOf", [parameter["schema"]]):
+                if option.get("type") == "number":
+                    option["maximum"] = max_wait
 
 
 def _problem_media_type(schema: dict[str, Any]) -> None:

@@ -19,3 +19,7 @@ DEFAULT_BODY_TIMEOUT = 10.0
 
 #: Default bytes of bodies buffered at once across all requests: 64 bodies of 1 MiB.
 DEFAULT_BODY_BUDGET = 64 * 1_048_576
+
+#: Default longest long-poll of ``GET /executions/{id}?wait=``, in seconds: under the
+#: 60 s idle timeout of common proxies; a client waits longer in several polls.
+DEFAULT_MAX_WAIT = 30.0

@@ -1,15 +1,19 @@
 """Routes for executions, dead letters and health checks.
 
-Every endpoint is a plain ``def``: the store is synchronous and may block on I/O,
-so FastAPI runs these in its thread pool rather than on the event loop.
+Every endpoint but one is a plain ``def``: the store is synchronous and may block
+on I/O, so FastAPI runs these in its thread pool rather than on the event loop.
+``GET /executions/{id}`` is a coroutine: its long-poll (``wait``) awaits the store's
+shared watcher instead of holding a pool thread per waiting request.
 """
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Response, status
+from fastapi import APIRouter, Header, Query, Request, Response, status
+from starlette.concurrency import run_in_threadpool
 
 from fencepost.api import problems as p
 from fencepost.api.auth import Scope
@@ -22,6 +26,7 @@ from fencepost.domain.submission import MAX_KEY
 from fencepost.jobs.defaults import job_defaults
 from fencepost.jobs.registry import JobRegistry
 from fencepost.wire import executions as schemas
+from fencepost.wire.executions import MAX_WAIT_HEADER
 from fencepost.wire.fields import BUCKET_EXTENSION, NAME_PATTERN
 
 router = APIRouter()
@@ -185,19 +190,58 @@ def list_executions(
         **{"304": {"description": "Not modified (If-None-Match)"}},
     ),
 )
-def get_execution(
+async def get_execution(
     execution_id: str,
     store: StoreDep,
+    request: Request,
     response: Response,
     if_none_match: Annotated[str | None, Header()] = None,
+    wait: Annotated[
+        float | None,
+        Query(
+            ge=0,
+            allow_inf_nan=False,
+            description="Long-poll: answer once the execution is terminal, or after this "
+            "many seconds (at most the service's max_wait, also in the Fencepost-Max-Wait "
+            "header) with its current state; 200 either way.",
+        ),
+    ] = None,
 ) -> schemas.Execution | Response:
-    """One execution, with an ``ETag``; ``If-None-Match`` answers 304 when unchanged."""
-    execution = store.get(execution_id)
+    """One execution, with an ``ETag``; ``If-None-Match`` answers 304 when unchanged.
+
+    With ``wait`` (seconds), a long-poll: the answer comes as soon as the execution
+    is terminal (SUCCEEDED, FAILED, CANCELLED, SKIPPED), or after ``wait`` seconds
+    with the execution as it is then; 200 either way (the ``state`` tells which).
+    ``wait`` above the service's bound (``Fencepost-Max-Wait``, on every answer),
+    negative, NaN or not a number is a 422 naming ``wait``. The ETag and
+    ``If-None-Match`` apply to the execution answered, after the wait. A waiting
+    request holds no thread: it awaits the store's shared watcher.
+    """
+    bound: float = request.app.state.max_wait
+    seconds = wait_seconds(wait, bound)
+    execution: models.Execution | None = None
+    if seconds:
+        # Out of time: answered with the execution as it is now.
+        with contextlib.suppress(TimeoutError):
+            execution = await store._wait_async(execution_id, timeout=seconds)
+    if execution is None:
+        execution = await run_in_threadpool(store.get, execution_id)
     tag = etag(execution)
+    headers = {"ETag": tag, MAX_WAIT_HEADER: f"{bound:g}"}
     if if_none_match is not None and _matches(if_none_match, tag):
-        return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers={"ETag": tag})
-    response.headers["ETag"] = tag
+        return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers=headers)
+    response.headers.update(headers)
     return schemas.Execution.from_domain(execution)
+
+
+def wait_seconds(value: float | None, bound: float) -> float | None:
+    """The ``wait`` of a long-poll (None: none asked), at most ``bound``; else 422 on ``wait``.
+
+    FastAPI has refused what is not a finite number >= 0 already (the spec says so).
+    """
+    if value is not None and value > bound:
+        raise ValidationError("wait", f"must be at most {bound:g} seconds here, got {value:g}")
+    return value
 
 
 @router.get(

@@ -23,6 +23,7 @@ from fencepost.api.defaults import (
     DEFAULT_BODY_BUDGET,
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_WAIT,
 )
 from fencepost.api.guard import DEFAULT_MAX_BODY_BYTES, is_loopback
 from fencepost.api.metrics import Metrics, create_metrics
@@ -71,6 +72,8 @@ class ServiceOptions:
     body_budget: int = DEFAULT_BODY_BUDGET
     #: Worker options other than owner and concurrency (grace, poll interval, ...).
     worker: WorkerOptions = field(default_factory=WorkerOptions)
+    #: The longest long-poll (``GET /executions/{id}?wait=``), seconds; more is a 422.
+    max_wait: float = DEFAULT_MAX_WAIT
 
 
 class Service:
@@ -102,6 +105,7 @@ class Service:
             max_body_bytes=self.options.max_body_bytes,
             body_timeout=self.options.body_timeout,
             body_budget=self.options.body_budget,
+            max_wait=self.options.max_wait,
             # Without tokens, only loopback names may reach us (DNS rebinding: guard.py).
             loopback_only=not self.auth.enabled,
         )

@@ -11,6 +11,7 @@ from fencepost.api.defaults import (
     DEFAULT_BODY_BUDGET,
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_WAIT,
     TOKENS_ENV,
 )
 from fencepost.cli import common, logs
@@ -84,6 +85,13 @@ def add_parser(commands: Any) -> None:
         help="bytes of request bodies buffered at once across all requests; 503 "
         f"beyond (default {DEFAULT_BODY_BUDGET}, 64 MiB)",
     )
+    p.add_argument(
+        "--max-wait",
+        type=float,
+        default=DEFAULT_MAX_WAIT,
+        help="longest long-poll of GET /executions/{id}?wait=, seconds; more is refused "
+        f"(422) (default {DEFAULT_MAX_WAIT:g})",
+    )
     p.add_argument("--no-scheduler", action="store_true", help="do not materialize schedules")
     p.add_argument("--grace", type=float, default=30.0, help="shutdown grace, seconds")
     common.add_logging(p, default="INFO", note="")
@@ -115,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
         body_budget=args.body_budget,
+        max_wait=args.max_wait,
         worker=WorkerOptions(grace=args.grace),
     )
     try:  # publishes the service's jobs to the catalogue
@@ -153,6 +162,7 @@ def _check(args: argparse.Namespace) -> tuple[Auth, JobRegistry]:
     for name in ("header_timeout", "body_timeout"):
         # The one duration check: finite (1e400 would switch the limit off), > 0, <= 100 years.
         as_duration(getattr(args, name), field=name)
+    as_duration(args.max_wait, field="max_wait", allow_zero=True)
     if args.body_budget < 1:
         raise ValidationError("body_budget", f"must be >= 1 byte, got {args.body_budget}")
     auth = Auth(load_tokens(args.tokens))

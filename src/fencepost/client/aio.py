@@ -106,8 +106,8 @@ class AsyncClient:
             result: T = done.value
             return result
 
-    async def _send(self, step: verbs.Request | verbs.Pause) -> bytes:
-        """One request; the body of the answer (empty for 204), or the error raised."""
+    async def _send(self, step: verbs.Request | verbs.Pause) -> Any:
+        """One request; what the verb receives (see verbs.answer_for), or the error raised."""
         if isinstance(step, verbs.Pause):
             await anyio.sleep(step.seconds)
             return b""
@@ -123,7 +123,7 @@ class AsyncClient:
             )
         except httpx.HTTPError as exc:
             raise verbs.unreachable(self.base_url, exc) from exc
-        return verbs.answer_of(response.status_code, response.content, response.text)
+        return verbs.answer_for(step, response)
 
     # -- submitting and reading ----------------------------------------------
 
@@ -186,8 +186,8 @@ class AsyncClient:
 
         Long-polls ``GET /executions/{id}?wait=N`` in slices of at most 30 s (a
         service without long-poll is polled at a pace growing from 50 ms to 1 s).
-        ``timeout`` None waits for ever; past it, :class:`TimeoutError`. A negative
-        or NaN ``timeout`` is a :class:`ValidationError` naming it.
+        ``timeout`` None waits for ever; past it, :class:`TimeoutError`. A negative,
+        NaN or infinite ``timeout`` is a :class:`ValidationError` naming it.
         """
         return await self._run(verbs.wait(execution_id, timeout=timeout))
 

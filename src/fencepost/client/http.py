@@ -104,8 +104,8 @@ class Client:
             result: T = done.value
             return result
 
-    def _send(self, step: verbs.Request | verbs.Pause) -> bytes:
-        """One request; the body of the answer (empty for 204), or the error raised."""
+    def _send(self, step: verbs.Request | verbs.Pause) -> Any:
+        """One request; what the verb receives (see verbs.answer_for), or the error raised."""
         if isinstance(step, verbs.Pause):
             time.sleep(step.seconds)
             return b""
@@ -121,7 +121,7 @@ class Client:
             )
         except httpx.HTTPError as exc:
             raise verbs.unreachable(self.base_url, exc) from exc
-        return verbs.answer_of(response.status_code, response.content, response.text)
+        return verbs.answer_for(step, response)
 
     # -- submitting and reading ----------------------------------------------
 
@@ -182,8 +182,8 @@ class Client:
 
         Long-polls ``GET /executions/{id}?wait=N`` in slices of at most 30 s (a
         service without long-poll is polled at a pace growing from 50 ms to 1 s).
-        ``timeout`` None waits for ever; past it, :class:`TimeoutError`. A negative
-        or NaN ``timeout`` is a :class:`ValidationError` naming it.
+        ``timeout`` None waits for ever; past it, :class:`TimeoutError`. A negative,
+        NaN or infinite ``timeout`` is a :class:`ValidationError` naming it.
         """
         return self._run(verbs.wait(execution_id, timeout=timeout))
 

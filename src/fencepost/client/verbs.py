@@ -29,7 +29,7 @@ from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote
 
 import httpx
@@ -65,6 +65,7 @@ from fencepost.domain.states import CommandKind, State
 from fencepost.wire import catalogue, executions, reports, work
 from fencepost.wire import jobs as jobs_wire
 from fencepost.wire import schedules as schedules_wire
+from fencepost.wire.executions import MAX_WAIT_HEADER
 
 if TYPE_CHECKING:
     from httpx._client import UseClientDefault
@@ -103,6 +104,8 @@ class Request:
     params: Mapping[str, Any] | None = None
     headers: Mapping[str, str] | None = field(default=None)
     hold: float = 0.0
+    #: A response header the verb reads too: it then receives (body, header value).
+    header: str | None = None
 
     def content(self) -> str | None:
         """The body's JSON text, or None for a request without one."""
@@ -145,6 +148,13 @@ class Pause:
 
 #: A verb: yields its requests (and pauses), is sent each answer's body, returns ``T``.
 Verb = Generator[Request | Pause, bytes, T]
+
+
+def answer_for(request: Request, response: httpx.Response) -> Any:
+    """What a verb receives for ``request``: the answer's body (:func:`answer_of`), with
+    the value of the header it asked for (None if absent) when it asked for one."""
+    body = answer_of(response.status_code, response.content, response.text)
+    return body if request.header is None else (body, response.headers.get(request.header))
 
 
 def answer_of(status: int, content: bytes, text: str) -> bytes:
@@ -250,40 +260,58 @@ def get(execution_id: str) -> Verb[Execution]:
 
 
 def wait(execution_id: str, *, timeout: float | timedelta | None = None) -> Verb[Execution]:
-    """Poll ``GET /executions/{id}?wait=N`` until the execution is terminal; see
-    ``Client.wait``.
+    """Poll ``GET /executions/{id}`` until the execution is terminal; see ``Client.wait``.
 
-    Each poll asks the service to hold it up to a slice of whole seconds (at most
-    :data:`WAIT_SLICE`, at most the time left). A poll that comes back sooner than
-    its slice and not terminal (a service without long-poll answers at once, or the
-    execution moved to another waiting state) is followed by a short pause, growing
-    from :data:`POLL_PAUSE_FIRST` to :data:`POLL_PAUSE_MAX`; in the last second no
-    slice is asked for, only such paced polls.
+    The first look is a plain read: it answers an unknown id with NotFound and a
+    finished execution at once, and its ``Fencepost-Max-Wait`` header says how long
+    the service will hold a poll. The next polls ask it to hold them (``?wait=``) for
+    a slice of at most that bound, :data:`WAIT_SLICE` and the time left. A service
+    that announces no bound (or a poll that comes back sooner than its slice and not
+    terminal) is polled again after a short pause, growing from
+    :data:`POLL_PAUSE_FIRST` to :data:`POLL_PAUSE_MAX`.
     """
+    if not isinstance(execution_id, str):
+        raise ValidationError("execution_id", f"must be a string, got {execution_id!r}")
     limit = _wait_timeout(timeout)
     deadline = None if limit is None else time.monotonic() + limit
     path = f"/executions/{_path(execution_id)}"
     pause = POLL_PAUSE_FIRST
+    bound = 0.0  # the service's bound on a held poll, from its last answer; 0: none
+    first = True
     while True:
         left = math.inf if deadline is None else deadline - time.monotonic()
-        slice_ = int(min(WAIT_SLICE, left))
-        params = {"wait": slice_} if slice_ >= 1 else None
-        poll = Request("GET", path, params=params, hold=max(slice_, 0))
+        slice_ = 0.0 if first or bound <= 0 else round(min(WAIT_SLICE, bound, left), 3)
+        params = {"wait": slice_} if slice_ > 0 else None
+        poll = Request("GET", path, params=params, hold=slice_, header=MAX_WAIT_HEADER)
         started = time.monotonic()
-        answer = yield from _read(executions.Execution, poll)
-        execution = answer.to_domain()
+        body, announced = cast(tuple[bytes, str | None], (yield poll))
+        bound = _announced_bound(announced)
+        execution = executions.Execution.model_validate_json(body).to_domain()
         if execution.state.is_terminal:
             return execution
         now = time.monotonic()
         if deadline is not None and now >= deadline:
             state = execution.state.value
             raise TimeoutError(f"execution {execution_id} still {state} at its timeout, {timeout}")
-        if now - started >= slice_ >= 1:
-            pause = POLL_PAUSE_FIRST  # the service held the poll: it long-polls
+        if first and bound > 0:
+            first = False
+            continue  # the service long-polls: ask it to hold the next look
+        first = False
+        if slice_ > 0 and now - started >= slice_:
+            pause = POLL_PAUSE_FIRST  # the service held the poll its whole slice
             continue
         nap = pause if deadline is None else min(pause, max(0.0, deadline - now))
         yield Pause(nap)
         pause = min(pause * 2, POLL_PAUSE_MAX)
+
+
+def _announced_bound(value: str | None) -> float:
+    """A service's ``Fencepost-Max-Wait`` in seconds; 0 when absent or unreadable."""
+    try:
+        bound = float(value) if value is not None else 0.0
+    except ValueError:
+        return 0.0
+    return bound if math.isfinite(bound) and bound > 0 else 0.0
 
 
 def _wait_timeout(timeout: object) -> float | None:
@@ -293,9 +321,12 @@ def _wait_timeout(timeout: object) -> float | None:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float | timedelta):
         raise ValidationError("timeout", f"must be seconds or a timedelta, got {timeout!r}")
     value = seconds(timeout)
-    if math.isnan(value) or value < 0:
-        raise ValidationError("timeout", f"must be a number of seconds >= 0, got {timeout!r}")
-    return None if math.isinf(value) else value
+    # As Store.wait: finite and >= 0; None (not infinity) is what waits for ever.
+    if not math.isfinite(value) or value < 0:
+        raise ValidationError(
+            "timeout", f"must be a finite number of seconds >= 0 (None: no limit), got {timeout!r}"
+        )
+    return value
 
 
 def query(

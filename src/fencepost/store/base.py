@@ -21,6 +21,7 @@ Conventions that hold for every verb:
 
 from __future__ import annotations
 
+import asyncio
 import time
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,7 +38,7 @@ from fencepost.domain.checks import (
     storable,
 )
 from fencepost.domain.durations import as_aware_utc, as_duration
-from fencepost.domain.errors import ResultInvalid, StaleLease, ValidationError
+from fencepost.domain.errors import NotFound, ResultInvalid, StaleLease, ValidationError
 from fencepost.domain.events import ExecutionAborted, ExecutionEvent, ExecutionReleased
 from fencepost.domain.machine import attempts_from_transitions
 from fencepost.domain.models import (
@@ -93,6 +94,7 @@ from fencepost.store.values import (
     unix_ms,
     versions_of,
 )
+from fencepost.store.waiting import Watcher, await_on, block_on, timed_out, wait_seconds
 
 __all__ = [
     "DEFAULT_COMMAND_TTL",
@@ -118,6 +120,17 @@ __all__ = [
     "set_aside",
     "stale_schedule",
 ]
+
+
+#: Seconds between looks of a wait on a backend without a watcher.
+WAIT_POLL = 0.05
+
+
+def _waited_id(execution_id: object) -> str:
+    """The id a wait names: text, or ValidationError on ``execution_id``."""
+    if not isinstance(execution_id, str):
+        raise ValidationError("execution_id", f"must be a string, got {execution_id!r}")
+    return execution_id
 
 
 class Store(OperatingVerbs, ScheduleVerbs):
@@ -305,6 +318,74 @@ class Store(OperatingVerbs, ScheduleVerbs):
     @abstractmethod
     def get(self, execution_id: str) -> Execution:
         """The execution with this id, or :class:`NotFound`."""
+
+    def wait(self, execution_id: str, *, timeout: float | timedelta | None = None) -> Execution:
+        """The execution once it is terminal (SUCCEEDED, FAILED, CANCELLED or SKIPPED).
+
+        Blocks until then, or raises the builtin :class:`TimeoutError` after ``timeout``
+        (seconds, or a timedelta; None waits without bound; 0 looks once). An
+        execution already terminal is returned at once; an unknown id raises
+        :class:`NotFound` at once. A negative, NaN or infinite ``timeout``, or one
+        that is not a number, raises :class:`ValidationError` on ``timeout`` (None,
+        not ``inf``, means no bound).
+
+        Waiters cost neither a thread nor a connection each: the backend's one
+        watcher finds finished executions for all of them (PostgreSQL: woken by a
+        notification sent with every terminal transition, from any process;
+        SQLite: one query per poll for every watched id; memory: a condition).
+        """
+        seconds = wait_seconds(timeout)
+        current = self.get(_waited_id(execution_id))
+        if current.state.is_terminal:
+            return current
+        if seconds == 0:
+            raise timed_out(execution_id, seconds)
+        return self._wait(execution_id, seconds)
+
+    def _wait(self, execution_id: str, seconds: float | None) -> Execution:
+        """Wait for a known execution to finish (see :meth:`wait`); TimeoutError after ``seconds``.
+
+        Through :meth:`_waits`'s watcher if the backend has one; else by reading it
+        again every :data:`WAIT_POLL` seconds.
+        """
+        watcher = self._waits()
+        if watcher is not None:
+            return block_on(watcher, execution_id, seconds)
+        deadline = None if seconds is None else time.monotonic() + seconds
+        while True:
+            current = self.get(execution_id)
+            if current.state.is_terminal:
+                return current
+            left = WAIT_POLL if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise timed_out(execution_id, seconds)
+            time.sleep(min(WAIT_POLL, left))
+
+    async def _wait_async(
+        self, execution_id: str, *, timeout: float | timedelta | None = None
+    ) -> Execution:
+        """:meth:`wait` for a coroutine, with the same arguments, results and errors.
+
+        It awaits a future the backend's watcher resolves from its thread: no
+        thread and no connection per waiter (a backend without a watcher, or a
+        ``timeout`` of 0, takes one look on a worker thread).
+        """
+        seconds = wait_seconds(timeout)
+        execution_id = _waited_id(execution_id)
+        watcher = self._waits()
+        if watcher is None or seconds == 0:
+            return await asyncio.to_thread(self.wait, execution_id, timeout=seconds)
+        if not self._can_wait_for(execution_id):
+            raise NotFound(execution_id)
+        return await await_on(watcher, execution_id, seconds)
+
+    def _waits(self) -> Watcher | None:
+        """The backend's shared watcher of waited-for executions (None: :meth:`wait` polls)."""
+        return None
+
+    def _can_wait_for(self, execution_id: str) -> bool:
+        """Whether ``execution_id`` can name an execution here (else a wait is NotFound)."""
+        return storable(execution_id)
 
     def query(
         self,

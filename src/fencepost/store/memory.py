@@ -23,6 +23,7 @@ would cost more code than it saves. Where it differs from the SQL stores, on pur
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import fields, replace
@@ -76,6 +77,7 @@ from fencepost.store.base import (
     stale_schedule,
 )
 from fencepost.store.values import ScheduleFilter, SloRequest, result_refused, stats_report
+from fencepost.store.waiting import HintedWatcher, Watcher, timed_out
 from fencepost.timing.planning import HELD
 
 _ZERO = timedelta(0)
@@ -89,6 +91,10 @@ class MemoryStore(Store):
     def __init__(self, config: StoreConfig | None = None) -> None:
         super().__init__(config or StoreConfig())
         self._lock = threading.RLock()
+        #: Notified (under the lock) whenever an execution becomes terminal.
+        self._finished = threading.Condition(self._lock)
+        #: Coroutines' waits (Store._wait_async), told of every terminal change.
+        self._watcher = HintedWatcher(self._terminal_or_fresh, name="fencepost-memory-wait")
         self._rows: dict[str, Execution] = {}
         self._request_hashes: dict[str, str | None] = {}
         self._by_key: dict[str, str] = {}
@@ -131,6 +137,9 @@ class MemoryStore(Store):
     def _commit(self, change: Change, now: datetime) -> Execution:
         self._rows[change.execution.id] = change.execution
         self._record(change.transition(self._next_seq(), now))
+        if change.execution.state.is_terminal:
+            self._finished.notify_all()
+            self._watcher.hint([change.execution.id])
         return change.execution
 
     def _apply(self, execution_id: str, event: ExecutionEvent, now: datetime) -> Execution:
@@ -212,6 +221,28 @@ class MemoryStore(Store):
     def get(self, execution_id: str) -> Execution:
         with self._lock:
             return self._row(execution_id)
+
+    def _wait(self, execution_id: str, seconds: float | None) -> Execution:
+        # A condition: every terminal change notifies it, under the store's lock.
+        deadline = None if seconds is None else time.monotonic() + seconds
+        with self._finished:
+            while not (current := self._row(execution_id)).state.is_terminal:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise timed_out(execution_id, seconds)
+                self._finished.wait(None if left is None else min(left, 60.0))
+            return current
+
+    def _waits(self) -> Watcher:
+        return self._watcher
+
+    def _terminal_or_fresh(
+        self, watched: Sequence[str], fresh: Sequence[str]
+    ) -> dict[str, Execution]:
+        with self._lock:
+            found = {i: self._rows[i] for i in watched if i in self._rows}
+        news = set(fresh)
+        return {i: e for i, e in found.items() if e.state.is_terminal or i in news}
 
     def _find(self, idempotency_key: str) -> Execution | None:
         with self._lock:
@@ -726,7 +757,8 @@ class MemoryStore(Store):
                     self._schedules[s.id] = replace(stored, materializer=None, lease_until=None)
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Stop the waits' watcher thread, if one runs; nothing else to release."""
+        self._watcher.close()
 
 
 def _completed(outcome: Outcome) -> Decide:

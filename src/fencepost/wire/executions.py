@@ -22,6 +22,10 @@ from fencepost.wire.fields import (
 )
 from fencepost.wire.mapping import RequestModel, WireModel
 
+#: Every answer of ``GET /executions/{id}`` carries the longest ``wait`` (seconds) the
+#: service takes for a long-poll; the client's ``wait`` slices its polls by it.
+MAX_WAIT_HEADER = "Fencepost-Max-Wait"
+
 #: ``execute_at`` and ``delay_seconds`` (not null) are refused together.
 _AT_OR_DELAY: dict[str, Any] = {
     "not": {

@@ -443,6 +443,14 @@ stored AS (
 audit AS (
     INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, at)
     SELECT id, 'COMPLETED', 'RUNNING', 'SUCCEEDED', epoch, owner, at FROM done
+),
+-- Tell the waiters of Store.wait (see done_channel): one notification per 200
+-- completed ids, joined by commas (7,400 bytes, under NOTIFY's 8,000), delivered
+-- at commit. Never a per-row trigger: this rides in the statement that completes.
+finished AS (
+    SELECT pg_notify(left('fencepost_done_' || current_schema(), 63), string_agg(id::text, ','))
+    FROM (SELECT id, (row_number() OVER () - 1) / 200 AS chunk FROM done) AS c
+    GROUP BY chunk
 )
 
 -- name: complete_fenced
@@ -456,6 +464,7 @@ audit AS (
 ),
 -- include: complete_records
 SELECT id FROM done
+WHERE (SELECT count(*) FROM finished) >= 0  -- a join would be removed, and finished unread
 
 -- name: complete_returning
 -- complete_fenced for one lease (Store.complete), returning the execution as this
@@ -471,6 +480,7 @@ SELECT c.id, c.job, c.job_version, c.state, c.due_at, c.priority, c.attempt, c.m
        c.slot, c.bucket, c.bucket_key, c.created_at, c.updated_at,
        d.inputs, c.result, d.error, d.progress, c.queue
 FROM done AS c JOIN execution_data AS d ON d.execution_id = c.id
+WHERE (SELECT count(*) FROM finished) >= 0  -- a join would be removed, and finished unread
 
 -- name: heartbeat_fenced
 -- A heartbeat only ever extends: a lease handed out must not end earlier than promised.
@@ -507,11 +517,16 @@ JOIN executions AS e ON e.id = r.id
 
 -- name: write_change
 -- Persist a change decided by fencepost.domain.machine.apply, guarded by the
--- state and epoch it was decided from.
+-- state and epoch it was decided from. A change to a terminal state (fail to
+-- dead letter, cancel, abort, skip, a lease expired with no attempt left...)
+-- tells the waiters of Store.wait, in every process, on the schema's done
+-- channel (see done_channel): delivered when this transaction commits.
 UPDATE executions
 SET state = %(state)s, due_at = %(due_at)s, attempt = %(attempt)s, epoch = %(epoch)s,
     lease_owner = %(lease_owner)s, lease_until = %(lease_until)s, updated_at = %(updated_at)s
 WHERE id = %(id)s::uuid AND state = %(from_state)s AND epoch = %(from_epoch)s
+RETURNING CASE WHEN state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
+               THEN pg_notify(left('fencepost_done_' || current_schema(), 63), id::text) END
 
 -- name: set_error
 UPDATE execution_data SET error = %(error)s WHERE execution_id = %(id)s::uuid
@@ -1022,3 +1037,15 @@ SELECT current_database(), pg_postmaster_start_time(), current_setting('port'),
 -- search_path and UTC for fencepost's statements; called again with the caller's values
 -- afterwards.
 SELECT set_config('search_path', %(search_path)s, true), set_config('TimeZone', %(zone)s, true)
+
+-- name: watched_executions
+-- The waits' watcher (Store.wait), one query per look for every waited-for id
+-- named: those finished, and those of %(fresh)s (ids whose waiters just arrived)
+-- whatever their state, so that an unknown id is known as such.
+SELECT * FROM execution_rows
+WHERE id = ANY(%(ids)s::uuid[])
+  AND (state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED') OR id = ANY(%(fresh)s::uuid[]))
+
+-- name: done_channel
+-- The channel of terminal transitions (see write_change): one per schema.
+SELECT left('fencepost_done_' || current_schema(), 63)

@@ -64,9 +64,11 @@ from fencepost.store.postgres.connection import (
     translate_errors,
 )
 from fencepost.store.postgres.connection import migrate as apply_migrations
+from fencepost.store.postgres.waiting import NotifiedWatcher
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlstore import SqlStore, claimed_leases, stale
 from fencepost.store.values import stats_report
+from fencepost.store.waiting import Watcher
 from fencepost.timing.planning import HELD
 
 Q = QUERIES
@@ -128,8 +130,11 @@ class PostgresStore(SqlStore):
         except BaseException:
             self._db.close()
             raise
+        #: Every waiter of Store.wait in this process, on one listening connection.
+        self._watcher = NotifiedWatcher(self._db, self._watched, name="fencepost-postgres-wait")
 
     def close(self) -> None:
+        self._watcher.close()
         if self._listener is not None:
             self._listener.close()
         self._db.close()
@@ -149,6 +154,24 @@ class PostgresStore(SqlStore):
         if self._listener is None:
             self._listener = Listener(self._db)
         return self._listener.wait(timeout)
+
+    # -- waiting ---------------------------------------------------------------------------
+
+    def _waits(self) -> Watcher:
+        return self._watcher
+
+    def _can_wait_for(self, execution_id: str) -> bool:
+        return _is_uuid(execution_id)
+
+    def _watched(self, ids: Sequence[str], fresh: Sequence[str]) -> dict[str, Execution]:
+        """The watcher's one query per look: finished ``ids``, and ``fresh`` ones as they are."""
+        named = [i for i in ids if _is_uuid(i)]  # others name no execution here
+        if not named:
+            return {}
+        params = {"ids": named, "fresh": [i for i in fresh if _is_uuid(i)]}
+        with self._db.connection() as conn:
+            found = conn.execute(Q["watched_executions"], params).fetchall()
+        return {e.id: e for e in map(rows.execution, found)}
 
     def _should_notify(self) -> bool:
         with self._notify_lock:

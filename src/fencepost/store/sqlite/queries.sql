@@ -722,3 +722,12 @@ SELECT name, version FROM job_catalogue
 -- name: main_database_file
 -- The file of a caller's connection (Store.submit(connection=...)): '' when in memory.
 SELECT file FROM pragma_database_list WHERE name = 'main'
+
+-- name: watched_executions
+-- The waits' watcher (Store.wait), one query per poll for every waited-for id
+-- (:ids, a JSON array): those finished, and those of :fresh (ids whose waiters
+-- just arrived) whatever their state, so that an unknown id is known as such.
+SELECT * FROM execution_rows
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND (state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
+       OR id IN (SELECT value FROM json_each(:fresh)))

@@ -67,6 +67,7 @@ from fencepost.store.sqlite.connection import (
 from fencepost.store.sqlite.connection import migrate as apply_migrations
 from fencepost.store.sqlstore import SqlStore, claimed_leases, stale
 from fencepost.store.values import stats_report
+from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.clock import SystemClock
 from fencepost.timing.planning import HELD
 
@@ -110,9 +111,27 @@ class SqliteStore(SqlStore):
             with self._db.read() as conn:
                 self.migrations_applied = apply_migrations(conn)
         self.schema_version = latest_version(MIGRATIONS_PACKAGE)
+        #: Polls for every waiter of Store.wait at once (other processes write here too).
+        self._watcher = PollingWatcher(self._watched, name="fencepost-sqlite-wait")
 
     def close(self) -> None:
+        self._watcher.close()
         self._db.close()
+
+    # -- waiting ---------------------------------------------------------------------------
+
+    def _waits(self) -> Watcher:
+        return self._watcher
+
+    def _can_wait_for(self, execution_id: str) -> bool:
+        return self._can_name(execution_id)
+
+    def _watched(self, ids: Sequence[str], fresh: Sequence[str]) -> dict[str, Execution]:
+        """The watcher's one query per poll: finished ``ids``, and ``fresh`` ones as they are."""
+        params = {"ids": json.dumps(list(ids)), "fresh": json.dumps(list(fresh))}
+        with self._read() as conn:
+            found = conn.execute(Q["watched_executions"], params).fetchall()
+        return {e.id: e for e in map(rows.execution, found)}
 
     # -- dialect hooks (see SqlStore) ------------------------------------------------------
 
