@@ -473,3 +473,50 @@ def test_schedule_verbs_answer_as_the_sync_store(pair: Pair) -> None:
         assert trail(sync, planned["a1"][1].id)[-1][4] == "schedule deleted"
 
     in_async_store(pair.url, body)
+
+
+# -- waiting --------------------------------------------------------------------------
+
+
+def test_wait_answers_as_the_sync_store(pair: Pair) -> None:
+    sync = pair.sync
+    later = datetime.now(UTC) + timedelta(days=1)
+    finished = sync.submit("w")
+    sync.complete(sync.claim("w", limit=1, ids=[finished.id])[0], {"r": 1})
+    pending = sync.submit("w", execute_at=later)
+    runs = [sync.submit("w", {"n": n}) for n in range(3)]
+
+    async def body(astore: AsyncStore) -> None:
+        # Already terminal: at once, as the sync store's.
+        assert await astore.wait(finished.id) == sync.wait(finished.id)
+        assert await astore.wait(finished.id, timeout=0) == sync.get(finished.id)
+
+        async def finish_later() -> None:
+            await asyncio.sleep(0.3)
+
+            def finish() -> None:
+                leases = sync.claim("other", limit=3, ids=[e.id for e in runs])
+                assert len(leases) == 3
+                sync.complete(leases[0], {"done": 0})
+                sync.fail(leases[1], "no", retryable=False)
+                sync.complete(leases[2], None)
+
+            await asyncio.to_thread(finish)
+
+        waited, _ = await asyncio.gather(
+            asyncio.gather(*(astore.wait(e.id, timeout=30) for e in runs)), finish_later()
+        )
+        assert [e.state for e in waited] == ["SUCCEEDED", "FAILED", "SUCCEEDED"]
+        assert waited == [sync.wait(e.id, timeout=0) for e in runs]
+        assert waited[0].result == {"done": 0}
+
+        # Not finished in time: the builtin TimeoutError, from both.
+        for timeout in (0, 0.2, timedelta(milliseconds=200)):
+            await same_error(TimeoutError, astore, sync, "wait", pending.id, timeout=timeout)
+        for bad in (MISSING, "not-an-id", "", "\ud800"):
+            await same_error(NotFound, astore, sync, "wait", bad, timeout=1)
+        for timeout in (-1, float("nan"), float("inf"), "soon", timedelta(seconds=-1)):
+            await same_field(astore, sync, "wait", pending.id, timeout=timeout)
+        assert sync.get(pending.id).state == "SCHEDULED"
+
+    in_async_store(pair.url, body)

@@ -18,7 +18,8 @@ of the plan is asynchronous:
 * memory: in the event loop itself (nothing blocks).
 
 Written this way: submitting (``submit``, ``submit_or_find``, ``submit_many``);
-reading (``get``, ``find``, ``query``, ``transitions``, ``attempts``, ``commands``);
+reading (``get``, ``find``, ``query``, ``transitions``, ``attempts``, ``commands``;
+``wait`` awaits the sync store's own ``_wait_async``);
 the operator's verbs (``cancel``, ``replay``, ``reschedule``) and command requests
 (``request``); schedules (``add_schedule``, ``get_schedule``, ``schedules``,
 ``update_schedule``, ``pause_schedule``, ``resume_schedule``, ``delete_schedule``).
@@ -300,6 +301,13 @@ class AsyncStore:
         return await self._verb(
             lambda s: s.commands(execution_id), lambda s: s._commands_plan(execution_id)
         )
+
+    async def wait(
+        self, execution_id: str, *, timeout: float | timedelta | None = None
+    ) -> Execution:
+        """:meth:`Store.wait <fencepost.store.base.Store.wait>`, awaited: a future the
+        sync store's watcher resolves (no thread and no connection per waiter)."""
+        return await self.store._wait_async(execution_id, timeout=timeout)
 
     # -- operator verbs and commands -----------------------------------------------------
 
