@@ -113,6 +113,7 @@ def test_the_live_queues_are_found_by_a_loose_scan(migrated: sqlite3.Connection)
     queue: three queues of 60,000 waiting rows cost what three of one row do."""
 
     def fill(per_queue: int) -> None:
+        migrated.execute("BEGIN")  # one transaction: the connection is in autocommit
         migrated.execute("DELETE FROM executions")
         migrated.executemany(
             "INSERT INTO executions (id, job, state, due_at, priority, attempt, max_attempts,"
@@ -120,6 +121,7 @@ def test_the_live_queues_are_found_by_a_loose_scan(migrated: sqlite3.Connection)
             " VALUES (?, 'j', 'SCHEDULED', ?, 0, 0, 3, 0, 0, 0, 0, ?)",
             [(f"{q}-{i:06}", i, q) for q in ("a", "b", "default") for i in range(per_queue)],
         )
+        migrated.execute("COMMIT")
 
     fill(1)
     small, small_steps = _steps(migrated, QUERIES["claim_live_queues"], {"now": 10**15})
