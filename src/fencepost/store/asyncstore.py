@@ -17,27 +17,46 @@ of the plan is asynchronous:
   every write in one ``BEGIN IMMEDIATE`` as the sync store does;
 * memory: in the event loop itself (nothing blocks).
 
-Submitting is written this way (``submit``, ``submit_or_find``, ``submit_many``);
-the other verbs (get, query, cancel, ...) follow later the same way: validate with
-the sync store's code, take the dialect's plan, await :meth:`AsyncStore._execute`.
+Written this way: submitting (``submit``, ``submit_or_find``, ``submit_many``);
+reading (``get``, ``find``, ``query``, ``transitions``, ``attempts``, ``commands``;
+``wait`` awaits the sync store's own ``_wait_async``);
+the operator's verbs (``cancel``, ``replay``, ``reschedule``) and command requests
+(``request``); schedules (``add_schedule``, ``get_schedule``, ``schedules``,
+``update_schedule``, ``pause_schedule``, ``resume_schedule``, ``delete_schedule``).
+Each validates with the sync store's code, takes the store's plan and awaits
+:meth:`AsyncStore._execute` (:meth:`AsyncStore._verb` chooses by backend). The
+worker's verbs (claim, heartbeat, complete, ...) are not here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
-from fencepost.domain.models import JSON, Execution
+from fencepost.domain.machine import attempts_from_transitions
+from fencepost.domain.models import (
+    JSON,
+    Attempt,
+    Command,
+    Execution,
+    Page,
+    Schedule,
+    SchedulePage,
+    Transition,
+)
+from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
+from fencepost.domain.schedules import DEFAULT_MAX_CATCH_UP, DEFAULT_MISFIRE_GRACE
+from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import SUBMIT_ARGUMENTS, NewExecution, canonical
 from fencepost.store.base import Store
 from fencepost.store.callers import async_driver_connection, check_psycopg, refuse
 from fencepost.store.catalogue import CATALOGUE_REFRESH
-from fencepost.store.executors import Plan, psycopg_async_execute, run_async
+from fencepost.store.executors import Plan, psycopg_async_execute, returning, run_async
 
 T = TypeVar("T")
 
@@ -215,7 +234,259 @@ class AsyncStore:
         store._count_inserts(inserted)
         return list(executions)
 
+    # -- reading -------------------------------------------------------------------------
+
+    async def get(self, execution_id: str) -> Execution:
+        """:meth:`Store.get <fencepost.store.base.Store.get>`, awaited."""
+        return await self._verb(lambda s: s.get(execution_id), lambda s: s._get_plan(execution_id))
+
+    async def find(self, idempotency_key: str) -> Execution | None:
+        """:meth:`Store.find <fencepost.store.base.Store.find>`, awaited."""
+        return await self._verb(
+            lambda s: s.find(idempotency_key),
+            lambda s: s._find_plan(s._find_key(idempotency_key)),
+        )
+
+    async def query(
+        self,
+        *,
+        state: State | str | Iterable[State | str] | None = None,
+        job: str | None = None,
+        schedule: str | None = None,
+        bucket: int | None = None,
+        due_after: datetime | None = None,
+        due_before: datetime | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        buckets: Iterable[int] | None = None,
+        newest_first: bool = False,
+        queue: str | None = None,
+    ) -> Page:
+        """:meth:`Store.query <fencepost.store.base.Store.query>`, awaited."""
+        arguments: dict[str, Any] = {
+            "state": state,
+            "job": job,
+            "schedule": schedule,
+            "bucket": bucket,
+            "due_after": due_after,
+            "due_before": due_before,
+            "limit": limit,
+            "after": after,
+            "buckets": buckets,
+            "newest_first": newest_first,
+            "queue": queue,
+        }
+
+        def plan(store: Any) -> Plan[Page]:
+            filters = store._query_filter(**arguments)
+            if filters is None:
+                return Plan(returning(Page(items=[], next_cursor=None)), atomic=False)
+            found: Plan[Page] = store._query_plan(filters)
+            return found
+
+        return await self._verb(lambda s: s.query(**arguments), plan)
+
+    async def transitions(self, execution_id: str) -> list[Transition]:
+        """:meth:`Store.transitions <fencepost.store.base.Store.transitions>`, awaited."""
+        return await self._verb(
+            lambda s: s.transitions(execution_id), lambda s: s._transitions_plan(execution_id)
+        )
+
+    async def attempts(self, execution_id: str) -> list[Attempt]:
+        """:meth:`Store.attempts <fencepost.store.base.Store.attempts>`, awaited."""
+        return attempts_from_transitions(await self.transitions(execution_id))
+
+    async def commands(self, execution_id: str) -> list[Command]:
+        """:meth:`Store.commands <fencepost.store.base.Store.commands>`, awaited."""
+        return await self._verb(
+            lambda s: s.commands(execution_id), lambda s: s._commands_plan(execution_id)
+        )
+
+    async def wait(
+        self, execution_id: str, *, timeout: float | timedelta | None = None
+    ) -> Execution:
+        """:meth:`Store.wait <fencepost.store.base.Store.wait>`, awaited: a future the
+        sync store's watcher resolves (no thread and no connection per waiter)."""
+        return await self.store._wait_async(execution_id, timeout=timeout)
+
+    # -- operator verbs and commands -----------------------------------------------------
+
+    async def cancel(self, execution_id: str, *, actor: str = "client") -> Execution:
+        """:meth:`Store.cancel <fencepost.store.base.Store.cancel>`, awaited."""
+        return await self._verb(
+            lambda s: s.cancel(execution_id, actor=actor),
+            lambda s: s._transition_plan(execution_id, s._cancelled(actor)),
+        )
+
+    async def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
+        """:meth:`Store.replay <fencepost.store.base.Store.replay>`, awaited."""
+        return await self._verb(
+            lambda s: s.replay(execution_id, actor=actor),
+            lambda s: s._transition_plan(execution_id, s._replayed(actor)),
+        )
+
+    async def reschedule(
+        self,
+        execution_id: str,
+        due_at: datetime,
+        *,
+        actor: str = "scheduler",
+        reason: str = "rescheduled",
+    ) -> Execution:
+        """:meth:`Store.reschedule <fencepost.store.base.Store.reschedule>`, awaited."""
+        return await self._verb(
+            lambda s: s.reschedule(execution_id, due_at, actor=actor, reason=reason),
+            lambda s: s._transition_plan(execution_id, s._rescheduled(due_at, actor, reason)),
+        )
+
+    async def request(
+        self, execution_id: str, kind: CommandKind | str, *, actor: str = "client"
+    ) -> Command:
+        """:meth:`Store.request <fencepost.store.base.Store.request>`, awaited."""
+
+        def plan(store: Any) -> Plan[Command]:
+            command_kind, arguments = store._requested(kind, actor)
+            found: Plan[Command] = store._request_plan(execution_id, command_kind, **arguments)
+            return found
+
+        return await self._verb(lambda s: s.request(execution_id, kind, actor=actor), plan)
+
+    # -- schedules -----------------------------------------------------------------------
+
+    async def add_schedule(
+        self,
+        job: str,
+        *,
+        cron: str | None = None,
+        every: float | timedelta | None = None,
+        timezone: str = "UTC",
+        inputs: JSON = None,
+        version: int | None = None,
+        misfire: Misfire | str = "coalesce",
+        misfire_grace: float | timedelta = DEFAULT_MISFIRE_GRACE,
+        max_catch_up: int = DEFAULT_MAX_CATCH_UP,
+        overlap: Overlap | str = "allow",
+        dst_gap: DstGap | str = "shift",
+        dst_fold: DstFold | str = "once",
+        start_at: datetime | None = None,
+        end_at: datetime | None = None,
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        id: str | None = None,
+        paused: bool = False,
+        queue: str | None = None,
+        **deprecated: Any,
+    ) -> Schedule:
+        """:meth:`Store.add_schedule <fencepost.store.scheduling.ScheduleVerbs.add_schedule>`,
+        awaited."""
+        arguments = {
+            "cron": cron,
+            "every": every,
+            "timezone": timezone,
+            "inputs": inputs,
+            "version": version,
+            "misfire": misfire,
+            "misfire_grace": misfire_grace,
+            "max_catch_up": max_catch_up,
+            "overlap": overlap,
+            "dst_gap": dst_gap,
+            "dst_fold": dst_fold,
+            "start_at": start_at,
+            "end_at": end_at,
+            "max_attempts": max_attempts,
+            "priority": priority,
+            "id": id,
+            "paused": paused,
+            "queue": queue,
+        }
+        await self._fresh_catalogue()
+
+        def plan(store: Any) -> Plan[Schedule]:
+            spec, schedule_id = store._schedule_to_add(job, arguments, deprecated, stacklevel=5)
+            found: Plan[Schedule] = store._add_schedule_plan(spec, schedule_id)
+            return found
+
+        return await self._verb(lambda s: s.add_schedule(job, **arguments, **deprecated), plan)
+
+    async def get_schedule(self, schedule_id: str) -> Schedule:
+        """:meth:`Store.get_schedule <fencepost.store.scheduling.ScheduleVerbs.get_schedule>`,
+        awaited."""
+        return await self._verb(
+            lambda s: s.get_schedule(schedule_id), lambda s: s._get_schedule_plan(schedule_id)
+        )
+
+    async def schedules(
+        self,
+        *,
+        job: str | None = None,
+        paused: bool | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        due_before: datetime | None = None,
+    ) -> SchedulePage:
+        """:meth:`Store.schedules <fencepost.store.scheduling.ScheduleVerbs.schedules>`,
+        awaited."""
+        arguments: dict[str, Any] = {
+            "job": job,
+            "paused": paused,
+            "limit": limit,
+            "after": after,
+            "due_before": due_before,
+        }
+        return await self._verb(
+            lambda s: s.schedules(**arguments),
+            lambda s: s._list_schedules_plan(s._schedule_filter(**arguments)),
+        )
+
+    async def update_schedule(self, schedule_id: str, /, **changes: Any) -> Schedule:
+        """:meth:`Store.update_schedule
+        <fencepost.store.scheduling.ScheduleVerbs.update_schedule>`, awaited."""
+        await self._fresh_catalogue()
+        return await self._verb(
+            lambda s: s.update_schedule(schedule_id, **changes),
+            lambda s: s._change_schedule_plan(
+                schedule_id, s._schedule_update(dict(changes), stacklevel=5)
+            ),
+        )
+
+    async def pause_schedule(self, schedule_id: str) -> Schedule:
+        """:meth:`Store.pause_schedule
+        <fencepost.store.scheduling.ScheduleVerbs.pause_schedule>`, awaited."""
+        return await self._verb(
+            lambda s: s.pause_schedule(schedule_id),
+            lambda s: s._change_schedule_plan(schedule_id, s._pausing),
+        )
+
+    async def resume_schedule(self, schedule_id: str) -> Schedule:
+        """:meth:`Store.resume_schedule
+        <fencepost.store.scheduling.ScheduleVerbs.resume_schedule>`, awaited."""
+        return await self._verb(
+            lambda s: s.resume_schedule(schedule_id),
+            lambda s: s._change_schedule_plan(schedule_id, s._resuming),
+        )
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """:meth:`Store.delete_schedule
+        <fencepost.store.scheduling.ScheduleVerbs.delete_schedule>`, awaited."""
+        await self._verb(
+            lambda s: s.delete_schedule(schedule_id),
+            lambda s: s._delete_schedule_plan(schedule_id),
+        )
+
     # -- executing -----------------------------------------------------------------------
+
+    async def _verb(self, call: Callable[[Any], T], plan: Callable[[Any], Plan[T]]) -> T:
+        """One verb: on PostgreSQL, ``plan(store)`` (the sync store's plan of it, after
+        its validation) run on the pool; on SQLite, ``call(store)`` (the sync verb) in
+        the dedicated thread; in memory, ``call(store)`` itself (nothing blocks)."""
+        store: Any = self.store
+        if self._is_postgres():
+            return await self._execute(plan(store))
+        if self._thread is not None:
+            loop = asyncio.get_running_loop()
+            result: T = await loop.run_in_executor(self._thread, call, store)
+            return result
+        return call(store)
 
     async def _execute(self, plan: Plan[T]) -> T:
         """Run a PostgreSQL plan on a pooled ``AsyncConnection``: in a transaction when

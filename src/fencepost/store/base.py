@@ -420,6 +420,37 @@ class Store(OperatingVerbs, ScheduleVerbs):
         ``newest_first`` orders by id descending instead (ids are time-ordered), and
         its cursor then means ids strictly smaller.
         """
+        filters = self._query_filter(
+            state=state,
+            job=job,
+            schedule=schedule,
+            bucket=bucket,
+            due_after=due_after,
+            due_before=due_before,
+            limit=limit,
+            after=after,
+            buckets=buckets,
+            newest_first=newest_first,
+            queue=queue,
+        )
+        return Page(items=[], next_cursor=None) if filters is None else self._query(filters)
+
+    def _query_filter(
+        self,
+        *,
+        state: State | str | Iterable[State | str] | None,
+        job: str | None,
+        schedule: str | None,
+        bucket: int | None,
+        due_after: datetime | None,
+        due_before: datetime | None,
+        limit: int,
+        after: str | None,
+        buckets: Iterable[int] | None,
+        newest_first: bool,
+        queue: str | None,
+    ) -> ExecutionFilter | None:
+        """:meth:`query`'s arguments validated; None when no stored row can match."""
         if bucket is not None and buckets is not None:
             raise ValidationError("buckets", "give bucket or buckets, not both")
         named = (("job", job), ("schedule", schedule), ("after", after), ("queue", queue))
@@ -429,25 +460,21 @@ class Store(OperatingVerbs, ScheduleVerbs):
         if not cursor_storable(after):
             raise ValidationError("after", "must be a cursor from a previous page")
         if not all(v is None or storable(v) for v in (job, schedule, queue)):
-            return Page(items=[], next_cursor=None)  # no stored name holds such text
-        return self._query(
-            ExecutionFilter(
-                states=states_of(state),
-                job=job,
-                schedule=schedule,
-                queue=queue,
-                bucket=None
-                if bucket is None
-                else require_int(bucket, "bucket", low=0, high=self.config.num_buckets - 1),
-                buckets=None if buckets is None else tuple(sorted(set(self._buckets(buckets)))),
-                due_after=None if due_after is None else as_aware_utc(due_after, field="due_after"),
-                due_before=None
-                if due_before is None
-                else as_aware_utc(due_before, field="due_before"),
-                limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
-                after=after,
-                newest_first=bool(newest_first),
-            )
+            return None  # no stored name holds such text
+        return ExecutionFilter(
+            states=states_of(state),
+            job=job,
+            schedule=schedule,
+            queue=queue,
+            bucket=None
+            if bucket is None
+            else require_int(bucket, "bucket", low=0, high=self.config.num_buckets - 1),
+            buckets=None if buckets is None else tuple(sorted(set(self._buckets(buckets)))),
+            due_after=None if due_after is None else as_aware_utc(due_after, field="due_after"),
+            due_before=None if due_before is None else as_aware_utc(due_before, field="due_before"),
+            limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
+            after=after,
+            newest_first=bool(newest_first),
         )
 
     @abstractmethod
@@ -460,9 +487,13 @@ class Store(OperatingVerbs, ScheduleVerbs):
         A materialized occurrence's key is ``schedule_id:slot``
         (:func:`fencepost.domain.schedules.occurrence_key`).
         """
+        return self._find(self._find_key(idempotency_key))
+
+    @staticmethod
+    def _find_key(idempotency_key: str) -> str:
+        """:meth:`find`'s key, validated."""
         # Longer than a submit's key may be: occurrence keys carry a schedule id and a slot.
-        key = require_name(idempotency_key, "idempotency_key", max_len=1024)
-        return self._find(key)
+        return require_name(idempotency_key, "idempotency_key", max_len=1024)
 
     @abstractmethod
     def _find(self, idempotency_key: str) -> Execution | None:
@@ -803,17 +834,21 @@ class Store(OperatingVerbs, ScheduleVerbs):
         * Otherwise — finished, or pause/resume of an execution that is not
           running — :class:`NotRunning` is raised and nothing is stored.
         """
+        command_kind, arguments = self._requested(kind, actor)
+        return self._request(execution_id, command_kind, **arguments)
+
+    def _requested(self, kind: CommandKind | str, actor: str) -> tuple[CommandKind, dict[str, str]]:
+        """:meth:`request`'s kind validated, and the keyword arguments of :meth:`_request`
+        (the actor validated, a new command id)."""
         try:
             command_kind = CommandKind(kind)
         except ValueError:
             known = ", ".join(k.value for k in CommandKind)
             raise ValidationError("kind", f"unknown command {kind!r} (one of {known})") from None
-        return self._request(
-            execution_id,
-            command_kind,
-            actor=require_name(actor, "actor"),
-            command_id=self._ids.new(int(self.clock.now().timestamp() * 1000)),
-        )
+        return command_kind, {
+            "actor": require_name(actor, "actor"),
+            "command_id": self._ids.new(int(self.clock.now().timestamp() * 1000)),
+        }
 
     @abstractmethod
     def _request(

@@ -25,8 +25,10 @@ its savepoint that way) before the error reaches the caller.
 The store's own path wraps a plan in the store's transaction handling (its pool, its
 ``BEGIN IMMEDIATE``); a caller's path wraps the same plan in :func:`in_savepoint` on
 the caller's connection, inside the caller's transaction, which fencepost never
-commits nor rolls back. The insert verb (``_insert_plan`` of each dialect) is the
-first verb written this way; the others can follow one at a time.
+commits nor rolls back. The insert verb (``_insert_plan`` of each dialect) was the
+first verb written this way; the reading, operator, command-request and schedule
+verbs of :class:`~fencepost.store.sqlstore.SqlStore` followed (the ones
+:class:`~fencepost.store.asyncstore.AsyncStore` offers).
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ from typing import Any, Generic, Literal, TypeVar
 
 T = TypeVar("T")
 
-#: What a statement gives back: its first row (or None), all its rows, nothing, or
-#: nothing after running it once per parameter set (``executemany``).
-Fetch = Literal["one", "all", "none", "many"]
+#: What a statement gives back: its first row (or None), all its rows, nothing, the
+#: number of rows it changed, or nothing after running it once per parameter set
+#: (``executemany``).
+Fetch = Literal["one", "all", "none", "count", "many"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +113,12 @@ async def run_async(steps: Steps[T], execute: ExecuteAsync) -> T:
         steps.close()
 
 
+def returning(value: T) -> Steps[T]:
+    """A plan that runs no statement: the verb's answer is known without asking."""
+    return value
+    yield  # a generator, for run and yield from
+
+
 def in_savepoint(steps: Steps[T], *, savepoint: str, release: str, rollback_to: str) -> Steps[T]:
     """``steps`` inside a savepoint of the caller's transaction (the dialect's SQL).
 
@@ -148,6 +157,8 @@ def sqlite_execute(conn: Any) -> Execute:
             return cursor.fetchone()
         if statement.fetch == "all":
             return cursor.fetchall()
+        if statement.fetch == "count":
+            return cursor.rowcount
         return None
 
     return execute
@@ -170,6 +181,8 @@ def psycopg_execute(conn: Any, *, prepare: bool | None = None) -> Execute:
             return cursor.fetchone()
         if statement.fetch == "all":
             return cursor.fetchall()
+        if statement.fetch == "count":
+            return cursor.rowcount
         return None
 
     return execute
@@ -188,6 +201,8 @@ def psycopg_async_execute(conn: Any, *, prepare: bool | None = None) -> ExecuteA
             return await cursor.fetchone()
         if statement.fetch == "all":
             return await cursor.fetchall()
+        if statement.fetch == "count":
+            return cursor.rowcount
         return None
 
     return execute

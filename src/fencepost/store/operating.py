@@ -321,9 +321,12 @@ class OperatingVerbs(StoreCore):
 
         Raises :class:`NotFound`, or :class:`InvalidTransition` in any other state.
         """
-        return self._transition(
-            execution_id, ExecutionCancelled(actor=require_name(actor, "actor"))
-        )
+        return self._transition(execution_id, self._cancelled(actor))
+
+    @staticmethod
+    def _cancelled(actor: str) -> ExecutionEvent:
+        """:meth:`cancel`'s event, its argument validated."""
+        return ExecutionCancelled(actor=require_name(actor, "actor"))
 
     def replay(self, execution_id: str, *, actor: str = "operator") -> Execution:
         """Revive a dead letter: FAILED -> SCHEDULED, due now, with a fresh attempt budget.
@@ -331,8 +334,12 @@ class OperatingVerbs(StoreCore):
         Same execution id; the epoch keeps increasing. The audit records ``actor``.
         Raises :class:`NotFound`, or :class:`InvalidTransition` if not FAILED.
         """
-        event = ExecutionReplayed(actor=require_name(actor, "actor"))
-        return self._transition(execution_id, event)
+        return self._transition(execution_id, self._replayed(actor))
+
+    @staticmethod
+    def _replayed(actor: str) -> ExecutionEvent:
+        """:meth:`replay`'s event, its argument validated."""
+        return ExecutionReplayed(actor=require_name(actor, "actor"))
 
     def reschedule(
         self,
@@ -347,13 +354,15 @@ class OperatingVerbs(StoreCore):
         What an overlap policy uses to release a held occurrence. Raises
         :class:`NotFound`, or :class:`InvalidTransition` in any other state.
         """
-        return self._transition(
-            execution_id,
-            ExecutionRescheduled(
-                due_at=as_aware_utc(due_at, field="due_at"),
-                actor=require_name(actor, "actor"),
-                reason=require_name(reason, "reason", max_len=MAX_ERROR_CHARS),
-            ),
+        return self._transition(execution_id, self._rescheduled(due_at, actor, reason))
+
+    @staticmethod
+    def _rescheduled(due_at: datetime, actor: str, reason: str) -> ExecutionEvent:
+        """:meth:`reschedule`'s event, its arguments validated."""
+        return ExecutionRescheduled(
+            due_at=as_aware_utc(due_at, field="due_at"),
+            actor=require_name(actor, "actor"),
+            reason=require_name(reason, "reason", max_len=MAX_ERROR_CHARS),
         )
 
     @abstractmethod

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -93,50 +93,86 @@ class ScheduleVerbs(CatalogueVerbs):
         returned unchanged, whatever happened to it since (updates, pauses);
         with different arguments :class:`IdempotencyConflict` is raised.
         """
+        spec, schedule_id = self._schedule_to_add(
+            job,
+            {
+                "cron": cron,
+                "every": every,
+                "timezone": timezone,
+                "inputs": inputs,
+                "version": version,
+                "misfire": misfire,
+                "misfire_grace": misfire_grace,
+                "max_catch_up": max_catch_up,
+                "overlap": overlap,
+                "dst_gap": dst_gap,
+                "dst_fold": dst_fold,
+                "start_at": start_at,
+                "end_at": end_at,
+                "max_attempts": max_attempts,
+                "priority": priority,
+                "id": id,
+                "paused": paused,
+                "queue": queue,
+            },
+            deprecated,
+            stacklevel=3,
+        )
+        return self._add_schedule(spec, schedule_id)
+
+    def _schedule_to_add(
+        self,
+        job: str,
+        arguments: Mapping[str, Any],
+        deprecated: Mapping[str, Any],
+        *,
+        stacklevel: int,
+    ) -> tuple[ScheduleSpec, str]:
+        """:meth:`add_schedule`'s arguments validated (through the job catalogue): the
+        schedule's spec and its id. ``stacklevel`` places a deprecation warning."""
+        a = dict(arguments)
+        version = a["version"]
         if deprecated:
             unknown = sorted(set(deprecated) - {"job_version"})
             if unknown:
                 raise TypeError(f"add_schedule() got an unexpected keyword argument {unknown[0]!r}")
             given = {} if version is None else {"version": version}
-            version = canonical(given | deprecated, stacklevel=2)["version"]
+            version = canonical(given | dict(deprecated), stacklevel=stacklevel)["version"]
         resolved = self._catalogued(
             job,
             {
                 "version": version,
-                "inputs": inputs,
-                "max_attempts": max_attempts,
-                "priority": priority,
-                "queue": queue,
+                "inputs": a["inputs"],
+                "max_attempts": a["max_attempts"],
+                "priority": a["priority"],
+                "queue": a["queue"],
             },
             schedule=True,
         )
-        version, inputs = resolved["version"], resolved["inputs"]
-        max_attempts, priority = resolved["max_attempts"], resolved["priority"]
-        queue = resolved["queue"]
         spec = specs.define(
             job,
             max_payload_bytes=self.config.max_payload_bytes,
-            cron=cron,
-            every=every,
-            timezone=timezone,
-            inputs=inputs,
-            job_version=version,
-            misfire=misfire,
-            misfire_grace=misfire_grace,
-            max_catch_up=max_catch_up,
-            overlap=overlap,
-            dst_gap=dst_gap,
-            dst_fold=dst_fold,
-            start_at=start_at,
-            end_at=end_at,
-            max_attempts=max_attempts,
-            priority=priority,
-            queue=queue,
-            paused=paused,
+            cron=a["cron"],
+            every=a["every"],
+            timezone=a["timezone"],
+            inputs=resolved["inputs"],
+            job_version=resolved["version"],
+            misfire=a["misfire"],
+            misfire_grace=a["misfire_grace"],
+            max_catch_up=a["max_catch_up"],
+            overlap=a["overlap"],
+            dst_gap=a["dst_gap"],
+            dst_fold=a["dst_fold"],
+            start_at=a["start_at"],
+            end_at=a["end_at"],
+            max_attempts=resolved["max_attempts"],
+            priority=resolved["priority"],
+            queue=resolved["queue"],
+            paused=a["paused"],
         )
-        if id is None:
-            return self._add_schedule(spec, self._ids.new(int(self.clock.now().timestamp() * 1000)))
-        return self._add_schedule(spec, plans.check_schedule_id(id))
+        if a["id"] is None:
+            return spec, self._ids.new(int(self.clock.now().timestamp() * 1000))
+        return spec, plans.check_schedule_id(a["id"])
 
     @abstractmethod
     def _add_schedule(self, spec: ScheduleSpec, schedule_id: str) -> Schedule:
@@ -167,22 +203,34 @@ class ScheduleVerbs(CatalogueVerbs):
         ``after`` is the ``next_cursor`` of the previous page (ids strictly
         greater); ``next_cursor`` is None on the last page.
         """
+        return self._list_schedules(
+            self._schedule_filter(
+                job=job, paused=paused, limit=limit, after=after, due_before=due_before
+            )
+        )
+
+    @staticmethod
+    def _schedule_filter(
+        *,
+        job: str | None,
+        paused: bool | None,
+        limit: int,
+        after: str | None,
+        due_before: datetime | None,
+    ) -> ScheduleFilter:
+        """:meth:`schedules`'s arguments validated."""
         if paused is not None and not isinstance(paused, bool):
             raise ValidationError("paused", f"must be True, False or None, got {paused!r}")
         if after is not None and not isinstance(after, str):
             raise ValidationError("after", f"must be a cursor string, got {after!r}")
         if not cursor_storable(after):
             raise ValidationError("after", "must be a cursor from a previous page")
-        return self._list_schedules(
-            ScheduleFilter(
-                job=None if job is None else require_name(job, "job"),
-                paused=paused,
-                limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
-                after=after,
-                due_before=None
-                if due_before is None
-                else as_aware_utc(due_before, field="due_before"),
-            )
+        return ScheduleFilter(
+            job=None if job is None else require_name(job, "job"),
+            paused=paused,
+            limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
+            after=after,
+            due_before=None if due_before is None else as_aware_utc(due_before, field="due_before"),
         )
 
     @abstractmethod
@@ -208,7 +256,14 @@ class ScheduleVerbs(CatalogueVerbs):
         without a ``version``: its latest) and its inputs checked against that
         version's schema.
         """
-        changes = canonical(changes, stacklevel=2)
+        return self._change_schedule(schedule_id, self._schedule_update(changes, stacklevel=3))
+
+    def _schedule_update(
+        self, changes: dict[str, Any], *, stacklevel: int
+    ) -> Callable[[Schedule, datetime], Schedule]:
+        """:meth:`update_schedule`'s changes validated, as the decision of
+        :meth:`_change_schedule`. ``stacklevel`` places a deprecation warning."""
+        changes = canonical(changes, stacklevel=stacklevel)
         if "version" in changes:  # the verbs' name for the schedule's job_version
             changes["job_version"] = changes.pop("version")
         plans.check_changes(changes)
@@ -222,7 +277,7 @@ class ScheduleVerbs(CatalogueVerbs):
                 current, self._recatalogued(current, changes), now=now, max_payload_bytes=limit
             )
 
-        return self._change_schedule(schedule_id, decide)
+        return decide
 
     def _recatalogued(self, current: Schedule, changes: dict[str, Any]) -> dict[str, Any]:
         """``changes`` to ``current`` with the version and inputs the catalogue decides."""
@@ -250,18 +305,24 @@ class ScheduleVerbs(CatalogueVerbs):
         :meth:`update_schedule`). Pausing a paused schedule returns it unchanged.
         Raises :class:`NotFound`.
         """
-        return self._change_schedule(
-            schedule_id, lambda current, now: plans.pause(current, now=now)
-        )
+        return self._change_schedule(schedule_id, self._pausing)
+
+    @staticmethod
+    def _pausing(current: Schedule, now: datetime) -> Schedule | None:
+        """:meth:`pause_schedule`'s decision."""
+        return plans.pause(current, now=now)
 
     def resume_schedule(self, schedule_id: str) -> Schedule:
         """Resume a paused schedule; ``next_due = now``, the materializer lease is cleared.
 
         Resuming a schedule that is not paused returns it unchanged. Raises :class:`NotFound`.
         """
-        return self._change_schedule(
-            schedule_id, lambda current, now: plans.resume(current, now=now)
-        )
+        return self._change_schedule(schedule_id, self._resuming)
+
+    @staticmethod
+    def _resuming(current: Schedule, now: datetime) -> Schedule | None:
+        """:meth:`resume_schedule`'s decision."""
+        return plans.resume(current, now=now)
 
     @abstractmethod
     def _change_schedule(

@@ -11,8 +11,11 @@ The hooks a dialect provides:
 * :meth:`SqlStore._read` and :meth:`SqlStore._write`: a connection for reading, and
   one inside a write transaction (SQLite's ``BEGIN IMMEDIATE``, a PostgreSQL
   transaction);
-* :meth:`SqlStore._tx_now`: the store's now inside that transaction (SQLite: the
-  process clock; PostgreSQL: the server's unless a test pins it);
+* :meth:`SqlStore._executor`: the executor function of one of those connections
+  (:mod:`fencepost.store.executors`), which :meth:`SqlStore._run` runs a verb's plan with;
+* :meth:`SqlStore._now_steps`: the store's now inside that transaction, as steps of
+  a plan (SQLite: the process clock, no statement; PostgreSQL: the server's unless
+  a test pins it); :meth:`SqlStore._tx_now` runs them on a connection;
 * :meth:`SqlStore._now_param`: the ``now`` a one-statement verb passes (PostgreSQL
   passes None and reads ``clock_timestamp()`` in SQL);
 * :meth:`SqlStore._t` and :meth:`SqlStore._array`: how times and lists are bound;
@@ -21,6 +24,14 @@ The hooks a dialect provides:
   without a round trip;
 * :meth:`SqlStore._refuse`: the audit of refused fenced calls;
 * :attr:`SqlStore.rows`: the dialect's row mapping (:class:`RowMapping`).
+
+The verbs an :class:`~fencepost.store.asyncstore.AsyncStore` also offers (reading,
+cancel, replay, reschedule, command requests, schedules) are written as *plans*
+(``_get_plan``, ``_transition_plan``, ``_change_schedule_plan``, ...) built from
+sub-plans (``_get_steps``, ``_now_steps``, ``_persist_steps``, ...): the sync verb
+runs its plan with :meth:`SqlStore._run` on the store's own connection, the
+AsyncStore runs the same plan on its own executor. The helpers the other verbs
+call with a connection (``_get``, ``_persist``, ``_tx_now``) run those sub-plans on it.
 
 Row locks are block names too: ``lock_execution`` and ``lock_schedule`` take a row
 lock on PostgreSQL; on SQLite the write transaction already holds the whole file,
@@ -35,7 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from fencepost.domain import schedules as plans
 from fencepost.domain.catalogue import JobEntry, definition_json, entry_from_definition
@@ -72,6 +83,7 @@ from fencepost.store.base import (
     claimed_inputs,
     set_aside,
 )
+from fencepost.store.executors import Execute, Plan, Statement, Steps, run
 from fencepost.store.rows import version_keys
 from fencepost.store.values import (
     ID_CLOCK_SLACK,
@@ -82,6 +94,9 @@ from fencepost.store.values import (
 )
 
 log = logging.getLogger("fencepost.store")
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 #: The query block by (one schedule?, newest first?). A schedule's executions are read
 #: through their own index (see the blocks).
@@ -142,9 +157,14 @@ class SqlStore(Store):
     def _write(self) -> AbstractContextManager[Any]:
         """A connection inside a write transaction, committed on a clean exit."""
 
-    @abstractmethod
     def _tx_now(self, conn: Any) -> datetime:
         """The store's now, read inside the transaction ``conn`` holds."""
+        return run(self._now_steps(), self._executor(conn))
+
+    @abstractmethod
+    def _now_steps(self) -> Steps[datetime]:
+        """:meth:`_tx_now` as steps of a plan (SQLite: the process clock, no statement;
+        PostgreSQL: the server's unless a test pins it)."""
 
     @abstractmethod
     def _now_param(self) -> Any:
@@ -182,28 +202,59 @@ class SqlStore(Store):
         statement reads the store's clock itself (PostgreSQL's batch statements).
         """
 
+    # -- running plans ---------------------------------------------------------------------
+
+    @abstractmethod
+    def _executor(self, conn: Any) -> Execute:
+        """The executor function of one of the store's own connections."""
+
+    def _run(self, plan: Plan[T]) -> T:
+        """Run a verb's plan on the store's own connection: in a write transaction when
+        it is atomic, else on a connection for reads. (An AsyncStore runs the same plan
+        on its own executor.)"""
+        with self._write() if plan.atomic else self._read() as conn:
+            return run(plan.steps, self._executor(conn))
+
     # -- reading ---------------------------------------------------------------------------
 
     def get(self, execution_id: str) -> Execution:
-        with self._read() as conn:
-            return self._get(conn, execution_id)
+        return self._run(self._get_plan(execution_id))
+
+    def _get_plan(self, execution_id: str) -> Plan[Execution]:
+        """:meth:`get` as a plan."""
+        return Plan(self._get_steps(execution_id), atomic=False)
 
     def _get(self, conn: Any, execution_id: str, *, lock: bool = False) -> Execution:
         """The execution (held by this transaction with ``lock``), or :class:`NotFound`."""
+        return run(self._get_steps(execution_id, lock=lock), self._executor(conn))
+
+    def _get_steps(self, execution_id: str, *, lock: bool = False) -> Steps[Execution]:
+        """:meth:`_get` as steps of a plan."""
         if not self._can_name(execution_id):
             raise NotFound(execution_id)
         query = self._q("lock_execution" if lock else "get_execution")
-        row = conn.execute(query, {"id": execution_id}).fetchone()
+        row = yield Statement(query, {"id": execution_id}, "one")
         if row is None:
             raise NotFound(execution_id)
         return self.rows.execution(row)
 
     def _find(self, idempotency_key: str) -> Execution | None:
-        with self._read() as conn:
-            row = conn.execute(self._q("find_execution"), {"key": idempotency_key}).fetchone()
-        return None if row is None else self.rows.execution(row)
+        return self._run(self._find_plan(idempotency_key))
+
+    def _find_plan(self, idempotency_key: str) -> Plan[Execution | None]:
+        """:meth:`_find` as a plan."""
+
+        def steps() -> Steps[Execution | None]:
+            row = yield Statement(self._q("find_execution"), {"key": idempotency_key}, "one")
+            return None if row is None else self.rows.execution(row)
+
+        return Plan(steps(), atomic=False)
 
     def _query(self, filters: ExecutionFilter) -> Page:
+        return self._run(self._query_plan(filters))
+
+    def _query_plan(self, filters: ExecutionFilter) -> Plan[Page]:
+        """:meth:`_query` as a plan."""
         params = {
             "after": filters.after,
             "states": None if filters.states is None else self._array(filters.states),
@@ -217,29 +268,48 @@ class SqlStore(Store):
             "limit": filters.limit + 1,
         }
         query = self._q(_QUERY_BLOCKS[filters.schedule is not None, filters.newest_first])
-        with self._read() as conn:
-            items = [self.rows.execution(r) for r in conn.execute(query, params)]
-        more = len(items) > filters.limit
-        items = items[: filters.limit]
-        return Page(items=items, next_cursor=items[-1].id if more else None)
+
+        def steps() -> Steps[Page]:
+            found = yield Statement(query, params, "all")
+            items = [self.rows.execution(r) for r in found]
+            more = len(items) > filters.limit
+            items = items[: filters.limit]
+            return Page(items=items, next_cursor=items[-1].id if more else None)
+
+        return Plan(steps(), atomic=False)
 
     def transitions(self, execution_id: str) -> list[Transition]:
-        return [self.rows.transition(r) for r in self._trail("select_transitions", execution_id)]
+        return self._run(self._transitions_plan(execution_id))
+
+    def _transitions_plan(self, execution_id: str) -> Plan[list[Transition]]:
+        """:meth:`transitions` as a plan."""
+        return self._trail_plan("select_transitions", execution_id, self.rows.transition)
 
     def commands(self, execution_id: str) -> list[Command]:
-        return [self.rows.command(r) for r in self._trail("select_commands", execution_id)]
+        return self._run(self._commands_plan(execution_id))
 
-    def _trail(self, block: str, execution_id: str) -> list[Any]:
-        """The rows of ``block`` for one execution; :class:`NotFound` if it does not exist."""
+    def _commands_plan(self, execution_id: str) -> Plan[list[Command]]:
+        """:meth:`commands` as a plan."""
+        return self._trail_plan("select_commands", execution_id, self.rows.command)
+
+    def _trail_plan(
+        self, block: str, execution_id: str, row: Callable[[tuple[Any, ...]], R]
+    ) -> Plan[list[R]]:
+        """The rows of ``block`` for one execution, each mapped by ``row``;
+        :class:`NotFound` if the execution does not exist."""
         if not self._can_name(execution_id):
             raise NotFound(execution_id)
-        with self._read() as conn:
-            found = conn.execute(self._q(block), {"id": execution_id}).fetchall()
+
+        def steps() -> Steps[list[R]]:
+            found = yield Statement(self._q(block), {"id": execution_id}, "all")
             if found:
-                return list(found)
-            if conn.execute(self._q("execution_exists"), {"id": execution_id}).fetchone():
+                return [row(r) for r in found]
+            exists = yield Statement(self._q("execution_exists"), {"id": execution_id}, "one")
+            if exists:
                 return []
-        raise NotFound(execution_id)
+            raise NotFound(execution_id)
+
+        return Plan(steps(), atomic=False)
 
     # -- leasing ---------------------------------------------------------------------------
 
@@ -263,8 +333,12 @@ class SqlStore(Store):
 
     def _persist(self, conn: Any, change: Change, now: datetime) -> None:
         """Write a change decided by the state machine, with its audit transition."""
+        run(self._persist_steps(change, now), self._executor(conn))
+
+    def _persist_steps(self, change: Change, now: datetime) -> Steps[None]:
+        """:meth:`_persist` as steps of a plan."""
         new = change.execution
-        cursor = conn.execute(
+        changed = yield Statement(
             self._q("write_change"),
             {
                 "id": new.id,
@@ -278,12 +352,13 @@ class SqlStore(Store):
                 "from_state": str(change.from_state),
                 "from_epoch": change.from_epoch,
             },
+            "count",
         )
         # The row was read and held in this same transaction; a miss is a bug, not a race.
-        assert cursor.rowcount == 1, f"lost update on {new.id}"
+        assert changed == 1, f"lost update on {new.id}"
         if change.event in RECORDS_ERROR:
-            conn.execute(self._q("set_error"), {"id": new.id, "error": new.error})
-        conn.execute(self._q("insert_transition"), self._transition_params(change, now))
+            yield Statement(self._q("set_error"), {"id": new.id, "error": new.error})
+        yield Statement(self._q("insert_transition"), self._transition_params(change, now))
 
     def _transition_params(self, change: Change, now: datetime) -> dict[str, Any]:
         """The parameters of ``insert_transition`` for the audit record of ``change``."""
@@ -300,11 +375,18 @@ class SqlStore(Store):
         }
 
     def _transition(self, execution_id: str, event: ExecutionEvent) -> Execution:
-        with self._write() as conn:
-            now = self._tx_now(conn)
-            change = apply(self._get(conn, execution_id, lock=True), event, now)
-            self._persist(conn, change, now)
-        return change.execution
+        return self._run(self._transition_plan(execution_id, event))
+
+    def _transition_plan(self, execution_id: str, event: ExecutionEvent) -> Plan[Execution]:
+        """:meth:`_transition` as a plan."""
+
+        def steps() -> Steps[Execution]:
+            now = yield from self._now_steps()
+            change = apply((yield from self._get_steps(execution_id, lock=True)), event, now)
+            yield from self._persist_steps(change, now)
+            return change.execution
+
+        return Plan(steps())
 
     def _fenced_apply(
         self, conn: Any, fence: Fence, verb: str, decide: Decide, now: datetime
@@ -363,13 +445,21 @@ class SqlStore(Store):
     def _request(
         self, execution_id: str, kind: CommandKind, *, actor: str, command_id: str
     ) -> Command:
-        with self._write() as conn:
-            now = self._tx_now(conn)
-            current = self._get(conn, execution_id, lock=True)
+        return self._run(self._request_plan(execution_id, kind, actor=actor, command_id=command_id))
+
+    def _request_plan(
+        self, execution_id: str, kind: CommandKind, *, actor: str, command_id: str
+    ) -> Plan[Command]:
+        """:meth:`_request` as a plan."""
+
+        def steps() -> Steps[Command]:
+            now = yield from self._now_steps()
+            current = yield from self._get_steps(execution_id, lock=True)
             state = on_request(current, kind)
             if state is CommandState.DONE:
-                self._persist(conn, apply(current, ExecutionCancelled(actor=actor), now), now)
-            conn.execute(
+                cancel = apply(current, ExecutionCancelled(actor=actor), now)
+                yield from self._persist_steps(cancel, now)
+            yield Statement(
                 self._q("insert_command"),
                 {
                     "id": command_id,
@@ -381,7 +471,9 @@ class SqlStore(Store):
                     "done_at": self._t(now) if state is CommandState.DONE else None,
                 },
             )
-        return new_command(command_id, execution_id, kind, state, actor, now)
+            return new_command(command_id, execution_id, kind, state, actor, now)
+
+        return Plan(steps())
 
     def _complete_command(self, command: Command, lease: Fence) -> Command | None:
         if not (self._can_name(command.id) and self._can_name(command.execution_id)):
@@ -519,20 +611,27 @@ class SqlStore(Store):
     # -- schedules -------------------------------------------------------------------------
 
     def get_schedule(self, schedule_id: str) -> Schedule:
-        with self._read() as conn:
-            return self._get_schedule(conn, schedule_id)
+        return self._run(self._get_schedule_plan(schedule_id))
 
-    def _get_schedule(self, conn: Any, schedule_id: str, *, lock: bool = False) -> Schedule:
+    def _get_schedule_plan(self, schedule_id: str) -> Plan[Schedule]:
+        """:meth:`get_schedule` as a plan."""
+        return Plan(self._get_schedule_steps(schedule_id), atomic=False)
+
+    def _get_schedule_steps(self, schedule_id: str, *, lock: bool = False) -> Steps[Schedule]:
         """The schedule (held by this transaction with ``lock``), or :class:`NotFound`."""
         if not self._storable(schedule_id):
             raise NotFound(schedule_id, subject="schedule")
         query = self._q("lock_schedule" if lock else "get_schedule")
-        row = conn.execute(query, {"id": schedule_id}).fetchone()
+        row = yield Statement(query, {"id": schedule_id}, "one")
         if row is None:
             raise NotFound(schedule_id, subject="schedule")
         return self.rows.schedule(row)
 
     def _list_schedules(self, filters: ScheduleFilter) -> SchedulePage:
+        return self._run(self._list_schedules_plan(filters))
+
+    def _list_schedules_plan(self, filters: ScheduleFilter) -> Plan[SchedulePage]:
+        """:meth:`_list_schedules` as a plan."""
         params = {
             "job": filters.job,
             "paused": filters.paused,
@@ -540,11 +639,15 @@ class SqlStore(Store):
             "due_before": self._t_opt(filters.due_before),
             "limit": filters.limit + 1,
         }
-        with self._read() as conn:
-            items = [self.rows.schedule(r) for r in conn.execute(self._q("list_schedules"), params)]
-        more = len(items) > filters.limit
-        items = items[: filters.limit]
-        return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
+
+        def steps() -> Steps[SchedulePage]:
+            found = yield Statement(self._q("list_schedules"), params, "all")
+            items = [self.rows.schedule(r) for r in found]
+            more = len(items) > filters.limit
+            items = items[: filters.limit]
+            return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
+
+        return Plan(steps(), atomic=False)
 
     def _schedule_params(self, s: Schedule, inputs_json: str) -> dict[str, Any]:
         """The parameters of ``insert_schedule`` and ``write_schedule`` for ``s``."""
@@ -583,27 +686,46 @@ class SqlStore(Store):
     def _change_schedule(
         self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
     ) -> Schedule:
-        with self._write() as conn:
-            current = self._get_schedule(conn, schedule_id, lock=True)
-            changed = decide(current, self._tx_now(conn))
+        return self._run(self._change_schedule_plan(schedule_id, decide))
+
+    def _change_schedule_plan(
+        self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
+    ) -> Plan[Schedule]:
+        """:meth:`_change_schedule` as a plan."""
+
+        def steps() -> Steps[Schedule]:
+            current = yield from self._get_schedule_steps(schedule_id, lock=True)
+            changed = decide(current, (yield from self._now_steps()))
             if changed is None:
                 return current
             params = self._schedule_params(changed, self._encode(changed.inputs, "inputs"))
-            conn.execute(self._q("write_schedule"), params)
-        return changed
+            yield Statement(self._q("write_schedule"), params)
+            return changed
+
+        return Plan(steps())
 
     def delete_schedule(self, schedule_id: str) -> None:
+        self._run(self._delete_schedule_plan(schedule_id))
+
+    def _delete_schedule_plan(self, schedule_id: str) -> Plan[None]:
+        """:meth:`delete_schedule` as a plan."""
         if not self._storable(schedule_id):
             raise NotFound(schedule_id, subject="schedule")
-        with self._write() as conn:
-            if conn.execute(self._q("delete_schedule"), {"id": schedule_id}).fetchone() is None:
+
+        def steps() -> Steps[None]:
+            deleted = yield Statement(self._q("delete_schedule"), {"id": schedule_id}, "one")
+            if deleted is None:
                 raise NotFound(schedule_id, subject="schedule")
-            now = self._tx_now(conn)
+            now = yield from self._now_steps()
             event = ExecutionCancelled(actor=plans.SCHEDULE_DELETED)
             # Read them all first: the writes change the index the select walks.
-            waiting = conn.execute(self._q("waiting_schedule_executions"), {"id": schedule_id})
-            for row in waiting.fetchall():
-                self._persist(conn, apply(self.rows.execution(row), event, now), now)
+            waiting = yield Statement(
+                self._q("waiting_schedule_executions"), {"id": schedule_id}, "all"
+            )
+            for row in waiting:
+                yield from self._persist_steps(apply(self.rows.execution(row), event, now), now)
+
+        return Plan(steps())
 
 
 def claimed_leases(

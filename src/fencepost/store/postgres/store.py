@@ -43,11 +43,13 @@ from fencepost.store.base import (
 from fencepost.store.batching import rounds, rounds_of
 from fencepost.store.callers import check_psycopg, driver_connection, refuse
 from fencepost.store.executors import (
+    Execute,
     Plan,
     Statement,
     Steps,
     in_savepoint,
     psycopg_execute,
+    returning,
     run,
 )
 from fencepost.store.postgres import rows
@@ -184,12 +186,12 @@ class PostgresStore(SqlStore):
 
     def _now(self, conn: Connection) -> datetime:
         """The store's now: the pinned test clock, or the server's clock."""
-        row = conn.execute(Q["store_now"], {"now": self._pinned_now()}).fetchone()
-        assert row is not None
-        now: datetime = row[0]
-        return now
+        return self._tx_now(conn)
 
     # -- dialect hooks (see SqlStore) ------------------------------------------------------
+
+    def _executor(self, conn: Connection) -> Execute:
+        return psycopg_execute(conn)
 
     def _read(self) -> AbstractContextManager[Connection]:
         return self._db.connection()
@@ -197,8 +199,11 @@ class PostgresStore(SqlStore):
     def _write(self) -> AbstractContextManager[Connection]:
         return self._db.transaction()
 
-    def _tx_now(self, conn: Connection) -> datetime:
-        return self._now(conn)
+    def _now_steps(self) -> Steps[datetime]:
+        row = yield Statement(Q["store_now"], {"now": self._pinned_now()}, "one")
+        assert row is not None
+        now: datetime = row[0]
+        return now
 
     def _now_param(self) -> datetime | None:
         return self._pinned_now()
@@ -413,10 +418,11 @@ class PostgresStore(SqlStore):
 
     # -- reading -------------------------------------------------------------------------
 
-    def _query(self, filters: ExecutionFilter) -> Page:
+    def _query_plan(self, filters: ExecutionFilter) -> Plan[Page]:
         if filters.after is not None and not _is_uuid(filters.after):
-            return Page(items=[], next_cursor=None)  # no id sorts after a non-UUID here
-        return super()._query(filters)
+            # No id sorts after a non-UUID here: answered without a round trip.
+            return Plan(returning(Page(items=[], next_cursor=None)), atomic=False)
+        return super()._query_plan(filters)
 
     # -- leasing ---------------------------------------------------------------------------
 
@@ -630,23 +636,32 @@ class PostgresStore(SqlStore):
     # -- schedules -------------------------------------------------------------------------
 
     def _add_schedule(self, spec: ScheduleSpec, schedule_id: str) -> Schedule:
+        return self._run(self._add_schedule_plan(spec, schedule_id))
+
+    def _add_schedule_plan(self, spec: ScheduleSpec, schedule_id: str) -> Plan[Schedule]:
+        """:meth:`_add_schedule` as a plan."""
         fingerprint = spec.fingerprint()
-        with self._db.transaction() as conn:
-            now = self._now(conn)
+
+        def steps() -> Steps[Schedule]:
+            now = yield from self._now_steps()
             schedule = plans.new_schedule(spec, id=schedule_id, now=now)
             params = self._schedule_params(schedule, spec.inputs_json) | {
                 "request_hash": fingerprint
             }
             # An insert that conflicts, then finds no row, lost a race with a delete: again.
             for _ in range(3):
-                if conn.execute(Q["insert_schedule"], params).fetchone() is not None:
+                if (yield Statement(Q["insert_schedule"], params, "one")) is not None:
                     return schedule
-                row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
+                row = yield Statement(Q["get_schedule"], {"id": schedule_id}, "one")
                 if row is not None:
                     if row[-1] != fingerprint:
                         raise IdempotencyConflict(schedule_id, schedule_id, subject="schedule")
                     return rows.schedule(row)
-        raise StoreUnavailable(f"schedule {schedule_id!r} kept being added and deleted; try again")
+            raise StoreUnavailable(
+                f"schedule {schedule_id!r} kept being added and deleted; try again"
+            )
+
+        return Plan(steps())
 
     def _acquire_schedules(self, owner: str, *, limit: int, ttl: timedelta) -> list[Schedule]:
         params = {"now": self._pinned_now(), "owner": owner, "limit": limit, "ttl": ttl}

@@ -41,7 +41,16 @@ from fencepost.store.base import (
 )
 from fencepost.store.batching import rounds, rounds_of
 from fencepost.store.callers import check_sqlite, driver_connection, refuse
-from fencepost.store.executors import Plan, Statement, Steps, in_savepoint, run, sqlite_execute
+from fencepost.store.executors import (
+    Execute,
+    Plan,
+    Statement,
+    Steps,
+    in_savepoint,
+    returning,
+    run,
+    sqlite_execute,
+)
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlite import rows
 from fencepost.store.sqlite.connection import (
@@ -126,14 +135,17 @@ class SqliteStore(SqlStore):
 
     # -- dialect hooks (see SqlStore) ------------------------------------------------------
 
+    def _executor(self, conn: sqlite3.Connection) -> Execute:
+        return sqlite_execute(conn)
+
     def _read(self) -> AbstractContextManager[sqlite3.Connection]:
         return self._db.read()
 
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:
         return self._db.write()
 
-    def _tx_now(self, conn: sqlite3.Connection) -> datetime:
-        return self.clock.now()  # one machine, one clock: the process's
+    def _now_steps(self) -> Steps[datetime]:
+        return returning(self.clock.now())  # one machine, one clock: the process's
 
     def _now_param(self) -> int:
         return rows.to_us(self.clock.now())
