@@ -80,6 +80,9 @@ class Lease(WireModel[models.Lease]):
     slot: str | None
     due_at: datetime
     queue: str
+    #: The submitter's W3C trace context (JSON text), so that a remote worker's attempt
+    #: continues the submitter's trace as a local one does; None when not traced.
+    trace_context: str | None = None
 
 
 class Leases(BaseModel):
