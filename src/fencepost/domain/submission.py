@@ -202,6 +202,25 @@ def canonical(arguments: Mapping[str, Any], *, stacklevel: int = 2) -> dict[str,
     return renamed
 
 
+def submit_arguments(
+    named: dict[str, Any], deprecated: Mapping[str, Any], *, stacklevel: int = 2
+) -> dict[str, Any]:
+    """A ``submit`` call's keyword arguments (``named``, every one of submit's names)
+    with the old names it was also given (``deprecated``: only ``job_version`` is
+    known; anything else is the TypeError Python gives an unknown keyword).
+
+    ``stacklevel`` counts from the caller of this function, as :func:`canonical`'s.
+    """
+    if not deprecated:
+        return named
+    unknown = sorted(set(deprecated) - {"job_version"})
+    if unknown:
+        raise TypeError(f"submit() got an unexpected keyword argument {unknown[0]!r}")
+    if named.get("version") is None:
+        named = {k: v for k, v in named.items() if k != "version"}
+    return canonical(named | dict(deprecated), stacklevel=stacklevel + 1)
+
+
 def check_arguments(item: Mapping[str, Any], *, index: int) -> None:
     """Refuse unknown or missing arguments in one ``submit_many`` item."""
     if not isinstance(item, Mapping):

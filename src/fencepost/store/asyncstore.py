@@ -52,7 +52,7 @@ from fencepost.domain.models import (
 from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.schedules import DEFAULT_MAX_CATCH_UP, DEFAULT_MISFIRE_GRACE
 from fencepost.domain.states import CommandKind, State
-from fencepost.domain.submission import SUBMIT_ARGUMENTS, NewExecution, canonical
+from fencepost.domain.submission import SUBMIT_ARGUMENTS, NewExecution, canonical, submit_arguments
 from fencepost.store.base import Store
 from fencepost.store.callers import async_driver_connection, check_psycopg, refuse
 from fencepost.store.catalogue import CATALOGUE_REFRESH
@@ -146,13 +146,7 @@ class AsyncStore:
             "priority": priority,
             "queue": queue,
         }
-        if deprecated:
-            unknown = sorted(set(deprecated) - {"job_version"})
-            if unknown:
-                raise TypeError(f"submit() got an unexpected keyword argument {unknown[0]!r}")
-            if version is None:
-                del arguments["version"]
-            arguments = canonical(arguments | deprecated, stacklevel=2)
+        arguments = submit_arguments(arguments, deprecated, stacklevel=2)
         return (await self._submit_or_find(job, arguments, connection))[0]
 
     async def submit_or_find(

@@ -60,6 +60,7 @@ from fencepost.domain.submission import (
     canonical,
     check_arguments,
     prepare,
+    submit_arguments,
 )
 from fencepost.store.core import StoreCore
 from fencepost.store.operating import OperatingVerbs
@@ -214,13 +215,7 @@ class Store(OperatingVerbs, ScheduleVerbs):
             "priority": priority,
             "queue": queue,
         }
-        if deprecated:
-            unknown = sorted(set(deprecated) - {"job_version"})
-            if unknown:
-                raise TypeError(f"submit() got an unexpected keyword argument {unknown[0]!r}")
-            if version is None:
-                del arguments["version"]
-            arguments = canonical(arguments | deprecated, stacklevel=2)
+        arguments = submit_arguments(arguments, deprecated, stacklevel=2)
         return self._submit_or_find(job, arguments, connection)[0]
 
     def submit_or_find(
