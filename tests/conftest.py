@@ -1,19 +1,27 @@
-"""Shared fixtures: ``store_factory`` is parametrized over every backend."""
+"""Shared fixtures: ``store_factory`` is parametrized over every backend.
+
+A module may widen ``backend`` to :data:`ASYNC_BACKENDS` (``async-memory``, ...): the
+factory then opens the same store and hands it over as an
+:class:`~tests.awaited.AwaitedStore`, whose AsyncStore verbs are awaited.
+"""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 import fencepost
 from fencepost.store.base import Store
 from tests import postgres
+from tests.awaited import AwaitedStore
 
 BACKENDS = ["memory", "sqlite", "postgres"]
+#: The same backends reached through AsyncStore's coroutines (tests/awaited.py).
+ASYNC_BACKENDS = [f"async-{name}" for name in BACKENDS]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -24,6 +32,8 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def store_factory(backend: str, tmp_path: Path) -> Iterator[Callable[..., Store]]:
     """Open fresh, empty stores of one backend; all are closed after the test."""
+    awaited = backend.startswith("async-")
+    backend = backend.removeprefix("async-")
     if backend == "postgres":
         postgres.require_postgres()
     opened: list[Store] = []
@@ -38,9 +48,11 @@ def store_factory(backend: str, tmp_path: Path) -> Iterator[Callable[..., Store]
         else:
             schemas.append(postgres.new_schema())
             url = postgres.store_url(schemas[-1]) + "&pool_min=1&pool_max=2"
-        store = fencepost.connect(url, clock=clock, **options)
+        store: Any = fencepost.connect(url, clock=clock, **options)
+        if awaited:
+            store = AwaitedStore(store)
         opened.append(store)
-        return store
+        return cast(Store, store)
 
     yield factory
     for store in opened:

@@ -1,9 +1,53 @@
-"""Every shipped backend passes the one contract suite."""
+"""Every shipped backend passes the one contract suite, and so does AsyncStore on each."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from typing import Any, cast
+
+import pytest
+
+from fencepost.store.base import Store
 from fencepost.testing.contract import StoreContract
+from tests.awaited import AwaitedStore
+from tests.conftest import ASYNC_BACKENDS, BACKENDS
+
+
+@pytest.fixture(params=BACKENDS + ASYNC_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Every backend, and each again through AsyncStore (tests/awaited.py)."""
+    return str(request.param)
 
 
 class TestStoreContract(StoreContract):
     """Runs once per backend: see the ``store_factory`` fixture in tests/conftest.py."""
+
+
+@pytest.mark.parametrize("backend", ASYNC_BACKENDS, indirect=True)
+def test_the_async_backends_run_asyncstore_s_executors(
+    backend: str, store_factory: Callable[..., Store], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The suite's async runs go through AsyncStore: on PostgreSQL its own pool (the
+    sync store's code never touches the database), on SQLite its dedicated thread, in
+    memory its event loop."""
+    awaited = cast(AwaitedStore, store_factory(None))
+    sync_store: Any = awaited.sync_store
+    ran_on: list[tuple[str, str]] = []
+    for name in ("_insert", "get"):
+        original = getattr(sync_store, name)
+
+        def recording(*args: Any, _name: str = name, _original: Any = original) -> Any:
+            ran_on.append((_name, threading.current_thread().name.split("_")[0]))
+            return _original(*args)
+
+        monkeypatch.setattr(sync_store, name, recording)
+    execution = cast(Store, awaited).submit("job", {"n": 1})
+    assert cast(Store, awaited).get(execution.id).inputs == {"n": 1}
+    assert awaited.awaited == {"submit": 1, "get": 1}
+    if backend == "async-postgres":
+        assert ran_on == []
+        assert awaited.async_store._pool is not None
+    else:
+        thread = "fencepost-sqlite" if backend == "async-sqlite" else "fencepost-awaited"
+        assert ran_on == [("_insert", thread), ("get", thread)]

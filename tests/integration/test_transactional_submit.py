@@ -437,3 +437,133 @@ def test_async_store_answers_as_the_sync_store(backend: str, tmp_path: Path) -> 
         sync.close()
         if schema is not None:
             postgres.drop_schema(schema)
+
+
+# -- an exception inside the caller's transaction block ------------------------------------
+
+
+class Boom(Exception):
+    """Raised by the caller after its submit, before its block commits."""
+
+
+def _raise_inside_sync_block(kind: str, store: Store, target: str, table: str) -> None:
+    """Open the driver's transaction block, write a row, submit, then raise inside it."""
+    dsn = postgres.dsn().replace("postgresql://", "postgresql+psycopg://")
+    if kind == "pg-psycopg":
+        with psycopg.connect(postgres.dsn()) as conn, conn.transaction():
+            conn.execute(f"INSERT INTO {table} VALUES ('x')")
+            store.submit("job", connection=conn)
+            raise Boom
+    if kind == "sqlite-sqlite3":
+        with closing(sqlite3.connect(target)) as lconn, lconn:
+            lconn.execute(f"INSERT INTO {table} VALUES ('x')")
+            store.submit("job", connection=lconn)
+            raise Boom
+    engine = sa.create_engine(dsn if kind.startswith("pg-") else f"sqlite+pysqlite:///{target}")
+    try:
+        if kind.endswith("-sqlalchemy"):
+            with engine.connect() as sconn, sconn.begin():
+                sconn.exec_driver_sql(f"INSERT INTO {table} VALUES ('x')")
+                store.submit("job", connection=sconn)
+                raise Boom
+        with Session(engine) as session, session.begin():
+            session.execute(sa.text(f"INSERT INTO {table} VALUES ('x')"))
+            store.submit_many([{"job": "job"}, {"job": "job"}], connection=session)
+            raise Boom
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "pg-psycopg",
+        "pg-sqlalchemy",
+        "pg-session",
+        "sqlite-sqlite3",
+        "sqlite-sqlalchemy",
+        "sqlite-session",
+    ],
+)
+def test_an_exception_inside_the_callers_transaction_block_leaves_nothing(
+    kind: str, tmp_path: Path
+) -> None:
+    """``with conn.transaction():`` (and each driver's like of it) submit, then raise:
+    the block rolls back the caller's row and the execution with it."""
+    if kind.startswith("pg-"):
+        postgres.require_postgres()
+        schema = postgres.new_schema()
+        store = fencepost.connect(postgres.store_url(schema) + "&pool_min=1&pool_max=2")
+        watcher = fencepost.connect(postgres.store_url(schema))
+        try:
+            with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
+                conn.execute(f"CREATE TABLE {schema}.business (note text)")
+            assert not watcher.wait_for_work(0.05)
+            with pytest.raises(Boom):
+                _raise_inside_sync_block(kind, store, postgres.dsn(), f"{schema}.business")
+            assert not watcher.wait_for_work(0.5), "a rolled-back submit woke a worker"
+            assert pg_count(schema) == 0 == pg_count(schema, "business")
+            assert store.claim("w") == []
+        finally:
+            watcher.close()
+            store.close()
+            postgres.drop_schema(schema)
+        return
+    path = str(tmp_path / "store.db")
+    store = fencepost.connect(f"sqlite:///{path}")
+    try:
+        with closing(sqlite3.connect(path)) as conn:
+            conn.execute("CREATE TABLE business (note text)")
+            conn.commit()
+        with pytest.raises(Boom):
+            _raise_inside_sync_block(kind, store, path, "business")
+        assert lite_count(path) == 0 == lite_count(path, "business")
+        assert store.claim("w") == []
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", ASYNC_KINDS)
+def test_an_exception_inside_an_async_transaction_block_leaves_nothing(
+    pg: tuple[Store, str, str], kind: str
+) -> None:
+    """``async with conn.transaction():`` (psycopg), ``async with aconn.begin():`` and
+    ``async with session.begin():`` (SQLAlchemy) around an AsyncStore submit that raises."""
+    store, url, schema = pg
+    table = f"{schema}.business"
+
+    async def main() -> None:
+        async with fencepost.connect_async(url) as astore:
+            engine = create_async_engine(
+                postgres.dsn().replace("postgresql://", "postgresql+psycopg://")
+            )
+            try:
+                if kind == "psycopg":
+                    conn = await psycopg.AsyncConnection.connect(postgres.dsn())
+                    async with conn, conn.transaction():
+                        await conn.execute(f"INSERT INTO {table} VALUES ('x')")
+                        await astore.submit("job", connection=conn)
+                        raise Boom
+                elif kind == "sqlalchemy":
+                    async with engine.connect() as aconn, aconn.begin():
+                        await aconn.exec_driver_sql(f"INSERT INTO {table} VALUES ('x')")
+                        await astore.submit("job", connection=aconn)
+                        raise Boom
+                else:
+                    async with AsyncSession(engine) as session, session.begin():
+                        await session.execute(sa.text(f"INSERT INTO {table} VALUES ('x')"))
+                        await astore.submit_many([{"job": "job"}], connection=session)
+                        raise Boom
+            finally:
+                await engine.dispose()
+
+    watcher = fencepost.connect(url)
+    try:
+        assert not watcher.wait_for_work(0.05)
+        with pytest.raises(Boom):
+            asyncio.run(main())
+        assert not watcher.wait_for_work(0.5), "a rolled-back submit woke a worker"
+    finally:
+        watcher.close()
+    assert pg_count(schema) == 0 == pg_count(schema, "business")
+    assert store.claim("w") == []
