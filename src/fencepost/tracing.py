@@ -11,9 +11,14 @@ imported, nothing is stored, and each hook below costs a dictionary lookup.
 With tracing on:
 
 * a submit (``Store.submit``, ``submit_or_find``, ``submit_many``) runs in a
-  ``fencepost.submit`` span (one per call; a batch's carries its count), and stores
+  ``fencepost.submit`` span (one per call; a batch's carries its count; AsyncStore's
+  too), and stores
   the W3C context of that span (``traceparent``, ``tracestate``) on each execution
   it creates, as a JSON object in the ``trace_context`` column;
+* fencepost's HTTP clients (``Client``, ``AsyncClient``) send the current context as
+  ``traceparent`` and ``tracestate`` headers (:func:`outgoing`), and the service's
+  submit routes continue it (:func:`remote_parent`): a submit over HTTP joins the
+  caller's trace as a direct one does;
 * a worker's claim that leased executions is a ``fencepost.claim`` span, linked
   to the submit spans of what it leased;
 * each attempt is a ``fencepost.run <job>`` span whose parent is the submit span
@@ -35,7 +40,7 @@ import importlib.metadata
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -56,6 +61,8 @@ __all__ = [
     "current",
     "end_attempt",
     "insert",
+    "insert_async",
+    "outgoing",
     "remote_parent",
     "stale_refused",
 ]
@@ -120,9 +127,32 @@ def insert(
     the attempts of the execution continue this trace. Executions that already
     existed (an idempotent repeat) keep the context of the submit that created them.
     """
-    tracer = _tracer()
-    if tracer is None:
+    if _tracer() is None:
         return do_insert(batch)
+    with _submit_span(batch, location) as (traced, done):
+        return done(do_insert(traced))
+
+
+async def insert_async(
+    do_insert: Callable[[Sequence[NewExecution]], Awaitable[list[Execution]]],
+    batch: Sequence[NewExecution],
+    location: str,
+) -> list[Execution]:
+    """:func:`insert` for a coroutine (``AsyncStore``'s submits): the same span."""
+    if _tracer() is None:
+        return await do_insert(batch)
+    with _submit_span(batch, location) as (traced, done):
+        return done(await do_insert(traced))
+
+
+@contextmanager
+def _submit_span(
+    batch: Sequence[NewExecution], location: str
+) -> Iterator[tuple[Sequence[NewExecution], Callable[[list[Execution]], list[Execution]]]]:
+    """The ``fencepost.submit`` span around one insert: yields the batch carrying the
+    span's context, and what to hand the inserted executions to (it records them)."""
+    tracer = _tracer()
+    assert tracer is not None
     trace, propagate = _otel("trace"), _otel("propagate")
     attributes: dict[str, Any] = {
         "messaging.system": SYSTEM,
@@ -140,13 +170,28 @@ def insert(
         carrier: dict[str, str] = {}
         propagate.inject(carrier)
         context = json.dumps(carrier, separators=(",", ":")) if carrier else None
-        executions = do_insert([replace(n, trace_context=context) for n in batch])
-        created = sum(e.id == n.id for e, n in zip(executions, batch, strict=True))
-        span.set_attribute("fencepost.submit.created", created)
-        if len(executions) == 1:
-            span.set_attribute("messaging.message.id", executions[0].id)
-            span.set_attribute("fencepost.execution.id", executions[0].id)
-        return executions
+
+        def done(executions: list[Execution]) -> list[Execution]:
+            created = sum(e.id == n.id for e, n in zip(executions, batch, strict=True))
+            span.set_attribute("fencepost.submit.created", created)
+            if len(executions) == 1:
+                span.set_attribute("messaging.message.id", executions[0].id)
+                span.set_attribute("fencepost.execution.id", executions[0].id)
+            return executions
+
+        yield [replace(n, trace_context=context) for n in batch], done
+
+
+def outgoing() -> dict[str, str]:
+    """The current trace context as W3C headers (``traceparent``, ``tracestate``) for a
+    request fencepost's HTTP clients send, so that a submit over HTTP continues the
+    caller's trace as a direct one does. Empty when tracing is off or no span is
+    current."""
+    if _tracer() is None:
+        return {}
+    carrier: dict[str, str] = {}
+    _otel("propagate").inject(carrier)
+    return carrier
 
 
 @contextmanager

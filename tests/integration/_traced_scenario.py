@@ -17,11 +17,18 @@ Scenarios:
   directly (what the route does where no instrumented server continued the trace
   first), with :data:`DIRECT_PARENT`;
 * ``stale``: ``loses_lease`` releases its own lease the first time it runs, so the
-  store refuses that attempt's completion as stale; the next attempt succeeds.
+  store refuses that attempt's completion as stale; the next attempt succeeds;
+* ``request_retry``: inside the ``caller`` span, ``fencepost.client.Client.submit`` of
+  ``flaky`` through the service (in this process): the client sends the caller's
+  context, the service's submit continues it, and ``flaky`` fails its first attempt
+  and succeeds on its second; then ``AsyncClient.submit_many`` of one ``flaky``;
+* ``async_store``: ``AsyncStore.submit`` and ``submit_many`` of ``greet`` inside the
+  ``caller`` span.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -89,9 +96,20 @@ def main(url: str, scenario: str, out: str) -> None:
             store.release(ctx.lease, reason="the test takes the lease away")
         return "done"
 
+    failed_once: set[str] = set()
+
+    @app.job("flaky", retry={"base_delay": 0.05, "max_delay": 0.05})
+    def flaky(ctx: Context) -> str:
+        if ctx.execution_id not in failed_once:
+            failed_once.add(ctx.execution_id)
+            raise RuntimeError("first attempt fails")
+        return "second attempt"
+
     ids: list[str] = []
     with tracer.start_as_current_span("caller"):
-        if scenario == "succeed":
+        if scenario in ("request_retry", "async_store"):
+            ids += asyncio.run(_submit_remotely(store, url, scenario))
+        elif scenario == "succeed":
             ids.append(store.submit("greet", {"name": "ada"}).id)
             ids += [
                 e.id
@@ -142,6 +160,31 @@ def main(url: str, scenario: str, out: str) -> None:
             f,
         )
     app.close()
+
+
+async def _submit_remotely(store: Any, url: str, scenario: str) -> list[str]:
+    """The ``request_retry`` and ``async_store`` submits, from the current span."""
+    if scenario == "async_store":
+        async with fencepost.connect_async(url) as astore:
+            single = await astore.submit("greet", {"name": "async"})
+            batch = await astore.submit_many([{"job": "greet", "inputs": {"name": "b"}}])
+        return [single.id, batch[0].id]
+    import httpx
+
+    from fencepost.api import create_app
+    from fencepost.client import AsyncClient, Client
+    from tests.api.support import TestClient
+
+    app = create_app(store)
+    with TestClient(app) as http, Client("http://testserver", http=http) as client:
+        first = client.submit("flaky", max_attempts=3)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        httpx.AsyncClient(transport=transport, base_url="http://testserver") as http_async,
+        AsyncClient("http://testserver", http=http_async) as aclient,
+    ):
+        [second] = await aclient.submit_many([{"job": "flaky", "max_attempts": 3}])
+    return [first.id, second.id]
 
 
 if __name__ == "__main__":

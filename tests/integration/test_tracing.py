@@ -241,6 +241,64 @@ def test_an_http_submit_continues_the_callers_traceparent(tmp_path: Path) -> Non
     assert by_id[attempt["parent_id"]]["parent_id"] == DIRECT_SPAN
 
 
+def test_one_trace_runs_from_the_client_s_request_through_a_failed_and_a_retried_attempt(
+    tmp_path: Path,
+) -> None:
+    """``Client.submit`` in a traced request: the client sends the context, the service's
+    submit continues it, and both attempts (the first fails) are in that one trace."""
+    url = f"sqlite:///{tmp_path / 'retry.db'}"
+    out = run_scenario(url, "request_retry", tmp_path)
+    spans, ids = out["spans"], out["ids"]
+    assert out["states"] == ["SUCCEEDED"] * 2
+    assert out["epochs"] == [2, 2]
+    [caller] = named(spans, "caller")
+    by_id = {s["span_id"]: s for s in spans}
+    for execution_id in ids:  # Client.submit, then AsyncClient.submit_many
+        first, second = attempts_of(spans, execution_id)
+        submit = by_id[first["parent_id"]]
+        assert submit["name"] == "fencepost.submit"
+        assert second["parent_id"] == submit["span_id"]
+        ancestors, parent = [], submit["parent_id"]
+        while parent in by_id and parent != caller["span_id"]:  # the service's own spans
+            ancestors.append(by_id[parent]["name"])
+            parent = by_id[parent]["parent_id"]
+        assert parent == caller["span_id"], f"the client did not send its context: {ancestors}"
+        for attempt in (submit, first, second):
+            assert attempt["trace_id"] == caller["trace_id"]
+        assert [a["attributes"]["fencepost.attempt"] for a in (first, second)] == [1, 2]
+        assert [a["attributes"]["fencepost.epoch"] for a in (first, second)] == [1, 2]
+        assert first["attributes"]["fencepost.outcome"] == "retried"
+        assert first["attributes"]["fencepost.execution.state"] == "RETRY_WAIT"
+        assert first["status"] == "ERROR"
+        assert first["status_description"] == "RuntimeError: first attempt fails"
+        assert second["attributes"]["fencepost.outcome"] == "succeeded"
+        assert second["attributes"]["fencepost.execution.state"] == "SUCCEEDED"
+        assert second["status"] == "UNSET"
+        for attempt in (first, second):
+            assert attempt["attributes"]["fencepost.job"] == "flaky"
+            assert attempt["attributes"]["fencepost.execution.id"] == execution_id
+            assert attempt["attributes"]["fencepost.queue"] == "default"
+    [single, batch] = [by_id[attempts_of(spans, i)[0]["parent_id"]] for i in ids]
+    assert single["attributes"]["fencepost.job"] == "flaky"
+    assert batch["attributes"]["fencepost.submit.created"] == 1
+
+
+def test_async_store_submits_are_traced(url: str, tmp_path: Path) -> None:
+    out = run_scenario(url, "async_store", tmp_path)
+    spans, ids = out["spans"], out["ids"]
+    assert out["states"] == ["SUCCEEDED"] * 2
+    [caller] = named(spans, "caller")
+    single, batch = named(spans, "fencepost.submit")
+    assert single["parent_id"] == batch["parent_id"] == caller["span_id"]
+    assert single["attributes"]["fencepost.execution.id"] == ids[0]
+    assert batch["attributes"]["fencepost.submit.created"] == 1
+    contexts = [json.loads(c) for c in stored_contexts(url, ids)]
+    for context, submit, execution_id in zip(contexts, (single, batch), ids, strict=True):
+        assert context["traceparent"].split("-")[1:3] == [submit["trace_id"], submit["span_id"]]
+        [attempt] = attempts_of(spans, execution_id)
+        assert attempt["parent_id"] == submit["span_id"]
+
+
 def test_untraced_submits_store_null(url: str) -> None:
     """In this process no tracer provider is set: nothing is stored or delivered."""
     assert tracing._tracer() is None, "a test left a tracer provider set in this process"

@@ -125,7 +125,7 @@ def _submit_arguments(
     ),
 )
 def submit_batch(
-    body: schemas.SubmitBatch, store: StoreDep, registry: RegistryDep
+    body: schemas.SubmitBatch, store: StoreDep, registry: RegistryDep, request: Request
 ) -> schemas.SubmitBatchResult:
     """Submit many executions in one transaction: all are stored, or none (the field says why).
 
@@ -141,7 +141,8 @@ def submit_batch(
         except ValidationError as exc:
             raise ValidationError(f"items.{index}.{exc.field}", exc.message) from None
     try:
-        executions = store.submit_many(requests)
+        with tracing.remote_parent(request.headers):  # as a single submit's
+            executions = store.submit_many(requests)
     except ValidationError as exc:  # the store names "[3].inputs"
         position, _, field = exc.field.removeprefix("[").partition("].")
         name = schemas.SubmitItem.api_field(field)

@@ -35,6 +35,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
+from fencepost import tracing
 from fencepost.client.arguments import OLD_VERSION, claim_queues, renamed, submit_item
 from fencepost.client.errors import error_of
 from fencepost.domain import payloads
@@ -132,8 +133,9 @@ class Request:
         )
 
     def header_fields(self, content: str | None) -> dict[str, str]:
-        """The request's own headers, with the content type when it has a body."""
-        fields = dict(self.headers or {})
+        """The request's own headers, with the content type when it has a body, and the
+        caller's trace context when tracing is on (the service continues it)."""
+        fields = {**tracing.outgoing(), **(self.headers or {})}
         if content is not None:
             fields["Content-Type"] = "application/json"
         return fields

@@ -38,6 +38,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
+from fencepost import tracing
 from fencepost.domain.machine import attempts_from_transitions
 from fencepost.domain.models import (
     JSON,
@@ -177,6 +178,16 @@ class AsyncStore:
         return execution, execution.id == new.id
 
     async def _insert(self, batch: Sequence[NewExecution], connection: object) -> list[Execution]:
+        """Insert a validated batch, in a ``fencepost.submit`` span when tracing is on."""
+
+        async def insert(traced: Sequence[NewExecution]) -> list[Execution]:
+            return await self._insert_untraced(traced, connection)
+
+        return await tracing.insert_async(insert, batch, self.location)
+
+    async def _insert_untraced(
+        self, batch: Sequence[NewExecution], connection: object
+    ) -> list[Execution]:
         if connection is not None:
             return await self._insert_in_transaction(batch, connection)
         store: Any = self.store
