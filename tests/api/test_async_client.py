@@ -77,15 +77,18 @@ def run(
     *,
     token: str | None = None,
     sent: list[httpx.Request] | None = None,
+    on_send: Callable[[httpx.Request], None] | None = None,
 ) -> T:
     """``scenario`` on an event loop with an ``AsyncClient`` of ``app``, in process.
 
-    ``sent`` collects every request the client sends.
+    ``sent`` collects every request the client sends; ``on_send`` is called with each.
     """
 
     async def record(request: httpx.Request) -> None:
         if sent is not None:
             sent.append(request)
+        if on_send is not None:
+            on_send(request)
 
     async def main() -> T:
         http = httpx.AsyncClient(
@@ -451,21 +454,31 @@ def test_job_version_still_works_and_warns_at_the_callers_line(
 
 
 @contextmanager
-def complete_later(store: Store, execution_id: str, delay: float) -> Iterator[None]:
-    """Complete ``execution_id`` through the store after ``delay`` seconds, on a thread
-    (joined on leaving, so it never outlives the store)."""
+def complete_later(
+    store: Store, execution_id: str, delay: float, *, after: threading.Event | None = None
+) -> Iterator[None]:
+    """Complete ``execution_id`` through the store ``delay`` seconds after ``after`` is
+    set (or after entering), on a thread joined on leaving, so it never outlives the
+    store."""
+    leaving = threading.Event()
 
     def finish() -> None:
+        if after is not None and not after.wait(timeout=30):
+            return
+        if leaving.wait(timeout=delay):
+            return
         [lease] = store.claim("w", ids=[execution_id])
         store.complete(lease, {"done": True})
 
-    timer = threading.Timer(delay, finish)
-    timer.start()
+    thread = threading.Thread(target=finish)
+    thread.start()
     try:
         yield
     finally:
-        timer.cancel()
-        timer.join()
+        leaving.set()
+        if after is not None:
+            after.set()
+        thread.join()
 
 
 @both
@@ -474,14 +487,23 @@ def test_wait_returns_once_a_concurrent_completion_lands(
 ) -> None:
     execution = store.submit("x")
     sent: list[httpx.Request] = []
-    with complete_later(store, execution.id, 1.0):
+    # The completion lands a second after the held poll is sent, however slowly the
+    # first plain look was answered.
+    polling = threading.Event()
+
+    def record(request: httpx.Request) -> None:
+        sent.append(request)
+        if "wait" in request.url.params:
+            polling.set()
+
+    with complete_later(store, execution.id, 1.0, after=polling):
         started = time.monotonic()
-        done = run(client.app, lambda a: a.wait(execution.id), sent=sent)
+        done = run(client.app, lambda a: a.wait(execution.id), on_send=record)
         took = time.monotonic() - started
     assert done.state is State.SUCCEEDED
     assert done.result == {"done": True}
     assert done == remote.get(execution.id) == remote.wait(execution.id, timeout=0)
-    assert 1.0 <= took < 4
+    assert 1.0 <= took < 6
     # A plain look first (it learns the service's bound, 30 s), then one poll the
     # service held until the completion landed: not a loop of polls.
     waits = [r.url.params.get("wait") for r in sent]
