@@ -20,6 +20,13 @@ FENCEPOST = str(Path(sys.executable).with_name("fencepost"))
         ("--header-timeout", "0", "header_timeout: must be > 0 seconds"),
         ("--header-timeout", "1e12", "header_timeout: is too long"),
         ("--body-budget", "-5", "body_budget: must be >= 1 byte"),
+        ("--max-wait", "-1", "max_wait: must be >= 0 seconds"),
+        ("--max-wait", "nan", "max_wait: must be finite"),
+        ("--max-wait", "inf", "max_wait: must be finite"),
+        ("--max-wait", "1e309", "max_wait: must be finite"),
+        ("--max-wait", "1e11", "max_wait: is too long"),
+        ("--max-wait", "", "argument --max-wait: invalid float value: ''"),
+        ("--max-wait", "thirty", "argument --max-wait: invalid float value: 'thirty'"),
     ],
 )
 def test_bad_limits_are_one_line_and_create_nothing(
