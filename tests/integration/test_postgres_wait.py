@@ -22,6 +22,7 @@ import pytest
 import fencepost
 from fencepost.domain.events import ExecutionSkipped
 from fencepost.domain.states import CommandKind, State
+from fencepost.store.asyncstore import AsyncStore
 from fencepost.store.postgres import PostgresStore
 from fencepost.store.postgres.waiting import NotifiedWatcher
 from tests import postgres
@@ -151,12 +152,16 @@ def _backends(app_name: str) -> int:
 
 
 def test_a_thousand_async_waiters_share_one_connection(store: PostgresStore, app_name: str) -> None:
+    """A thousand ``AsyncStore.wait`` calls on one AsyncStore: one listening connection
+    besides the AsyncStore's pool (which a read opened first), not one per waiter."""
     executions = store.submit_many([{"job": "j"} for _ in range(1000)])
     before = _backends(app_name)
     during: list[int] = []
+    astore = AsyncStore(store)
 
     async def main() -> list[Any]:
-        waits = [asyncio.ensure_future(store._wait_async(e.id, timeout=60)) for e in executions]
+        assert await astore.get(executions[0].id) == executions[0]  # its pool is open
+        waits = [asyncio.ensure_future(astore.wait(e.id, timeout=60)) for e in executions]
         await asyncio.sleep(0.5)
         assert not any(w.done() for w in waits)
         assert store._watcher.watched() == 1000
@@ -168,7 +173,10 @@ def test_a_thousand_async_waiters_share_one_connection(store: PostgresStore, app
                 store.complete_many([(lease, None) for lease in leases])
 
         await asyncio.to_thread(finish)
-        return await asyncio.gather(*waits)
+        try:
+            return await asyncio.gather(*waits)
+        finally:
+            await astore.close()
 
     started = time.monotonic()
     found = asyncio.run(main())
