@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager, suppress
 from pathlib import Path
@@ -567,3 +568,32 @@ def test_an_exception_inside_an_async_transaction_block_leaves_nothing(
         watcher.close()
     assert pg_count(schema) == 0 == pg_count(schema, "business")
     assert store.claim("w") == []
+
+
+def test_async_store_refreshes_statistics_off_the_event_loop(
+    pg: tuple[Store, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The PostgreSQL store's periodic ANALYZE, due after an AsyncStore's submits, runs on
+    a worker thread: the event loop never blocks on it."""
+    _, url, _ = pg
+    analyzed_on: list[threading.Thread] = []
+
+    async def main() -> threading.Thread:
+        async with fencepost.connect_async(url) as astore:
+            store: Any = astore.store
+            monkeypatch.setattr(store, "ANALYZE_AFTER_ROWS", 10)
+            analyze = store._analyze
+
+            def recording() -> None:
+                analyzed_on.append(threading.current_thread())
+                analyze()
+
+            monkeypatch.setattr(store, "_analyze", recording)
+            await astore.submit_many([{"job": "j"} for _ in range(6)])
+            assert analyzed_on == []
+            await astore.submit_many([{"job": "j"} for _ in range(6)])
+            return threading.current_thread()
+
+    loop_thread = asyncio.run(main())
+    assert len(analyzed_on) == 1
+    assert analyzed_on[0] is not loop_thread

@@ -201,7 +201,7 @@ class AsyncStore:
             return list(store._insert(batch))  # memory: nothing to wait for
         plan = store._insert_plan(batch, notify=store._should_notify)
         executions, inserted = await self._execute(plan)
-        store._count_inserts(inserted)
+        await self._count_inserts(inserted)
         return list(executions)
 
     async def _insert_in_transaction(
@@ -236,7 +236,7 @@ class AsyncStore:
             executions, inserted = await run_async(
                 store._caller_insert(batch), psycopg_async_execute(cursor, prepare=False)
             )
-        store._count_inserts(inserted)
+        await self._count_inserts(inserted)
         return list(executions)
 
     # -- reading -------------------------------------------------------------------------
@@ -537,6 +537,13 @@ class AsyncStore:
                     await pool.open(wait=True, timeout=db.pool.timeout)
                 self._pool = pool
         return self._pool
+
+    async def _count_inserts(self, rows_inserted: int) -> None:
+        """The PostgreSQL store's count towards its periodic ANALYZE; the ANALYZE itself
+        (a tenth of a second) runs on a worker thread, never on the event loop."""
+        store: Any = self.store
+        if store._analyze_due(rows_inserted):
+            await asyncio.to_thread(store._analyze)
 
     def _is_postgres(self) -> bool:
         return type(self.store).__name__ == "PostgresStore"

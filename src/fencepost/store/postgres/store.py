@@ -384,15 +384,23 @@ class PostgresStore(SqlStore):
         return out, inserted
 
     def _count_inserts(self, rows_inserted: int) -> None:
+        if self._analyze_due(rows_inserted):
+            self._analyze()
+
+    def _analyze_due(self, rows_inserted: int) -> bool:
+        """Count inserted rows; True (once) when the statistics are due for a refresh."""
         with self._notify_lock:
             self._inserted_since_analyze += rows_inserted
             due = self._inserted_since_analyze >= self.ANALYZE_AFTER_ROWS
             if due:
                 self._inserted_since_analyze = 0
-        if due:
-            with self._db.transaction() as conn:
-                conn.execute(Q["analyze_sample"])
-                conn.execute(Q["analyze_executions"])
+        return due
+
+    def _analyze(self) -> None:
+        """Refresh the planner's statistics of the executions (a sample of them)."""
+        with self._db.transaction() as conn:
+            conn.execute(Q["analyze_sample"])
+            conn.execute(Q["analyze_executions"])
 
     def _insert_params(self, batch: Sequence[NewExecution], *, notify: bool) -> dict[str, Any]:
         return {
