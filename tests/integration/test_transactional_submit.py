@@ -597,3 +597,36 @@ def test_async_store_refreshes_statistics_off_the_event_loop(
     loop_thread = asyncio.run(main())
     assert len(analyzed_on) == 1
     assert analyzed_on[0] is not loop_thread
+
+
+@pytest.mark.parametrize("level", ["REPEATABLE_READ", "SERIALIZABLE"])
+def test_a_twin_committed_after_the_callers_snapshot_asks_the_caller_to_retry(
+    pg: tuple[Store, str, str], level: str
+) -> None:
+    """Under REPEATABLE READ or SERIALIZABLE, a submit whose idempotency key another
+    transaction committed after the caller's snapshot raises the driver's
+    ``SerializationFailure`` (what the caller's own writes would raise, so its retry
+    loop retries); the retried transaction finds the twin."""
+    store, url, schema = pg
+    with psycopg.connect(postgres.dsn()) as conn:
+        conn.isolation_level = psycopg.IsolationLevel[level]
+        conn.execute("SELECT 1")  # the caller's snapshot is taken
+        twin = store.submit("job", {"a": 1}, idempotency_key="K")
+        with pytest.raises(psycopg.errors.SerializationFailure):
+            store.submit("job", {"a": 1}, idempotency_key="K", connection=conn)
+        conn.rollback()
+        assert store.submit("job", {"a": 1}, idempotency_key="K", connection=conn) == twin
+        conn.commit()
+
+    async def main() -> None:
+        async with fencepost.connect_async(url) as astore:
+            aconn = await psycopg.AsyncConnection.connect(postgres.dsn())
+            async with aconn:
+                await aconn.set_isolation_level(psycopg.IsolationLevel[level])
+                await aconn.execute("SELECT 1")
+                await astore.submit("job", idempotency_key="A")
+                with pytest.raises(psycopg.errors.SerializationFailure):
+                    await astore.submit("job", idempotency_key="A", connection=aconn)
+
+    asyncio.run(main())
+    assert pg_count(schema) == 2

@@ -232,7 +232,7 @@ class AsyncStore:
         await asyncio.to_thread(store._session)  # read once, on the store's own connection
         cursor = conn.cursor()
         cursor.adapters.register_loader("uuid", TextLoader)  # this cursor's, not the caller's
-        with translate_errors():
+        with translate_errors(callers=True):
             executions, inserted = await run_async(
                 store._caller_insert(batch), psycopg_async_execute(cursor, prepare=False)
             )

@@ -232,22 +232,32 @@ def connect_failure(exc: psycopg.Error) -> str:
 
 
 @contextmanager
-def translate_errors() -> Iterator[None]:
+def translate_errors(*, callers: bool = False) -> Iterator[None]:
     """Driver and pool errors become :class:`StoreUnavailable`; ours pass through.
 
     A data error (a value the server refuses: an untranslatable character, a
     number out of range) is the call's problem, not an outage: :class:`StoreRefused`.
+    With ``callers`` (statements run in the caller's own transaction), an error that
+    asks the caller to retry that transaction — a serialization failure under
+    REPEATABLE READ or SERIALIZABLE, a deadlock — passes through as the driver raised
+    it, so the caller's retry loop sees what its own writes would raise.
     """
     try:
         yield
-    except psycopg.DataError as exc:
-        raise StoreRefused(f"postgresql refused a value: {exc}") from exc
     except psycopg.Error as exc:
+        if callers and (exc.sqlstate or "").startswith(TRANSACTION_ROLLBACK):
+            raise
+        if isinstance(exc, psycopg.DataError):
+            raise StoreRefused(f"postgresql refused a value: {exc}") from exc
         raise StoreUnavailable(f"postgresql store: {exc}") from exc
     except Exception as exc:  # psycopg_pool.PoolTimeout and friends
         if type(exc).__module__.startswith("psycopg_pool"):
             raise StoreUnavailable(f"postgresql store: {exc}") from exc
         raise
+
+
+#: SQLSTATE class 40, "transaction rollback": serialization failures, deadlocks.
+TRANSACTION_ROLLBACK = "40"
 
 
 def applied_migrations(db: Database) -> set[int] | None:

@@ -259,7 +259,7 @@ class PostgresStore(SqlStore):
         assert isinstance(conn, psycopg.Connection)
         cursor = conn.cursor()
         cursor.adapters.register_loader("uuid", TextLoader)  # this cursor's, not the caller's
-        with translate_errors():
+        with translate_errors(callers=True):
             executions, inserted = run(
                 self._caller_insert(batch), psycopg_execute(cursor, prepare=False)
             )
