@@ -42,7 +42,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     # The HTTP API's JSON shapes, shared by api/ and client/.
     "wire": frozenset({"domain", "timing"}),
     "api": frozenset({"domain", "timing", "store", "jobs", "scheduler", "wire", "tracing"}),
-    "client": frozenset({"domain", "timing", "wire"}),
+    # The clients send the caller's trace context with each request (tracing.outgoing).
+    "client": frozenset({"domain", "timing", "wire", "tracing"}),
 }
 #: The command line, ``fencepost.App`` and the package's lazy ``__init__`` put the
 #: parts together, so they may import any of them; framework integrations may use
