@@ -29,10 +29,11 @@ typecheck: $(STAMP)
 # a message naming the package otherwise.
 system-deps:
 	@command -v faketime >/dev/null && command -v chromium >/dev/null && \
-		command -v strace >/dev/null || \
+		command -v strace >/dev/null && command -v bridge >/dev/null || \
 		{ command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
-		  (apt-get update -qq && apt-get install -y -qq faketime chromium strace >/dev/null) || \
-		  echo "warning: install faketime, chromium and strace for the full test suite"; }
+		  (apt-get update -qq && \
+		   apt-get install -y -qq faketime chromium strace iproute2 >/dev/null) || \
+		  echo "warning: install faketime, chromium, strace and iproute2 for the full test suite"; }
 
 pytest: $(STAMP) system-deps
 	$(BIN)/pytest

@@ -7,6 +7,11 @@ the same time, so a test that needs to kill its server starts its own instead:
 directory, and stopped whatever happens. PostgreSQL refuses to run as root, so
 when the tests run as root the server runs as the ``postgres`` OS user.
 
+A test host in a network namespace (``_netns.py``) runs one too: the server is
+then started inside that namespace and listens on the host's address there; the
+test itself reaches it through its Unix socket (:attr:`PrivatePostgres.socket_dsn`),
+which no network namespace hides.
+
 Without ``initdb`` and ``pg_ctl`` (the PostgreSQL server package) the calling
 test is skipped, or failed when ``FENCEPOST_REQUIRE_POSTGRES`` is set, as in CI.
 """
@@ -31,7 +36,6 @@ import pytest
 
 #: Small, but with ``fsync`` on: the restart tests are about what survives a shutdown.
 SETTINGS = {
-    "listen_addresses": "'127.0.0.1'",
     "shared_buffers": "'32MB'",
     "max_connections": "100",
     "fsync": "on",
@@ -41,15 +45,28 @@ SETTINGS = {
 class PrivatePostgres:
     """A running private server: its DSN, and verbs to stop and start it again."""
 
-    def __init__(self, bindir: Path, directory: Path, port: int, user: str | None) -> None:
+    def __init__(
+        self,
+        bindir: Path,
+        directory: Path,
+        port: int,
+        user: str | None,
+        *,
+        host: str = "127.0.0.1",
+        namespace: str | None = None,
+    ) -> None:
         self.bindir = bindir
         self.directory = directory
         self.data = directory / "data"
         self.log = directory / "postgres.log"
         self.port = port
         self.user = user  # the OS user to run it as, when not the current one
+        self.host = host  # the one address it listens on
+        self.namespace = namespace  # the network namespace it runs in (None: ours)
         #: The database ``test`` on this server, as ``FENCEPOST_TEST_POSTGRES_DSN`` names one.
-        self.dsn = f"postgresql://postgres@127.0.0.1:{port}/test"
+        self.dsn = f"postgresql://postgres@{host}:{port}/test"
+        #: The same database through the server's Unix socket, reachable from any namespace.
+        self.socket_dsn = f"postgresql://postgres@/test?host={directory}&port={port}"
 
     def run(self, tool: str, *args: str, timeout: float = 60) -> None:
         """Run one of the server's programs (as the server's OS user); fail on an error."""
@@ -69,7 +86,11 @@ class PrivatePostgres:
 
     def command(self, tool: str, *args: str) -> list[str]:
         program = [str(self.bindir / tool), *args]
-        return program if self.user is None else ["runuser", "-u", self.user, "--", *program]
+        if self.user is not None:
+            program = ["runuser", "-u", self.user, "--", *program]
+        if self.namespace is not None:
+            program = ["ip", "netns", "exec", self.namespace, *program]
+        return program
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server; a fast shutdown cuts sessions and rolls transactions back."""
@@ -110,7 +131,7 @@ class PrivatePostgres:
 
     def ready(self) -> bool:
         """Whether the server accepts connections on its TCP port (``pg_isready``)."""
-        poll = [str(self.bindir / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port)]
+        poll = self.command("pg_isready", "-q", "-h", self.host, "-p", str(self.port))
         return subprocess.run(poll, check=False, timeout=10).returncode == 0
 
     def running(self) -> bool:
@@ -130,12 +151,21 @@ class PrivatePostgres:
 
 
 @contextlib.contextmanager
-def private_postgres(keep_log_in: Path) -> Iterator[PrivatePostgres]:
+def private_postgres(
+    keep_log_in: Path,
+    *,
+    host: str = "127.0.0.1",
+    namespace: str | None = None,
+    clients: str | None = None,
+) -> Iterator[PrivatePostgres]:
     """Start a private server, yield it, and stop and remove it afterwards.
 
-    Its log is copied to ``keep_log_in / "postgres.log"`` at the end, for whoever
-    looks into a run: the server's own directory is removed, and lies outside the
-    test's ``tmp_path`` because a Unix socket path is limited to about 100 bytes.
+    It listens on ``host`` only, inside the network namespace ``namespace`` when
+    one is given (a test host of ``_netns.py``), and trusts connections from the
+    loopback and from the network ``clients`` (CIDR), if given. Its log is copied to
+    ``keep_log_in / "postgres.log"`` at the end, for whoever looks into a run: the
+    server's own directory is removed, and lies outside the test's ``tmp_path``
+    because a Unix socket path is limited to about 100 bytes.
     """
     bindir = _bindir()
     user = _server_user()
@@ -144,20 +174,26 @@ def private_postgres(keep_log_in: Path) -> Iterator[PrivatePostgres]:
     try:
         if user is not None:
             shutil.chown(directory, user, user)
-        server = PrivatePostgres(bindir, directory, _free_port(), user)
+        server = PrivatePostgres(
+            bindir, directory, _free_port(), user, host=host, namespace=namespace
+        )
         server.run(
             "initdb", "-D", str(server.data), "-U", "postgres", "--auth=trust",
             "--encoding=UTF8", "--locale=C.UTF-8", "--no-instructions",
         )  # fmt: skip
         settings = {
             **SETTINGS,
+            "listen_addresses": f"'{host}'",
             "port": str(server.port),
             "unix_socket_directories": f"'{directory}'",
         }
         with (server.data / "postgresql.conf").open("a") as conf:
             conf.writelines(f"{name} = {value}\n" for name, value in settings.items())
+        if clients is not None:
+            with (server.data / "pg_hba.conf").open("a") as hba:
+                hba.write(f"host all all {clients} trust\n")
         server.start()
-        admin = f"postgresql://postgres@127.0.0.1:{server.port}/postgres"
+        admin = server.socket_dsn.replace("/test?", "/postgres?")
         with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
             conn.execute("CREATE DATABASE test")
         yield server
