@@ -24,15 +24,19 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # Debian packages some tests drive: libfaketime (a worker with a skewed clock),
-# chromium (the dashboard test, through Playwright) and strace (the SQLite durability
-# test counts fsyncs). Installed when missing and apt-get is usable; the tests fail with
+# chromium (the dashboard test, through Playwright), strace (the SQLite durability
+# test counts fsyncs), patroni and etcd-server (the failover tests' highly available
+# PostgreSQL). Installed when missing and apt-get is usable; the tests fail with
 # a message naming the package otherwise.
 system-deps:
 	@command -v faketime >/dev/null && command -v chromium >/dev/null && \
-		command -v strace >/dev/null || \
+		command -v strace >/dev/null && command -v patroni >/dev/null && \
+		command -v etcd >/dev/null || \
 		{ command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
-		  (apt-get update -qq && apt-get install -y -qq faketime chromium strace >/dev/null) || \
-		  echo "warning: install faketime, chromium and strace for the full test suite"; }
+		  (apt-get update -qq && apt-get install -y -qq faketime chromium strace \
+		     patroni etcd-server >/dev/null) || \
+		  echo "warning: install faketime, chromium, strace, patroni and etcd-server" \
+		       "for the full test suite"; }
 
 pytest: $(STAMP) system-deps
 	$(BIN)/pytest
