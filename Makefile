@@ -23,17 +23,28 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Debian packages some tests drive: libfaketime (a worker with a skewed clock),
-# chromium (the dashboard test, through Playwright) and strace (the SQLite durability
-# test counts fsyncs). Installed when missing and apt-get is usable; the tests fail with
-# a message naming the package otherwise.
+# Debian packages some tests drive, as command:package: libfaketime (a worker with a
+# skewed clock), chromium (the dashboard test, through Playwright), strace (the SQLite
+# durability test counts fsyncs), iproute2's ip and bridge (test hosts in network
+# namespaces), patroni and etcd (the failover tests' highly available PostgreSQL) and
+# pgbouncer (the store behind a transaction pooler). Installed when missing and apt-get is
+# usable; the tests fail with a message naming the package otherwise.
+SYSTEM_DEPS := faketime:faketime chromium:chromium strace:strace bridge:iproute2 \
+	patroni:patroni etcd:etcd-server pgbouncer:pgbouncer
+
 system-deps:
-	@command -v faketime >/dev/null && command -v chromium >/dev/null && \
-		command -v strace >/dev/null && command -v bridge >/dev/null || \
-		{ command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
-		  (apt-get update -qq && \
-		   apt-get install -y -qq faketime chromium strace iproute2 >/dev/null) || \
-		  echo "warning: install faketime, chromium, strace and iproute2 for the full test suite"; }
+	@missing=""; \
+	for pair in $(SYSTEM_DEPS); do \
+		command -v $${pair%%:*} >/dev/null || [ -x /usr/sbin/$${pair%%:*} ] || \
+			missing="$$missing $${pair#*:}"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		echo "installing$$missing"; \
+		apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
+	else \
+		echo "warning: install$$missing for the full test suite"; \
+	fi
 
 pytest: $(STAMP) system-deps
 	$(BIN)/pytest
