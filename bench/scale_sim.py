@@ -96,7 +96,7 @@ MEASURED = {
         860,
         "bytes per finished execution in PostgreSQL with its payload, audit rows and "
         "indexes (5,000,000 = 4.3 GB)",
-        "README > Performance > PostgreSQL: bench/drain_conditions.py --db …",
+        "README > Performance > PostgreSQL: the history of bench/drain_conditions.py --db …",
     ),
 }
 
