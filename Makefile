@@ -46,8 +46,12 @@ system-deps:
 		echo "warning: install$$missing for the full test suite"; \
 	fi
 
+# The suite on PYTEST_WORKERS processes (pytest-xdist); tests marked with one
+# xdist_group (a shared cluster, namespaced hosts) run in turn on one of them.
+PYTEST_WORKERS ?= 2
+
 pytest: $(STAMP) system-deps
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 test: lint typecheck pytest
 

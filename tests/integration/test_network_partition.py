@@ -41,7 +41,9 @@ from tests.integration._netns import SUBNET, Host, Network, private_network
 from tests.integration._partition_app import LEASE_TTL
 from tests.integration._pg_instance import PrivatePostgres, private_postgres
 
-pytestmark = pytest.mark.slow
+#: One worker runs the module's tests in turn (make test runs pytest-xdist): they share
+#: tight timing margins (a takeover within the cut), kept free of each other.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("netns")]
 
 ROOT = Path(__file__).resolve().parents[2]
 FENCEPOST = str(Path(sys.executable).with_name("fencepost"))

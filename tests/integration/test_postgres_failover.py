@@ -49,7 +49,9 @@ import fencepost
 from fencepost import Event, State, StoreUnavailable
 from tests.integration import _audit, _patroni, _pg
 
-pytestmark = pytest.mark.slow
+#: One worker runs the module's tests in turn (make test runs pytest-xdist): they share
+#: one cluster.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("patroni")]
 
 ROOT = Path(__file__).resolve().parents[2]
 FENCEPOST = str(Path(sys.executable).with_name("fencepost"))
