@@ -161,7 +161,12 @@ BAD_TIMEOUTS: list[Any] = [
 ]
 
 
-@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=repr)
+def _timeout_id(value: object) -> str:
+    """A test id that is the same in every process (pytest-xdist compares them)."""
+    return "object()" if type(value) is object else repr(value)
+
+
+@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=_timeout_id)
 def test_bad_timeouts_are_refused_naming_timeout(store: Store, timeout: Any) -> None:
     execution = store.submit("waited")
     with pytest.raises(ValidationError) as raised:
