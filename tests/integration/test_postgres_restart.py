@@ -62,7 +62,10 @@ def test_workers_pause_while_postgresql_restarts_and_finish_every_execution_once
         where = f"(schema {schema}, logs in {tmp_path})"
         logs = [tmp_path / f"worker-{n}.jsonl" for n in range(WORKERS)]
         # A short pool timeout: calls fail (and are retried) while the server is down.
-        url = _pg.url(schema, dsn=dsn, pool_min=1, pool_max=2, pool_timeout=2)
+        # retry_timeout=0: the store itself does not retry, so that what is tested here
+        # is how the workers ride out the outage (test_postgres_outcome_unknown tests
+        # the store's own retries).
+        url = _pg.url(schema, dsn=dsn, pool_min=1, pool_max=2, pool_timeout=2, retry_timeout=0)
         limits = [str(TTL), str(MAX_BATCH)]
         procs = []
         try:

@@ -5,8 +5,9 @@ stopped (fast shutdown: sessions cut, transactions rolled back), kept down for
 three seconds and started again. The worker must say so in its log, stop
 claiming, keep the outcomes it holds, resume by itself, and finish every
 execution with exactly one accepted completion (judged from the audit trail).
-The pool waits at most a second for a connection (``pool_timeout=1``), so the
-outage reaches the worker instead of being absorbed by a waiting pool.
+The pool waits at most a second for a connection (``pool_timeout=1``) and the store
+does not retry (``retry_timeout=0``), so the outage reaches the worker instead of
+being absorbed by a waiting pool or the store's own retries.
 
 The server is a private one started for this test (``_pg_instance``: its own data
 directory and loopback port, stopped at the end whatever happens), never the shared
@@ -46,11 +47,12 @@ def test_a_worker_rides_out_a_postgresql_restart_and_loses_nothing(tmp_path: Pat
         fencepost.connect(_pg.url(schema, dsn=dsn)) as store,
     ):
         store.submit_many([{"job": "lease-echo", "max_attempts": 50}] * EXECUTIONS)
+        url = _pg.url(schema, dsn=dsn, pool_timeout=1, retry_timeout=0)
         with log_path.open("wb") as log:
             worker = subprocess.Popen(
                 [
                     *(FENCEPOST, "worker", "tests.integration._worker_app:app"),
-                    *("--jobs", "lease-echo", "--db", _pg.url(schema, dsn=dsn, pool_timeout=1)),
+                    *("--jobs", "lease-echo", "--db", url),
                     *("--owner", "survivor", "--concurrency", "16"),
                 ],
                 cwd=ROOT,

@@ -84,6 +84,8 @@ NO_TRANSITION = frozenset(
         "lock_execution",
         "find_execution",
         "find_idempotency_keys",
+        "submitted_before",
+        "ended_by_holders",
         "execution_exists",
         "executions_by_keys",
         "query_executions",

@@ -41,7 +41,9 @@ def connect(
       transactions before one may roll back (an application crash loses nothing);
     * ``postgresql://user@host:5432/db`` — a shared server (needs the ``postgres``
       extra), migrated on connect under an advisory lock; ``?schema=NAME`` keeps
-      fencepost's tables in one schema, ``?pool_max=N`` sizes the connection pool.
+      fencepost's tables in one schema, ``?pool_max=N`` sizes the connection pool,
+      ``?retry_timeout=SECONDS`` (default 30, 0: none) bounds how long a call is
+      retried after a lost connection (see :mod:`fencepost.store.postgres.outages`);
 
     ``migrate=False`` opens a database only if it already has this fencepost's
     schema, and writes nothing to find out (:class:`~fencepost.NotMigrated`

@@ -199,8 +199,19 @@ class AsyncStore:
             return executions
         if not self._is_postgres():
             return list(store._insert(batch))  # memory: nothing to wait for
-        plan = store._insert_plan(batch, notify=store._should_notify)
-        executions, inserted = await self._execute(plan)
+        from fencepost.store.postgres.outages import retried_async
+        from fencepost.store.postgres.store import submit_retryable
+
+        async def attempt(again: bool) -> tuple[list[Execution], int]:
+            # Retried after a lost connection as the sync store's submit is: a retry
+            # finds what an earlier attempt (whose COMMIT's answer was lost) stored.
+            plan = store._insert_plan(batch, notify=store._should_notify, again=again)
+            found: tuple[list[Execution], int] = await self._execute(plan)
+            return found
+
+        executions, inserted = await retried_async(
+            attempt, budget=store._db.retry_timeout, retry_if=submit_retryable, what="submit"
+        )
         await self._count_inserts(inserted)
         return list(executions)
 

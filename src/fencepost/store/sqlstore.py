@@ -71,7 +71,7 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.reports import JobCounts, SloOffender, SloReport, tabulate
-from fencepost.domain.states import CommandKind, CommandState, State
+from fencepost.domain.states import CommandKind, CommandState, Event, State
 from fencepost.store.base import (
     UNFINISHED_STATES,
     ClaimRequest,
@@ -128,6 +128,21 @@ class RowMapping(Protocol):
 
     def duration(self, value: Any) -> timedelta:
         """A duration as a row holds it, as a timedelta."""
+
+
+#: The events with which each fenced verb of :meth:`SqlStore._fenced_apply` ends a
+#: lease (a ``complete`` reaches it only with a refused result, which fails it).
+ENDED_BY: Mapping[str, tuple[Event, ...]] = {
+    "complete": (Event.FAILED,),
+    "fail": (Event.FAILED, Event.TIMED_OUT),
+    "release": (Event.RELEASED,),
+    "abort": (Event.CANCELLED,),
+}
+
+
+def fence_key(fence: Fence) -> tuple[str, str, int]:
+    """A fence's three fields (a :class:`Lease` itself is not hashable: its inputs)."""
+    return (fence.execution_id, fence.owner, fence.epoch)
 
 
 def stale(fence: Fence) -> StaleLease:
@@ -195,12 +210,36 @@ class SqlStore(Store):
         return storable(name)
 
     @abstractmethod
-    def _refuse(self, conn: Any, fences: Sequence[Fence], verb: str, now: datetime | None) -> None:
+    def _refuse(
+        self,
+        conn: Any,
+        fences: Sequence[Fence],
+        verb: str,
+        now: datetime | None,
+        *,
+        again: bool = False,
+    ) -> None:
         """Audit refused fenced calls (a ``STALE_REFUSED`` each; nothing else changes).
 
         ``now`` is the store's now when the caller has read it; None where the
         statement reads the store's clock itself (PostgreSQL's batch statements).
+        ``again``: a retry whose earlier attempt may have committed these very
+        refusals (see :meth:`_fenced_apply`): a refusal already on record for the same
+        lease and verb is not recorded twice.
         """
+
+    def _ended_by_holder(
+        self, conn: Any, fences: Sequence[Fence], events: Sequence[Event]
+    ) -> set[tuple[str, str, int]]:
+        """The ``fences`` (as :func:`fence_key`) whose lease its own holder ended with one
+        of ``events``: what a retry after an unknown COMMIT recognises as its own
+        earlier attempt's write.
+
+        None here: only a store that retries after a lost connection asks (PostgreSQL).
+        SQLite never does: it runs in this process, so a COMMIT that returns or raises
+        tells its outcome, and there is no connection to lose in between.
+        """
+        return set()
 
     # -- running plans ---------------------------------------------------------------------
 
@@ -389,25 +428,42 @@ class SqlStore(Store):
         return Plan(steps())
 
     def _fenced_apply(
-        self, conn: Any, fence: Fence, verb: str, decide: Decide, now: datetime
+        self,
+        conn: Any,
+        fence: Fence,
+        verb: str,
+        decide: Decide,
+        now: datetime,
+        *,
+        again: bool = False,
     ) -> Execution | StaleLease:
-        """Hold the row, check the fence, apply the decided event; in the caller's transaction."""
+        """Hold the row, check the fence, apply the decided event; in the caller's transaction.
+
+        ``again``: an earlier attempt of this same call may have committed (its
+        connection was lost during COMMIT). If the fence no longer holds because that
+        attempt ended the lease, the execution it left is returned, not a refusal.
+        """
         try:
             current = self._get(conn, fence.execution_id, lock=True)
         except NotFound:
             return stale(fence)
         if not holds(current, fence.owner, fence.epoch, now):
-            self._refuse(conn, [fence], verb, now)
+            if again and self._ended_by_holder(conn, [fence], ENDED_BY[verb]):
+                return current  # the row is held: as the earlier attempt left it
+            self._refuse(conn, [fence], verb, now, again=again)
             return stale(fence)
         change = apply(current, decide(current, now), now)
         self._persist(conn, change, now)
         return change.execution
 
-    def _fail_invalid(self, conn: Any, outcome: Outcome, now: datetime) -> StaleLease | None:
-        """Fail an execution whose result was refused: permanently, through the machine."""
+    def _fail_invalid(
+        self, conn: Any, outcome: Outcome, now: datetime, *, again: bool = False
+    ) -> StaleLease | None:
+        """Fail an execution whose result was refused: permanently, through the machine
+        (``again``: see :meth:`_fenced_apply`)."""
         assert outcome.invalid is not None
         decide = result_refused(outcome.lease, outcome.invalid)
-        done = self._fenced_apply(conn, outcome.lease, "complete", decide, now)
+        done = self._fenced_apply(conn, outcome.lease, "complete", decide, now, again=again)
         return done if isinstance(done, StaleLease) else None
 
     def _set_aside(

@@ -31,6 +31,7 @@ from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
 from fencepost.domain.errors import StoreRefused, StoreUnavailable, ValidationError
+from fencepost.store.postgres.outages import DEFAULT_RETRY_TIMEOUT, READ_ONLY
 from fencepost.store.sql import load_queries, migration_files, refuse_newer
 
 QUERIES = load_queries("fencepost.store.postgres", "queries.sql")
@@ -53,6 +54,7 @@ OWN_OPTIONS = (
     "pool_max",
     "pool_timeout",
     "reconnect_timeout",
+    "retry_timeout",
     "unknown_jobs",  # read by fencepost.store.connect, for every backend
 )
 
@@ -96,6 +98,8 @@ class Database:
         # reconnect_timeout, then gives up and starts afresh on the next request.
         # A short one bounds how long after the server's return a worker waits.
         reconnect = float(_int_option(own, "reconnect_timeout", 4))
+        #: Seconds a call keeps retrying after a lost connection (see outages).
+        self.retry_timeout = float(_int_option(own, "retry_timeout", DEFAULT_RETRY_TIMEOUT))
         self._last_used: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
         self.pool = ConnectionPool(
             conninfo,
@@ -127,7 +131,7 @@ class Database:
     def connection(self) -> Iterator[Connection]:
         """A pooled connection in autocommit mode, with driver errors translated."""
         try:
-            with translate_errors(), self.pool.connection() as conn:
+            with translate_errors(), self.pool.connection() as conn, _on_standby_close(conn):
                 yield conn
                 self._last_used[conn] = time.monotonic()
         except StoreUnavailable:
@@ -138,7 +142,7 @@ class Database:
     def transaction(self) -> Iterator[Connection]:
         """A pooled connection inside one transaction: committed, or rolled back on error."""
         try:
-            with translate_errors(), self.pool.connection() as conn:
+            with translate_errors(), self.pool.connection() as conn, _on_standby_close(conn):
                 with conn.transaction():
                     yield conn
                 self._last_used[conn] = time.monotonic()
@@ -149,6 +153,19 @@ class Database:
     def close(self) -> None:
         """Close every pooled connection."""
         self.pool.close()
+
+
+@contextmanager
+def _on_standby_close(conn: Connection) -> Iterator[None]:
+    """Close ``conn`` if it turns out to be on a read-only standby (after a failover
+    the old address may lead to one): the pool then discards it and connects afresh,
+    and a retried call does not meet the same standby again."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        if exc.sqlstate == READ_ONLY:
+            conn.close()
+        raise
 
 
 class Listener:

@@ -122,6 +122,26 @@ SELECT idempotency_key, id, request_hash
 FROM executions
 WHERE idempotency_key = ANY(%(keys)s::text[])
 
+-- name: submitted_before
+-- A retried submit (its connection was lost, maybe during COMMIT): which of its
+-- ids an earlier attempt stored, and that attempt's now (every row of one insert
+-- has the same created_at). No row found: the earlier attempt did not commit.
+SELECT count(*), min(created_at),
+       coalesce(array_agg(id) FILTER (WHERE idempotency_key IS NOT NULL), '{}')
+FROM executions
+WHERE id = ANY(%(ids)s::uuid[])
+
+-- name: ended_by_holders
+-- A retried fenced write (its connection was lost, maybe during COMMIT): the
+-- leases (id, owner, epoch) that their own holder ended from RUNNING with one of
+-- %(events)s. Only that holder's call writes such a record, so a refused retry
+-- that finds one was preceded by its own accepted, committed attempt.
+SELECT DISTINCT f.id, f.owner, f.epoch
+FROM unnest(%(ids)s::uuid[], %(owners)s::text[], %(epochs)s::bigint[]) AS f(id, owner, epoch)
+JOIN transitions AS t ON t.execution_id = f.id
+WHERE t.epoch = f.epoch AND t.actor = f.owner
+  AND t.from_state = 'RUNNING' AND t.event = ANY(%(events)s::text[])
+
 -- name: get_execution
 SELECT * FROM execution_rows WHERE id = %(id)s::uuid
 
@@ -515,6 +535,13 @@ SELECT e.id, 'STALE_REFUSED', e.state, e.state, r.epoch, r.owner, %(reason)s,
        coalesce(%(now)s::timestamptz, clock_timestamp())
 FROM unnest(%(ids)s::uuid[], %(owners)s::text[], %(epochs)s::bigint[]) AS r(id, owner, epoch)
 JOIN executions AS e ON e.id = r.id
+-- A retry (%(again)s) whose earlier attempt may have committed this very refusal
+-- before its answer was lost does not record it twice.
+WHERE NOT (%(again)s::boolean AND EXISTS (
+    SELECT 1 FROM transitions AS t
+    WHERE t.execution_id = r.id AND t.event = 'STALE_REFUSED' AND t.epoch = r.epoch
+      AND t.actor = r.owner AND t.reason = %(reason)s
+))
 
 -- name: write_change
 -- Persist a change decided by fencepost.domain.machine.apply, guarded by the

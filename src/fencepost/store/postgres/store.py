@@ -27,13 +27,23 @@ from psycopg.types.string import TextLoader
 from fencepost.domain import schedules as plans
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, StoreUnavailable
 from fencepost.domain.machine import TAKEOVER_REASON_FORMAT, stale_reason
-from fencepost.domain.models import Command, Execution, Fence, Lease, Page, Schedule
+from fencepost.domain.models import (
+    Command,
+    Execution,
+    Fence,
+    Lease,
+    Page,
+    Schedule,
+    Transition,
+)
 from fencepost.domain.nodes import Node, Registration
 from fencepost.domain.reports import Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
+from fencepost.domain.states import Event
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
     ClaimRequest,
+    Decide,
     ExecutionFilter,
     Materialization,
     Outcome,
@@ -64,15 +74,18 @@ from fencepost.store.postgres.connection import (
     translate_errors,
 )
 from fencepost.store.postgres.connection import migrate as apply_migrations
+from fencepost.store.postgres.outages import is_outage, lost_race, retried, unsent
 from fencepost.store.postgres.waiting import NotifiedWatcher
 from fencepost.store.sql import latest_version, require_migrated
-from fencepost.store.sqlstore import SqlStore, claimed_leases, stale
+from fencepost.store.sqlstore import SqlStore, claimed_leases, fence_key, stale
 from fencepost.store.values import stats_report
 from fencepost.store.waiting import Watcher
 from fencepost.timing.planning import HELD
 
 Q = QUERIES
 _ZERO = timedelta(0)
+#: What a completion's lease ends with (see SqlStore._ended_by_holder).
+COMPLETED = (Event.COMPLETED,)
 T = TypeVar("T")
 
 
@@ -188,6 +201,49 @@ class PostgresStore(SqlStore):
         """The store's now: the pinned test clock, or the server's clock."""
         return self._tx_now(conn)
 
+    # -- retries after a lost connection (see outages) -------------------------------------
+
+    def _retried(
+        self,
+        attempt: Callable[[bool], T],
+        what: str,
+        retry_if: Callable[[StoreUnavailable], bool] = is_outage,
+    ) -> T:
+        """``attempt(again)``, retried after a lost connection within ``retry_timeout``."""
+        return retried(attempt, budget=self._db.retry_timeout, retry_if=retry_if, what=what)
+
+    def _read_retried(self, plan: Callable[[], Plan[T]], what: str) -> T:
+        """A read-only plan, made afresh and run again after a lost connection."""
+        return self._retried(lambda again: self._run(plan()), what)
+
+    def get(self, execution_id: str) -> Execution:
+        return self._read_retried(lambda: self._get_plan(execution_id), "get")
+
+    def _find(self, idempotency_key: str) -> Execution | None:
+        return self._read_retried(lambda: self._find_plan(idempotency_key), "find")
+
+    def _query(self, filters: ExecutionFilter) -> Page:
+        return self._read_retried(lambda: self._query_plan(filters), "query")
+
+    def transitions(self, execution_id: str) -> list[Transition]:
+        return self._read_retried(lambda: self._transitions_plan(execution_id), "transitions")
+
+    def _ended_by_holder(
+        self, conn: Connection, fences: Sequence[Fence], events: Sequence[Event]
+    ) -> set[tuple[str, str, int]]:
+        if not fences:
+            return set()
+        found = conn.execute(
+            Q["ended_by_holders"],
+            {
+                "ids": [fence.execution_id for fence in fences],
+                "owners": [fence.owner for fence in fences],
+                "epochs": [fence.epoch for fence in fences],
+                "events": [str(event) for event in events],
+            },
+        ).fetchall()
+        return {(id_, owner, epoch) for id_, owner, epoch in found}
+
     # -- dialect hooks (see SqlStore) ------------------------------------------------------
 
     def _executor(self, conn: Connection) -> Execute:
@@ -221,7 +277,13 @@ class PostgresStore(SqlStore):
         return _is_uuid(row_id)  # ids are UUIDs here: anything else names no row
 
     def _refuse(
-        self, conn: Connection, fences: Sequence[Fence], verb: str, now: datetime | None
+        self,
+        conn: Connection,
+        fences: Sequence[Fence],
+        verb: str,
+        now: datetime | None,
+        *,
+        again: bool = False,
     ) -> None:
         # `now` is not bound: the statement reads the same clock (pinned or the server's).
         if not fences:
@@ -234,6 +296,7 @@ class PostgresStore(SqlStore):
                 "owners": [fence.owner for fence in fences],
                 "epochs": [fence.epoch for fence in fences],
                 "reason": stale_reason(verb),
+                "again": again,
             },
         )
 
@@ -245,11 +308,14 @@ class PostgresStore(SqlStore):
     # -- submitting ----------------------------------------------------------------------
 
     def _insert(self, batch: Sequence[NewExecution]) -> list[Execution]:
-        plan = self._insert_plan(batch, notify=self._should_notify)
-        # A plan that is not atomic is one statement: it runs in autocommit (no BEGIN
-        # and COMMIT round trips).
-        with self._db.transaction() if plan.atomic else self._db.connection() as conn:
-            executions, inserted = run(plan.steps, psycopg_execute(conn))
+        def attempt(again: bool) -> tuple[list[Execution], int]:
+            plan = self._insert_plan(batch, notify=self._should_notify, again=again)
+            # A plan that is not atomic is one statement: it runs in autocommit (no
+            # BEGIN and COMMIT round trips).
+            with self._db.transaction() if plan.atomic else self._db.connection() as conn:
+                return run(plan.steps, psycopg_execute(conn))
+
+        executions, inserted = self._retried(attempt, "submit", retry_if=submit_retryable)
         self._count_inserts(inserted)
         return executions
 
@@ -313,12 +379,17 @@ class PostgresStore(SqlStore):
         return self._own_session
 
     def _insert_plan(
-        self, batch: Sequence[NewExecution], *, notify: Callable[[], bool]
+        self, batch: Sequence[NewExecution], *, notify: Callable[[], bool], again: bool = False
     ) -> Plan[tuple[list[Execution], int]]:
         """The insert verb (see :class:`~fencepost.store.base.Store._insert`) as a plan
         returning the executions and how many rows it inserted.
 
         ``notify`` says, when the statement is made, whether it wakes the workers.
+        ``again``: an earlier attempt of this same batch may have committed (its
+        connection was lost, maybe during COMMIT). The plan first looks for the
+        batch's ids (made by this process, so only that attempt can have stored them):
+        found, it answers what that attempt would have answered, from the instant it
+        stored them, and writes nothing; not found, it inserts as the first attempt did.
         """
         # Resolve repeats inside the batch first; the database resolves the rest.
         first_by_key: dict[str, NewExecution] = {}
@@ -334,7 +405,7 @@ class PostgresStore(SqlStore):
             unique.append(new)
         # Nothing keyed: nothing can be skipped, so nothing needs comparing, and the
         # statement alone is the whole write.
-        steps = self._insert_steps(batch, unique, first_by_key, notify)
+        steps = self._insert_steps(batch, unique, first_by_key, notify, again)
         return Plan(steps, atomic=bool(first_by_key))
 
     def _insert_steps(
@@ -343,11 +414,17 @@ class PostgresStore(SqlStore):
         unique: list[NewExecution],
         first_by_key: dict[str, NewExecution],
         notify: Callable[[], bool],
+        again: bool,
     ) -> Steps[tuple[list[Execution], int]]:
-        params = self._insert_params(unique, notify=notify())
-        row = yield Statement(Q["insert_executions"], params, "one")
-        assert row is not None
-        now, inserted_keyed = row
+        stored = 0
+        if again:
+            found = yield Statement(Q["submitted_before"], {"ids": [n.id for n in unique]}, "one")
+            stored, now, inserted_keyed = found
+        if not stored:
+            params = self._insert_params(unique, notify=notify())
+            row = yield Statement(Q["insert_executions"], params, "one")
+            assert row is not None
+            now, inserted_keyed = row
         existing: dict[str, Execution] = {}
         skipped: list[NewExecution] = []
         if first_by_key:
@@ -364,6 +441,7 @@ class PostgresStore(SqlStore):
                         raise IdempotencyConflict(n.idempotency_key, twin_id)
                     twin = yield Statement(Q["get_execution"], {"id": twin_id}, "one")
                     existing[n.idempotency_key] = self.rows.execution(twin)
+        # Rows an earlier attempt stored were counted by nobody: its answer was lost.
         inserted = len(unique) - len(skipped)
         made: dict[str, Execution] = {}
         out = []
@@ -448,6 +526,31 @@ class PostgresStore(SqlStore):
             "takeover_reason": TAKEOVER_REASON_FORMAT,
         }
         queued = request.queues is not None
+
+        def attempt(again: bool) -> list[tuple[Any, ...]]:
+            return self._claim_rows(params, buckets, max_per_bucket, queued)
+
+        # A claim is retried only when it failed before a statement reached the server
+        # (no connection could be had). After that its outcome is unknown: it may have
+        # leased rows and lost the answer. Claiming again would lease other rows on top;
+        # the lost leases simply expire (their ttl) and are claimed again, as any
+        # abandoned lease is. So the caller gets StoreUnavailable, as before.
+        claimed = self._retried(attempt, "claim", retry_if=unsent)
+        leases, unreadable = claimed_leases(owner, claimed)
+        if not unreadable:
+            return leases
+        with self._db.transaction() as conn:
+            self._set_aside(conn, leases, unreadable, self._now(conn))
+        return [lease for i, lease in enumerate(leases) if i not in unreadable]
+
+    def _claim_rows(
+        self,
+        params: dict[str, Any],
+        buckets: tuple[int, ...] | None,
+        max_per_bucket: int | None,
+        queued: bool,
+    ) -> list[tuple[Any, ...]]:
+        """One attempt of :meth:`_claim`: the claimed rows."""
         if max_per_bucket is None:
             # One autocommit statement (a transaction around it cost 17-24% of the claim
             # rate at batches of 1 and 16, measured), so a row whose stored inputs cannot
@@ -467,19 +570,32 @@ class PostgresStore(SqlStore):
                 conn.execute(Q["lock_buckets"], {"buckets": locked})
                 block = "claim_capped_queues" if queued else "claim_capped"
                 claimed = conn.execute(Q[block], params).fetchall()
-        leases, unreadable = claimed_leases(owner, claimed)
-        if not unreadable:
-            return leases
-        with self._db.transaction() as conn:
-            self._set_aside(conn, leases, unreadable, self._now(conn))
-        return [lease for i, lease in enumerate(leases) if i not in unreadable]
+        return claimed
 
     def _heartbeat(
         self, beats: Sequence[tuple[Fence, str | None]], *, ttl: timedelta
     ) -> list[datetime | StaleLease]:
-        renewed: dict[int, datetime] = {}
         # An id that is not a UUID names no execution here: refused without asking.
         usable = [i for i, (lease, _) in enumerate(beats) if _is_uuid(lease.execution_id)]
+
+        # Retried as it is after a lost connection: a heartbeat that had committed
+        # only extends the same lease again (never earlier than promised), and one
+        # whose lease ended meanwhile is refused, as it would have been.
+        def attempt(again: bool) -> list[datetime | StaleLease]:
+            return self._heartbeat_once(beats, usable, ttl=ttl, again=again)
+
+        return self._retried(attempt, "heartbeat")
+
+    def _heartbeat_once(
+        self,
+        beats: Sequence[tuple[Fence, str | None]],
+        usable: list[int],
+        *,
+        ttl: timedelta,
+        again: bool,
+    ) -> list[datetime | StaleLease]:
+        """One attempt of :meth:`_heartbeat`, for the beats at the ``usable`` indexes."""
+        renewed: dict[int, datetime] = {}
         with self._db.transaction() as conn:
             for round_ in rounds([beats[i][0] for i in usable]):
                 chosen = [beats[usable[i]] for _, i in sorted(round_.items())]
@@ -497,10 +613,14 @@ class PostgresStore(SqlStore):
                 )
                 renewed.update((usable[round_[id_]], until) for id_, until in found)
             refused = [beats[i][0] for i in usable if i not in renewed]
-            self._refuse(conn, refused, "heartbeat", None)
+            self._refuse(conn, refused, "heartbeat", None, again=again)
         return [renewed.get(i) or stale(lease) for i, (lease, _) in enumerate(beats)]
 
     def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
+        return self._retried(lambda again: self._complete_once(outcomes, again), "complete")
+
+    def _complete_once(self, outcomes: Sequence[Outcome], again: bool) -> list[StaleLease | None]:
+        """One attempt of :meth:`_complete` (``again``: an earlier one may have committed)."""
         # An id that is not a UUID names no execution here: refused without asking.
         valid = [
             (i, o)
@@ -529,11 +649,16 @@ class PostgresStore(SqlStore):
                     prepare=_reuse_plan(len(chosen)),
                 )
                 accepted.update(valid[round_[id_]][0] for (id_,) in found)
+            if again:  # refused now, maybe because an earlier attempt completed them
+                ended = self._ended_by_holder(
+                    conn, [o.lease for i, o in valid if i not in accepted], COMPLETED
+                )
+                accepted.update(i for i, o in valid if fence_key(o.lease) in ended)
             refused = [o.lease for i, o in valid if i not in accepted]
-            self._refuse(conn, refused, "complete", None)
+            self._refuse(conn, refused, "complete", None, again=again)
             for i, o in enumerate(outcomes):
                 if o.invalid is not None:
-                    out.append(self._fail_invalid(conn, o, self._now(conn)))
+                    out.append(self._fail_invalid(conn, o, self._now(conn), again=again))
                 else:
                     out.append(None if i in accepted else stale(o.lease))
         return out
@@ -549,15 +674,34 @@ class PostgresStore(SqlStore):
             "epochs": [fence.epoch],
             "results": [outcome.result_json],
         }
-        # One autocommit statement, as a batch of one in _complete, that also returns
-        # the row it wrote; a refusal is audited by the next statement (it changes nothing).
-        with self._db.connection() as conn:
-            row = conn.execute(Q["complete_returning"], params).fetchone()
+
+        def attempt(again: bool) -> Execution:
+            # One autocommit statement, as a batch of one in _complete, that also returns
+            # the row it wrote; a refusal is audited by the next statement (it changes
+            # nothing). A retry refused because its earlier attempt completed the
+            # execution (and lost the answer) returns the execution that attempt left.
+            with self._db.connection() as conn:
+                row = conn.execute(Q["complete_returning"], params).fetchone()
+                if row is None:
+                    if again and self._ended_by_holder(conn, [fence], COMPLETED):
+                        return self._get(conn, fence.execution_id)
+                    self._refuse(conn, [fence], "complete", None, again=again)
             if row is None:
-                self._refuse(conn, [fence], "complete", None)
-        if row is None:
-            raise stale(fence)
-        return rows.execution(row)
+                raise stale(fence)
+            return rows.execution(row)
+
+        return self._retried(attempt, "complete")
+
+    def _fenced_change(self, fence: Fence, verb: str, decide: Decide) -> Execution:
+        def attempt(again: bool) -> Execution:
+            with self._db.transaction() as conn:
+                now = self._now(conn)
+                outcome = self._fenced_apply(conn, fence, verb, decide, now, again=again)
+            if isinstance(outcome, StaleLease):
+                raise outcome
+            return outcome
+
+        return self._retried(attempt, verb)
 
     # -- commands --------------------------------------------------------------------------
 
@@ -759,6 +903,12 @@ class PostgresStore(SqlStore):
         }
         with self._db.connection() as conn:
             conn.execute(Q["release_schedules"], params)
+
+
+def submit_retryable(exc: StoreUnavailable) -> bool:
+    """Whether a submit tries again after ``exc``: a lost connection, or the row of its own
+    earlier attempt met by a retry (see :func:`~fencepost.store.postgres.outages.lost_race`)."""
+    return is_outage(exc) or lost_race(exc)
 
 
 def _nullable(column: list[Any]) -> list[Any] | None:

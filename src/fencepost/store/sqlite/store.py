@@ -163,8 +163,15 @@ class SqliteStore(SqlStore):
         return storable(row_id)  # sqlite3 cannot even bind a lone surrogate
 
     def _refuse(
-        self, conn: sqlite3.Connection, fences: Sequence[Fence], verb: str, now: datetime | None
+        self,
+        conn: sqlite3.Connection,
+        fences: Sequence[Fence],
+        verb: str,
+        now: datetime | None,
+        *,
+        again: bool = False,
     ) -> None:
+        # ``again`` is never set here: nothing on SQLite is retried (see _ended_by_holder).
         at = rows.to_us(self.clock.now() if now is None else now)
         for fence in fences:
             conn.execute(
