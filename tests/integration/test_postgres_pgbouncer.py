@@ -94,6 +94,9 @@ def test_the_store_finds_the_pooler_and_the_url_can_say_so(
         fencepost.connect(_pg.url(schema, pooler="statement"))
     with pytest.raises(ValidationError, match=r"url\.listen_url"):
         fencepost.connect(_pg.url(schema, listen_url="http%3A%2F%2Fexample"))
+    through_pooler = quote(pgbouncer_dsn, safe="")
+    with pytest.raises(ValidationError, match=r"url\.listen_url.*reaches a pooler"):
+        fencepost.connect(_pg.url(schema, dsn=pgbouncer_dsn, listen_url=through_pooler))
 
 
 def test_two_stores_run_each_statement_many_times_through_the_pooler(

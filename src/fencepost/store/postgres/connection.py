@@ -148,8 +148,10 @@ class Database:
         behind_pooler = probe(conninfo)
         #: Whether a transaction pooler sits in between (see the class's docstring).
         self.transaction_pooled = pooler == "transaction" or (pooler == "auto" and behind_pooler)
-        if listen is not None:
-            probe(listen)
+        if listen is not None and probe(listen):
+            raise ValidationError(
+                "url.listen_url", "reaches a pooler, not the server: LISTEN needs a session"
+            )
         #: Where LISTEN connections go; None: nowhere (wake-ups poll).
         self.listen_conninfo = listen or (None if self.transaction_pooled else conninfo)
         #: What starts each transaction behind a transaction pooler: BEGIN and the
