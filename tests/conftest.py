@@ -2,7 +2,9 @@
 
 A module may widen ``backend`` to :data:`ASYNC_BACKENDS` (``async-memory``, ...): the
 factory then opens the same store and hands it over as an
-:class:`~tests.awaited.AwaitedStore`, whose AsyncStore verbs are awaited.
+:class:`~tests.awaited.AwaitedStore`, whose AsyncStore verbs are awaited; or to
+``postgres-pgbouncer``: the PostgreSQL store through a PgBouncer in transaction
+pooling mode (one for the whole session, started when first asked for).
 """
 
 from __future__ import annotations
@@ -29,13 +31,28 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.fixture(scope="session")
+def pgbouncer_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The tests' database through a PgBouncer in transaction pooling mode."""
+    from tests.integration._pgbouncer import pgbouncer
+
+    postgres.require_postgres()
+    with pgbouncer(tmp_path_factory.mktemp("pgbouncer")) as bouncer:
+        yield bouncer.dsn
+
+
 @pytest.fixture
-def store_factory(backend: str, tmp_path: Path) -> Iterator[Callable[..., Store]]:
+def store_factory(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Store]]:
     """Open fresh, empty stores of one backend; all are closed after the test."""
     awaited = backend.startswith("async-")
     backend = backend.removeprefix("async-")
-    if backend == "postgres":
+    server = postgres.dsn()
+    if backend.startswith("postgres"):
         postgres.require_postgres()
+    if backend == "postgres-pgbouncer":
+        server = request.getfixturevalue("pgbouncer_dsn")
     opened: list[Store] = []
     schemas: list[str] = []
     counter = itertools.count()
@@ -47,7 +64,7 @@ def store_factory(backend: str, tmp_path: Path) -> Iterator[Callable[..., Store]
             url = f"sqlite:///{tmp_path / f'store-{next(counter)}.db'}"
         else:
             schemas.append(postgres.new_schema())
-            url = postgres.store_url(schemas[-1]) + "&pool_min=1&pool_max=2"
+            url = postgres.store_url(schemas[-1], server) + "&pool_min=1&pool_max=2"
         store: Any = fencepost.connect(url, clock=clock, **options)
         if awaited:
             store = AwaitedStore(store)

@@ -63,6 +63,8 @@ def drop_schema(name: str) -> None:
         conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
-def store_url(schema: str) -> str:
-    separator = "&" if "?" in dsn() else "?"
-    return f"{dsn()}{separator}schema={schema}"
+def store_url(schema: str, server: str | None = None) -> str:
+    """The URL of a store in ``schema`` on ``server`` (a DSN; default: :func:`dsn`)."""
+    server = server or dsn()
+    separator = "&" if "?" in server else "?"
+    return f"{server}{separator}schema={schema}"

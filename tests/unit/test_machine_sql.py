@@ -73,6 +73,7 @@ NO_TRANSITION = frozenset(
         "record_migration",
         "lock_migrations",
         "configure_session",
+        "backend_pid",
         "listen",
         "done_channel",
         "schema_objects",

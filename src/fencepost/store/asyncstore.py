@@ -507,11 +507,18 @@ class AsyncStore:
     async def _execute(self, plan: Plan[T]) -> T:
         """Run a PostgreSQL plan on a pooled ``AsyncConnection``: in a transaction when
         it is atomic, else in autocommit (as the sync store's executor does)."""
-        from fencepost.store.postgres.connection import translate_errors
+        from fencepost.store.postgres.connection import (
+            pooled_transaction_async,
+            translate_errors,
+        )
 
         pool = await self._open_pool()
+        begin = self.store._db.begin  # type: ignore[attr-defined]
         with translate_errors():
             async with pool.connection() as conn:
+                if begin is not None:  # a transaction pooler: the settings per transaction
+                    async with pooled_transaction_async(conn, begin):
+                        return await run_async(plan.steps, psycopg_async_execute(conn))
                 if plan.atomic:
                     async with conn.transaction():
                         return await run_async(plan.steps, psycopg_async_execute(conn))
@@ -532,7 +539,8 @@ class AsyncStore:
 
                 async def configure(conn: Any) -> None:
                     conn.adapters.register_loader("uuid", TextLoader)
-                    await conn.execute(QUERIES["configure_session"], {"schema": schema})
+                    if db.begin is None:  # a session of our own (else per transaction)
+                        await conn.execute(QUERIES["configure_session"], {"schema": schema})
 
                 pool: Any = AsyncConnectionPool(
                     db.conninfo,
@@ -540,7 +548,7 @@ class AsyncStore:
                     max_size=max(db.pool.max_size, 1),
                     timeout=db.pool.timeout,
                     configure=configure,
-                    kwargs={"autocommit": True},
+                    kwargs=db.connection_options(),
                     open=False,
                     name="fencepost-async",
                 )

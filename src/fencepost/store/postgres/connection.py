@@ -12,6 +12,14 @@ extra round trip per call (a sixth of its time). A connection that broke in use
 is discarded by the pool anyway; one that died in the last second of idling
 fails its next call with :class:`StoreUnavailable` (which callers retry), and
 that failure has every other pooled connection checked before its next use.
+
+Behind a transaction pooler (PgBouncer's ``pool_mode = transaction``) a client's
+statements run on whichever server connection is free at each transaction, so
+nothing may live in the session: the store then prepares no statements, sets its
+``search_path`` and time zone inside every transaction (``set_config(..., true)``,
+sent with the ``BEGIN`` in one round trip), leaves the server connection as it
+found it, and listens for wake-ups only on a connection of ``listen_url`` (straight
+to the server) or not at all (the workers and waiters poll). See :class:`Database`.
 """
 
 from __future__ import annotations
@@ -19,8 +27,8 @@ from __future__ import annotations
 import re
 import time
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -38,6 +46,7 @@ QUERIES = load_queries("fencepost.store.postgres", "queries.sql")
 
 #: A pooled connection; rows are plain tuples.
 Connection = psycopg.Connection[tuple[Any, ...]]
+AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
 MIGRATIONS_PACKAGE = "fencepost.store.postgres.migrations"
 
 #: A pooled connection idle for at least this many seconds is checked before use.
@@ -55,6 +64,8 @@ OWN_OPTIONS = (
     "pool_timeout",
     "reconnect_timeout",
     "retry_timeout",
+    "pooler",
+    "listen_url",
     "unknown_jobs",  # read by fencepost.store.connect, for every backend
 )
 
@@ -80,12 +91,48 @@ def _int_option(own: dict[str, str], name: str, default: int) -> int:
     return value
 
 
+#: The values of the URL option ``pooler``: what sits between the store and the server.
+POOLERS = ("auto", "transaction", "session")
+
+
+def _pooler_option(own: dict[str, str]) -> str:
+    pooler = own.get("pooler", "auto")
+    if pooler not in POOLERS:
+        raise ValidationError("url.pooler", f"must be one of {', '.join(POOLERS)}, got {pooler!r}")
+    return pooler
+
+
+def _listen_option(own: dict[str, str]) -> str | None:
+    """``listen_url``'s libpq connection string (fencepost's own options dropped), if any."""
+    url = own.get("listen_url")
+    if url is None:
+        return None
+    if urlsplit(url).scheme not in ("postgresql", "postgres"):
+        raise ValidationError(
+            "url.listen_url", f"must be a postgresql:// URL (percent-encoded), got {url!r}"
+        )
+    return split_url(url)[0]
+
+
 class Database:
-    """A pool of configured connections to one PostgreSQL database (and schema)."""
+    """A pool of configured connections to one PostgreSQL database (and schema).
+
+    ``pooler`` (a URL option) says what sits in between: ``session`` (the server
+    itself, or a pooler that keeps one server connection per client session),
+    ``transaction`` (a transaction pooler: nothing may live in the session), or
+    ``auto`` (the default): a transaction pooler when the first connection's
+    backend is not the one the server says it is. PgBouncer (like other poolers)
+    hands its clients a key of its own for cancelling queries, whose process id
+    is not the server's ``pg_backend_pid()``; a direct connection's always is.
+    ``listen_url`` names a connection straight to the server for LISTEN, which a
+    transaction pooler cannot carry; without it, wake-ups poll there.
+    """
 
     def __init__(self, url: str) -> None:
         conninfo, own = split_url(url)
         self.conninfo = conninfo
+        pooler = _pooler_option(own)
+        listen = _listen_option(own)
         self.schema = own.get("schema")
         if self.schema is not None and not self.schema.replace("_", "").isalnum():
             raise ValidationError("url.schema", f"must be a plain identifier, got {self.schema!r}")
@@ -101,6 +148,19 @@ class Database:
         #: Seconds a call keeps retrying after a lost connection (see outages).
         self.retry_timeout = float(_int_option(own, "retry_timeout", DEFAULT_RETRY_TIMEOUT))
         self._last_used: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
+        # The cause of a failure in one line, before the pool retries it.
+        behind_pooler = probe(conninfo)
+        #: Whether a transaction pooler sits in between (see the class's docstring).
+        self.transaction_pooled = pooler == "transaction" or (pooler == "auto" and behind_pooler)
+        if listen is not None and probe(listen):
+            raise ValidationError(
+                "url.listen_url", "reaches a pooler, not the server: LISTEN needs a session"
+            )
+        #: Where LISTEN connections go; None: nowhere (wake-ups poll).
+        self.listen_conninfo = listen or (None if self.transaction_pooled else conninfo)
+        #: What starts each transaction behind a transaction pooler: BEGIN and the
+        #: settings every other connection keeps for its session.
+        self.begin = begin_statement(self.schema) if self.transaction_pooled else None
         self.pool = ConnectionPool(
             conninfo,
             min_size=pool_min,
@@ -109,17 +169,27 @@ class Database:
             reconnect_timeout=reconnect,
             configure=self._configure,
             check=self._check,
-            kwargs={"autocommit": True},
+            kwargs=self.connection_options(),
             open=False,
             name="fencepost",
         )
-        probe(conninfo)  # the cause of a failure in one line, before the pool retries it
         with translate_errors():
             self.pool.open(wait=True, timeout=timeout)
 
+    def connection_options(self) -> dict[str, Any]:
+        """psycopg's connection options for the store's pools.
+
+        Behind a transaction pooler no statement is prepared: a prepared statement
+        lives in one server connection, and the next transaction may run on another.
+        """
+        if self.transaction_pooled:
+            return {"autocommit": True, "prepare_threshold": None}
+        return {"autocommit": True}
+
     def _configure(self, conn: Connection) -> None:
         conn.adapters.register_loader("uuid", TextLoader)
-        conn.execute(QUERIES["configure_session"], {"schema": self.schema})
+        if self.begin is None:  # a session of our own: set once (else per transaction)
+            conn.execute(QUERIES["configure_session"], {"schema": self.schema})
 
     def _check(self, conn: Connection) -> None:
         """The pool's check on handing ``conn`` out: a round trip, if it has idled."""
@@ -129,7 +199,15 @@ class Database:
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:
-        """A pooled connection in autocommit mode, with driver errors translated."""
+        """A pooled connection in autocommit mode, with driver errors translated.
+
+        Behind a transaction pooler, a connection inside one transaction instead:
+        the store's settings last only as long as a transaction.
+        """
+        if self.begin is not None:
+            with self.transaction() as conn:
+                yield conn
+            return
         try:
             with translate_errors(), self.pool.connection() as conn, _on_standby_close(conn):
                 yield conn
@@ -143,8 +221,12 @@ class Database:
         """A pooled connection inside one transaction: committed, or rolled back on error."""
         try:
             with translate_errors(), self.pool.connection() as conn, _on_standby_close(conn):
-                with conn.transaction():
-                    yield conn
+                if self.begin is None:
+                    with conn.transaction():
+                        yield conn
+                else:
+                    with pooled_transaction(conn, self.begin):
+                        yield conn
                 self._last_used[conn] = time.monotonic()
         except StoreUnavailable:
             self._last_used.clear()
@@ -168,16 +250,68 @@ def _on_standby_close(conn: Connection) -> Iterator[None]:
         raise
 
 
+def begin_statement(schema: str | None) -> bytes:
+    """``BEGIN`` and the store's settings for that transaction only, as one simple query.
+
+    ``set_config(..., true)`` is ``SET LOCAL``: undone at the transaction's end, so
+    the pooler's server connection goes back as it came. Without a schema the
+    search_path is the server's (the role's) and left alone.
+    """
+    settings: list[psycopg.sql.Composable] = [
+        psycopg.sql.SQL("set_config('TimeZone', 'UTC', true)")
+    ]
+    if schema is not None:
+        settings.append(
+            psycopg.sql.SQL("set_config('search_path', {}, true)").format(
+                psycopg.sql.Literal(schema)
+            )
+        )
+    query = psycopg.sql.SQL("BEGIN; SELECT {}").format(psycopg.sql.SQL(", ").join(settings))
+    return query.as_bytes(None)
+
+
+@contextmanager
+def pooled_transaction(conn: Connection, begin: bytes) -> Iterator[Connection]:
+    """One transaction on an autocommit connection, opened by ``begin`` (one round trip,
+    where ``conn.transaction()`` and a SET LOCAL would take two); committed, or rolled
+    back on error."""
+    conn.execute(begin)
+    try:
+        yield conn
+    except BaseException:
+        if not conn.closed:
+            with suppress(psycopg.Error):
+                conn.rollback()
+        raise
+    conn.commit()
+
+
+@asynccontextmanager
+async def pooled_transaction_async(conn: AsyncConnection, begin: bytes) -> AsyncIterator[None]:
+    """:func:`pooled_transaction` on a psycopg ``AsyncConnection``."""
+    await conn.execute(begin)
+    try:
+        yield
+    except BaseException:
+        if not conn.closed:
+            with suppress(psycopg.Error):
+                await conn.rollback()
+        raise
+    await conn.commit()
+
+
 class Listener:
     """A dedicated connection that LISTENs for wake-ups (not taken from the pool)."""
 
     def __init__(self, db: Database) -> None:
+        assert db.listen_conninfo is not None, "no connection to listen on"
         self._db = db
+        self._conninfo = db.listen_conninfo
         self._conn: Connection | None = None
 
     def _connect(self) -> Connection:
         if self._conn is None or self._conn.closed:
-            conn: Connection = psycopg.connect(self._db.conninfo, autocommit=True)
+            conn: Connection = psycopg.connect(self._conninfo, autocommit=True)
             conn.execute(
                 psycopg.sql.SQL(QUERIES["listen"]).format(
                     channel=psycopg.sql.Identifier(self._db.channel)
@@ -216,15 +350,22 @@ def target(conninfo: str) -> str:
     return f"{user + '@' if user else ''}{where}/{database}"
 
 
-def probe(conninfo: str) -> None:
+def probe(conninfo: str) -> bool:
     """Connect once, and say in one line why that failed (:class:`StoreUnavailable`).
 
     The pool retries a failing server quietly until its timeout and then reports
     only that it timed out; a wrong port, host, user or database name, or a server
     that demands TLS, is known at the first attempt and named at once.
+
+    Returns whether a pooler sits in between: the process id in the connection's
+    cancel key is not the server's ``pg_backend_pid()`` (see :class:`Database`).
     """
     try:
-        psycopg.connect(conninfo, connect_timeout=CONNECT_TIMEOUT).close()
+        with psycopg.connect(
+            conninfo, connect_timeout=CONNECT_TIMEOUT, autocommit=True, prepare_threshold=None
+        ) as conn:
+            row = conn.execute(QUERIES["backend_pid"]).fetchone()
+            return row is not None and row[0] != conn.info.backend_pid
     except psycopg.Error as exc:
         raise StoreUnavailable(
             f"cannot connect to PostgreSQL at {target(conninfo)}: {connect_failure(exc)}"

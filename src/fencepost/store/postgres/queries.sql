@@ -7,8 +7,13 @@
 
 -- name: configure_session
 -- Every pooled connection: UTC timestamps, and the store's schema when one is named.
+-- (Behind a transaction pooler, per transaction instead: connection.begin_statement.)
 SELECT set_config('TimeZone', 'UTC', false),
        set_config('search_path', coalesce(%(schema)s, current_setting('search_path')), false)
+
+-- name: backend_pid
+-- The server's process id of this connection: a pooler hands its clients another.
+SELECT pg_backend_pid()
 
 -- name: listen
 -- {channel} is filled in with psycopg.sql.Identifier: LISTEN takes no parameters.

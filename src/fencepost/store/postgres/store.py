@@ -79,7 +79,7 @@ from fencepost.store.postgres.waiting import NotifiedWatcher
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlstore import SqlStore, claimed_leases, fence_key, stale
 from fencepost.store.values import stats_report
-from fencepost.store.waiting import Watcher
+from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.planning import HELD
 
 Q = QUERIES
@@ -143,8 +143,13 @@ class PostgresStore(SqlStore):
         except BaseException:
             self._db.close()
             raise
-        #: Every waiter of Store.wait in this process, on one listening connection.
-        self._watcher = NotifiedWatcher(self._db, self._watched, name="fencepost-postgres-wait")
+        #: Every waiter of Store.wait in this process, on one listening connection
+        #: (or polling, behind a transaction pooler without ``listen_url``).
+        self._watcher: Watcher = (
+            NotifiedWatcher(self._db, self._watched, name="fencepost-postgres-wait")
+            if self._db.listen_conninfo is not None
+            else PollingWatcher(self._watched, name="fencepost-postgres-poll")
+        )
 
     def close(self) -> None:
         self._watcher.close()
@@ -162,8 +167,12 @@ class PostgresStore(SqlStore):
 
         Workers call it between empty claims instead of sleeping; it returns
         True when woken early. Notifications are hints, debounced by the
-        submitters: a worker must still poll, and claim decides.
+        submitters: a worker must still poll, and claim decides. Behind a
+        transaction pooler without ``listen_url`` nothing listens: it waits out
+        ``timeout`` (the worker's polls find the work).
         """
+        if self._db.listen_conninfo is None:
+            return super().wait_for_work(timeout)
         if self._listener is None:
             self._listener = Listener(self._db)
         return self._listener.wait(timeout)

@@ -8,6 +8,10 @@ connection, looks up the watched executions a notification names (one query),
 and every :attr:`~fencepost.store.waiting.HintedWatcher.RECHECK` seconds all of
 them, so that a notification lost with a connection only delays a waiter. A lost
 connection is opened again, and listened on, at the next round.
+
+It connects to the database's ``listen_conninfo``: the store's own server, or
+``listen_url`` behind a transaction pooler (which cannot carry LISTEN; without
+``listen_url`` the store's waiters poll instead, see ``PostgresStore``).
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ class NotifiedWatcher(HintedWatcher):
 
     def __init__(self, db: Database, fetch: Fetch, *, name: str) -> None:
         super().__init__(fetch, name=name)
+        assert db.listen_conninfo is not None, "no connection to listen on"
         self._db = db
+        self._conninfo = db.listen_conninfo
         self._conn: Connection | None = None
         #: Written to by new waiters to wake the thread from its select().
         self._wake_r, self._wake_w = socket.socketpair()
@@ -54,7 +60,7 @@ class NotifiedWatcher(HintedWatcher):
         """The listening connection, and whether it was (re)opened just now."""
         if self._conn is not None and not self._conn.closed:
             return self._conn, False
-        conn: Connection = psycopg.connect(self._db.conninfo, autocommit=True)
+        conn: Connection = psycopg.connect(self._conninfo, autocommit=True)
         try:
             conn.execute(QUERIES["configure_session"], {"schema": self._db.schema})
             row = conn.execute(QUERIES["done_channel"]).fetchone()
