@@ -76,3 +76,23 @@ def store_factory(
         store.close()
     for schema in schemas:
         postgres.drop_schema(schema)
+
+
+def _encodable(text: str) -> str:
+    """``text`` with lone surrogates escaped (``\\ud800``): what UTF-8 can carry."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Escape lone surrogates in a report's captured output and failure text.
+
+    The hostile-value tests log texts holding lone surrogates on purpose; pytest-xdist
+    sends each report from its worker as UTF-8, and an unencodable one would crash the
+    worker (and lose its remaining tests) instead of being shown.
+    """
+    report.sections = [(title, _encodable(content)) for title, content in report.sections]
+    if report.longrepr is not None and not isinstance(report.longrepr, tuple):
+        text = str(report.longrepr)
+        if _encodable(text) != text:
+            report.longrepr = _encodable(text)
