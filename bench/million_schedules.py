@@ -19,12 +19,12 @@ table says so).
   is the rate a client gets; the rest are copied from one of them in one SQL
   statement (each with its own id and minute), as add_schedule would have written
   them.
-* **One hour**: ``--n`` schedules ``M * * * *``, their minutes spread over 45 of the
-  hour's 60 (the 15 after T's are left out: see below), all last planned at T, a
+* **One hour**: ``--n`` schedules ``M * * * *``, their minutes spread over 40 of the
+  hour's 60 (the 20 after T's are left out: see below), all last planned at T, a
   whole minute one hour before the coming one, as after an hour with no
   materializer. Two materializer processes start; each schedule's one slot of the
   hour after T falls inside their window (now + the 60 s lookahead), and none has a
-  second slot in it for the next 14 minutes — which is why those minutes are
+  second slot in it for the next 19 minutes — which is why those minutes are
   empty. The default misfire policy (``coalesce``) runs the one missed slot of
   each schedule. Measured: process start to the last execution stored (the store's
   ``created_at``), and checked: exactly ``--n`` executions, one per schedule, every
@@ -63,7 +63,7 @@ FENCEPOST = str(Path(sys.executable).with_name("fencepost"))
 TARGET_HOUR = 120.0  # seconds, two materializers
 TARGET_P99 = 10.0  # seconds, two workers
 LOOKAHEAD = 60  # MaterializerOptions.lookahead, the default every materializer runs with
-GAP = 15  # minutes after T that no schedule uses (the one-hour part's time budget)
+GAP = 20  # minutes after T that no schedule uses (the one-hour part's time budget)
 
 COLUMNS = (
     "id, job, job_version, inputs, cron, every, timezone, dst_gap, dst_fold, misfire, "
@@ -297,7 +297,7 @@ class Bench:
         try:
             # F must leave time to copy the schedules and start every process before
             # the materializers store the burst, one lookahead ahead of F.
-            lead = 45 + count / 40_000
+            lead = 45 + count / 25_000
             fire = minute_floor(datetime.now(UTC) + timedelta(seconds=LOOKAHEAD + lead)) + (
                 timedelta(minutes=1)
             )
