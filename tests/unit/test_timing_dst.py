@@ -14,7 +14,7 @@ dates are 2026's transitions (checked against zoneinfo in
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from itertools import islice
 from zoneinfo import ZoneInfo
 
@@ -732,3 +732,90 @@ def test_slots_match_a_scan_of_every_utc_minute(
 
 def _matches(expr: str, wall: datetime) -> bool:
     return next(CronSim(expr, wall - timedelta(seconds=1))) == wall
+
+
+def _utc_offset(at: datetime, zone: str) -> timedelta:
+    offset = at.astimezone(ZoneInfo(zone)).utcoffset()
+    assert offset is not None
+    return offset
+
+
+#: The fall-backs of CHANGES_2026: the offset after them is lower.
+FALL_BACKS_2026 = [
+    (zone, at)
+    for zone, at in CHANGES_2026
+    if _utc_offset(at, zone) < _utc_offset(at - timedelta(seconds=1), zone)
+]
+
+
+def test_the_offset_bound_covers_26_hours_from_any_instant_of_a_shared_step() -> None:
+    """The smallest offset ahead is sampled once per half-hour step and zone, and shared.
+
+    Whatever instant of its step ``after`` is, the shared samples must still reach a
+    fall-back 26 hours after it (the 30-minute one of Lord Howe too): the wall time
+    cron starts from is at or below ``after`` read with the lowest offset in force
+    over those 26 hours, found here minute by minute.
+    """
+    from fencepost.timing import slots
+
+    assert len(FALL_BACKS_2026) == 4
+    window = timedelta(hours=26)
+    for zone, change in FALL_BACKS_2026:
+        tz = ZoneInfo(zone)
+        for minutes in range(-45, 46, 4):  # the fall-back 26 h after `after`, give or take
+            after = change - window + timedelta(minutes=minutes, seconds=17)
+            lowest = min(
+                _utc_offset(after + timedelta(minutes=m), zone) for m in range(26 * 60 + 1)
+            )
+            expected_at_most = after.replace(tzinfo=None) + lowest - timedelta(seconds=1)
+            assert slots._earliest_wall(after, tz) <= expected_at_most, (zone, after)
+
+
+class _OneFallBack(tzinfo):
+    """UTC+2, then UTC+1 from ``at`` on: a fall-back at any instant, not only on a half hour."""
+
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+
+    def utcoffset(self, dt: datetime | None) -> timedelta:
+        assert dt is not None
+        wall = dt.replace(tzinfo=None)
+        late = wall >= (self.at + timedelta(hours=2)).replace(tzinfo=None) or (
+            dt.fold == 1 and wall >= (self.at + timedelta(hours=1)).replace(tzinfo=None)
+        )
+        return timedelta(hours=1 if late else 2)
+
+    def dst(self, dt: datetime | None) -> timedelta:
+        return self.utcoffset(dt) - timedelta(hours=1)
+
+    def fromutc(self, dt: datetime) -> datetime:
+        utc = dt.replace(tzinfo=UTC)
+        if utc < self.at:
+            return (utc + timedelta(hours=2)).replace(tzinfo=self)
+        wall = (utc + timedelta(hours=1)).replace(tzinfo=self)
+        return wall.replace(fold=1) if wall.utcoffset() != timedelta(hours=1) else wall
+
+
+def test_the_offset_bound_reaches_a_fall_back_that_is_not_on_a_half_hour() -> None:
+    from fencepost.timing import slots
+
+    change = datetime(2026, 10, 25, 1, 17, 23, tzinfo=UTC)
+    tz = _OneFallBack(change)
+    assert (change - timedelta(seconds=1)).astimezone(tz).utcoffset() == timedelta(hours=2)
+    assert change.astimezone(tz).utcoffset() == timedelta(hours=1)
+    for seconds in range(0, 1800, 61):  # the fall-back just under 26 h after `after`
+        after = change - timedelta(hours=26) + timedelta(seconds=seconds)
+        bound = slots._earliest_wall(after, tz)  # type: ignore[arg-type]
+        assert bound < after.replace(tzinfo=None) + timedelta(hours=1), (after, bound)
+
+
+def test_planning_many_schedules_at_one_watermark_probes_the_zone_once() -> None:
+    from fencepost.timing import slots
+
+    after = datetime(2026, 6, 1, 12, 7, tzinfo=UTC)
+    tz = ZoneInfo(NEW_YORK)
+    slots._lowest_offset_from.cache_clear()
+    for second in range(100):
+        slots._earliest_wall(after + timedelta(seconds=second), tz)
+    info = slots._lowest_offset_from.cache_info()
+    assert (info.misses, info.hits) == (1, 99)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from itertools import islice, pairwise
+from types import SimpleNamespace
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 import fencepost
 from fencepost import ValidationError, fire_times
 from fencepost.timing.policies import DstFold, DstGap
-from fencepost.timing.rules import EPOCH, Rule, make_rule
+from fencepost.timing.rules import EPOCH, Rule, make_rule, rule_of
 
 NEW_YORK = "America/New_York"
 
@@ -376,3 +377,34 @@ def test_interval_slots_are_increasing_bounded_and_resumable(case: tuple[Rule, d
     assert rule.anchor is not None
     for slot in islice(rule.slots(after), 20):
         assert (slot - rule.anchor) % rule.every == timedelta(0), "on the anchor's grid"
+
+
+def _stored(**fields: Any) -> Any:
+    """What rule_of reads of a stored schedule."""
+    defaults = {
+        "cron": None,
+        "every": None,
+        "timezone": "UTC",
+        "dst_gap": DstGap.SHIFT,
+        "dst_fold": DstFold.ONCE,
+        "start_at": None,
+        "end_at": None,
+        "created_at": AFTER,
+    }
+    return SimpleNamespace(**(defaults | fields))
+
+
+def test_schedules_with_one_cron_expression_share_one_rule() -> None:
+    first = rule_of(_stored(cron="7 * * * *", created_at=AFTER))
+    second = rule_of(_stored(cron="7 * * * *", created_at=AFTER + timedelta(days=3)))
+    assert first is second
+    assert first == make_rule(cron="7 * * * *")
+    assert rule_of(_stored(cron="8 * * * *")) != first
+
+
+def test_intervals_created_at_other_times_keep_their_own_anchor() -> None:
+    later = AFTER + timedelta(seconds=7)
+    first = rule_of(_stored(every=timedelta(minutes=1), created_at=AFTER))
+    second = rule_of(_stored(every=timedelta(minutes=1), created_at=later))
+    assert (first.anchor, second.anchor) == (AFTER, later)
+    assert next(second.slots(AFTER)) == later

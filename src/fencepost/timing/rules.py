@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from itertools import islice
 from typing import TYPE_CHECKING
 
@@ -213,14 +214,44 @@ def fire_times(
 
 
 def rule_of(schedule: Schedule) -> Rule:
-    """The firing rule of a stored schedule (intervals anchor at ``start_at`` or creation)."""
+    """The firing rule of a stored schedule (intervals anchor at ``start_at`` or creation).
+
+    Rules are immutable and few schedules have a rule of their own (a million
+    hourly ones share 60 cron expressions), so equal rules are built once: a
+    materializer asks for one per schedule it plans, and building means parsing.
+    """
+    interval = schedule.every is not None
+    return _shared_rule(
+        schedule.cron,
+        schedule.every,
+        schedule.timezone,
+        schedule.dst_gap,
+        schedule.dst_fold,
+        schedule.start_at,
+        schedule.end_at,
+        # A cron rule has no anchor: leaving the creation time out lets them share.
+        (schedule.start_at or schedule.created_at) if interval else None,
+    )
+
+
+@lru_cache(maxsize=4096)
+def _shared_rule(
+    cron: str | None,
+    every: timedelta | None,
+    timezone: str,
+    dst_gap: DstGap,
+    dst_fold: DstFold,
+    start_at: datetime | None,
+    end_at: datetime | None,
+    anchor: datetime | None,
+) -> Rule:
     return make_rule(
-        cron=schedule.cron,
-        every=schedule.every,
-        timezone=schedule.timezone,
-        dst_gap=schedule.dst_gap,
-        dst_fold=schedule.dst_fold,
-        start_at=schedule.start_at,
-        end_at=schedule.end_at,
-        anchor=schedule.start_at or schedule.created_at,
+        cron=cron,
+        every=every,
+        timezone=timezone,
+        dst_gap=dst_gap,
+        dst_fold=dst_fold,
+        start_at=start_at,
+        end_at=end_at,
+        anchor=anchor,
     )

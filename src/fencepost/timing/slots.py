@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from fencepost.domain.policies import DstFold, DstGap
@@ -28,7 +29,9 @@ from fencepost.timing.zones import instants
 _OFFSET_WINDOW = timedelta(hours=26)
 _OFFSET_STEP = timedelta(minutes=30)
 #: The last instant that can be probed without leaving the calendar.
-_LAST_PROBE = datetime.max.replace(tzinfo=UTC) - _OFFSET_WINDOW
+_LAST_PROBE = datetime.max.replace(tzinfo=UTC) - _OFFSET_WINDOW - _OFFSET_STEP
+_FIRST_PROBE = datetime.min.replace(tzinfo=UTC)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def interval_slots(
@@ -125,15 +128,36 @@ def _earliest_wall(after: datetime, tz: ZoneInfo) -> datetime:
     all. It is below ``after``'s own wall time only when the clocks fall back
     soon: then the repeated wall times must be iterated again, for ``twice``.
     """
-    lowest = _offset(after, tz)
-    probe = after
-    while probe < _LAST_PROBE and probe - after < _OFFSET_WINDOW:
-        probe += _OFFSET_STEP
-        lowest = min(lowest, _offset(probe, tz))
+    lowest = min(_offset(after, tz), _lowest_offset_soon(after, tz))
     # One second of slack: cronsim starts strictly after this wall time.
     slack = lowest - timedelta(seconds=1)
     naive = after.replace(tzinfo=None)
     return naive + slack if naive - datetime.min > -slack else datetime.min
+
+
+def _lowest_offset_soon(after: datetime, tz: ZoneInfo) -> timedelta:
+    """The smallest offset of ``tz`` sampled over at least ``_OFFSET_WINDOW`` after ``after``.
+
+    Sampled from ``after`` rounded down to a whole ``_OFFSET_STEP`` since the Unix
+    epoch, one step further: the samples cover the window, and every ``after``
+    of one step shares them. A materializer plans a batch of schedules whose
+    watermarks mostly lie in one step, so the 53 zone lookups are made once a
+    step and zone, not once a schedule (they were most of a plan's time).
+    """
+    into_step = (after - _EPOCH) % _OFFSET_STEP
+    if after - _FIRST_PROBE < into_step:  # the step began before the calendar did
+        return _lowest_offset_from(after, tz)
+    return _lowest_offset_from(after - into_step, tz)
+
+
+@lru_cache(maxsize=4096)
+def _lowest_offset_from(start: datetime, tz: ZoneInfo) -> timedelta:
+    lowest = _offset(start, tz)
+    probe = start
+    while probe < _LAST_PROBE and probe - start <= _OFFSET_WINDOW:
+        probe += _OFFSET_STEP
+        lowest = min(lowest, _offset(probe, tz))
+    return lowest
 
 
 def _gap_bound(wall: datetime, tz: ZoneInfo) -> datetime:
