@@ -70,12 +70,30 @@ OWN_OPTIONS = (
 )
 
 
+#: libpq's network settings unless the URL sets its own: a connection to a host that went
+#: silent (a partition, a powered-off primary) is given up in bounded time, not after
+#: the operating system's retransmissions (some 15 minutes): a connect waits at most
+#: 10 s per host, data sent and unacknowledged for 30 s breaks the connection, and an
+#: idle one is probed after 30 s, every 10 s, three times. Ignored on Unix sockets.
+NETWORK_DEFAULTS = {
+    "connect_timeout": "10",
+    "keepalives": "1",
+    "keepalives_idle": "30",
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "30000",
+}
+
+
 def split_url(url: str) -> tuple[str, dict[str, str]]:
-    """Separate fencepost's own options from the libpq connection string."""
+    """Separate fencepost's own options from the libpq connection string, and add
+    :data:`NETWORK_DEFAULTS` the URL does not set."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
     own = {k: v for k, v in query if k in OWN_OPTIONS}
     rest = [(k, v) for k, v in query if k not in OWN_OPTIONS]
+    given = {k for k, _ in rest}
+    rest += [(k, v) for k, v in NETWORK_DEFAULTS.items() if k not in given]
     scheme = "postgresql"
     # quote, not quote_plus: libpq decodes %20 but takes "+" literally.
     return urlunsplit((scheme, parts.netloc, parts.path, urlencode(rest, quote_via=quote), "")), own
