@@ -12,7 +12,6 @@ import socket
 import psycopg
 
 import fencepost
-
 from fencepost.store.postgres.connection import NETWORK_DEFAULTS, split_url
 from tests import postgres
 
@@ -25,7 +24,8 @@ def test_a_plain_url_gets_every_network_default() -> None:
     got = params("postgresql://app@db:5432/jobs?schema=s&pool_max=4")
     assert {k: got[k] for k in NETWORK_DEFAULTS} == NETWORK_DEFAULTS
     assert int(got["tcp_user_timeout"]) == 30_000  # milliseconds: 30 s unacknowledged
-    assert "schema" not in got and "pool_max" not in got  # fencepost's own, not libpq's
+    assert "schema" not in got  # fencepost's own options are not libpq's
+    assert "pool_max" not in got
 
 
 def test_the_url_s_own_settings_win() -> None:
