@@ -52,7 +52,13 @@ from fencepost.domain import schedules as plans
 from fencepost.domain.catalogue import JobEntry, definition_json, entry_from_definition
 from fencepost.domain.checks import storable
 from fencepost.domain.commands import new_command, on_request
-from fencepost.domain.errors import CatalogueConflict, NotFound, StaleLease, ValidationError
+from fencepost.domain.errors import (
+    CatalogueConflict,
+    NotFound,
+    StaleLease,
+    StoreUnavailable,
+    ValidationError,
+)
 from fencepost.domain.events import (
     ExecutionCancelled,
     ExecutionEvent,
@@ -256,8 +262,24 @@ class SqlStore(Store):
 
     # -- reading ---------------------------------------------------------------------------
 
+    def _retried(
+        self,
+        attempt: Callable[[bool], T],
+        what: str,
+        retry_if: Callable[[StoreUnavailable], bool] | None = None,
+    ) -> T:
+        """``attempt(again)``, once. A dialect whose connection can be lost in the middle
+        of a call (PostgreSQL) runs it again, with ``again`` True, after such a loss:
+        ``what`` names the call in its log, ``retry_if`` says which failures to retry.
+        """
+        return attempt(False)
+
+    def _run_read(self, plan: Callable[[], Plan[T]], what: str) -> T:
+        """A read-only verb: its plan, made afresh for each attempt, run (see _retried)."""
+        return self._retried(lambda again: self._run(plan()), what)
+
     def get(self, execution_id: str) -> Execution:
-        return self._run(self._get_plan(execution_id))
+        return self._run_read(lambda: self._get_plan(execution_id), "get")
 
     def _get_plan(self, execution_id: str) -> Plan[Execution]:
         """:meth:`get` as a plan."""
@@ -278,7 +300,7 @@ class SqlStore(Store):
         return self.rows.execution(row)
 
     def _find(self, idempotency_key: str) -> Execution | None:
-        return self._run(self._find_plan(idempotency_key))
+        return self._run_read(lambda: self._find_plan(idempotency_key), "find")
 
     def _find_plan(self, idempotency_key: str) -> Plan[Execution | None]:
         """:meth:`_find` as a plan."""
@@ -290,7 +312,7 @@ class SqlStore(Store):
         return Plan(steps(), atomic=False)
 
     def _query(self, filters: ExecutionFilter) -> Page:
-        return self._run(self._query_plan(filters))
+        return self._run_read(lambda: self._query_plan(filters), "query")
 
     def _query_plan(self, filters: ExecutionFilter) -> Plan[Page]:
         """:meth:`_query` as a plan."""
@@ -318,7 +340,7 @@ class SqlStore(Store):
         return Plan(steps(), atomic=False)
 
     def transitions(self, execution_id: str) -> list[Transition]:
-        return self._run(self._transitions_plan(execution_id))
+        return self._run_read(lambda: self._transitions_plan(execution_id), "transitions")
 
     def _transitions_plan(self, execution_id: str) -> Plan[list[Transition]]:
         """:meth:`transitions` as a plan."""
@@ -475,12 +497,15 @@ class SqlStore(Store):
             self._fenced_apply(conn, leases[i], "fail", always(event), now)
 
     def _fenced_change(self, fence: Fence, verb: str, decide: Decide) -> Execution:
-        with self._write() as conn:
-            now = self._tx_now(conn)
-            outcome = self._fenced_apply(conn, fence, verb, decide, now)
-        if isinstance(outcome, StaleLease):
-            raise outcome
-        return outcome
+        def attempt(again: bool) -> Execution:
+            with self._write() as conn:
+                now = self._tx_now(conn)
+                outcome = self._fenced_apply(conn, fence, verb, decide, now, again=again)
+            if isinstance(outcome, StaleLease):
+                raise outcome
+            return outcome
+
+        return self._retried(attempt, verb)
 
     def reap_expired(self, *, limit: int = 1000) -> int:
         self._current_catalogue()  # the jobs' backoffs, read before the transaction

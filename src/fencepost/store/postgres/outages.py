@@ -103,10 +103,14 @@ def _is_pool_error(exc: BaseException) -> bool:
 class Backoff:
     """Capped exponential waits with full jitter, within a budget of seconds."""
 
-    def __init__(self, budget: float, *, rng: random.Random | None = None) -> None:
-        self.deadline = time.monotonic() + budget
+    def __init__(
+        self, budget: float, *, rng: random.Random | None = None, started: float | None = None
+    ) -> None:
+        self.deadline = (time.monotonic() if started is None else started) + budget
         self.retries = 0
-        self._rng = rng or random.Random()
+        # The module's generator unless given one: a Random() of its own would seed
+        # itself from the OS on every call of the store.
+        self._uniform = random.uniform if rng is None else rng.uniform
 
     def next_wait(self) -> float | None:
         """The wait before the next attempt, or None once the budget is spent (the last
@@ -116,7 +120,7 @@ class Backoff:
             return None
         bound = min(BACKOFF_CAP, BACKOFF_FIRST * 2**self.retries)
         self.retries += 1
-        return min(left, self._rng.uniform(0, bound))
+        return min(left, self._uniform(0, bound))
 
 
 def retried(
@@ -132,13 +136,17 @@ def retried(
     may have committed, and the attempt must find out before it writes. After
     ``budget`` seconds (0: no retry) the last :class:`StoreUnavailable` is raised.
     """
-    backoff = Backoff(budget)
+    started = time.monotonic()
+    backoff: Backoff | None = None  # made on the first failure: most calls never fail
     again = False
     while True:
         try:
             return attempt(again)
         except StoreUnavailable as exc:
-            wait = backoff.next_wait() if retry_if(exc) else None
+            if not retry_if(exc):
+                raise
+            backoff = backoff or Backoff(budget, started=started)
+            wait = backoff.next_wait()
             if wait is None:
                 raise
             _log_retry(what, backoff.retries, wait, exc)
@@ -154,13 +162,17 @@ async def retried_async(
     what: str = "call",
 ) -> T:
     """:func:`retried`, awaiting each attempt and each wait."""
-    backoff = Backoff(budget)
+    started = time.monotonic()
+    backoff: Backoff | None = None  # made on the first failure: most calls never fail
     again = False
     while True:
         try:
             return await attempt(again)
         except StoreUnavailable as exc:
-            wait = backoff.next_wait() if retry_if(exc) else None
+            if not retry_if(exc):
+                raise
+            backoff = backoff or Backoff(budget, started=started)
+            wait = backoff.next_wait()
             if wait is None:
                 raise
             _log_retry(what, backoff.retries, wait, exc)

@@ -34,7 +34,6 @@ from fencepost.domain.models import (
     Lease,
     Page,
     Schedule,
-    Transition,
 )
 from fencepost.domain.nodes import Node, Registration
 from fencepost.domain.reports import Lateness, Stats
@@ -43,7 +42,6 @@ from fencepost.domain.states import Event
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
     ClaimRequest,
-    Decide,
     ExecutionFilter,
     Materialization,
     Outcome,
@@ -216,26 +214,13 @@ class PostgresStore(SqlStore):
         self,
         attempt: Callable[[bool], T],
         what: str,
-        retry_if: Callable[[StoreUnavailable], bool] = is_outage,
+        retry_if: Callable[[StoreUnavailable], bool] | None = None,
     ) -> T:
-        """``attempt(again)``, retried after a lost connection within ``retry_timeout``."""
-        return retried(attempt, budget=self._db.retry_timeout, retry_if=retry_if, what=what)
-
-    def _read_retried(self, plan: Callable[[], Plan[T]], what: str) -> T:
-        """A read-only plan, made afresh and run again after a lost connection."""
-        return self._retried(lambda again: self._run(plan()), what)
-
-    def get(self, execution_id: str) -> Execution:
-        return self._read_retried(lambda: self._get_plan(execution_id), "get")
-
-    def _find(self, idempotency_key: str) -> Execution | None:
-        return self._read_retried(lambda: self._find_plan(idempotency_key), "find")
-
-    def _query(self, filters: ExecutionFilter) -> Page:
-        return self._read_retried(lambda: self._query_plan(filters), "query")
-
-    def transitions(self, execution_id: str) -> list[Transition]:
-        return self._read_retried(lambda: self._transitions_plan(execution_id), "transitions")
+        """``attempt(again)``, retried after a lost connection within ``retry_timeout``
+        (``retry_if``: :func:`~fencepost.store.postgres.outages.is_outage` unless given)."""
+        return retried(
+            attempt, budget=self._db.retry_timeout, retry_if=retry_if or is_outage, what=what
+        )
 
     def _ended_by_holder(
         self, conn: Connection, fences: Sequence[Fence], events: Sequence[Event]
@@ -700,17 +685,6 @@ class PostgresStore(SqlStore):
             return rows.execution(row)
 
         return self._retried(attempt, "complete")
-
-    def _fenced_change(self, fence: Fence, verb: str, decide: Decide) -> Execution:
-        def attempt(again: bool) -> Execution:
-            with self._db.transaction() as conn:
-                now = self._now(conn)
-                outcome = self._fenced_apply(conn, fence, verb, decide, now, again=again)
-            if isinstance(outcome, StaleLease):
-                raise outcome
-            return outcome
-
-        return self._retried(attempt, verb)
 
     # -- commands --------------------------------------------------------------------------
 
