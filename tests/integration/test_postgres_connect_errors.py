@@ -71,6 +71,12 @@ def kinds(server: tuple[str, int, str]) -> dict[str, tuple[str, str]]:
             f"postgresql://{user}@{host}:{port}/test?sslmode=require",
             "server does not support SSL, but SSL was required",
         ),
+        # A libpq option the probe itself overrides (its own short timeout) must still
+        # be named, not met by the pool alone after its timeout.
+        "bad-connect-timeout": (
+            f"postgresql://{user}@{host}:{port}/test?connect_timeout=abc",
+            "bad value for connect_timeout: 'abc'",
+        ),
     }
 
 
@@ -84,7 +90,15 @@ COMMANDS = {
 
 @pytest.mark.parametrize("command", list(COMMANDS))
 @pytest.mark.parametrize(
-    "kind", ["refused", "unknown-database", "unknown-user", "unknown-host", "tls-required"]
+    "kind",
+    [
+        "refused",
+        "unknown-database",
+        "unknown-user",
+        "unknown-host",
+        "tls-required",
+        "bad-connect-timeout",
+    ],
 )
 def test_the_cause_is_one_line_within_three_seconds(
     server: tuple[str, int, str], netns: str, kind: str, command: str

@@ -378,10 +378,14 @@ def probe(conninfo: str) -> bool:
     Returns whether a pooler sits in between: the process id in the connection's
     cancel key is not the server's ``pg_backend_pid()`` (see :class:`Database`).
     """
+    given = psycopg.conninfo.conninfo_to_dict(conninfo).get("connect_timeout")
+    # The probe's own short timeout, unless the URL's is one libpq refuses: then the
+    # probe keeps it, to name it (overridden, the pool alone would meet it, and retry).
+    quick: dict[str, Any] = (
+        {"connect_timeout": CONNECT_TIMEOUT} if str(given).strip().isdigit() else {}
+    )
     try:
-        with psycopg.connect(
-            conninfo, connect_timeout=CONNECT_TIMEOUT, autocommit=True, prepare_threshold=None
-        ) as conn:
+        with psycopg.connect(conninfo, autocommit=True, prepare_threshold=None, **quick) as conn:
             row = conn.execute(QUERIES["backend_pid"]).fetchone()
             return row is not None and row[0] != conn.info.backend_pid
     except psycopg.Error as exc:
