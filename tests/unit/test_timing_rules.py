@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 import fencepost
 from fencepost import ValidationError, fire_times
 from fencepost.timing.policies import DstFold, DstGap
-from fencepost.timing.rules import EPOCH, Rule, make_rule, rule_of
+from fencepost.timing.rules import EPOCH, Rule, first_slot, make_rule, rule_of
+from fencepost.timing.slots import cron_slots
+from fencepost.timing.zones import zone
 
 NEW_YORK = "America/New_York"
 
@@ -408,3 +410,57 @@ def test_intervals_created_at_other_times_keep_their_own_anchor() -> None:
     second = rule_of(_stored(every=timedelta(minutes=1), created_at=later))
     assert (first.anchor, second.anchor) == (AFTER, later)
     assert next(second.slots(AFTER)) == later
+
+
+# -- remembered runs (a materializer's batch asks the same question many times) -----------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    expr=st.sampled_from(["0 * * * *", "*/7 * * * *", "30 2 * * *", "0 0 29 2 *", "15 1 * 3 SUN"]),
+    timezone=st.sampled_from(["UTC", "Europe/Paris", "America/New_York", "Australia/Lord_Howe"]),
+    start=st.datetimes(
+        min_value=datetime(2020, 1, 1), max_value=datetime(2030, 1, 1), timezones=st.just(UTC)
+    ),
+    hours=st.integers(min_value=0, max_value=24 * 40),
+)
+def test_a_remembered_run_is_the_run(expr: str, timezone: str, start: datetime, hours: int) -> None:
+    """Asked twice (the second answer comes from memory when the run is short), a rule
+    gives the slots cronsim gives, and its first slot is the run's first."""
+    rule = make_rule(cron=expr, timezone=timezone)
+    until = start + timedelta(hours=hours)
+    walked = list(
+        cron_slots(
+            rule.cron or "",
+            zone(timezone),
+            gap=rule.dst_gap,
+            fold=rule.dst_fold,
+            after=start,
+            until=until,
+        )
+    )
+    assert list(rule.slots(start, until)) == walked
+    assert list(rule.slots(start, until)) == walked
+    # The same start with another end is another run, not the one remembered.
+    later = until + timedelta(hours=5)
+    assert list(rule.slots(start, later)) == [
+        *walked,
+        *cron_slots(
+            rule.cron or "",
+            zone(timezone),
+            gap=rule.dst_gap,
+            fold=rule.dst_fold,
+            after=until,
+            until=later,
+        ),
+    ]
+    first = next(iter(rule.slots(start)), None)
+    assert first_slot(rule, start) == first
+    assert first_slot(rule, start) == first
+
+
+def test_a_first_slot_more_than_a_year_away_is_found() -> None:
+    """A leap day's rule fires once in four years: the bounded (remembered) look finds
+    nothing within the year, and the walk goes on."""
+    rule = make_rule(cron="0 0 29 2 *")
+    assert first_slot(rule, datetime(2025, 3, 1, tzinfo=UTC)) == datetime(2028, 2, 29, tzinfo=UTC)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from fencepost.domain.models import Occurrence
 from fencepost.domain.policies import Misfire, Overlap
+from fencepost.timing.rules import first_slot
 
 if TYPE_CHECKING:
     from fencepost.domain.models import Schedule
@@ -117,7 +118,7 @@ def plan(
         watermark = slot
         if len(occurrences) >= limit:
             return gate.finish(occurrences, watermark, next_due=now, warnings=warnings)
-    upcoming = next(iter(rule.slots(horizon)), None)
+    upcoming = first_slot(rule, horizon)
     if upcoming is None:
         next_due = NEVER
     elif allow:
@@ -134,7 +135,7 @@ def _plan_paused(schedule: Schedule, rule: Rule, *, now: datetime, limit: int) -
         occurrences.append(Occurrence(slot=slot, due_at=slot, skipped=PAUSED))
         if len(occurrences) >= limit:
             return Plan(occurrences=occurrences, watermark=slot, next_due=now)
-    upcoming = next(iter(rule.slots(now)), None)
+    upcoming = first_slot(rule, now)
     return Plan(
         occurrences=occurrences,
         watermark=max(schedule.watermark, now),

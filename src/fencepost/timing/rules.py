@@ -17,11 +17,13 @@ live in :mod:`fencepost.timing.slots`.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from itertools import islice
+from itertools import chain, islice
 from typing import TYPE_CHECKING
 
 from fencepost.domain.durations import as_aware_utc, as_duration
@@ -130,18 +132,79 @@ class Rule:
         if high is not None and high <= low:
             return iter(())
         if self.cron is not None:
-            return cron_slots(
-                self.cron,
-                zone(self.timezone),
-                gap=self.dst_gap,
-                fold=self.dst_fold,
-                after=low,
-                until=high,
-            )
+            return _cron_run(self.cron, self.timezone, self.dst_gap, self.dst_fold, low, high)
         # Both set by __post_init__ for an interval rule.
         assert self.every is not None
         assert self.anchor is not None
         return interval_slots(self.every, self.anchor, low, high)
+
+
+def first_slot(rule: Rule, after: datetime) -> datetime | None:
+    """The first slot strictly after ``after`` (``None``: the rule never fires again).
+
+    Remembered for cron rules, as short runs are (see :func:`_cron_run`): a batch of
+    schedules of one rule planned at one instant all ask for the same first slot.
+    """
+    if getattr(rule, "cron", None) is None:  # an interval (or a stand-in with slots alone)
+        return next(iter(rule.slots(after)), None)
+    key = ("first", rule, after)
+    with _runs_lock:
+        found = _runs.get(key)
+        if found is not None:
+            _runs.move_to_end(key)
+            return found[0] if found else None
+    first = next(iter(rule.slots(after)), None)
+    _remember(key, () if first is None else (first,))
+    return first
+
+
+#: Cron runs of at most this many slots are remembered (see _cron_run).
+_SHORT_RUN = 64
+#: How many such runs are remembered: recently used first, oldest forgotten.
+_RUNS_KEPT = 16_384
+_runs: OrderedDict[tuple[object, ...], tuple[datetime, ...]] = OrderedDict()
+_runs_lock = threading.Lock()
+
+
+def _cron_run(
+    expr: str,
+    timezone: str,
+    gap: DstGap,
+    fold: DstFold,
+    after: datetime,
+    until: datetime | None,
+) -> Iterator[datetime]:
+    """The cron slots in ``(after, until]``, remembered when there are few of them.
+
+    A materializer plans schedules in batches, and schedules of one rule that were
+    planned together share their watermark and horizon (a million hourly schedules
+    use sixty rules): the same short run of slots, computed by cronsim once instead
+    of once a schedule (it was half of a plan's time). Slots are a pure function of
+    these arguments, so a remembered run is the run. Long runs (a schedule off for
+    a month) are walked lazily and not kept; so is an unbounded walk.
+    """
+    key = (expr, timezone, gap, fold, after, until)
+    if until is not None:
+        with _runs_lock:
+            found = _runs.get(key)
+            if found is not None:
+                _runs.move_to_end(key)
+                return iter(found)
+    walk = cron_slots(expr, zone(timezone), gap=gap, fold=fold, after=after, until=until)
+    if until is None:
+        return walk
+    head = tuple(islice(walk, _SHORT_RUN + 1))
+    if len(head) > _SHORT_RUN:
+        return chain(head, walk)
+    _remember(key, head)
+    return iter(head)
+
+
+def _remember(key: tuple[object, ...], slots: tuple[datetime, ...]) -> None:
+    with _runs_lock:
+        _runs[key] = slots
+        if len(_runs) > _RUNS_KEPT:
+            _runs.popitem(last=False)
 
 
 def make_rule(

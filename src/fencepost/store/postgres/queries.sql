@@ -834,8 +834,8 @@ RETURNING s.id, s.job, s.job_version, s.inputs, s.cron, s.every, s.timezone, s.d
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 m AS (
     SELECT * FROM unnest(
-        %(ids)s::text[], %(materializers)s::text[], %(lease_untils)s::timestamptz[],
-        %(watermarks)s::timestamptz[], %(next_dues)s::timestamptz[]
+        %(ids)b::text[], %(materializers)b::text[], %(lease_untils)b::timestamptz[],
+        %(watermarks)b::timestamptz[], %(next_dues)b::timestamptz[]
     ) AS m(id, materializer, lease_until, watermark, next_due)
 )
 UPDATE schedules AS s
@@ -850,7 +850,8 @@ RETURNING s.id
 
 -- name: insert_occurrences
 -- Occurrences of schedules (rows this transaction holds) as executions, in one
--- round trip: insert-if-absent on the idempotency key (claimed in execution_keys;
+-- round trip (its arrays, as the materializer's fence's, travel in binary: quoted as
+-- text they cost more than the statement; see insert_executions): insert-if-absent on the idempotency key (claimed in execution_keys;
 -- an existing execution is
 -- left as it is; the store reads it with executions_by_keys), with the inputs,
 -- the SUBMITTED transition and, for an occurrence policy skipped, the SKIPPED
@@ -861,8 +862,8 @@ WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 new AS (
     SELECT o.*, s.job, s.job_version, s.inputs, s.max_attempts, s.priority, s.queue, clock.now
     FROM unnest(
-        %(ids)s::uuid[], %(schedule_ids)s::text[], %(slots)s::text[], %(keys)s::text[],
-        %(due_ats)s::timestamptz[], %(skipped)s::text[], %(buckets)s::integer[]
+        %(ids)b::uuid[], %(schedule_ids)b::text[], %(slots)b::text[], %(keys)b::text[],
+        %(due_ats)b::timestamptz[], %(skipped)b::text[], %(buckets)b::integer[]
     ) AS o(id, schedule_id, slot, idempotency_key, due_at, skipped, bucket)
     JOIN schedules AS s ON s.id = o.schedule_id
     CROSS JOIN clock

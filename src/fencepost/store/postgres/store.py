@@ -901,7 +901,7 @@ class PostgresStore(SqlStore):
                 "slots": [o.slot for o in occurrences],
                 "keys": [o.idempotency_key for o in occurrences],
                 "due_ats": [o.due_at for o in occurrences],
-                "skipped": [o.skipped for o in occurrences],
+                "skipped": _nullable([o.skipped for o in occurrences]),
                 "buckets": [o.bucket for o in occurrences],
             },
         ).fetchall()
