@@ -20,6 +20,7 @@ from fencepost.domain.checks import (
 from fencepost.domain.durations import as_aware_utc, as_duration
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import JSON, Execution, scheduled_execution
+from fencepost.domain.slots import slot_builder
 
 #: How many attempts an execution gets unless the submitter says otherwise.
 DEFAULT_MAX_ATTEMPTS = 3
@@ -160,7 +161,7 @@ def prepare(
             # (all in the default queue) keep matching their retries.
             | ({} if queue_name == DEFAULT_QUEUE else {"queue": queue_name})
         )
-    return NewExecution(
+    return _build_new_execution(
         id=new_id,
         job=job,
         job_version=job_version,
@@ -178,7 +179,13 @@ def prepare(
         bucket=bucket_for(bkey if bkey is not None else new_id, num_buckets),
         bucket_key=bkey,
         created_at=now,
+        trace_context=None,
     )
+
+
+#: ``NewExecution(**fields)`` at a half of the cost (see :func:`slot_builder`): one is
+#: built per submitted request.
+_build_new_execution = slot_builder(NewExecution)
 
 
 def canonical(arguments: Mapping[str, Any], *, stacklevel: int = 2) -> dict[str, Any]:

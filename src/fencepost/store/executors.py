@@ -45,13 +45,26 @@ T = TypeVar("T")
 Fetch = Literal["one", "all", "none", "count", "many"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Statement:
     """One statement of a plan: SQL text, its parameters, and what the plan wants back."""
 
     sql: str
     params: Any = None
     fetch: Fetch = "none"
+
+    def __init__(self, sql: str, params: Any = None, fetch: Fetch = "none") -> None:
+        # Through the slots' descriptors: a frozen dataclass's own __init__ calls
+        # object.__setattr__ per field, which made building a plan's statements cost
+        # more than running them through the executor (see domain.slots).
+        _set_sql(self, sql)
+        _set_params(self, params)
+        _set_fetch(self, fetch)
+
+
+_set_sql = Statement.__dict__["sql"].__set__
+_set_params = Statement.__dict__["params"].__set__
+_set_fetch = Statement.__dict__["fetch"].__set__
 
 
 #: A plan's steps: yields statements, receives each one's result, returns the verb's.

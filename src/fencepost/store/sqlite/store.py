@@ -204,7 +204,7 @@ class SqliteStore(SqlStore):
 
     def _insert(self, batch: Sequence[NewExecution]) -> list[Execution]:
         with self._db.write() as conn:
-            chosen = run(self._insert_plan(batch).steps, sqlite_execute(conn))
+            chosen = run(self._insert_steps(batch), sqlite_execute(conn))
         # The usual batch, without twins: its executions are built after the commit.
         return _executions(chosen)
 
