@@ -7,13 +7,8 @@ before migration 10 is converted with its rows readable where they were.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -22,8 +17,8 @@ import pytest
 import fencepost
 from fencepost import IdempotencyConflict, State, Store
 from fencepost.domain.ids import IdGenerator
-from fencepost.store.postgres import conversion, history
-from fencepost.store.postgres.connection import MIGRATIONS_PACKAGE, QUERIES, Database
+from fencepost.store.postgres import history
+from fencepost.store.postgres.connection import MIGRATIONS_PACKAGE, QUERIES
 from fencepost.store.sql import migration_files
 from fencepost.testing import ManualClock
 from tests.integration import _pg
@@ -213,160 +208,3 @@ def test_prune_by_row_deletes_keys_and_commands_at_the_edges(schema: str) -> Non
             ).fetchone()
         assert left == (0, 0)
         assert store.submit("old", idempotency_key="edge-1").id != done.id
-
-
-def _seed_version_9(schema: str, count: int, *, state: str) -> list[str]:
-    """``count`` keyed executions in ``state``, as a release before migration 10 stored them."""
-    ids = IdGenerator()
-    made = int(_pg.server_now().timestamp() * 1000) - count
-    rows = [ids.new(made + i) for i in range(count)]
-    with _pg.connect() as conn:
-        conn.execute(f"SET search_path TO {schema}")
-        conn.execute(
-            "INSERT INTO executions (id, job, state, due_at, max_attempts, bucket, created_at,"
-            " updated_at, idempotency_key) SELECT i, 'legacy', %s, now(), 3, 0, now(),"
-            " now(), 'seeded-' || i FROM unnest(%s::uuid[]) AS t(i)",
-            (state, rows),
-        )
-        conn.execute("INSERT INTO execution_data SELECT id, '{}' FROM executions")
-    return rows
-
-
-def _keys_missing(schema: str) -> int:
-    with _pg.connect() as conn:
-        row = conn.execute(
-            f"SELECT count(*) FROM {schema}.executions AS e LEFT JOIN {schema}.execution_keys AS k"
-            " ON k.key = e.idempotency_key AND k.execution_id = e.id"
-            " WHERE e.idempotency_key IS NOT NULL AND k.key IS NULL"
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-def test_db_migrate_converts_online_while_an_older_release_claims(schema: str) -> None:
-    """``fencepost db migrate`` prepares migration 10 in batches, while writers of the
-    previous schema (raw SQL here, as a release before 10 wrote) claim, complete and
-    submit keyed executions; afterwards every key is in execution_keys, including the
-    keys submitted meanwhile. After the swap, that release's keyed submit (ON CONFLICT
-    on a unique index the partitioned table does not have) is refused, never stored
-    unknown to execution_keys: restart older processes after `db migrate`."""
-    _version_9(schema)
-    _seed_version_9(schema, 30_000, state="SCHEDULED")
-    stop = threading.Event()
-    waits: list[float] = []
-    failures: list[BaseException] = []
-    submitted: list[str] = []
-    refused: list[str] = []
-    ids = IdGenerator()
-
-    def older_release() -> None:
-        try:
-            with _pg.connect() as conn:
-                conn.execute(f"SET search_path TO {schema}")
-                while not stop.is_set():
-                    begun = time.perf_counter()
-                    claimed = conn.execute(
-                        "UPDATE executions SET state = 'RUNNING', epoch = epoch + 1"
-                        " WHERE id IN (SELECT id FROM executions WHERE state = 'SCHEDULED'"
-                        " ORDER BY priority DESC, due_at, id LIMIT 10 FOR UPDATE SKIP LOCKED)"
-                        " RETURNING id"
-                    ).fetchall()
-                    waits.append(time.perf_counter() - begun)
-                    conn.execute(
-                        "UPDATE executions SET state = 'SUCCEEDED' WHERE id = ANY(%s)",
-                        ([i for (i,) in claimed],),
-                    )
-                    if refused:
-                        continue
-                    new = ids.new(int(time.time() * 1000))
-                    try:
-                        with conn.transaction():
-                            conn.execute(
-                                "INSERT INTO executions (id, job, state, due_at, max_attempts,"
-                                " bucket, created_at, updated_at, idempotency_key) VALUES"
-                                " (%s, 'during', 'SCHEDULED', now(), 3, 0, now(), now(), %s)"
-                                " ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL"
-                                " DO NOTHING",
-                                (new, f"during-{new}"),
-                            )
-                            conn.execute("INSERT INTO execution_data VALUES (%s, '{}')", (new,))
-                    except psycopg.errors.InvalidColumnReference:
-                        # After the swap an older release's keyed submit is refused (no
-                        # unique index of keys on the partitioned table): never a key
-                        # stored without execution_keys knowing it.
-                        refused.append(new)
-                        continue
-                    submitted.append(new)
-        except BaseException as exc:  # reported by the main thread
-            failures.append(exc)
-
-    thread = threading.Thread(target=older_release, daemon=True)
-    thread.start()
-    try:
-        while len(waits) < 5 and not failures:
-            time.sleep(0.05)
-        before = len(submitted)
-        run = subprocess.run(
-            [
-                str(Path(sys.executable).with_name("fencepost")),
-                "db",
-                "migrate",
-                "--db",
-                _pg.url(schema),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        time.sleep(0.3)  # the writer carries on against the partitioned tables
-    finally:
-        stop.set()
-        thread.join(timeout=30)
-    assert failures == []
-    assert run.returncode == 0, run.stderr
-    assert "fencepost: copying idempotency keys" in run.stderr
-    assert "fencepost: checking the first partition's bound" in run.stderr
-    assert run.stdout.strip() == "migrated to version 10 (applied 10)"
-    assert len(submitted) > before, "the older release kept submitting during the migration"
-    assert refused, "the older release wrote on after the swap, and its keyed submit was refused"
-    print(f"\nslowest claim of the older release: {max(waits) * 1000:.1f} ms")
-    assert _keys_missing(schema) == 0
-    with fencepost.connect(_pg.url(schema)) as store:
-        for key in (f"during-{submitted[before]}", f"during-{submitted[-1]}"):
-            found = store.find(key)
-            assert found is not None
-            assert found.job == "during"
-    assert "execution_history_prepared" not in _tables(schema)
-    with _pg.connect() as conn:
-        triggers = conn.execute(
-            "SELECT count(*) FROM pg_trigger WHERE tgname = 'executions_keys_sync'"
-            " AND tgrelid::regclass::text LIKE %s",
-            (f"{schema}.%",),
-        ).fetchone()
-    assert triggers == (0,)
-
-
-def test_an_interrupted_preparation_carries_on(schema: str) -> None:
-    _version_9(schema)
-    _seed_version_9(schema, 5_000, state="SUCCEEDED")
-
-    class Interrupted(Exception):
-        pass
-
-    def stop_after_a_batch(stage: str, done: int, total: int | None) -> None:
-        if stage == "copying idempotency keys" and done >= 1_000:
-            raise Interrupted
-
-    db = Database(_pg.url(schema))
-    try:
-        with pytest.raises(Interrupted):
-            conversion.prepare(db, progress=stop_after_a_batch, batch=1_000)
-        assert conversion.needs_preparing(db)
-        assert conversion.prepare(db, batch=1_000) == 5_000  # copied again: harmless
-        assert conversion.needs_preparing(db)  # prepared, not yet migrated
-    finally:
-        db.close()
-    with fencepost.connect(_pg.url(schema)) as store:
-        assert store.migrations_applied == [10]
-        assert store.find("seeded-x") is None
-    assert _keys_missing(schema) == 0

@@ -161,9 +161,7 @@ def ensure(conn: psycopg.Connection, days: set[int]) -> set[int]:
         for day in missing:
             if any(_overlaps(p, day) for p in existing):
                 # Half covered (a first partition ending mid-day, made by hand): rows of
-                # that day go where they fit; this day gets no partition of its own, and
-                # is not asked for again on every insert.
-                covered.add(day)
+                # that day go where they fit; this day gets no partition of its own.
                 continue
             for table, _column in TABLES:
                 _make(conn, table, day)

@@ -21,11 +21,12 @@
 -- a keyed submit claims its key there, in the same statement that inserts the
 -- execution. Prune deletes a partition's keys before dropping it.
 --
--- On a large database this migration, run as it is, reads the executions once
--- for their keys and once more to check the first partition's bound, with writes
--- waiting. `fencepost db migrate` does both beforehand, online, in batches, with a
--- progress bar (store/postgres/conversion.py), and leaves its bound in
--- execution_history_prepared: then this migration only renames and attaches.
+-- On a large database this migration scans the executions once for their keys
+-- and once more to check the first partition's bound, with writes waiting. The
+-- table execution_history_prepared (bound, with the keys kept current by the
+-- trigger executions_keys_sync) is where a preparation done beforehand, online
+-- and in batches, would leave its work for this migration to skip; none is
+-- shipped yet.
 
 CREATE TABLE IF NOT EXISTS execution_keys (
     key text COLLATE "C" PRIMARY KEY,
@@ -38,19 +39,16 @@ DECLARE
     boundary timestamptz := date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC';
     bound uuid;
     prepared uuid;
-    keys_ready boolean;
     suffix record;
 BEGIN
-    -- Keys: copied here unless `fencepost db migrate` copied them beforehand and
-    -- kept them current with a trigger (store/postgres/conversion.py); it left the
-    -- first partition's bound, already checked against every row, in a table.
+    -- Keys: filled here unless `fencepost migrate` filled them and kept them
+    -- current with a trigger (it leaves the bound it validated in a table).
     IF to_regclass('execution_history_prepared') IS NOT NULL THEN
-        SELECT p.bound, p.keys_done INTO prepared, keys_ready FROM execution_history_prepared AS p;
+        SELECT p.bound INTO prepared FROM execution_history_prepared AS p;
         DROP TRIGGER IF EXISTS executions_keys_sync ON executions;
         DROP FUNCTION IF EXISTS executions_keys_sync();
         DROP TABLE execution_history_prepared;
-    END IF;
-    IF NOT coalesce(keys_ready, false) THEN
+    ELSE
         INSERT INTO execution_keys (key, execution_id)
         SELECT idempotency_key, id FROM executions WHERE idempotency_key IS NOT NULL
         ON CONFLICT (key) DO NOTHING;
