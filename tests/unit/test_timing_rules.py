@@ -428,32 +428,29 @@ def test_a_remembered_run_is_the_run(expr: str, timezone: str, start: datetime, 
     """Asked twice (the second answer comes from memory when the run is short), a rule
     gives the slots cronsim gives, and its first slot is the run's first."""
     rule = make_rule(cron=expr, timezone=timezone)
-    until = start + timedelta(hours=hours)
-    walked = list(
-        cron_slots(
-            rule.cron or "",
-            zone(timezone),
-            gap=rule.dst_gap,
-            fold=rule.dst_fold,
-            after=start,
-            until=until,
+
+    def walk(after: datetime, until: datetime, rule: Rule = rule) -> list[datetime]:
+        return list(
+            cron_slots(
+                rule.cron or "",
+                zone(rule.timezone),
+                gap=rule.dst_gap,
+                fold=rule.dst_fold,
+                after=after,
+                until=until,
+            )
         )
-    )
+
+    until = start + timedelta(hours=hours)
+    walked = walk(start, until)
     assert list(rule.slots(start, until)) == walked
     assert list(rule.slots(start, until)) == walked
     # The same start with another end is another run, not the one remembered.
     later = until + timedelta(hours=5)
-    assert list(rule.slots(start, later)) == [
-        *walked,
-        *cron_slots(
-            rule.cron or "",
-            zone(timezone),
-            gap=rule.dst_gap,
-            fold=rule.dst_fold,
-            after=until,
-            until=later,
-        ),
-    ]
+    assert list(rule.slots(start, later)) == [*walked, *walk(until, later)]
+    # The same run in another zone is another run too.
+    elsewhere = make_rule(cron=expr, timezone="Asia/Kolkata")
+    assert list(elsewhere.slots(start, until)) == walk(start, until, elsewhere)
     first = next(iter(rule.slots(start)), None)
     assert first_slot(rule, start) == first
     assert first_slot(rule, start) == first

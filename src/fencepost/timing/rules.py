@@ -17,13 +17,11 @@ live in :mod:`fencepost.timing.slots`.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from itertools import chain, islice
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from fencepost.domain.durations import as_aware_utc, as_duration
@@ -147,23 +145,16 @@ def first_slot(rule: Rule, after: datetime) -> datetime | None:
     """
     if getattr(rule, "cron", None) is None:  # an interval (or a stand-in with slots alone)
         return next(iter(rule.slots(after)), None)
-    key = ("first", rule, after)
-    with _runs_lock:
-        found = _runs.get(key)
-        if found is not None:
-            _runs.move_to_end(key)
-            return found[0] if found else None
-    first = next(iter(rule.slots(after)), None)
-    _remember(key, () if first is None else (first,))
-    return first
+    return _first_cron_slot(rule, after)
+
+
+@lru_cache(maxsize=16_384)
+def _first_cron_slot(rule: Rule, after: datetime) -> datetime | None:
+    return next(iter(rule.slots(after)), None)
 
 
 #: Cron runs of at most this many slots are remembered (see _cron_run).
 _SHORT_RUN = 64
-#: How many such runs are remembered: recently used first, oldest forgotten.
-_RUNS_KEPT = 16_384
-_runs: OrderedDict[tuple[object, ...], tuple[datetime, ...]] = OrderedDict()
-_runs_lock = threading.Lock()
 
 
 def _cron_run(
@@ -180,31 +171,24 @@ def _cron_run(
     planned together share their watermark and horizon (a million hourly schedules
     use sixty rules): the same short run of slots, computed by cronsim once instead
     of once a schedule (it was half of a plan's time). Slots are a pure function of
-    these arguments, so a remembered run is the run. Long runs (a schedule off for
-    a month) are walked lazily and not kept; so is an unbounded walk.
+    these arguments, so a remembered run is the run. A long run (a schedule off for a
+    month) is walked lazily, as is an unbounded walk.
     """
-    key = (expr, timezone, gap, fold, after, until)
     if until is not None:
-        with _runs_lock:
-            found = _runs.get(key)
-            if found is not None:
-                _runs.move_to_end(key)
-                return iter(found)
+        short = _short_cron_run(expr, timezone, gap, fold, after, until)
+        if short is not None:
+            return iter(short)
+    return cron_slots(expr, zone(timezone), gap=gap, fold=fold, after=after, until=until)
+
+
+@lru_cache(maxsize=16_384)
+def _short_cron_run(
+    expr: str, timezone: str, gap: DstGap, fold: DstFold, after: datetime, until: datetime
+) -> tuple[datetime, ...] | None:
+    """The run of :func:`_cron_run` if it holds at most ``_SHORT_RUN`` slots, else None."""
     walk = cron_slots(expr, zone(timezone), gap=gap, fold=fold, after=after, until=until)
-    if until is None:
-        return walk
     head = tuple(islice(walk, _SHORT_RUN + 1))
-    if len(head) > _SHORT_RUN:
-        return chain(head, walk)
-    _remember(key, head)
-    return iter(head)
-
-
-def _remember(key: tuple[object, ...], slots: tuple[datetime, ...]) -> None:
-    with _runs_lock:
-        _runs[key] = slots
-        if len(_runs) > _RUNS_KEPT:
-            _runs.popitem(last=False)
+    return head if len(head) <= _SHORT_RUN else None
 
 
 def make_rule(
