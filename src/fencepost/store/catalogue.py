@@ -44,6 +44,16 @@ CATALOGUE_REFRESH = 1.0
 MAX_PUBLISH = 1000
 
 
+def with_store_defaults(arguments: dict[str, Any]) -> dict[str, Any]:
+    """``arguments`` (changed in place) with the store's defaults where they are None:
+    3 attempts and priority 0. (The queue's, ``default``, is filled in later.)"""
+    if arguments.get("max_attempts") is None:
+        arguments["max_attempts"] = DEFAULT_MAX_ATTEMPTS
+    if arguments.get("priority") is None:
+        arguments["priority"] = 0
+    return arguments
+
+
 class CatalogueVerbs(StoreCore):
     """Verbs of :class:`~fencepost.store.base.Store` for the job catalogue.
 
@@ -169,7 +179,7 @@ class CatalogueVerbs(StoreCore):
         ``default`` queue: a None queue is checked as ``default`` later).
         """
         out = dict(arguments)
-        entry = self._entry_of(job, out.get("version"))
+        entry = self._entry_of(job, out.get("version")) if self._catalogue_applies() else None
         if entry is not None:
             out["version"] = entry.version
             out["inputs"] = self._checked_inputs(entry, out.get("inputs"))
@@ -182,11 +192,13 @@ class CatalogueVerbs(StoreCore):
                 out["queue"] = defaults.queue
             if not schedule and out.get("timeout") is None:
                 out["timeout"] = defaults.timeout
-        if out.get("max_attempts") is None:
-            out["max_attempts"] = DEFAULT_MAX_ATTEMPTS
-        if out.get("priority") is None:
-            out["priority"] = 0
-        return out
+        return with_store_defaults(out)
+
+    def _catalogue_applies(self) -> bool:
+        """Whether a submit's job is looked up in the catalogue at all: not while the
+        catalogue is empty and unknown jobs are allowed (the fast path, asked once
+        per batch by :meth:`Store.submit_many`)."""
+        return bool(self._current_catalogue()) or self.config.unknown_jobs == "refuse"
 
     def _entry_of(self, job: object, version: object) -> JobEntry | None:
         """The entry a request for ``job`` at ``version`` runs (see :meth:`_catalogued`).
@@ -203,8 +215,6 @@ class CatalogueVerbs(StoreCore):
             return None
         policy = self.config.unknown_jobs
         catalogue = self._current_catalogue()
-        if not catalogue and policy != "refuse":
-            return None  # the empty catalogue's fast path: nothing to look up
         try:
             return catalogue.lookup(job, version, policy)
         except ValidationError:
