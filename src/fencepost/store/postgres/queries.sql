@@ -46,8 +46,8 @@ SELECT coalesce(%(now)s::timestamptz, clock_timestamp())
 -- name: insert_executions
 -- One round trip for a whole batch, returning one row: the store's now (every
 -- item's created_at, and the origin of every delay) and the ids of the keyed
--- executions inserted. Rows whose idempotency key already exists are skipped by
--- ON CONFLICT; the store then compares them with the request. Rows without a key
+-- executions inserted. Rows whose idempotency key already exists are skipped (their
+-- key's ON CONFLICT); the store then compares them with the request. Rows without a key
 -- cannot conflict, so they take a plain INSERT: ON CONFLICT inserts each row
 -- speculatively and confirms it with a second write, which cost a third of the
 -- statement. The arrays travel in binary: quoting thirteen arrays of 1,000 as
@@ -74,6 +74,17 @@ unkeyed AS (
            timeout, NULL, NULL, bucket, bucket_key, created_at, created_at, queue, trace_context
     FROM new WHERE idempotency_key IS NULL
 ),
+-- A key is claimed in execution_keys (unique across the history's partitions,
+-- see migration 10); only the executions whose key this statement claimed are
+-- inserted. In key order, so that two batches racing for the same keys wait for
+-- each other rather than deadlock.
+claimed AS (
+    INSERT INTO execution_keys (key, execution_id)
+    SELECT idempotency_key, id FROM new WHERE idempotency_key IS NOT NULL
+    ORDER BY idempotency_key
+    ON CONFLICT (key) DO NOTHING
+    RETURNING execution_id AS id
+),
 keyed AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
@@ -83,8 +94,7 @@ keyed AS (
     SELECT id, job, job_version, 'SCHEDULED', due_at, priority, 0, max_attempts, 0,
            timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, created_at,
            queue, trace_context
-    FROM new WHERE idempotency_key IS NOT NULL
-    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    FROM new JOIN claimed USING (id)
     RETURNING id
 ),
 inserted AS (
@@ -117,15 +127,16 @@ FROM clock LEFT JOIN woken ON true
 -- configured. (set_config(..., true) is SET LOCAL: until the transaction ends.)
 SELECT set_config('default_statistics_target', '10', true)
 
--- name: analyze_executions
--- Fresh statistics after a bulk insert: with stale ones the planner expects a
--- handful of claimable rows and sorts the whole backlog on every claim.
-ANALYZE executions
+-- name: newest_partition
+-- The partition a row was stored in: the store's ANALYZE reads the partition that
+-- received its inserts, not the whole history.
+SELECT tableoid::regclass::text FROM executions WHERE id = %(id)s::uuid
 
 -- name: find_idempotency_keys
-SELECT idempotency_key, id, request_hash
-FROM executions
-WHERE idempotency_key = ANY(%(keys)s::text[])
+-- Through execution_keys: a key names its execution's id, and the id one partition.
+SELECT e.idempotency_key, e.id, e.request_hash
+FROM execution_keys AS k JOIN executions AS e ON e.id = k.execution_id
+WHERE k.key = ANY(%(keys)s::text[])
 
 -- name: submitted_before
 -- A retried submit (its connection was lost, maybe during COMMIT): which of its
@@ -151,8 +162,9 @@ WHERE t.epoch = f.epoch AND t.actor = f.owner
 SELECT * FROM execution_rows WHERE id = %(id)s::uuid
 
 -- name: find_execution
--- By idempotency key (a submit's, or a materialized occurrence's): its unique index.
-SELECT * FROM execution_rows WHERE idempotency_key = %(key)s
+-- By idempotency key (a submit's, or a materialized occurrence's): execution_keys.
+SELECT r.* FROM execution_keys AS k JOIN execution_rows AS r ON r.id = k.execution_id
+WHERE k.key = %(key)s
 
 -- name: lock_execution
 -- Read-decide-write verbs (fail, cancel, replay) hold the row until they commit.
@@ -839,8 +851,8 @@ RETURNING s.id
 -- name: insert_occurrences
 -- Occurrences of schedules (rows this transaction holds) as executions, in one
 -- round trip (its arrays, as the materializer's fence's, travel in binary: quoted as
--- text they cost more than the statement; see insert_executions): insert-if-absent
--- on the idempotency key (an existing execution is
+-- text they cost more than the statement; see insert_executions): insert-if-absent on the idempotency key (claimed in execution_keys;
+-- an existing execution is
 -- left as it is; the store reads it with executions_by_keys), with the inputs,
 -- the SUBMITTED transition and, for an occurrence policy skipped, the SKIPPED
 -- transition with its reason. Inserts go in key order, so two transactions
@@ -856,6 +868,13 @@ new AS (
     JOIN schedules AS s ON s.id = o.schedule_id
     CROSS JOIN clock
 ),
+claimed AS (
+    INSERT INTO execution_keys (key, execution_id)
+    SELECT idempotency_key, id FROM new
+    ORDER BY idempotency_key
+    ON CONFLICT (key) DO NOTHING
+    RETURNING execution_id AS id
+),
 inserted AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
@@ -864,9 +883,7 @@ inserted AS (
     SELECT id, job, job_version, CASE WHEN skipped IS NULL THEN 'SCHEDULED' ELSE 'SKIPPED' END,
            due_at, priority, 0, max_attempts, 0, idempotency_key, schedule_id, slot, bucket,
            now, now, queue
-    FROM new
-    ORDER BY idempotency_key
-    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    FROM new JOIN claimed USING (id)
     RETURNING id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
               lease_owner, lease_until, timeout, idempotency_key, schedule_id, slot, bucket,
               bucket_key, created_at, updated_at, queue
@@ -905,7 +922,8 @@ SELECT i.id, i.job, i.job_version, i.state, i.due_at, i.priority, i.attempt, i.m
 FROM inserted AS i JOIN new AS n ON n.id = i.id LEFT JOIN woken ON true
 
 -- name: executions_by_keys
-SELECT * FROM execution_rows WHERE idempotency_key = ANY(%(keys)s::text[])
+SELECT r.* FROM execution_keys AS k JOIN execution_rows AS r ON r.id = k.execution_id
+WHERE k.key = ANY(%(keys)s::text[])
 
 -- name: release_schedules
 -- Only a lease still held as acquired is given back.
@@ -1016,9 +1034,10 @@ WHERE state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED')
 -- name: prune_batch
 -- One batch of prune, one statement (its own short transaction): the oldest
 -- finished executions, read through executions_finished, skipping rows another
--- transaction holds (a replay, a concurrent prune). Their commands go by the
--- foreign key's ON DELETE CASCADE; payloads and transitions by id. The ids come
--- as arrays, so each table is read by key (see acquire_schedules).
+-- transaction holds (a replay, a concurrent prune). Their payloads, transitions,
+-- commands and idempotency keys go by id or key. The ids come as arrays, so each
+-- table is read by key (see acquire_schedules). Whole days of history go faster:
+-- see store/postgres/history.py.
 WITH doomed AS (
     SELECT e.id FROM executions AS e
     WHERE e.state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED')
@@ -1028,7 +1047,15 @@ WITH doomed AS (
     FOR UPDATE OF e SKIP LOCKED
 ),
 gone AS (
-    DELETE FROM executions AS e WHERE e.id = ANY(ARRAY(SELECT id FROM doomed)) RETURNING e.id
+    DELETE FROM executions AS e WHERE e.id = ANY(ARRAY(SELECT id FROM doomed))
+    RETURNING e.id, e.idempotency_key
+),
+keys AS (
+    DELETE FROM execution_keys AS k
+    WHERE k.key = ANY(ARRAY(SELECT idempotency_key FROM gone WHERE idempotency_key IS NOT NULL))
+),
+orders AS (
+    DELETE FROM commands AS c WHERE c.execution_id = ANY(ARRAY(SELECT id FROM gone))
 ),
 data AS (
     DELETE FROM execution_data AS d WHERE d.execution_id = ANY(ARRAY(SELECT id FROM gone))

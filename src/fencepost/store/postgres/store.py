@@ -22,6 +22,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg import sql
 from psycopg.types.string import TextLoader
 
 from fencepost.domain import schedules as plans
@@ -72,6 +73,7 @@ from fencepost.store.postgres.connection import (
     translate_errors,
 )
 from fencepost.store.postgres.connection import migrate as apply_migrations
+from fencepost.store.postgres.history import DAY_MS, History, drop_finished_days
 from fencepost.store.postgres.outages import is_outage, lost_race, retried, unsent
 from fencepost.store.postgres.waiting import NotifiedWatcher
 from fencepost.store.sql import latest_version, require_migrated
@@ -130,6 +132,9 @@ class PostgresStore(SqlStore):
         self._notify_lock = threading.Lock()
         self._listener: Listener | None = None
         self._inserted_since_analyze = 0
+        #: An id of the newest batch inserted: its partition is the one ANALYZE reads.
+        self._newest_id: str | None = None
+        self._history = History(self._db.connection)
         self._own_session: tuple[Any, ...] | None = None
         try:
             if migrate:
@@ -138,6 +143,9 @@ class PostgresStore(SqlStore):
                 applied = applied_migrations(self._db)
                 require_migrated(applied, MIGRATIONS_PACKAGE, self.location)
             self.schema_version = latest_version(MIGRATIONS_PACKAGE)
+            if migrate:  # today's partitions and the days ahead, before the first insert
+                today = int(self.clock.now().timestamp() * 1000) // DAY_MS
+                self._history.cover_days([today])
         except BaseException:
             self._db.close()
             raise
@@ -385,6 +393,10 @@ class PostgresStore(SqlStore):
         found, it answers what that attempt would have answered, from the instant it
         stored them, and writes nothing; not found, it inserts as the first attempt did.
         """
+        # Every id's day has its partition before the statement runs (DDL once a day).
+        self._history.cover(new.id for new in batch)
+        if batch:
+            self._newest_id = batch[-1].id
         # Resolve repeats inside the batch first; the database resolves the rest.
         first_by_key: dict[str, NewExecution] = {}
         unique: list[NewExecution] = []
@@ -469,10 +481,18 @@ class PostgresStore(SqlStore):
         return due
 
     def _analyze(self) -> None:
-        """Refresh the planner's statistics of the executions (a sample of them)."""
+        """Refresh the planner's statistics of the executions (a sample of them) in the
+        partition that received the newest inserts: the whole history's would cost as
+        much more as there are days kept, and the older days have not changed."""
+        newest = self._newest_id
+        if newest is None:
+            return
         with self._db.transaction() as conn:
+            found = conn.execute(Q["newest_partition"], {"id": newest}).fetchone()
+            if found is None:
+                return
             conn.execute(Q["analyze_sample"])
-            conn.execute(Q["analyze_executions"])
+            conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(found[0])))
 
     def _insert_params(self, batch: Sequence[NewExecution], *, notify: bool) -> dict[str, Any]:
         return {
@@ -761,6 +781,25 @@ class PostgresStore(SqlStore):
         assert row is not None
         return int(row[0])
 
+    def _prune_whole(self, cutoff: datetime, on_batch: Callable[[int], None] | None) -> int:
+        total = 0
+
+        def dropped(rows: int) -> None:
+            nonlocal total
+            total += rows
+            if rows and on_batch is not None:
+                on_batch(total)
+
+        drop_finished_days(
+            self._db.connection,
+            cutoff,
+            concurrently=not self._db.transaction_pooled,
+            on_drop=dropped,
+        )
+        if total:
+            self._history.forget()  # a later insert into a dropped day makes it again
+        return total
+
     def _prune_batch(self, cutoff: datetime, batch: int) -> int:
         # One statement in autocommit: the batch is its own short transaction.
         with self._db.connection() as conn:
@@ -850,6 +889,7 @@ class PostgresStore(SqlStore):
         """
         if not occurrences:
             return {}, 0
+        self._history.cover(o.id for o in occurrences)
         found = conn.execute(
             Q["insert_occurrences"],
             {
