@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 import fencepost
-from fencepost import IdempotencyConflict, State, Store
+from fencepost import IdempotencyConflict, Lease, StaleLease, State, Store
 from fencepost.domain.ids import IdGenerator
 from fencepost.store.postgres import conversion, history
 from fencepost.store.postgres.connection import MIGRATIONS_PACKAGE, QUERIES, Database
@@ -135,6 +135,87 @@ def test_a_day_a_replay_revived_while_it_was_detached_is_attached_back(
         assert [e.execution_id for e in store.claim("worker", jobs=["flaky"])] == [dead.id]
     finally:
         store.close()
+
+
+def _hold_day(schema: str, day: str, locked: threading.Event, release: threading.Event) -> None:
+    """Hold an ACCESS EXCLUSIVE lock on one day of the three tables (as DROP would)."""
+    with _pg.connect() as conn, conn.transaction():
+        for table in ("executions", "execution_data", "transitions"):
+            conn.execute(f"LOCK TABLE {schema}.{history.sibling(day, table)} IN ACCESS EXCLUSIVE MODE")
+        locked.set()
+        release.wait(30)
+
+
+def test_claims_completions_and_heartbeats_touch_only_the_live_days(schema: str) -> None:
+    """With a finished day locked as a DROP would lock it, the hot verbs still run:
+    their plans hold only the days from the oldest live one on (a generic plan over
+    every partition would wait for the lock). Reads that name no day (get, query)
+    would wait, and are not hot."""
+    with fencepost.connect(_pg.url(schema), clock=_days_ago(10)) as old:
+        old.submit_many([{"job": "old"} for _ in range(20)])
+        _finish(old, "old")
+        (finished,) = old.submit_many([{"job": "old"}])
+        _finish(old, "old")
+    day = history.partition_name("executions", history.day_of(finished.id))
+    with fencepost.connect(_pg.url(schema)) as store:
+        store.submit_many([{"job": "fresh"} for _ in range(4)])
+        assert store.claim("warm-up", jobs=["nothing"]) == []  # the window is read
+        locked, release = threading.Event(), threading.Event()
+        holder = threading.Thread(target=_hold_day, args=(schema, day, locked, release))
+        holder.start()
+        assert locked.wait(10)
+        outcome: list[object] = []
+
+        def hot_verbs() -> None:
+            leases = store.claim("worker", limit=4, jobs=["fresh"])
+            beats = store.heartbeat_many([(lease, None) for lease in leases[:2]])
+            done = store.complete_many([(lease, "ok") for lease in leases[:2]])
+            one = store.complete(leases[2], "ok")
+            outcome.extend([len(leases), beats, done, one.state])
+
+        verbs = threading.Thread(target=hot_verbs)
+        started = time.monotonic()
+        verbs.start()
+        verbs.join(10)
+        blocked = verbs.is_alive()
+        release.set()
+        holder.join()
+        verbs.join()
+        assert not blocked, "a hot verb waited for a finished day's lock"
+        assert time.monotonic() - started < 5
+        assert outcome[0] == 4
+        assert not any(isinstance(b, StaleLease) for b in outcome[1])  # type: ignore[attr-defined]
+        assert outcome[2] == [None, None]
+        assert outcome[3] is State.SUCCEEDED
+
+
+def test_a_replayed_dead_letter_of_an_old_day_is_claimed_and_completed(
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replay makes an old day live again: a store whose window was read before the
+    replay claims it within the window's refresh, and one whose window still starts
+    after it completes its lease all the same (that statement runs unbounded)."""
+    monkeypatch.setattr(history.LiveWindow, "REFRESH", 0.5)
+    with fencepost.connect(_pg.url(schema), clock=_days_ago(10)) as old:
+        dead = old.submit("flaky", max_attempts=1)
+        (lease,) = old.claim("setup", jobs=["flaky"])
+        old.fail(lease, "boom", retryable=False)
+    with fencepost.connect(_pg.url(schema)) as claimer, fencepost.connect(_pg.url(schema)) as late:
+        assert claimer.claim("w", jobs=["flaky"]) == []
+        assert late.claim("w", jobs=["flaky"]) == []  # late's window: today on
+        assert late._live.lower > dead.id  # type: ignore[attr-defined]
+        claimer.replay(dead.id, actor="ops")
+        deadline = time.monotonic() + 5
+        leases: list[Lease] = []
+        while not leases and time.monotonic() < deadline:
+            leases = claimer.claim("w", jobs=["flaky"])
+            time.sleep(0.05)
+        assert [lease.execution_id for lease in leases] == [dead.id]
+        monkeypatch.setattr(history.LiveWindow, "REFRESH", 3600.0)  # late keeps its window
+        assert late._live.lower > dead.id  # type: ignore[attr-defined]
+        assert not isinstance(late.heartbeat_many([(leases[0], None)])[0], StaleLease)
+        assert late.complete_many([(leases[0], "ok")]) == [None]
+        assert late.get(dead.id).state is State.SUCCEEDED
 
 
 def _version_9(schema: str) -> None:

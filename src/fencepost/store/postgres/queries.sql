@@ -210,7 +210,11 @@ FROM transitions WHERE execution_id = %(id)s::uuid ORDER BY seq
 SELECT 1 FROM executions WHERE id = %(id)s::uuid
 
 -- fragment: claim_filters
--- The restrictions every branch of a claim applies (see claim).
+-- The restrictions every branch of a claim applies (see claim). The first is the
+-- live days of history: the store writes the oldest day holding a live execution
+-- into the text (see LiveWindow in history.py), so the plan holds only those days'
+-- partitions, and a claim neither plans nor locks the finished days.
+      AND e.id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
       AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
       AND (%(ids)s::uuid[] IS NULL OR e.id = ANY(%(ids)s::uuid[]))
       AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
@@ -226,7 +230,7 @@ claimed AS (
         lease_owner = %(owner)s, lease_until = clock.now + %(ttl)s::interval,
         updated_at = clock.now
     FROM picked AS p, clock
-    WHERE e.id = p.id
+    WHERE e.id = p.id AND e.id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
     RETURNING e.id, p.state AS from_state, p.lease_owner AS from_owner, e.epoch, e.attempt,
               e.max_attempts, e.job, e.job_version, e.timeout, e.schedule_id, e.slot,
               e.lease_until, e.priority, e.due_at, clock.now AS at, e.queue, e.trace_context
@@ -241,7 +245,9 @@ audit AS (
 )
 SELECT c.id, c.epoch, c.attempt, c.max_attempts, c.job, c.job_version, c.timeout,
        c.schedule_id, c.slot, c.lease_until, c.due_at,
-       (SELECT d.inputs::text FROM execution_data AS d WHERE d.execution_id = c.id), c.queue,
+       (SELECT d.inputs::text FROM execution_data AS d
+        WHERE d.execution_id = c.id
+          AND d.execution_id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid), c.queue,
        c.trace_context
 FROM claimed AS c
 ORDER BY c.priority DESC, c.due_at, c.id
@@ -347,7 +353,9 @@ waiting AS (
 -- them, write their CLAIMED transitions, and return them with their inputs.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 running AS (
-    SELECT bucket, count(*) AS n FROM executions WHERE state = 'RUNNING' GROUP BY bucket
+    SELECT bucket, count(*) AS n FROM executions
+    WHERE state = 'RUNNING' AND id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
+    GROUP BY bucket
 ),
 ranked AS (
     SELECT e.id, e.bucket, e.priority, e.due_at,
@@ -367,6 +375,7 @@ waiting AS (
     SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at
     FROM executions AS e
     WHERE e.id IN (SELECT id FROM eligible) AND e.state IN ('RETRY_WAIT', 'SCHEDULED')
+      AND e.id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
     FOR UPDATE OF e SKIP LOCKED
 ),
 -- include: claim_lease
@@ -400,7 +409,9 @@ waiting AS (
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 -- include: claim_rooms
 running AS (
-    SELECT bucket, count(*) AS n FROM executions WHERE state = 'RUNNING' GROUP BY bucket
+    SELECT bucket, count(*) AS n FROM executions
+    WHERE state = 'RUNNING' AND id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
+    GROUP BY bucket
 ),
 ranked AS (
     SELECT e.id, e.bucket, e.priority, e.due_at, e.queue,
@@ -429,6 +440,7 @@ waiting AS (
     SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at, e.queue
     FROM executions AS e
     WHERE e.id IN (SELECT id FROM eligible) AND e.state IN ('RETRY_WAIT', 'SCHEDULED')
+      AND e.id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
     FOR UPDATE OF e SKIP LOCKED
 ),
 -- include: claim_queue_lease
@@ -443,6 +455,7 @@ FROM (SELECT b FROM unnest(%(buckets)s::integer[]) AS b ORDER BY b) AS ordered
 -- owner, same epoch, lease still live.
     FROM l, clock
     WHERE e.id = l.id AND e.id = ANY(%(ids)b::uuid[])
+      AND e.id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
       AND e.state = l.state
       AND e.lease_owner = l.owner
       AND e.epoch = l.epoch
@@ -476,7 +489,9 @@ done AS (
 -- lease's result and COMPLETED transition.
 stored AS (
     UPDATE execution_data AS d SET result = done.result
-    FROM done WHERE d.execution_id = done.id
+    FROM done
+    WHERE d.execution_id = done.id
+      AND d.execution_id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
 ),
 audit AS (
     INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, at)
@@ -517,7 +532,9 @@ SELECT c.id, c.job, c.job_version, c.state, c.due_at, c.priority, c.attempt, c.m
        c.epoch, c.lease_owner, c.lease_until, c.timeout, c.idempotency_key, c.schedule_id,
        c.slot, c.bucket, c.bucket_key, c.created_at, c.updated_at,
        d.inputs, c.result, d.error, d.progress, c.queue
-FROM done AS c JOIN execution_data AS d ON d.execution_id = c.id
+FROM done AS c JOIN execution_data AS d
+    ON d.execution_id = c.id
+   AND d.execution_id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
 WHERE (SELECT count(*) FROM finished) >= 0  -- a join would be removed, and finished unread
 
 -- name: heartbeat_fenced
@@ -539,6 +556,7 @@ renewed AS (
 progressed AS (
     UPDATE execution_data AS d SET progress = renewed.progress
     FROM renewed WHERE d.execution_id = renewed.id AND renewed.progress IS NOT NULL
+      AND d.execution_id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
 )
 SELECT id, lease_until FROM renewed
 

@@ -73,7 +73,7 @@ from fencepost.store.postgres.connection import (
     translate_errors,
 )
 from fencepost.store.postgres.connection import migrate as apply_migrations
-from fencepost.store.postgres.history import DAY_MS, History, drop_finished_days
+from fencepost.store.postgres.history import DAY_MS, History, LiveWindow, drop_finished_days
 from fencepost.store.postgres.outages import is_outage, lost_race, retried, unsent
 from fencepost.store.postgres.waiting import NotifiedWatcher
 from fencepost.store.sql import latest_version, require_migrated
@@ -135,6 +135,8 @@ class PostgresStore(SqlStore):
         #: An id of the newest batch inserted: its partition is the one ANALYZE reads.
         self._newest_id: str | None = None
         self._history = History(self._db.connection)
+        #: The live days the hot statements name (see LiveWindow).
+        self._live = LiveWindow(Q)
         self._own_session: tuple[Any, ...] | None = None
         try:
             if migrate:
@@ -393,8 +395,7 @@ class PostgresStore(SqlStore):
         found, it answers what that attempt would have answered, from the instant it
         stored them, and writes nothing; not found, it inserts as the first attempt did.
         """
-        # Every id's day has its partition before the statement runs (DDL once a day).
-        self._history.cover(new.id for new in batch)
+        self._cover([new.id for new in batch])
         if batch:
             self._newest_id = batch[-1].id
         # Resolve repeats inside the batch first; the database resolves the rest.
@@ -479,6 +480,21 @@ class PostgresStore(SqlStore):
             if due:
                 self._inserted_since_analyze = 0
         return due
+
+    def _cover(self, ids: list[str]) -> None:
+        """Before inserting executions with these ids: every id's day has its partition
+        (DDL once a day), and the live window takes them in."""
+        self._history.cover(ids)
+        self._live.widen(ids)
+
+    def _hot(self, conn: psycopg.Connection, block: str, ids: Sequence[str] = ()) -> str:
+        """``block``'s text naming only the live days of history (see LiveWindow), the
+        window read again on ``conn`` when it is due."""
+        now = time.monotonic()
+        if self._live.due(now):
+            today = int(self.clock.now().timestamp() * 1000) // DAY_MS
+            self._live.read(conn, now, today)
+        return self._live.text(block, ids)
 
     def _analyze(self) -> None:
         """Refresh the planner's statistics of the executions (a sample of them) in the
@@ -576,14 +592,14 @@ class PostgresStore(SqlStore):
                 # A claim restricted to queues is planned per call (see claim_queues).
                 block = "claim_queues" if queued else "claim"
                 claimed = conn.execute(
-                    Q[block], params, prepare=False if queued else None
+                    self._hot(conn, block), params, prepare=False if queued else None
                 ).fetchall()
         else:
             locked = sorted(buckets if buckets is not None else range(self.config.num_buckets))
             with self._db.transaction() as conn:
                 conn.execute(Q["lock_buckets"], {"buckets": locked})
                 block = "claim_capped_queues" if queued else "claim_capped"
-                claimed = conn.execute(Q[block], params).fetchall()
+                claimed = conn.execute(self._hot(conn, block), params).fetchall()
         return claimed
 
     def _heartbeat(
@@ -613,12 +629,13 @@ class PostgresStore(SqlStore):
         with self._db.transaction() as conn:
             for round_ in rounds([beats[i][0] for i in usable]):
                 chosen = [beats[usable[i]] for _, i in sorted(round_.items())]
+                ids = [lease.execution_id for lease, _ in chosen]
                 found = conn.execute(
-                    Q["heartbeat_fenced"],
+                    self._hot(conn, "heartbeat_fenced", ids),
                     {
                         "now": self._pinned_now(),
                         "ttl": ttl,
-                        "ids": [lease.execution_id for lease, _ in chosen],
+                        "ids": ids,
                         "owners": [lease.owner for lease, _ in chosen],
                         "epochs": [lease.epoch for lease, _ in chosen],
                         "progress": [progress for _, progress in chosen],
@@ -651,11 +668,12 @@ class PostgresStore(SqlStore):
         with self._db.connection() if alone else self._db.transaction() as conn:
             for round_ in batches:
                 chosen = [valid[i] for _, i in sorted(round_.items())]
+                ids = [o.lease.execution_id for _, o in chosen]
                 found = conn.execute(
-                    Q["complete_fenced"],
+                    self._hot(conn, "complete_fenced", ids),
                     {
                         "now": self._pinned_now(),
-                        "ids": [o.lease.execution_id for _, o in chosen],
+                        "ids": ids,
                         "owners": [o.lease.owner for _, o in chosen],
                         "epochs": [o.lease.epoch for _, o in chosen],
                         "results": [o.result_json for _, o in chosen],
@@ -695,7 +713,8 @@ class PostgresStore(SqlStore):
             # nothing). A retry refused because its earlier attempt completed the
             # execution (and lost the answer) returns the execution that attempt left.
             with self._db.connection() as conn:
-                row = conn.execute(Q["complete_returning"], params).fetchone()
+                text = self._hot(conn, "complete_returning", params["ids"])
+                row = conn.execute(text, params).fetchone()
                 if row is None:
                     if again and self._ended_by_holder(conn, [fence], COMPLETED):
                         return self._get(conn, fence.execution_id)
@@ -889,7 +908,7 @@ class PostgresStore(SqlStore):
         """
         if not occurrences:
             return {}, 0
-        self._history.cover(o.id for o in occurrences)
+        self._cover([o.id for o in occurrences])
         found = conn.execute(
             Q["insert_occurrences"],
             {
