@@ -390,8 +390,8 @@ class LiveWindow:
     one round trip). It moves forward only as whole days finish, so one read can be
     late in one way only: an execution made live again in an older day (a replay of
     an old dead letter) is claimable once some store's window reads it, at most
-    :attr:`REFRESH` seconds later. This store's own inserts and replays widen its
-    window at once. A completion or heartbeat for a lease below the bound (a claim
+    :attr:`REFRESH` seconds later. This store's own inserts widen its window at
+    once. A completion or heartbeat for a lease below the bound (a claim
     made by a store whose window was wider) runs the statement unbounded: correct,
     only slower.
     """
@@ -460,7 +460,7 @@ class LiveWindow:
             self._state = (lower, {})
 
     def widen(self, ids: Iterable[str]) -> None:
-        """Take these ids (just inserted or revived by this store) into the window."""
+        """Take these ids (about to be inserted by this store) into the window."""
         current = self._state[0]
         lowest = min(ids, default=None)
         if current and lowest is not None and lowest < current:
