@@ -223,7 +223,14 @@ class Bench:
                     "--log-level",
                     "WARNING",
                 ],
-                env={**os.environ, "PYTHONPATH": str(BENCH)},
+                # bench/ for noop_app, before whatever the caller put there (a
+                # worktree's src/, so that the workers run the code measured).
+                env={
+                    **os.environ,
+                    "PYTHONPATH": os.pathsep.join(
+                        p for p in (str(BENCH), os.environ.get("PYTHONPATH")) if p
+                    ),
+                },
             )
             for _ in range(count)
         ]

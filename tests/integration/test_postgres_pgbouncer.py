@@ -75,10 +75,11 @@ def test_the_store_finds_the_pooler_and_the_url_can_say_so(
     with _open(_pg.url(schema)) as store:
         assert not store._db.transaction_pooled, "the server itself"
         assert isinstance(store._waits(), NotifiedWatcher)
-    # Told otherwise. (No schema: a session's search_path set through the pooler would
-    # stay behind on its server connection for the other tests' clients.)
+    # Told otherwise. (No schema, and no connection opened: a session's settings made
+    # through the pooler would stay behind on its server connection for the other
+    # tests' clients.)
     told = [
-        (f"{pgbouncer_dsn}?pooler=session", False),
+        (f"{pgbouncer_dsn}?pooler=session&pool_min=0", False),
         (f"{postgres.dsn()}?pooler=transaction", True),
     ]
     for url, pooled in told:
@@ -146,16 +147,35 @@ def test_the_store_leaves_no_session_state_on_the_pooler_s_connections(
             store.submit("job")
         store.claim("w", limit=3)
         with _pg.connect() as direct:
-            default = direct.execute("SHOW search_path").fetchone()
+            default = direct.execute("SELECT current_setting('search_path'), current_setting('jit')").fetchone()
         # As many transactions at once as PgBouncer has server connections: each one
         # the store used is handed to one of them.
         clients = [psycopg.connect(pgbouncer_dsn) for _ in range(POOL_SIZE)]
         try:
-            paths = [c.execute("SHOW search_path").fetchone() for c in clients]
+            paths = [
+                c.execute("SELECT current_setting('search_path'), current_setting('jit')").fetchone()
+                for c in clients
+            ]
         finally:
             for c in clients:
                 c.close()
+    assert default is not None and default[1] == "on"  # the server's default, left as it was
     assert paths == [default] * POOL_SIZE
+
+
+def test_the_store_s_statements_run_without_jit_direct_and_through_the_pooler(
+    pgbouncer_dsn: str, new_schema: Callable[[], str]
+) -> None:
+    """JIT compiled a claim of 256 for 60-490 ms when its estimated cost passed
+    jit_above_cost: fencepost turns it off for its own statements, in its sessions
+    or, behind a transaction pooler, in each of its transactions."""
+    schema = new_schema()
+    for dsn in (postgres.dsn(), pgbouncer_dsn):
+        with _open(_pg.url(schema, dsn=dsn)) as store:
+            with store._db.transaction() as conn:
+                assert conn.execute("SHOW jit").fetchone() == ("off",), dsn
+            with store._db.connection() as conn:
+                assert conn.execute("SHOW jit").fetchone() == ("off",), dsn
 
 
 def test_a_worker_drains_through_the_pooler_and_waits_poll(

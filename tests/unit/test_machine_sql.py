@@ -79,7 +79,7 @@ NO_TRANSITION = frozenset(
         "schema_objects",
         "store_now",
         "analyze_sample",
-        "analyze_executions",
+        "newest_partition",
         # reads and locks
         "get_execution",
         "lock_execution",

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from contextlib import ExitStack
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from fencepost.cli import (
     buckets,
@@ -81,6 +84,7 @@ def _migrate(url: str | None, parser: argparse.ArgumentParser) -> int:
     from fencepost.store import connect
 
     try:
+        _prepare(url)
         with connect(url) as store:
             applied = store.migrations_applied
             version = store.schema_version
@@ -92,6 +96,34 @@ def _migrate(url: str | None, parser: argparse.ArgumentParser) -> int:
     else:
         print(f"already at version {version}; nothing to apply")
     return 0
+
+
+def _prepare(url: str) -> None:
+    """On PostgreSQL, do the pending migrations' slow reading online first, with a
+    progress bar on a terminal (store/postgres/conversion.py)."""
+    if urlsplit(url).scheme not in ("postgresql", "postgres"):
+        return
+    from fencepost.cli.output import Output
+    from fencepost.store.postgres.connection import Database
+    from fencepost.store.postgres.conversion import prepare
+
+    out = Output(as_json=False)
+    db = Database(url)
+    try:
+        with ExitStack() as bars:
+            current: dict[str, Callable[[int], None]] = {}
+
+            def progress(stage: str, done: int, total: int | None) -> None:
+                if stage not in current:
+                    bars.close()
+                    current.clear()
+                    print(f"fencepost: {stage}", file=sys.stderr)
+                    current[stage] = bars.enter_context(out.progress(stage, total))
+                current[stage](done)
+
+            prepare(db, progress=progress)
+    finally:
+        db.close()
 
 
 if __name__ == "__main__":  # pragma: no cover

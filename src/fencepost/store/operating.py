@@ -260,8 +260,10 @@ class OperatingVerbs(StoreCore):
         its payload row and its commands; afterwards :meth:`get`,
         :meth:`transitions` and :meth:`commands` raise :class:`NotFound` for it.
 
-        Deleted oldest first (by ``updated_at``; on SQLite by creation, walking the
-        time-ordered ids), in batches of at most ``batch``, each
+        On PostgreSQL, whole days of history whose executions all qualify are
+        detached and dropped first (see ``fencepost.store.postgres.history``); then,
+        and elsewhere, rows are deleted oldest first (by ``updated_at``; on SQLite by
+        creation, walking the time-ordered ids), in batches of at most ``batch``, each
         batch its own short transaction: claims and completions carry on between
         (and, on PostgreSQL, beside) them. After each full batch the call pauses
         as long as the batch took (at most 0.1 s), so that writers waiting for
@@ -283,7 +285,7 @@ class OperatingVerbs(StoreCore):
         cutoff = self._store_now() - age
         if dry_run:
             return self._count_prunable(cutoff)
-        total = 0
+        total = self._prune_whole(cutoff, on_batch)
         while True:
             started = time.monotonic()
             deleted = self._prune_batch(cutoff, size)
@@ -305,6 +307,14 @@ class OperatingVerbs(StoreCore):
     @abstractmethod
     def _count_prunable(self, cutoff: datetime) -> int:
         """How many finished executions have ``updated_at <= cutoff``."""
+
+    def _prune_whole(self, cutoff: datetime, on_batch: Callable[[int], None] | None) -> int:
+        """Drop whole stretches of prunable history at once, where the backend keeps
+        history in partitions (PostgreSQL); return how many executions went.
+
+        Called before the row-by-row batches, which then delete only the edges.
+        """
+        return 0
 
     @abstractmethod
     def _prune_batch(self, cutoff: datetime, batch: int) -> int:

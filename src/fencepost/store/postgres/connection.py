@@ -269,14 +269,15 @@ def _on_standby_close(conn: Connection) -> Iterator[None]:
 
 
 def begin_statement(schema: str | None) -> bytes:
-    """``BEGIN`` and the store's settings for that transaction only, as one simple query.
+    """``BEGIN`` and the store's settings (configure_session's) for that transaction only,
+    as one simple query.
 
     ``set_config(..., true)`` is ``SET LOCAL``: undone at the transaction's end, so
     the pooler's server connection goes back as it came. Without a schema the
     search_path is the server's (the role's) and left alone.
     """
     settings: list[psycopg.sql.Composable] = [
-        psycopg.sql.SQL("set_config('TimeZone', 'UTC', true)")
+        psycopg.sql.SQL("set_config('TimeZone', 'UTC', true), set_config('jit', 'off', true)")
     ]
     if schema is not None:
         settings.append(

@@ -6,9 +6,12 @@
 -- ManualClock. A worker's own clock never enters a lease decision.
 
 -- name: configure_session
--- Every pooled connection: UTC timestamps, and the store's schema when one is named.
--- (Behind a transaction pooler, per transaction instead: connection.begin_statement.)
-SELECT set_config('TimeZone', 'UTC', false),
+-- Every pooled connection: UTC timestamps, no JIT, and the store's schema when one is
+-- named. (Behind a transaction pooler, per transaction instead: connection.begin_statement.)
+-- JIT compiles a plan whose estimated cost passes jit_above_cost; fencepost's
+-- statements touch a few hundred rows at most, and a claim of 256 whose estimate
+-- crossed it spent 60-490 ms compiling, ten times its run.
+SELECT set_config('TimeZone', 'UTC', false), set_config('jit', 'off', false),
        set_config('search_path', coalesce(%(schema)s, current_setting('search_path')), false)
 
 -- name: backend_pid
@@ -46,8 +49,8 @@ SELECT coalesce(%(now)s::timestamptz, clock_timestamp())
 -- name: insert_executions
 -- One round trip for a whole batch, returning one row: the store's now (every
 -- item's created_at, and the origin of every delay) and the ids of the keyed
--- executions inserted. Rows whose idempotency key already exists are skipped by
--- ON CONFLICT; the store then compares them with the request. Rows without a key
+-- executions inserted. Rows whose idempotency key already exists are skipped (their
+-- key's ON CONFLICT); the store then compares them with the request. Rows without a key
 -- cannot conflict, so they take a plain INSERT: ON CONFLICT inserts each row
 -- speculatively and confirms it with a second write, which cost a third of the
 -- statement. The arrays travel in binary: quoting thirteen arrays of 1,000 as
@@ -74,6 +77,17 @@ unkeyed AS (
            timeout, NULL, NULL, bucket, bucket_key, created_at, created_at, queue, trace_context
     FROM new WHERE idempotency_key IS NULL
 ),
+-- A key is claimed in execution_keys (unique across the history's partitions,
+-- see migration 10); only the executions whose key this statement claimed are
+-- inserted. In key order, so that two batches racing for the same keys wait for
+-- each other rather than deadlock.
+claimed AS (
+    INSERT INTO execution_keys (key, execution_id)
+    SELECT idempotency_key, id FROM new WHERE idempotency_key IS NOT NULL
+    ORDER BY idempotency_key
+    ON CONFLICT (key) DO NOTHING
+    RETURNING execution_id AS id
+),
 keyed AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
@@ -83,8 +97,7 @@ keyed AS (
     SELECT id, job, job_version, 'SCHEDULED', due_at, priority, 0, max_attempts, 0,
            timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, created_at,
            queue, trace_context
-    FROM new WHERE idempotency_key IS NOT NULL
-    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    FROM new JOIN claimed USING (id)
     RETURNING id
 ),
 inserted AS (
@@ -117,15 +130,16 @@ FROM clock LEFT JOIN woken ON true
 -- configured. (set_config(..., true) is SET LOCAL: until the transaction ends.)
 SELECT set_config('default_statistics_target', '10', true)
 
--- name: analyze_executions
--- Fresh statistics after a bulk insert: with stale ones the planner expects a
--- handful of claimable rows and sorts the whole backlog on every claim.
-ANALYZE executions
+-- name: newest_partition
+-- The partition a row was stored in: the store's ANALYZE reads the partition that
+-- received its inserts, not the whole history.
+SELECT tableoid::regclass::text FROM executions WHERE id = %(id)s::uuid
 
 -- name: find_idempotency_keys
-SELECT idempotency_key, id, request_hash
-FROM executions
-WHERE idempotency_key = ANY(%(keys)s::text[])
+-- Through execution_keys: a key names its execution's id, and the id one partition.
+SELECT e.idempotency_key, e.id, e.request_hash
+FROM execution_keys AS k JOIN executions AS e ON e.id = k.execution_id
+WHERE k.key = ANY(%(keys)s::text[])
 
 -- name: submitted_before
 -- A retried submit (its connection was lost, maybe during COMMIT): which of its
@@ -151,8 +165,9 @@ WHERE t.epoch = f.epoch AND t.actor = f.owner
 SELECT * FROM execution_rows WHERE id = %(id)s::uuid
 
 -- name: find_execution
--- By idempotency key (a submit's, or a materialized occurrence's): its unique index.
-SELECT * FROM execution_rows WHERE idempotency_key = %(key)s
+-- By idempotency key (a submit's, or a materialized occurrence's): execution_keys.
+SELECT r.* FROM execution_keys AS k JOIN execution_rows AS r ON r.id = k.execution_id
+WHERE k.key = %(key)s
 
 -- name: lock_execution
 -- Read-decide-write verbs (fail, cancel, replay) hold the row until they commit.
@@ -198,7 +213,11 @@ FROM transitions WHERE execution_id = %(id)s::uuid ORDER BY seq
 SELECT 1 FROM executions WHERE id = %(id)s::uuid
 
 -- fragment: claim_filters
--- The restrictions every branch of a claim applies (see claim).
+-- The restrictions every branch of a claim applies (see claim). The first is the
+-- live days of history: the store writes the oldest day holding a live execution
+-- into the text (see LiveWindow in history.py), so the plan holds only those days'
+-- partitions, and a claim neither plans nor locks the finished days.
+      AND e.id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
       AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))
       AND (%(ids)s::uuid[] IS NULL OR e.id = ANY(%(ids)s::uuid[]))
       AND (%(buckets)s::integer[] IS NULL OR e.bucket = ANY(%(buckets)s::integer[]))
@@ -214,7 +233,7 @@ claimed AS (
         lease_owner = %(owner)s, lease_until = clock.now + %(ttl)s::interval,
         updated_at = clock.now
     FROM picked AS p, clock
-    WHERE e.id = p.id
+    WHERE e.id = p.id AND e.id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
     RETURNING e.id, p.state AS from_state, p.lease_owner AS from_owner, e.epoch, e.attempt,
               e.max_attempts, e.job, e.job_version, e.timeout, e.schedule_id, e.slot,
               e.lease_until, e.priority, e.due_at, clock.now AS at, e.queue, e.trace_context
@@ -229,7 +248,9 @@ audit AS (
 )
 SELECT c.id, c.epoch, c.attempt, c.max_attempts, c.job, c.job_version, c.timeout,
        c.schedule_id, c.slot, c.lease_until, c.due_at,
-       (SELECT d.inputs::text FROM execution_data AS d WHERE d.execution_id = c.id), c.queue,
+       (SELECT d.inputs::text FROM execution_data AS d
+        WHERE d.execution_id = c.id
+          AND d.execution_id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid), c.queue,
        c.trace_context
 FROM claimed AS c
 ORDER BY c.priority DESC, c.due_at, c.id
@@ -335,7 +356,9 @@ waiting AS (
 -- them, write their CLAIMED transitions, and return them with their inputs.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 running AS (
-    SELECT bucket, count(*) AS n FROM executions WHERE state = 'RUNNING' GROUP BY bucket
+    SELECT bucket, count(*) AS n FROM executions
+    WHERE state = 'RUNNING' AND id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
+    GROUP BY bucket
 ),
 ranked AS (
     SELECT e.id, e.bucket, e.priority, e.due_at,
@@ -355,6 +378,7 @@ waiting AS (
     SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at
     FROM executions AS e
     WHERE e.id IN (SELECT id FROM eligible) AND e.state IN ('RETRY_WAIT', 'SCHEDULED')
+      AND e.id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
     FOR UPDATE OF e SKIP LOCKED
 ),
 -- include: claim_lease
@@ -388,7 +412,9 @@ waiting AS (
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 -- include: claim_rooms
 running AS (
-    SELECT bucket, count(*) AS n FROM executions WHERE state = 'RUNNING' GROUP BY bucket
+    SELECT bucket, count(*) AS n FROM executions
+    WHERE state = 'RUNNING' AND id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
+    GROUP BY bucket
 ),
 ranked AS (
     SELECT e.id, e.bucket, e.priority, e.due_at, e.queue,
@@ -417,6 +443,7 @@ waiting AS (
     SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at, e.queue
     FROM executions AS e
     WHERE e.id IN (SELECT id FROM eligible) AND e.state IN ('RETRY_WAIT', 'SCHEDULED')
+      AND e.id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
     FOR UPDATE OF e SKIP LOCKED
 ),
 -- include: claim_queue_lease
@@ -431,6 +458,7 @@ FROM (SELECT b FROM unnest(%(buckets)s::integer[]) AS b ORDER BY b) AS ordered
 -- owner, same epoch, lease still live.
     FROM l, clock
     WHERE e.id = l.id AND e.id = ANY(%(ids)b::uuid[])
+      AND e.id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
       AND e.state = l.state
       AND e.lease_owner = l.owner
       AND e.epoch = l.epoch
@@ -464,7 +492,9 @@ done AS (
 -- lease's result and COMPLETED transition.
 stored AS (
     UPDATE execution_data AS d SET result = done.result
-    FROM done WHERE d.execution_id = done.id
+    FROM done
+    WHERE d.execution_id = done.id
+      AND d.execution_id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
 ),
 audit AS (
     INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, at)
@@ -505,7 +535,9 @@ SELECT c.id, c.job, c.job_version, c.state, c.due_at, c.priority, c.attempt, c.m
        c.epoch, c.lease_owner, c.lease_until, c.timeout, c.idempotency_key, c.schedule_id,
        c.slot, c.bucket, c.bucket_key, c.created_at, c.updated_at,
        d.inputs, c.result, d.error, d.progress, c.queue
-FROM done AS c JOIN execution_data AS d ON d.execution_id = c.id
+FROM done AS c JOIN execution_data AS d
+    ON d.execution_id = c.id
+   AND d.execution_id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
 WHERE (SELECT count(*) FROM finished) >= 0  -- a join would be removed, and finished unread
 
 -- name: heartbeat_fenced
@@ -527,6 +559,7 @@ renewed AS (
 progressed AS (
     UPDATE execution_data AS d SET progress = renewed.progress
     FROM renewed WHERE d.execution_id = renewed.id AND renewed.progress IS NOT NULL
+      AND d.execution_id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
 )
 SELECT id, lease_until FROM renewed
 
@@ -839,8 +872,8 @@ RETURNING s.id
 -- name: insert_occurrences
 -- Occurrences of schedules (rows this transaction holds) as executions, in one
 -- round trip (its arrays, as the materializer's fence's, travel in binary: quoted as
--- text they cost more than the statement; see insert_executions): insert-if-absent
--- on the idempotency key (an existing execution is
+-- text they cost more than the statement; see insert_executions): insert-if-absent on the idempotency key (claimed in execution_keys;
+-- an existing execution is
 -- left as it is; the store reads it with executions_by_keys), with the inputs,
 -- the SUBMITTED transition and, for an occurrence policy skipped, the SKIPPED
 -- transition with its reason. Inserts go in key order, so two transactions
@@ -856,6 +889,13 @@ new AS (
     JOIN schedules AS s ON s.id = o.schedule_id
     CROSS JOIN clock
 ),
+claimed AS (
+    INSERT INTO execution_keys (key, execution_id)
+    SELECT idempotency_key, id FROM new
+    ORDER BY idempotency_key
+    ON CONFLICT (key) DO NOTHING
+    RETURNING execution_id AS id
+),
 inserted AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
@@ -864,9 +904,7 @@ inserted AS (
     SELECT id, job, job_version, CASE WHEN skipped IS NULL THEN 'SCHEDULED' ELSE 'SKIPPED' END,
            due_at, priority, 0, max_attempts, 0, idempotency_key, schedule_id, slot, bucket,
            now, now, queue
-    FROM new
-    ORDER BY idempotency_key
-    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    FROM new JOIN claimed USING (id)
     RETURNING id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
               lease_owner, lease_until, timeout, idempotency_key, schedule_id, slot, bucket,
               bucket_key, created_at, updated_at, queue
@@ -905,7 +943,8 @@ SELECT i.id, i.job, i.job_version, i.state, i.due_at, i.priority, i.attempt, i.m
 FROM inserted AS i JOIN new AS n ON n.id = i.id LEFT JOIN woken ON true
 
 -- name: executions_by_keys
-SELECT * FROM execution_rows WHERE idempotency_key = ANY(%(keys)s::text[])
+SELECT r.* FROM execution_keys AS k JOIN execution_rows AS r ON r.id = k.execution_id
+WHERE k.key = ANY(%(keys)s::text[])
 
 -- name: release_schedules
 -- Only a lease still held as acquired is given back.
@@ -1016,9 +1055,10 @@ WHERE state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED')
 -- name: prune_batch
 -- One batch of prune, one statement (its own short transaction): the oldest
 -- finished executions, read through executions_finished, skipping rows another
--- transaction holds (a replay, a concurrent prune). Their commands go by the
--- foreign key's ON DELETE CASCADE; payloads and transitions by id. The ids come
--- as arrays, so each table is read by key (see acquire_schedules).
+-- transaction holds (a replay, a concurrent prune). Their payloads, transitions,
+-- commands and idempotency keys go by id or key. The ids come as arrays, so each
+-- table is read by key (see acquire_schedules). Whole days of history go faster:
+-- see store/postgres/history.py.
 WITH doomed AS (
     SELECT e.id FROM executions AS e
     WHERE e.state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED')
@@ -1028,7 +1068,15 @@ WITH doomed AS (
     FOR UPDATE OF e SKIP LOCKED
 ),
 gone AS (
-    DELETE FROM executions AS e WHERE e.id = ANY(ARRAY(SELECT id FROM doomed)) RETURNING e.id
+    DELETE FROM executions AS e WHERE e.id = ANY(ARRAY(SELECT id FROM doomed))
+    RETURNING e.id, e.idempotency_key
+),
+keys AS (
+    DELETE FROM execution_keys AS k
+    WHERE k.key = ANY(ARRAY(SELECT idempotency_key FROM gone WHERE idempotency_key IS NOT NULL))
+),
+orders AS (
+    DELETE FROM commands AS c WHERE c.execution_id = ANY(ARRAY(SELECT id FROM gone))
 ),
 data AS (
     DELETE FROM execution_data AS d WHERE d.execution_id = ANY(ARRAY(SELECT id FROM gone))

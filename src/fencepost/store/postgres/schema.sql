@@ -18,6 +18,11 @@ CREATE TABLE execution_data (
     result jsonb,
     error text,
     progress jsonb
+)
+PARTITION BY RANGE (execution_id);
+CREATE TABLE execution_keys (
+    key text NOT NULL COLLATE pg_catalog."C",
+    execution_id uuid NOT NULL
 );
 CREATE TABLE executions (
     id uuid NOT NULL,
@@ -44,7 +49,7 @@ CREATE TABLE executions (
     trace_context text,
     CONSTRAINT executions_state_known CHECK ((state = ANY (ARRAY['SCHEDULED'::text, 'RUNNING'::text, 'RETRY_WAIT'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text, 'SKIPPED'::text])))
 )
-WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.01', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='1');
+PARTITION BY RANGE (id);
 CREATE VIEW execution_rows AS
  SELECT e.id,
     e.job,
@@ -127,19 +132,22 @@ CREATE TABLE transitions (
     actor text,
     reason text,
     at timestamp with time zone NOT NULL
-);
-ALTER TABLE transitions ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
-    SEQUENCE NAME transitions_seq_seq
+)
+PARTITION BY RANGE (execution_id);
+CREATE SEQUENCE transitions_seq_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
     NO MAXVALUE
-    CACHE 1
-);
+    CACHE 1;
+ALTER SEQUENCE transitions_seq_seq OWNED BY transitions.seq;
+ALTER TABLE ONLY transitions ALTER COLUMN seq SET DEFAULT nextval('transitions_seq_seq'::regclass);
 ALTER TABLE ONLY commands
     ADD CONSTRAINT commands_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY execution_data
     ADD CONSTRAINT execution_data_pkey PRIMARY KEY (execution_id);
+ALTER TABLE ONLY execution_keys
+    ADD CONSTRAINT execution_keys_pkey PRIMARY KEY (key);
 ALTER TABLE ONLY executions
     ADD CONSTRAINT executions_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY job_catalogue
@@ -148,22 +156,17 @@ ALTER TABLE ONLY nodes
     ADD CONSTRAINT nodes_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY schedules
     ADD CONSTRAINT schedules_pkey PRIMARY KEY (id);
-ALTER TABLE ONLY transitions
-    ADD CONSTRAINT transitions_pkey PRIMARY KEY (seq);
 CREATE INDEX commands_execution ON commands USING btree (execution_id, requested_at, id);
-CREATE INDEX executions_active_bucket ON executions USING btree (bucket, updated_at) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'RUNNING'::text, 'SCHEDULED'::text]));
-CREATE INDEX executions_claimable ON executions USING btree (priority DESC, due_at, id) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'SCHEDULED'::text]));
-CREATE INDEX executions_failed ON executions USING btree (id) WHERE (state = 'FAILED'::text);
-CREATE INDEX executions_finished ON executions USING btree (updated_at) WHERE (state = ANY (ARRAY['CANCELLED'::text, 'FAILED'::text, 'SKIPPED'::text, 'SUCCEEDED'::text]));
-CREATE UNIQUE INDEX executions_idempotency_key ON executions USING btree (idempotency_key) WHERE (idempotency_key IS NOT NULL);
-CREATE INDEX executions_leased ON executions USING btree (lease_until) WHERE (state = 'RUNNING'::text);
-CREATE INDEX executions_queue_claimable ON executions USING btree (queue, priority DESC, due_at, id) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'SCHEDULED'::text]));
-CREATE INDEX executions_running_bucket ON executions USING btree (bucket) WHERE (state = 'RUNNING'::text);
-CREATE INDEX executions_schedule ON executions USING btree (schedule_id, slot) WHERE (schedule_id IS NOT NULL);
-CREATE INDEX executions_schedule_state ON executions USING btree (schedule_id, state, id) WHERE (schedule_id IS NOT NULL);
+CREATE INDEX executions_active_bucket ON ONLY executions USING btree (bucket, updated_at) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'RUNNING'::text, 'SCHEDULED'::text]));
+CREATE INDEX executions_claimable ON ONLY executions USING btree (priority DESC, due_at, id) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'SCHEDULED'::text]));
+CREATE INDEX executions_failed ON ONLY executions USING btree (id) WHERE (state = 'FAILED'::text);
+CREATE INDEX executions_finished ON ONLY executions USING btree (updated_at) WHERE (state = ANY (ARRAY['CANCELLED'::text, 'FAILED'::text, 'SKIPPED'::text, 'SUCCEEDED'::text]));
+CREATE INDEX executions_leased ON ONLY executions USING btree (lease_until) WHERE (state = 'RUNNING'::text);
+CREATE INDEX executions_queue_claimable ON ONLY executions USING btree (queue, priority DESC, due_at, id) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'SCHEDULED'::text]));
+CREATE INDEX executions_running_bucket ON ONLY executions USING btree (bucket) WHERE (state = 'RUNNING'::text);
+CREATE INDEX executions_schedule ON ONLY executions USING btree (schedule_id, slot) WHERE (schedule_id IS NOT NULL);
+CREATE INDEX executions_schedule_state ON ONLY executions USING btree (schedule_id, state, id) WHERE (schedule_id IS NOT NULL);
 CREATE INDEX schedules_due ON schedules USING btree (next_due, id);
-CREATE INDEX transitions_execution ON transitions USING btree (execution_id, seq);
-CREATE INDEX transitions_lease_events ON transitions USING btree (at) WHERE (event = ANY (ARRAY['CLAIMED'::text, 'LEASE_EXPIRED'::text, 'STALE_REFUSED'::text]));
+CREATE INDEX transitions_execution ON ONLY transitions USING btree (execution_id, seq);
+CREATE INDEX transitions_lease_events ON ONLY transitions USING btree (at) WHERE (event = ANY (ARRAY['CLAIMED'::text, 'LEASE_EXPIRED'::text, 'STALE_REFUSED'::text]));
 CREATE STATISTICS executions_version_key ON ((job || ':'::text) || job_version) FROM executions;
-ALTER TABLE ONLY commands
-    ADD CONSTRAINT commands_execution_id_fkey FOREIGN KEY (execution_id) REFERENCES executions(id) ON DELETE CASCADE;

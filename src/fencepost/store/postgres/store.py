@@ -22,6 +22,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg import sql
 from psycopg.types.string import TextLoader
 
 from fencepost.domain import schedules as plans
@@ -72,6 +73,7 @@ from fencepost.store.postgres.connection import (
     translate_errors,
 )
 from fencepost.store.postgres.connection import migrate as apply_migrations
+from fencepost.store.postgres.history import DAY_MS, History, LiveWindow, drop_finished_days
 from fencepost.store.postgres.outages import is_outage, lost_race, retried, unsent
 from fencepost.store.postgres.waiting import NotifiedWatcher
 from fencepost.store.sql import latest_version, require_migrated
@@ -130,6 +132,11 @@ class PostgresStore(SqlStore):
         self._notify_lock = threading.Lock()
         self._listener: Listener | None = None
         self._inserted_since_analyze = 0
+        #: An id of the newest batch inserted: its partition is the one ANALYZE reads.
+        self._newest_id: str | None = None
+        self._history = History(self._db.connection)
+        #: The live days the hot statements name (see LiveWindow).
+        self._live = LiveWindow(Q)
         self._own_session: tuple[Any, ...] | None = None
         try:
             if migrate:
@@ -138,6 +145,9 @@ class PostgresStore(SqlStore):
                 applied = applied_migrations(self._db)
                 require_migrated(applied, MIGRATIONS_PACKAGE, self.location)
             self.schema_version = latest_version(MIGRATIONS_PACKAGE)
+            if migrate:  # today's partitions and the days ahead, before the first insert
+                today = int(self.clock.now().timestamp() * 1000) // DAY_MS
+                self._history.cover_days([today])
         except BaseException:
             self._db.close()
             raise
@@ -385,6 +395,9 @@ class PostgresStore(SqlStore):
         found, it answers what that attempt would have answered, from the instant it
         stored them, and writes nothing; not found, it inserts as the first attempt did.
         """
+        self._cover([new.id for new in batch])
+        if batch:
+            self._newest_id = batch[-1].id
         # Resolve repeats inside the batch first; the database resolves the rest.
         first_by_key: dict[str, NewExecution] = {}
         unique: list[NewExecution] = []
@@ -468,11 +481,34 @@ class PostgresStore(SqlStore):
                 self._inserted_since_analyze = 0
         return due
 
+    def _cover(self, ids: list[str]) -> None:
+        """Before inserting executions with these ids: every id's day has its partition
+        (DDL once a day), and the live window takes them in."""
+        self._history.cover(ids)
+        self._live.widen(ids)
+
+    def _hot(self, conn: psycopg.Connection, block: str, ids: Sequence[str] = ()) -> str:
+        """``block``'s text naming only the live days of history (see LiveWindow), the
+        window read again on ``conn`` when it is due."""
+        now = time.monotonic()
+        if self._live.due(now):
+            today = int(self.clock.now().timestamp() * 1000) // DAY_MS
+            self._live.read(conn, now, today)
+        return self._live.text(block, ids)
+
     def _analyze(self) -> None:
-        """Refresh the planner's statistics of the executions (a sample of them)."""
+        """Refresh the planner's statistics of the executions (a sample of them) in the
+        partition that received the newest inserts: the whole history's would cost as
+        much more as there are days kept, and the older days have not changed."""
+        newest = self._newest_id
+        if newest is None:
+            return
         with self._db.transaction() as conn:
+            found = conn.execute(Q["newest_partition"], {"id": newest}).fetchone()
+            if found is None:
+                return
             conn.execute(Q["analyze_sample"])
-            conn.execute(Q["analyze_executions"])
+            conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(found[0])))
 
     def _insert_params(self, batch: Sequence[NewExecution], *, notify: bool) -> dict[str, Any]:
         return {
@@ -556,14 +592,14 @@ class PostgresStore(SqlStore):
                 # A claim restricted to queues is planned per call (see claim_queues).
                 block = "claim_queues" if queued else "claim"
                 claimed = conn.execute(
-                    Q[block], params, prepare=False if queued else None
+                    self._hot(conn, block), params, prepare=False if queued else None
                 ).fetchall()
         else:
             locked = sorted(buckets if buckets is not None else range(self.config.num_buckets))
             with self._db.transaction() as conn:
                 conn.execute(Q["lock_buckets"], {"buckets": locked})
                 block = "claim_capped_queues" if queued else "claim_capped"
-                claimed = conn.execute(Q[block], params).fetchall()
+                claimed = conn.execute(self._hot(conn, block), params).fetchall()
         return claimed
 
     def _heartbeat(
@@ -593,12 +629,13 @@ class PostgresStore(SqlStore):
         with self._db.transaction() as conn:
             for round_ in rounds([beats[i][0] for i in usable]):
                 chosen = [beats[usable[i]] for _, i in sorted(round_.items())]
+                ids = [lease.execution_id for lease, _ in chosen]
                 found = conn.execute(
-                    Q["heartbeat_fenced"],
+                    self._hot(conn, "heartbeat_fenced", ids),
                     {
                         "now": self._pinned_now(),
                         "ttl": ttl,
-                        "ids": [lease.execution_id for lease, _ in chosen],
+                        "ids": ids,
                         "owners": [lease.owner for lease, _ in chosen],
                         "epochs": [lease.epoch for lease, _ in chosen],
                         "progress": [progress for _, progress in chosen],
@@ -631,11 +668,12 @@ class PostgresStore(SqlStore):
         with self._db.connection() if alone else self._db.transaction() as conn:
             for round_ in batches:
                 chosen = [valid[i] for _, i in sorted(round_.items())]
+                ids = [o.lease.execution_id for _, o in chosen]
                 found = conn.execute(
-                    Q["complete_fenced"],
+                    self._hot(conn, "complete_fenced", ids),
                     {
                         "now": self._pinned_now(),
-                        "ids": [o.lease.execution_id for _, o in chosen],
+                        "ids": ids,
                         "owners": [o.lease.owner for _, o in chosen],
                         "epochs": [o.lease.epoch for _, o in chosen],
                         "results": [o.result_json for _, o in chosen],
@@ -675,7 +713,8 @@ class PostgresStore(SqlStore):
             # nothing). A retry refused because its earlier attempt completed the
             # execution (and lost the answer) returns the execution that attempt left.
             with self._db.connection() as conn:
-                row = conn.execute(Q["complete_returning"], params).fetchone()
+                text = self._hot(conn, "complete_returning", params["ids"])
+                row = conn.execute(text, params).fetchone()
                 if row is None:
                     if again and self._ended_by_holder(conn, [fence], COMPLETED):
                         return self._get(conn, fence.execution_id)
@@ -760,6 +799,25 @@ class PostgresStore(SqlStore):
             row = conn.execute(Q["count_prunable"], {"cutoff": cutoff}).fetchone()
         assert row is not None
         return int(row[0])
+
+    def _prune_whole(self, cutoff: datetime, on_batch: Callable[[int], None] | None) -> int:
+        total = 0
+
+        def dropped(rows: int) -> None:
+            nonlocal total
+            total += rows
+            if rows and on_batch is not None:
+                on_batch(total)
+
+        drop_finished_days(
+            self._db.connection,
+            cutoff,
+            concurrently=not self._db.transaction_pooled,
+            on_drop=dropped,
+        )
+        if total:
+            self._history.forget()  # a later insert into a dropped day makes it again
+        return total
 
     def _prune_batch(self, cutoff: datetime, batch: int) -> int:
         # One statement in autocommit: the batch is its own short transaction.
@@ -850,6 +908,7 @@ class PostgresStore(SqlStore):
         """
         if not occurrences:
             return {}, 0
+        self._cover([o.id for o in occurrences])
         found = conn.execute(
             Q["insert_occurrences"],
             {
