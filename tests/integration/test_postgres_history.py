@@ -137,31 +137,41 @@ def test_a_day_a_replay_revived_while_it_was_detached_is_attached_back(
         store.close()
 
 
-def _hold_day(schema: str, day: str, locked: threading.Event, release: threading.Event) -> None:
-    """Hold an ACCESS EXCLUSIVE lock on one day of the three tables (as DROP would)."""
+def _hold_days(
+    schema: str, days: list[str], locked: threading.Event, release: threading.Event
+) -> None:
+    """Hold an ACCESS EXCLUSIVE lock on these days of the three tables (as DROP would)."""
     with _pg.connect() as conn, conn.transaction():
-        for table in ("executions", "execution_data", "transitions"):
-            conn.execute(f"LOCK TABLE {schema}.{history.sibling(day, table)} IN ACCESS EXCLUSIVE MODE")
+        for day in days:
+            for table in ("executions", "execution_data", "transitions"):
+                name = f"{schema}.{history.sibling(day, table)}"
+                conn.execute(f"LOCK TABLE {name} IN ACCESS EXCLUSIVE MODE")
         locked.set()
         release.wait(30)
 
 
 def test_claims_completions_and_heartbeats_touch_only_the_live_days(schema: str) -> None:
-    """With a finished day locked as a DROP would lock it, the hot verbs still run:
-    their plans hold only the days from the oldest live one on (a generic plan over
-    every partition would wait for the lock). Reads that name no day (get, query)
-    would wait, and are not hot."""
+    """With a finished day and the empty days made ahead locked as a DROP would lock
+    them, the hot verbs still run: their plans hold only the days with live
+    executions, and today's (a generic plan over every partition would wait for the
+    locks). Reads that name no day (get, query) would wait, and are not hot."""
     with fencepost.connect(_pg.url(schema), clock=_days_ago(10)) as old:
         old.submit_many([{"job": "old"} for _ in range(20)])
         _finish(old, "old")
         (finished,) = old.submit_many([{"job": "old"}])
         _finish(old, "old")
     day = history.partition_name("executions", history.day_of(finished.id))
-    with fencepost.connect(_pg.url(schema)) as store:
+    # Noon: the window reaches into tomorrow within a minute of midnight.
+    noon = _pg.server_now().replace(hour=12, minute=0, second=0, microsecond=0)
+    with fencepost.connect(_pg.url(schema), clock=ManualClock(noon)) as store:
         store.submit_many([{"job": "fresh"} for _ in range(4)])
         assert store.claim("warm-up", jobs=["nothing"]) == []  # the window is read
         locked, release = threading.Event(), threading.Event()
-        holder = threading.Thread(target=_hold_day, args=(schema, day, locked, release))
+        today = history.day_of(store.submit("marker").id)
+        ahead = [history.partition_name("executions", today + n) for n in (1, 2)]
+        assert set(ahead) <= set(_partitions(schema))
+        days = [day, *ahead]
+        holder = threading.Thread(target=_hold_days, args=(schema, days, locked, release))
         holder.start()
         assert locked.wait(10)
         outcome: list[object] = []
@@ -181,7 +191,7 @@ def test_claims_completions_and_heartbeats_touch_only_the_live_days(schema: str)
         release.set()
         holder.join()
         verbs.join()
-        assert not blocked, "a hot verb waited for a finished day's lock"
+        assert not blocked, "a hot verb waited for a finished or an empty day's lock"
         assert time.monotonic() - started < 5
         assert outcome[0] == 4
         assert not any(isinstance(b, StaleLease) for b in outcome[1])  # type: ignore[attr-defined]
@@ -203,7 +213,7 @@ def test_a_replayed_dead_letter_of_an_old_day_is_claimed_and_completed(
     with fencepost.connect(_pg.url(schema)) as claimer, fencepost.connect(_pg.url(schema)) as late:
         assert claimer.claim("w", jobs=["flaky"]) == []
         assert late.claim("w", jobs=["flaky"]) == []  # late's window: today on
-        assert late._live.lower > dead.id  # type: ignore[attr-defined]
+        assert late._live.bounds[0] > dead.id  # type: ignore[attr-defined]
         claimer.replay(dead.id, actor="ops")
         deadline = time.monotonic() + 5
         leases: list[Lease] = []
@@ -212,7 +222,7 @@ def test_a_replayed_dead_letter_of_an_old_day_is_claimed_and_completed(
             time.sleep(0.05)
         assert [lease.execution_id for lease in leases] == [dead.id]
         monkeypatch.setattr(history.LiveWindow, "REFRESH", 3600.0)  # late keeps its window
-        assert late._live.lower > dead.id  # type: ignore[attr-defined]
+        assert late._live.bounds[0] > dead.id  # type: ignore[attr-defined]
         assert not isinstance(late.heartbeat_many([(leases[0], None)])[0], StaleLease)
         assert late.complete_many([(leases[0], "ok")]) == [None]
         assert late.get(dead.id).state is State.SUCCEEDED

@@ -37,6 +37,8 @@ from tests.integration._pgbouncer import POOL_SIZE
 
 #: More executions of one statement than psycopg's prepare_threshold (5).
 ROUNDS = 12
+#: The session settings the store sets, as a server connection reports them.
+SETTINGS = "SELECT current_setting('search_path'), current_setting('jit')"
 
 
 @pytest.fixture
@@ -147,19 +149,17 @@ def test_the_store_leaves_no_session_state_on_the_pooler_s_connections(
             store.submit("job")
         store.claim("w", limit=3)
         with _pg.connect() as direct:
-            default = direct.execute("SELECT current_setting('search_path'), current_setting('jit')").fetchone()
+            default = direct.execute(SETTINGS).fetchone()
         # As many transactions at once as PgBouncer has server connections: each one
         # the store used is handed to one of them.
         clients = [psycopg.connect(pgbouncer_dsn) for _ in range(POOL_SIZE)]
         try:
-            paths = [
-                c.execute("SELECT current_setting('search_path'), current_setting('jit')").fetchone()
-                for c in clients
-            ]
+            paths = [c.execute(SETTINGS).fetchone() for c in clients]
         finally:
             for c in clients:
                 c.close()
-    assert default is not None and default[1] == "on"  # the server's default, left as it was
+    assert default is not None
+    assert default[1] == "on"  # the server's default, left as it was
     assert paths == [default] * POOL_SIZE
 
 

@@ -369,10 +369,16 @@ def _finalize_pending(conn: psycopg.Connection) -> None:
 
 # -- the live days ---------------------------------------------------------------------
 
-#: The text the hot statements of queries.sql carry where their plan must name only
-#: the live days: a lower bound on the execution id, written as the smallest id.
+#: Where the hot statements of queries.sql name the live days: ``<column> >= LIVE_MARK``,
+#: a lower bound on the execution id written as the smallest id (true of every row
+#: until the store writes the window in, see LiveWindow.text).
 LIVE_MARK = "/*live*/'00000000-0000-0000-0000-000000000000'"
-_NO_BOUND = "'00000000-0000-0000-0000-000000000000'"
+_LIVE_BOUND = re.compile(r"([\w.]+) >= " + re.escape(LIVE_MARK))
+
+#: How far ahead of the store's clock the window's upper end reaches at least: an id
+#: made by another process whose clock is ahead by less than this is in the window at
+#: once (a later one, at the next read).
+AHEAD_MARGIN_MS = 60_000
 
 
 class LiveWindow:
@@ -381,59 +387,58 @@ class LiveWindow:
     A prepared statement's generic plan over a partitioned table locks every
     partition before it prunes any (PostgreSQL 15), and plans each: with 14 days of
     finished history, a claim took 583 relation locks instead of 107 and ran at a
-    third of an unpartitioned store's rate. So the hot statements carry their lower
-    bound as a literal (``e.id >= '<id>'``), and their plan holds only the partitions
-    from the oldest day with a live (SCHEDULED, RETRY_WAIT, RUNNING) execution on.
+    third of an empty store's rate. So the hot statements carry their bounds as
+    literals (``e.id >= '<id>' AND e.id < '<id>'``), and their plan holds only the
+    days from the oldest to the newest with a live (SCHEDULED, RETRY_WAIT, RUNNING)
+    execution, and today's: not the finished days, nor the empty days made ahead.
 
-    The bound is read again every :attr:`REFRESH` seconds, on the connection the
+    The bounds are read again every :attr:`REFRESH` seconds, on the connection the
     statement runs on (one catalogue read and one index probe per day of history, in
-    one round trip). It moves forward only as whole days finish, so one read can be
-    late in one way only: an execution made live again in an older day (a replay of
-    an old dead letter) is claimable once some store's window reads it, at most
-    :attr:`REFRESH` seconds later. This store's own inserts widen its window at
-    once. A completion or heartbeat for a lease below the bound (a claim
-    made by a store whose window was wider) runs the statement unbounded: correct,
-    only slower.
+    one round trip). One read can be late: an execution made live in a day outside
+    the window (a replay of an old dead letter; an insert by a process whose clock
+    is more than a minute ahead) is claimable once this store's window reads it, at
+    most :attr:`REFRESH` seconds later. This store's own inserts widen its window at
+    once. A completion or heartbeat for a lease outside the window (claimed by a
+    store whose window was wider) runs its statement unbounded: correct, only slower.
     """
 
-    #: Seconds between reads of the oldest live day.
+    #: Seconds between reads of the live days.
     REFRESH = 5.0
 
     def __init__(self, queries: dict[str, str]) -> None:
         self._queries = queries
-        #: The lower bound (an id; '' before the first read: every statement
-        #: unbounded) and the texts bounded by it, replaced together.
-        self._state: tuple[str, dict[str, str]] = ("", {})
+        #: The bounds (ids; lower '' before the first read: every statement
+        #: unbounded) and the texts bounded by them, replaced together.
+        self._state: tuple[str, str, dict[str, str]] = ("", "", {})
         self._read_at = float("-inf")
 
     @property
-    def lower(self) -> str:
-        """The smallest id the bounded statements see (``''``: no bound)."""
-        return self._state[0]
+    def bounds(self) -> tuple[str, str]:
+        """The smallest id the bounded statements see and the first they do not
+        (``''``: no bound)."""
+        lower, upper, _ = self._state
+        return lower, upper
 
     def due(self, now: float) -> bool:
-        """Whether the bound should be read again (monotonic seconds ``now``)."""
+        """Whether the bounds should be read again (monotonic seconds ``now``)."""
         return now - self._read_at >= self.REFRESH
 
-    def read(self, conn: psycopg.Connection, now: float, newest_day: int) -> None:
-        """Read the oldest day holding a live execution (``newest_day`` at the latest).
+    def read(self, conn: psycopg.Connection, now: float, clock_ms: int) -> None:
+        """Read the oldest and newest days holding a live execution.
 
-        ``newest_day`` is the day of this store's clock: rows it inserts from now on
-        are at least that new, so the bound never passes them.
+        ``clock_ms`` is this store's clock: the window holds at least its day (and
+        the next, within a minute of midnight), where its own inserts go.
         """
         days = partitions(conn, attached=True)
-        older = [
-            (n, p)
-            for n, p in enumerate(days)
-            if p.lower_ms is None or p.lower_ms < newest_day * DAY_MS
-        ]
-        lower = id_floor(newest_day * DAY_MS)
-        if older:
+        lower_ms = clock_ms // DAY_MS * DAY_MS
+        upper_ms = ((clock_ms + AHEAD_MARGIN_MS) // DAY_MS + 1) * DAY_MS
+        lower, upper = id_floor(lower_ms), id_floor(upper_ms)
+        if days:
             probes = sql.SQL(" UNION ALL ").join(
                 sql.SQL(f"SELECT {{}} AS n WHERE EXISTS (SELECT 1 FROM {{}} WHERE {_LIVE})").format(
                     sql.Literal(n), sql.Identifier(p.name)
                 )
-                for n, p in older
+                for n, p in enumerate(days)
             )
             try:
                 # A day locked by DDL (a prune dropping it) is not waited for: the
@@ -445,7 +450,7 @@ class LiveWindow:
                         "SELECT current_setting('lock_timeout'),"
                         " set_config('lock_timeout', '100ms', true)"
                     ).fetchone()
-                    query = sql.SQL("SELECT min(n) FROM ({}) AS live").format(probes)
+                    query = sql.SQL("SELECT min(n), max(n) FROM ({}) AS live").format(probes)
                     row = conn.execute(query).fetchone()
                     if was is not None:
                         conn.execute("SELECT set_config('lock_timeout', %s, true)", (was[0],))
@@ -453,25 +458,40 @@ class LiveWindow:
                 self._read_at = now
                 return
             if row is not None and row[0] is not None:
-                oldest = days[row[0]]
-                lower = "" if oldest.lower_ms is None else id_floor(oldest.lower_ms)
+                oldest, newest = days[row[0]], days[row[1]]
+                if oldest.lower_ms is None:
+                    lower = ""
+                elif oldest.lower_ms < lower_ms:
+                    lower = id_floor(oldest.lower_ms)
+                if newest.upper_ms is None:
+                    lower = ""  # a partition open above (made by hand): no bounds
+                elif newest.upper_ms > upper_ms:
+                    upper = id_floor(newest.upper_ms)
         self._read_at = now
-        if lower != self._state[0]:
-            self._state = (lower, {})
+        if (lower, upper) != self.bounds:
+            self._state = (lower, upper, {})
 
-    def widen(self, ids: Iterable[str]) -> None:
+    def widen(self, ids: Sequence[str]) -> None:
         """Take these ids (about to be inserted by this store) into the window."""
-        current = self._state[0]
-        lowest = min(ids, default=None)
-        if current and lowest is not None and lowest < current:
-            self._state = (id_floor(day_of(lowest) * DAY_MS), {})
+        lower, upper, _ = self._state
+        if not lower or not ids:
+            return
+        lowest, highest = min(ids), max(ids)
+        if lowest >= lower and highest < upper:
+            return
+        if lowest < lower:
+            lower = id_floor(day_of(lowest) * DAY_MS)
+        if highest >= upper:
+            upper = id_floor((day_of(highest) + 1) * DAY_MS)
+        self._state = (lower, upper, {})
 
     def text(self, block: str, ids: Sequence[str] = ()) -> str:
-        """``block``'s text bounded by the window; unbounded if one of ``ids`` is below it."""
-        lower, texts = self._state
-        if not lower or any(i < lower for i in ids):
-            return self._queries[block].replace(LIVE_MARK, _NO_BOUND)
+        """``block``'s text bounded by the window; unbounded if one of ``ids`` is outside it."""
+        lower, upper, texts = self._state
+        if not lower or any(i < lower or i >= upper for i in ids):
+            return self._queries[block]
         found = texts.get(block)
         if found is None:
-            found = texts[block] = self._queries[block].replace(LIVE_MARK, f"'{lower}'")
+            bounded = rf"\1 >= '{lower}' AND \1 < '{upper}'"
+            found = texts[block] = _LIVE_BOUND.sub(bounded, self._queries[block])
         return found

@@ -492,8 +492,7 @@ class PostgresStore(SqlStore):
         window read again on ``conn`` when it is due."""
         now = time.monotonic()
         if self._live.due(now):
-            today = int(self.clock.now().timestamp() * 1000) // DAY_MS
-            self._live.read(conn, now, today)
+            self._live.read(conn, now, int(self.clock.now().timestamp() * 1000))
         return self._live.text(block, ids)
 
     def _analyze(self) -> None:
@@ -713,7 +712,7 @@ class PostgresStore(SqlStore):
             # nothing). A retry refused because its earlier attempt completed the
             # execution (and lost the answer) returns the execution that attempt left.
             with self._db.connection() as conn:
-                text = self._hot(conn, "complete_returning", params["ids"])
+                text = self._hot(conn, "complete_returning", [fence.execution_id])
                 row = conn.execute(text, params).fetchone()
                 if row is None:
                     if again and self._ended_by_holder(conn, [fence], COMPLETED):
