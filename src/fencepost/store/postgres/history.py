@@ -375,6 +375,16 @@ def _finalize_pending(conn: psycopg.Connection) -> None:
 LIVE_MARK = "/*live*/'00000000-0000-0000-0000-000000000000'"
 _LIVE_BOUND = re.compile(r"([\w.]+) >= " + re.escape(LIVE_MARK))
 
+#: The bounds as LiveWindow.text writes them in (see unbounded).
+_WRITTEN_BOUNDS = re.compile(r"([\w.]+) >= '[0-9a-f-]{36}' AND \1 < '[0-9a-f-]{36}'")
+
+
+def unbounded(text: str) -> str:
+    """The block ``text`` was made from by :meth:`LiveWindow.text` (itself, if unbounded):
+    what a statement is, whichever window it ran with."""
+    return _WRITTEN_BOUNDS.sub(lambda m: f"{m.group(1)} >= {LIVE_MARK}", text)
+
+
 #: How far ahead of the store's clock the window's upper end reaches at least: an id
 #: made by another process whose clock is ahead by less than this is in the window at
 #: once (a later one, at the next read).
