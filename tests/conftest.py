@@ -41,6 +41,14 @@ def pgbouncer_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield bouncer.dsn
 
 
+@pytest.fixture(scope="session")
+def postgres_schemas() -> Iterator[postgres.SchemaPool]:
+    """The schemas of this test process's PostgreSQL stores (see SchemaPool)."""
+    pool = postgres.SchemaPool()
+    yield pool
+    pool.close()
+
+
 @pytest.fixture
 def store_factory(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -49,8 +57,10 @@ def store_factory(
     awaited = backend.startswith("async-")
     backend = backend.removeprefix("async-")
     server = postgres.dsn()
+    schema_pool: postgres.SchemaPool | None = None
     if backend.startswith("postgres"):
         postgres.require_postgres()
+        schema_pool = request.getfixturevalue("postgres_schemas")
     if backend == "postgres-pgbouncer":
         server = request.getfixturevalue("pgbouncer_dsn")
     opened: list[Store] = []
@@ -63,7 +73,8 @@ def store_factory(
         elif backend == "sqlite":
             url = f"sqlite:///{tmp_path / f'store-{next(counter)}.db'}"
         else:
-            schemas.append(postgres.new_schema())
+            assert schema_pool is not None
+            schemas.append(schema_pool.take())
             url = postgres.store_url(schemas[-1], server) + "&pool_min=1&pool_max=2"
         store: Any = fencepost.connect(url, clock=clock, **options)
         if awaited:
@@ -75,7 +86,14 @@ def store_factory(
     for store in opened:
         store.close()
     for schema in schemas:
-        postgres.drop_schema(schema)
+        assert schema_pool is not None
+        schema_pool.give_back(schema)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The run's last step, in the main process (not in each xdist worker)."""
+    if not hasattr(session.config, "workerinput"):
+        postgres.vacuum_catalogues()
 
 
 def _encodable(text: str) -> str:
