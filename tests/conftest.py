@@ -10,7 +10,7 @@ pooling mode (one for the whole session, started when first asked for).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -49,45 +49,65 @@ def postgres_schemas() -> Iterator[postgres.SchemaPool]:
     pool.close()
 
 
+class FreshStores:
+    """Opens fresh, empty stores of one backend (``factory(clock, **options)``)."""
+
+    def __init__(self, backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+        self._awaited = backend.startswith("async-")
+        self._backend = backend.removeprefix("async-")
+        self._tmp_path = tmp_path
+        self._server = postgres.dsn()
+        self._schemas: postgres.SchemaPool | None = None
+        if self._backend.startswith("postgres"):
+            postgres.require_postgres()
+            self._schemas = request.getfixturevalue("postgres_schemas")
+        if self._backend == "postgres-pgbouncer":
+            self._server = request.getfixturevalue("pgbouncer_dsn")
+        #: Each store opened and not yet released, with its schema (PostgreSQL).
+        self._opened: list[tuple[Store, str | None]] = []
+        self._counter = itertools.count()
+
+    def __call__(self, clock: Any, **options: Any) -> Store:
+        schema = None
+        if self._backend == "memory":
+            url = "memory://"
+        elif self._backend == "sqlite":
+            url = f"sqlite:///{self._tmp_path / f'store-{next(self._counter)}.db'}"
+        else:
+            assert self._schemas is not None
+            schema = self._schemas.take()
+            url = postgres.store_url(schema, self._server) + "&pool_min=1&pool_max=2"
+        store: Any = fencepost.connect(url, clock=clock, **options)
+        if self._awaited:
+            store = AwaitedStore(store)
+        self._opened.append((store, schema))
+        return cast(Store, store)
+
+    def release(self, store: Store) -> None:
+        """Close ``store`` (again, if its user did) and hand its schema on at once."""
+        for i, (opened, schema) in enumerate(self._opened):
+            if opened is store:
+                del self._opened[i]
+                store.close()
+                if schema is not None:
+                    assert self._schemas is not None
+                    self._schemas.give_back(schema)
+                return
+        raise ValueError("not a store this factory opened")
+
+    def release_all(self) -> None:
+        while self._opened:
+            self.release(self._opened[-1][0])
+
+
 @pytest.fixture
 def store_factory(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> Iterator[Callable[..., Store]]:
+) -> Iterator[FreshStores]:
     """Open fresh, empty stores of one backend; all are closed after the test."""
-    awaited = backend.startswith("async-")
-    backend = backend.removeprefix("async-")
-    server = postgres.dsn()
-    schema_pool: postgres.SchemaPool | None = None
-    if backend.startswith("postgres"):
-        postgres.require_postgres()
-        schema_pool = request.getfixturevalue("postgres_schemas")
-    if backend == "postgres-pgbouncer":
-        server = request.getfixturevalue("pgbouncer_dsn")
-    opened: list[Store] = []
-    schemas: list[str] = []
-    counter = itertools.count()
-
-    def factory(clock: Any, **options: Any) -> Store:
-        if backend == "memory":
-            url = "memory://"
-        elif backend == "sqlite":
-            url = f"sqlite:///{tmp_path / f'store-{next(counter)}.db'}"
-        else:
-            assert schema_pool is not None
-            schemas.append(schema_pool.take())
-            url = postgres.store_url(schemas[-1], server) + "&pool_min=1&pool_max=2"
-        store: Any = fencepost.connect(url, clock=clock, **options)
-        if awaited:
-            store = AwaitedStore(store)
-        opened.append(store)
-        return cast(Store, store)
-
+    factory = FreshStores(backend, tmp_path, request)
     yield factory
-    for store in opened:
-        store.close()
-    for schema in schemas:
-        assert schema_pool is not None
-        schema_pool.give_back(schema)
+    factory.release_all()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
