@@ -38,7 +38,8 @@ number of partitions costs apart from the rows in them.
   figure is the median of ``--repeat`` runs. The bench's own finished executions
   stay in today's partition of every schema, so after the first run "empty" holds
   a few tens of thousands of rows too, the same number as today's partition of
-  "full".
+  "full". Before each submit, today's partitions are vacuumed (untimed), as
+  autovacuum would between bursts where it is on (see ``vacuum_today``).
 * **Dropping a day**: a claimer process submits 500 fresh executions a second (50
   every 0.1 s, a feeder thread) and loops ``claim(limit=16)`` + ``complete_many``
   on them in the full schema, timing every claim. After 5 s of that baseline,
@@ -199,8 +200,26 @@ def schema_bytes(server: pg.Server, schema: str) -> int:
     return int(row[0]) if row else 0
 
 
-def measure_drain(url: str, jobs: int, batch: int) -> pg.Run:
+def vacuum_today(server: pg.Server, schema: str) -> None:
+    """VACUUM today's partitions, where the drains before left their dead rows.
+
+    Each drain updates every row it claims twice; the old versions stay in the
+    claimable index, in front of the next drain's rows, until a VACUUM. Autovacuum
+    does that within seconds where it is on (each executions partition asks it to at
+    1% of its rows changed); this server runs with autovacuum off, and without this
+    every schema's drains slowed down run after run (claim p50 1.5 -> 3.0 ms over
+    six drains of 4,000), by different amounts: a drift larger than the difference
+    measured.
+    """
+    with server.connect() as conn:
+        for table, _column in history.TABLES:
+            conn.execute(f"VACUUM {schema}.{history.partition_name(table, today())}")
+
+
+def measure_drain(server: pg.Server, schema: str, jobs: int, batch: int) -> pg.Run:
     """Submit ``jobs`` fresh executions (untimed), then drain them at ``batch`` (timed)."""
+    url = server.url(schema)
+    vacuum_today(server, schema)
     pg.prefill(url, jobs)
     run = pg.drain_fencepost(url, batch, OWNER)
     if run.count != jobs:
@@ -462,7 +481,7 @@ def main() -> int:
             for batch in BATCH_SIZES:
                 for label, schema in sides:
                     pg.progress(f"claim {batch}, {label} (run {r + 1} of {args.repeat})")
-                    run = measure_drain(server.url(schema), counts[batch], batch)
+                    run = measure_drain(server, schema, counts[batch], batch)
                     runs[f"{label} claim {batch}"].append(run)
 
         oldest = today() - args.days
