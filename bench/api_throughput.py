@@ -52,6 +52,7 @@ import httpx
 
 import fencepost
 import worker_throughput as wt
+from children import child_env
 from fencepost import State, Store
 from fencepost.client import Client
 
@@ -242,7 +243,7 @@ def remote_worker(url: str, concurrency: int) -> Iterator[subprocess.Popen[bytes
             "--log-level",
             "WARNING",
         ],
-        env={**os.environ, "PYTHONPATH": str(wt.BENCH)},
+        env=child_env(),
     )
     try:
         yield proc
@@ -299,8 +300,8 @@ def drain_direct(db_url: str | None, n: int, concurrency: int) -> Drain:
     with wt.database(db_url) as db, fencepost.connect(db) as store:
         first = prefill(store, n)
         started = time.perf_counter()
-        with wt.worker(db, concurrency) as proc:
-            return drain(store, proc, n, first, started)
+        with wt.workers(db, 1, ["--concurrency", str(concurrency)]) as procs:
+            return drain(store, procs[0], n, first, started)
 
 
 # -- the report --------------------------------------------------------------------------

@@ -57,8 +57,8 @@ from typing import Any
 
 import fencepost
 import pg_common as pg  # bench/ is the script's directory, so first on sys.path
+from children import child_env
 
-BENCH = Path(__file__).resolve().parent
 FENCEPOST = str(Path(sys.executable).with_name("fencepost"))
 TARGET_HOUR = 120.0  # seconds, two materializers
 TARGET_P99 = 10.0  # seconds, two workers
@@ -223,14 +223,7 @@ class Bench:
                     "--log-level",
                     "WARNING",
                 ],
-                # bench/ for noop_app, before whatever the caller put there (a
-                # worktree's src/, so that the workers run the code measured).
-                env={
-                    **os.environ,
-                    "PYTHONPATH": os.pathsep.join(
-                        p for p in (str(BENCH), os.environ.get("PYTHONPATH")) if p
-                    ),
-                },
+                env=child_env(),
             )
             for _ in range(count)
         ]

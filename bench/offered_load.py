@@ -66,6 +66,7 @@ from fencepost import Store
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import pg_common as pg  # noqa: E402
+from children import child_env  # noqa: E402
 
 FENCEPOST = str(Path(sys.executable).with_name("fencepost"))
 PY_SPY = str(Path(sys.executable).with_name("py-spy"))
@@ -200,13 +201,7 @@ def worker(url: str, concurrency: int, extra: str, tmp: Path) -> Iterator[Worker
     with log.open("wb") as err:
         proc = subprocess.Popen(
             argv,
-            env={
-                **os.environ,
-                "PYTHONPATH": os.pathsep.join(
-                    p for p in (str(BENCH), os.environ.get("PYTHONPATH")) if p
-                ),
-                "FENCEPOST_LOAD_STARTS": str(starts),
-            },
+            env=child_env(FENCEPOST_LOAD_STARTS=str(starts)),
             stdout=subprocess.DEVNULL,
             stderr=err,
         )

@@ -35,9 +35,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import fencepost
+from children import child_env
 from fencepost.scheduler.materializer import Materializer, MaterializerOptions
 
-BENCH = Path(__file__).resolve().parent
 FENCEPOST = str(Path(sys.executable).with_name("fencepost"))
 TARGET_SECONDS = 300
 TARGET_RSS_MB = 300
@@ -46,12 +46,17 @@ TARGET_P99 = 10.0
 # Copies the template schedule n - 1 times; the minute of its cron comes from the row number.
 COPY_SQL = """
 WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < :count)
-INSERT INTO schedules
+INSERT INTO schedules (
+    id, job, job_version, inputs, cron, every_us, timezone, dst_gap, dst_fold, misfire,
+    misfire_grace_us, max_catch_up, overlap, start_at, end_at, max_attempts, priority,
+    paused, watermark, next_due, materializer, lease_until, request_hash, created_at,
+    updated_at, queue
+)
 SELECT printf('s%08d', seq.n), job, job_version, inputs,
        CASE WHEN :spread THEN (seq.n % 60) || ' * * * *' ELSE cron END,
        every_us, timezone, dst_gap, dst_fold, misfire, misfire_grace_us, max_catch_up,
        overlap, start_at, end_at, max_attempts, priority, paused, watermark, next_due,
-       materializer, lease_until, request_hash, created_at, updated_at
+       materializer, lease_until, request_hash, created_at, updated_at, queue
 FROM seq, schedules WHERE schedules.id = 'template'
 """
 
@@ -146,7 +151,7 @@ def burst(count: int) -> list[float]:
         worker = subprocess.Popen(
             [FENCEPOST, "worker", "noop_app:app", "--db", f"sqlite:///{path}",
              "--concurrency", "256", "--log-level", "WARNING"],
-            env={**os.environ, "PYTHONPATH": str(BENCH)},
+            env=child_env(),
         )  # fmt: skip
         try:
             conn = sqlite3.connect(path)

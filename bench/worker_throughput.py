@@ -43,6 +43,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import fencepost
+from children import child_env
 from fencepost import Event, State, Store
 
 BENCH = Path(__file__).resolve().parent
@@ -88,7 +89,7 @@ def workers(url: str, count: int, extra: list[str]) -> Iterator[list[subprocess.
                 "--log-level",
                 "WARNING",
             ],
-            env={**os.environ, "PYTHONPATH": str(BENCH)},
+            env=child_env(),
         )
         for i in range(count)
     ]
