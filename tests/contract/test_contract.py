@@ -54,9 +54,10 @@ class TestAsyncStoreContract(OneStoreAtATime):
 class TestPgBouncerContract(OneStoreAtATime):
     """The PostgreSQL store through PgBouncer in transaction pooling mode (see
     tests/integration/_pgbouncer.py). The fencing state machine runs a fifth of its
-    examples here (8 s instead of 40-90 s): each example opens a store, a schema
-    migrated through the pooler; the direct run explores the property, this one shows
-    that the pooler changes nothing."""
+    examples here: the direct run explores the property, this one shows that the
+    pooler changes nothing. Its stores mostly open schemas an earlier test emptied
+    (tests/postgres.py); stores migrating new schemas through the pooler are in
+    tests/integration/test_postgres_pgbouncer.py."""
 
     fencing_machine_examples = 30
 
