@@ -360,13 +360,17 @@ def test_submit_and_drain_while_backends_are_killed_in_a_loop(
 ) -> None:
     """A killer cuts the store's calls in flight (``pg_terminate_backend`` of its backends
     that are running a statement or sit in a transaction), the first one the insert of
-    the submit_many, then one every 20-300 ms. The caller never sees StoreUnavailable
+    the submit_many, then one every 20-300 ms once the caller has finished a call since
+    the last kill (so a statement slower than the gap under load is not cut forever, as
+    no real fault does; giving up is test_a_call_gives_up_when_its_retry_timeout_runs_out's
+    subject). The caller never sees StoreUnavailable
     from a submit, a heartbeat or a completion; every execution exists once and is
     completed once. (Idle pooled connections are left alone: killing those only makes
     the pool's check find them broken, which test_postgres_faults covers.)"""
     app = f"fencepost-kill-{uuid.uuid4().hex[:12]}"
     stop, ready = threading.Event(), threading.Event()
     kills = 0
+    calls_done = 0  # store calls the caller has finished; the killer waits for one
 
     def killer() -> None:
         nonlocal kills
@@ -388,6 +392,9 @@ def test_submit_and_drain_while_backends_are_killed_in_a_loop(
                 kills += 1
                 target = None
                 stop.wait(rng.uniform(*KILL_GAP))
+                at_kill = calls_done
+                while calls_done == at_kill and not stop.is_set():
+                    stop.wait(0.001)
 
     caplog.set_level("INFO", logger="fencepost.store")
     url = _pg.url(schema, pool_min=2, pool_max=4, application_name=app)
@@ -399,6 +406,7 @@ def test_submit_and_drain_while_backends_are_killed_in_a_loop(
             submitted = store.submit_many(
                 {"job": "work", "inputs": {"n": n}} for n in range(KILLED_EXECUTIONS)
             )
+            calls_done += 1
             ids = {e.id for e in submitted}
             assert len(ids) == KILLED_EXECUTIONS
             done: set[str] = set()
@@ -408,6 +416,7 @@ def test_submit_and_drain_while_backends_are_killed_in_a_loop(
                 assert time.monotonic() < end, f"drained {len(done)} of {KILLED_EXECUTIONS}"
                 try:
                     leases = store.claim("drainer", limit=DRAIN_BATCH, ttl=CLAIM_TTL)
+                    calls_done += 1
                 except StoreUnavailable:
                     # Not retried once sent (its leases, if any, expire): as a worker
                     # does, the caller claims again.
@@ -424,6 +433,7 @@ def test_submit_and_drain_while_backends_are_killed_in_a_loop(
                 else:
                     for lease in leases:
                         assert store.complete(lease, {"ok": 1}).state is State.SUCCEEDED
+                calls_done += 1
                 done.update(x.execution_id for x in leases)
         finally:
             stop.set()
