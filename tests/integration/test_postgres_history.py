@@ -230,11 +230,16 @@ def test_a_replayed_dead_letter_of_an_old_day_is_claimed_and_completed(
 
 def _version_9(schema: str) -> None:
     """The schema as a release before migration 10 made it."""
+    _made_by_release(schema, 9)
+
+
+def _made_by_release(schema: str, last: int) -> None:
+    """The schema as a release whose last migration was ``last`` made it."""
     with _pg.connect() as conn, conn.transaction():
         conn.execute(f"SET search_path TO {schema}")
         conn.execute(QUERIES["create_migrations_table"])
         for version, name, sql in migration_files(MIGRATIONS_PACKAGE):
-            if version < 10:
+            if version <= last:
                 conn.execute(sql)
                 conn.execute(QUERIES["record_migration"], {"version": version, "name": name})
 
@@ -263,7 +268,7 @@ def test_a_database_from_before_partitions_is_converted_with_its_rows(schema: st
             (rows[0],),
         )
     with fencepost.connect(_pg.url(schema)) as store:
-        assert store.migrations_applied == [10]
+        assert store.migrations_applied == [10, 11]
         assert store.get(rows[5]).job == "legacy"
         assert store.find("legacy-6") == store.get(rows[5])
         assert [t.event.value for t in store.transitions(rows[0])] == ["SUBMITTED"]
@@ -417,7 +422,7 @@ def test_db_migrate_converts_online_while_an_older_release_claims(schema: str) -
     assert run.returncode == 0, run.stderr
     assert "fencepost: copying idempotency keys" in run.stderr
     assert "fencepost: checking the first partition's bound" in run.stderr
-    assert run.stdout.strip() == "migrated to version 10 (applied 10)"
+    assert run.stdout.strip() == "migrated to version 11 (applied 10, 11)"
     assert len(submitted) > before, "the older release kept submitting during the migration"
     assert refused, "the older release wrote on after the swap, and its keyed submit was refused"
     print(f"\nslowest claim of the older release: {max(waits) * 1000:.1f} ms")
@@ -458,6 +463,116 @@ def test_an_interrupted_preparation_carries_on(schema: str) -> None:
     finally:
         db.close()
     with fencepost.connect(_pg.url(schema)) as store:
-        assert store.migrations_applied == [10]
+        assert store.migrations_applied == [10, 11]
         assert store.find("seeded-x") is None
     assert _keys_missing(schema) == 0
+
+
+def test_a_dropped_day_s_keys_go_in_batches_and_the_neighbours_keys_stay(
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keys of a day dropped whole are found by the day's ids (execution_keys_execution)
+    and deleted KEYS_BATCH at a time: all of them, and no key of an older or newer day."""
+    monkeypatch.setattr(history, "KEYS_BATCH", 5)
+    with fencepost.connect(_pg.url(schema), clock=_days_ago(12)) as older:
+        older.submit_many([{"job": "waiting", "idempotency_key": f"older-{i}"} for i in range(3)])
+    with fencepost.connect(_pg.url(schema), clock=_days_ago(10)) as old:
+        doomed = old.submit_many(
+            [{"job": "old", "idempotency_key": f"old-{i}"} for i in range(23)]
+            + [{"job": "old"} for _ in range(4)]
+        )
+        _finish(old, "old")
+    with fencepost.connect(_pg.url(schema), clock=_days_ago(3)) as newer:
+        newer.submit_many([{"job": "recent", "idempotency_key": f"newer-{i}"} for i in range(4)])
+    with fencepost.connect(_pg.url(schema)) as store:
+        seen: list[int] = []
+        assert store.prune(older_than=timedelta(days=5), on_batch=seen.append) == 27
+        assert seen == [27]  # the day dropped whole
+        assert history.partition_name("executions", history.day_of(doomed[0].id)) not in (
+            _partitions(schema)
+        )
+    with _pg.connect() as conn:
+        keys = {k for (k,) in conn.execute(f"SELECT key FROM {schema}.execution_keys")}
+    assert keys == {f"older-{i}" for i in range(3)} | {f"newer-{i}" for i in range(4)}
+
+
+def _keys_index(schema: str) -> tuple[bool, bool] | None:
+    """(valid, unique) of execution_keys_execution, None where there is none."""
+    with _pg.connect() as conn:
+        found = conn.execute(
+            "SELECT i.indisvalid, i.indisunique FROM pg_index AS i"
+            " WHERE i.indexrelid = to_regclass(%s)",
+            (f"{schema}.{conversion.KEYS_INDEX}",),
+        ).fetchone()
+    return None if found is None else (bool(found[0]), bool(found[1]))
+
+
+def _insert_keys(conn: psycopg.Connection[Any], schema: str, keys: list[str]) -> None:
+    conn.execute(
+        f"INSERT INTO {schema}.execution_keys (key, execution_id)"
+        " SELECT k, gen_random_uuid() FROM unnest(%s::text[]) AS t(k)",
+        (keys,),
+    )
+
+
+def test_db_migrate_builds_migration_11_s_index_while_submits_go_on(schema: str) -> None:
+    """Before migration 11, ``fencepost db migrate`` builds its index CONCURRENTLY: while
+    the build waits for a writer's open transaction, another writer's insert into
+    execution_keys goes through (a plain CREATE INDEX would queue it behind the build)."""
+    _made_by_release(schema, 10)
+    with _pg.connect() as conn:
+        _insert_keys(conn, schema, [f"k-{i}" for i in range(1_000)])
+    assert _keys_index(schema) is None
+    db = Database(_pg.url(schema))
+    with _pg.connect() as open_writer, _pg.connect() as other_writer:
+        open_writer.execute("BEGIN")
+        _insert_keys(open_writer, schema, ["open"])
+        stages: list[str] = []
+        building = threading.Thread(
+            target=lambda: conversion.prepare(db, progress=lambda s, d, t: stages.append(s))
+        )
+        building.start()
+        try:
+            deadline = time.monotonic() + 10
+            while _keys_index(schema) is None:  # the build has begun, and waits
+                assert time.monotonic() < deadline, "the index build did not start"
+                time.sleep(0.01)
+            other_writer.execute("SET lock_timeout = '2s'")
+            _insert_keys(other_writer, schema, ["meanwhile"])
+            assert building.is_alive()  # still waiting for the open transaction
+        finally:
+            open_writer.execute("COMMIT")
+            building.join(30)
+            db.close()
+    assert not building.is_alive()
+    assert stages == ["indexing idempotency keys by execution"] * 2  # begun, done
+    assert _keys_index(schema) == (True, False)
+    with fencepost.connect(_pg.url(schema)) as store:
+        assert store.migrations_applied == [11]  # it found the index built
+
+
+@pytest.mark.parametrize("how", ["db migrate", "store"])
+def test_an_index_an_interrupted_build_left_invalid_is_built_again(schema: str, how: str) -> None:
+    _made_by_release(schema, 10)
+    with _pg.connect() as conn:
+        conn.execute(
+            f"INSERT INTO {schema}.execution_keys (key, execution_id)"
+            " VALUES ('a', '01900000-0000-7000-8000-000000000001'),"
+            " ('b', '01900000-0000-7000-8000-000000000001')"
+        )
+        with pytest.raises(psycopg.errors.UniqueViolation):  # a build that failed midway
+            conn.execute(
+                f"CREATE UNIQUE INDEX CONCURRENTLY {conversion.KEYS_INDEX}"
+                f" ON {schema}.execution_keys (execution_id)"
+            )
+    assert _keys_index(schema) == (False, True)
+    if how == "db migrate":
+        db = Database(_pg.url(schema))
+        try:
+            conversion.prepare(db)
+        finally:
+            db.close()
+        assert _keys_index(schema) == (True, False)
+    with fencepost.connect(_pg.url(schema)) as store:
+        assert store.migrations_applied == [11]
+    assert _keys_index(schema) == (True, False)

@@ -82,8 +82,8 @@ def print_snapshot() -> None:
 
 def test_migrations_equal_the_snapshot(schema: str) -> None:
     with fencepost.connect(postgres.store_url(schema)) as store:
-        assert store.migrations_applied == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
-        assert store.schema_version == 10
+        assert store.migrations_applied == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        assert store.schema_version == 11
     snapshot = resources.files("fencepost.store.postgres").joinpath("schema.sql").read_text()
     assert dump(schema) == snapshot, REGENERATE
 
@@ -103,11 +103,11 @@ def test_concurrent_migrate_commands(schema: str, tmp_path: Path) -> None:
     results = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0, 0], results
     outputs = sorted(out.strip() for out, _ in results)
-    assert outputs.count("already at version 10; nothing to apply") == 3, outputs
-    assert outputs[-1] == "migrated to version 10 (applied 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)"
+    assert outputs.count("already at version 11; nothing to apply") == 3, outputs
+    assert outputs[-1] == "migrated to version 11 (applied 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)"
     with psycopg.connect(postgres.dsn()) as conn:
         versions = conn.execute(f"SELECT version FROM {schema}.fencepost_migrations").fetchall()
-    assert sorted(v for (v,) in versions) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert sorted(v for (v,) in versions) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
 
 
 def test_the_hot_table_is_tuned_for_churn(schema: str) -> None:

@@ -1,4 +1,9 @@
-"""Migration 10's slow parts, done online beforehand: ``fencepost db migrate`` on PostgreSQL.
+"""Migrations' slow parts, done online beforehand: ``fencepost db migrate`` on PostgreSQL.
+
+Migration 11 indexes ``execution_keys`` by execution id; run as it is, the build
+makes every submit wait. Before it, this module builds the index ``CONCURRENTLY``
+(an interrupted build leaves an invalid index: it is dropped and built again), and
+the migration then finds it. The rest of this docstring is migration 10.
 
 Migration 10 partitions the history by day (see ``history.py``). Run as it is on a
 database that already holds executions, it reads every one of them twice while
@@ -29,11 +34,15 @@ from datetime import UTC, datetime
 from psycopg import sql
 
 from fencepost.domain.ids import id_floor
-from fencepost.store.postgres.connection import QUERIES, Database
+from fencepost.store.postgres.connection import QUERIES, Connection, Database
 from fencepost.store.postgres.history import DAY_MS, TABLES, day_of
 
-#: The version this module prepares for.
+#: The version whose copy and checks this module does beforehand.
 VERSION = 10
+
+#: The version whose index this module builds beforehand, and the index.
+KEYS_INDEX_VERSION = 11
+KEYS_INDEX = "execution_keys_execution"
 
 #: Keys copied per transaction.
 BATCH = 10_000
@@ -51,19 +60,57 @@ def _quiet(stage: str, done: int, total: int | None) -> None:
 def needs_preparing(db: Database) -> bool:
     """Whether this database is before version 10 and holds executions."""
     with db.connection() as conn:
-        if conn.execute("SELECT to_regclass('fencepost_migrations')").fetchone() == (None,):
-            return False
-        applied = {v for (v,) in conn.execute("SELECT version FROM fencepost_migrations")}
-        if VERSION in applied or not applied:
+        applied = _applied(conn)
+        if not applied or VERSION in applied:
             return False
         return conn.execute("SELECT EXISTS (SELECT 1 FROM executions)").fetchone() == (True,)
 
 
+def _applied(conn: Connection) -> set[int] | None:
+    """The versions applied, or None where fencepost's tables are not made yet."""
+    if conn.execute("SELECT to_regclass('fencepost_migrations')").fetchone() == (None,):
+        return None
+    return {v for (v,) in conn.execute("SELECT version FROM fencepost_migrations")}
+
+
 def prepare(db: Database, *, progress: Progress = _quiet, batch: int = BATCH) -> int:
-    """Do migration 10's reading online (see the module); return the keys copied.
+    """Do the pending migrations' reading online (see the module); return the keys
+    copied for migration 10.
 
     Does nothing (returns 0) where there is nothing to prepare.
     """
+    copied = _prepare_history(db, progress, batch)
+    _index_keys(db, progress)
+    return copied
+
+
+def _index_keys(db: Database, progress: Progress) -> None:
+    """Migration 11's index, built CONCURRENTLY where the migration is pending."""
+    with db.connection() as conn:
+        applied = _applied(conn)
+        if not applied or KEYS_INDEX_VERSION in applied:
+            return
+        if conn.execute("SELECT to_regclass('execution_keys')").fetchone() == (None,):
+            return  # before migration 10 with no executions: it makes an empty table
+        found = conn.execute(
+            "SELECT i.indisvalid FROM pg_index AS i WHERE i.indexrelid = to_regclass(%s)",
+            (KEYS_INDEX,),
+        ).fetchone()
+        if found is not None and found[0]:
+            return
+        progress("indexing idempotency keys by execution", 0, 1)
+        if found is not None:  # left invalid by an interrupted build
+            conn.execute(sql.SQL("DROP INDEX CONCURRENTLY {}").format(sql.Identifier(KEYS_INDEX)))
+        conn.execute(
+            sql.SQL("CREATE INDEX CONCURRENTLY {} ON execution_keys (execution_id)").format(
+                sql.Identifier(KEYS_INDEX)
+            )
+        )
+        progress("indexing idempotency keys by execution", 1, 1)
+
+
+def _prepare_history(db: Database, progress: Progress, batch: int) -> int:
+    """Migration 10's copy and checks (see the module); the keys copied."""
     if not needs_preparing(db):
         return 0
     _begin(db)

@@ -318,37 +318,55 @@ def _attach(conn: psycopg.Connection, p: Partition) -> None:
         )
 
 
+#: Idempotency keys deleted per transaction when a day is dropped.
+KEYS_BATCH = 5_000
+
+
 def _forget_and_drop(conn: psycopg.Connection, p: Partition) -> int:
-    """Delete a detached day's keys and commands, then drop its tables; its row count."""
-    name = sql.Identifier(p.name)
-    found = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(name)).fetchone()
-    rows = int(found[0]) if found else 0
-    last = "00000000-0000-0000-0000-000000000000"
-    while True:  # keys in batches, by id: each its own short transaction
-        batch = conn.execute(
+    """Delete a detached day's keys and commands, then drop its tables; its row count.
+
+    Both are found by the day's range of ids, through an index (execution_keys_execution,
+    commands_execution): what this reads is the day's keys and commands, not its rows.
+    The count is one of the day's indexes read (its primary key), not its heap.
+    """
+    rows = _count(conn, p)
+    lower, upper = _id_range(p)
+    after = None  # keys in batches, by execution id: each its own short transaction
+    while True:
+        found = conn.execute(
             sql.SQL(
-                "SELECT id::text, idempotency_key FROM {} WHERE id > %s "
-                "AND idempotency_key IS NOT NULL ORDER BY id LIMIT 5000"
-            ).format(name),
-            (last,),
-        ).fetchall()
-        if not batch:
+                "WITH batch AS (SELECT key FROM execution_keys WHERE execution_id {} %s"
+                " AND execution_id < %s ORDER BY execution_id LIMIT {}),"
+                " gone AS (DELETE FROM execution_keys AS k USING batch AS b WHERE k.key = b.key"
+                " RETURNING k.execution_id)"
+                " SELECT count(*), max(execution_id::text) FROM gone"
+            ).format(sql.SQL(">=" if after is None else ">"), sql.Literal(KEYS_BATCH)),
+            (lower if after is None else after, upper),
+        ).fetchone()
+        if found is None or not found[0]:
             break
-        conn.execute(
-            "DELETE FROM execution_keys WHERE key = ANY(%s) AND execution_id = ANY(%s::uuid[])",
-            ([k for _, k in batch], [i for i, _ in batch]),
-        )
-        last = batch[-1][0]
-    lower, upper = _bounds(p)
+        after = found[1]
     conn.execute(
-        sql.SQL("DELETE FROM commands WHERE execution_id >= {} AND execution_id < {}").format(
-            sql.SQL("'00000000-0000-0000-0000-000000000000'") if p.lower_ms is None else lower,
-            sql.SQL("'ffffffff-ffff-ffff-ffff-ffffffffffff'") if p.upper_ms is None else upper,
-        )
+        "DELETE FROM commands WHERE execution_id >= %s AND execution_id < %s", (lower, upper)
     )
     for table, _column in TABLES:
         conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(sibling(p.name, table))))
     return rows
+
+
+def _id_range(p: Partition) -> tuple[str, str]:
+    """The ids of ``p``'s days, [lower, upper), as uuid text (the ends for the open ones)."""
+    lower = "00000000-0000-0000-0000-000000000000" if p.lower_ms is None else id_floor(p.lower_ms)
+    upper = "ffffffff-ffff-ffff-ffff-ffffffffffff" if p.upper_ms is None else id_floor(p.upper_ms)
+    return lower, upper
+
+
+def _count(conn: psycopg.Connection, p: Partition) -> int:
+    """The rows of the detached executions partition ``p``."""
+    found = conn.execute(
+        sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(p.name))
+    ).fetchone()
+    return int(found[0]) if found else 0
 
 
 def _finalize_pending(conn: psycopg.Connection) -> None:

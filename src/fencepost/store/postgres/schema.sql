@@ -157,6 +157,7 @@ ALTER TABLE ONLY nodes
 ALTER TABLE ONLY schedules
     ADD CONSTRAINT schedules_pkey PRIMARY KEY (id);
 CREATE INDEX commands_execution ON commands USING btree (execution_id, requested_at, id);
+CREATE INDEX execution_keys_execution ON execution_keys USING btree (execution_id);
 CREATE INDEX executions_active_bucket ON ONLY executions USING btree (bucket, updated_at) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'RUNNING'::text, 'SCHEDULED'::text]));
 CREATE INDEX executions_claimable ON ONLY executions USING btree (priority DESC, due_at, id) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'SCHEDULED'::text]));
 CREATE INDEX executions_failed ON ONLY executions USING btree (id) WHERE (state = 'FAILED'::text);
