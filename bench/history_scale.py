@@ -5,7 +5,7 @@ Run by hand (the issue's scale; seeding is most of the time)::
 
     .venv/bin/python bench/history_scale.py [--db postgresql://USER@HOST:PORT/DB]
         [--rows 20000000] [--days 14] [--jobs 20000] [--repeat 3] [--no-row-path]
-        [--no-days] [--json PATH]
+        [--no-keyed-day] [--no-days] [--json PATH]
 
 ``--db`` defaults to ``$FENCEPOST_TEST_POSTGRES_DSN``. The requirement measured
 (nothing here asserts it): with 20,000,000 finished executions, claim+complete
@@ -38,8 +38,9 @@ number of partitions costs apart from the rows in them.
   figure is the median of ``--repeat`` runs. The bench's own finished executions
   stay in today's partition of every schema, so after the first run "empty" holds
   a few tens of thousands of rows too, the same number as today's partition of
-  "full". Before each submit, today's partitions are vacuumed (untimed), as
-  autovacuum would between bursts where it is on (see ``vacuum_today``).
+  "full". Before each submit, today's partitions are vacuumed and analyzed
+  (untimed), as autovacuum would between bursts where it is on (see
+  ``vacuum_today``).
 * **Dropping a day**: a claimer process submits 500 fresh executions a second (50
   every 0.1 s, a feeder thread) and loops ``claim(limit=16)`` + ``complete_many``
   on them in the full schema, timing every claim. After 5 s of that baseline,
@@ -50,7 +51,11 @@ number of partitions costs apart from the rows in them.
   delete. Reported: the prune's wall time (and when the day was gone, from its
   ``on_batch`` callback), the rows dropped, and claim latency p50 / p99 / max for
   claims that started before the prune and for claims that overlapped it.
-* **Row by row** (unless ``--no-row-path``): the same, on the next day, made not
+* **A keyed day** (unless ``--no-keyed-day``): the same on the next day, after every
+  execution of it was given an idempotency key (untimed; the rows in
+  ``execution_keys`` a keyed submit or a materialized occurrence leaves): the
+  prune also deletes the day's keys, by row, found by the day's range of ids.
+* **Row by row** (unless ``--no-row-path``): the same, on the next day left, made not
   droppable by one execution left RUNNING (a lease held for a day, of a job the
   claimer never claims): prune then deletes the rest of that day by row, in
   batches of 1,000, which is what every day cost before partitioning.
@@ -201,19 +206,24 @@ def schema_bytes(server: pg.Server, schema: str) -> int:
 
 
 def vacuum_today(server: pg.Server, schema: str) -> None:
-    """VACUUM today's partitions, where the drains before left their dead rows.
+    """VACUUM ANALYZE today's partitions, as autovacuum would between bursts.
 
     Each drain updates every row it claims twice; the old versions stay in the
-    claimable index, in front of the next drain's rows, until a VACUUM. Autovacuum
-    does that within seconds where it is on (each executions partition asks it to at
-    1% of its rows changed); this server runs with autovacuum off, and without this
-    every schema's drains slowed down run after run (claim p50 1.5 -> 3.0 ms over
-    six drains of 4,000), by different amounts: a drift larger than the difference
-    measured.
+    claimable index, in front of the next drain's rows, until a VACUUM. And today's
+    partitions grow by every drain's rows, which the planner knows of only from an
+    ANALYZE. Autovacuum does both within a minute where it is on (each executions
+    partition asks it to vacuum at 1% of its rows changed and analyze at 2%); this
+    server runs with autovacuum off. Without the VACUUM, every schema's drains
+    slowed down run after run (claim p50 1.5 -> 3.0 ms over six drains of 4,000).
+    Without the ANALYZE, today's partition had no statistics of its ids, the planner
+    took the live window's bounds to select 0.5% of it, and the claim's branch for
+    expired leases read the window's whole primary key range in a bitmap: a claim of
+    16 cost 4.8 ms of server time against 1.0 ms analyzed, at 50,000 rows in today's
+    partition, and more as it grew (``auto_explain`` of a drain of 1,600 at batch 16).
     """
     with server.connect() as conn:
         for table, _column in history.TABLES:
-            conn.execute(f"VACUUM {schema}.{history.partition_name(table, today())}")
+            conn.execute(f"VACUUM (ANALYZE) {schema}.{history.partition_name(table, today())}")
 
 
 def measure_drain(server: pg.Server, schema: str, jobs: int, batch: int) -> pg.Run:
@@ -339,6 +349,23 @@ def prune_under_load(
     }
 
 
+def give_keys(server: pg.Server, schema: str, day: int) -> int:
+    """Give every execution of ``day`` an idempotency key, as a materialized occurrence
+    or a keyed submit has (untimed); the keys given."""
+    name = history.partition_name("executions", day)
+    with server.connect(schema) as conn:
+        conn.execute("SET synchronous_commit = off")
+        given = conn.execute(
+            f"WITH keyed AS (UPDATE {name} SET idempotency_key = 'bench-' || id::text"
+            " RETURNING id, idempotency_key)"
+            " INSERT INTO execution_keys (key, execution_id) SELECT idempotency_key, id FROM keyed"
+        ).rowcount
+    with server.connect(schema) as conn:
+        conn.execute(f"VACUUM ANALYZE {name}, execution_keys")
+        conn.execute("CHECKPOINT")
+    return given
+
+
 def hold_one_running(server: pg.Server, schema: str, day: int) -> None:
     """Leave one execution of ``day`` RUNNING (a lease for a day): not a droppable day."""
     name = history.partition_name("executions", day)
@@ -428,14 +455,18 @@ def main() -> int:
     parser.add_argument("--load", type=int, default=500, help="executions/s offered while pruning")
     parser.add_argument("--no-row-path", action="store_true", help="skip the row-by-row prune")
     parser.add_argument(
+        "--no-keyed-day", action="store_true", help="skip dropping a day whose executions have keys"
+    )
+    parser.add_argument(
         "--no-days", action="store_true", help="skip the control schema (partitions, no rows)"
     )
     parser.add_argument("--json", type=Path, help="write the figures here as JSON")
     args = parser.parse_args()
     if not args.db or not pg.is_postgres(args.db):
         parser.error("--db postgresql://... (or $FENCEPOST_TEST_POSTGRES_DSN) is required")
-    if args.days < 2 and not args.no_row_path:
-        parser.error("--days must be at least 2 for the row path (or --no-row-path)")
+    days_pruned = 1 + (not args.no_keyed_day) + (not args.no_row_path)
+    if args.days < days_pruned:
+        parser.error(f"--days must be at least {days_pruned} for the prunes asked for")
     counts = {1: args.jobs // 25, 16: args.jobs // 5, 256: args.jobs}
 
     server = pg.Server(args.db, "hist")
@@ -486,15 +517,29 @@ def main() -> int:
 
         oldest = today() - args.days
         prunes = [prune_under_load(server, full, oldest, args.load, "Dropping the oldest day")]
-        if not args.no_row_path:
-            hold_one_running(server, full, oldest + 1)
+        day = oldest + 1  # each prune after the first takes the day after the last one's
+        if not args.no_keyed_day:
+            pg.progress(f"giving the executions of {history.day_date(day)} keys")
+            keys = give_keys(server, full, day)
             prunes.append(
                 prune_under_load(
                     server,
                     full,
-                    oldest + 1,
+                    day,
                     args.load,
-                    "Row by row: the next day, kept from dropping by one RUNNING execution",
+                    f"Dropping the next day, every execution keyed ({keys:,} idempotency keys)",
+                )
+            )
+            day += 1
+        if not args.no_row_path:
+            hold_one_running(server, full, day)
+            prunes.append(
+                prune_under_load(
+                    server,
+                    full,
+                    day,
+                    args.load,
+                    "Row by row: the next day left, kept from dropping by one RUNNING execution",
                 )
             )
         after_bytes = schema_bytes(server, full)
@@ -551,7 +596,13 @@ def main() -> int:
     print()
     for result in prunes:
         print_prune(result, args.load)
-        key = "drop" if result is prunes[0] else "row_path"
+        key = (
+            "drop"
+            if result is prunes[0]
+            else "keyed_drop"
+            if "keyed" in result["label"]
+            else "row_path"
+        )
         figures[key] = {
             k: v for k, v in result.items() if k not in ("before", "during", "label")
         } | {"before": percentiles(result["before"]), "during": percentiles(result["during"])}
