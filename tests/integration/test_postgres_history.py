@@ -468,32 +468,47 @@ def test_an_interrupted_preparation_carries_on(schema: str) -> None:
     assert _keys_missing(schema) == 0
 
 
-def test_a_dropped_day_s_keys_go_in_batches_and_the_neighbours_keys_stay(
+def test_a_dropped_day_s_keys_go_slice_by_slice_and_the_neighbours_keys_stay(
     schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The keys of a day dropped whole are found by the day's ids (execution_keys_execution)
-    and deleted KEYS_BATCH at a time: all of them, and no key of an older or newer day."""
-    monkeypatch.setattr(history, "KEYS_BATCH", 5)
+    and deleted a slice of KEYS_SLICE_MS of ids at a time: all of them, over slices with
+    and without keys, and no key of an older or newer day."""
+    monkeypatch.setattr(history, "KEYS_SLICE_MS", 60_000)
     with fencepost.connect(_pg.url(schema), clock=_days_ago(12)) as older:
         older.submit_many([{"job": "waiting", "idempotency_key": f"older-{i}"} for i in range(3)])
-    with fencepost.connect(_pg.url(schema), clock=_days_ago(10)) as old:
-        doomed = old.submit_many(
-            [{"job": "old", "idempotency_key": f"old-{i}"} for i in range(23)]
-            + [{"job": "old"} for _ in range(4)]
-        )
+    midnight = _pg.server_now().replace(hour=0, minute=0, second=0, microsecond=0)
+    day_start = midnight - timedelta(days=10)
+    clock = ManualClock(day_start)
+    doomed = []
+    with fencepost.connect(_pg.url(schema), clock=clock) as old:
+        # Several keys in a slice, empty slices between, the last a minute before the
+        # next day, whose first slice must not reach into the next day.
+        for seconds in (1800, 1830, 1890, 2310, 2760, 86_370):
+            clock.set(day_start + timedelta(seconds=seconds))
+            doomed += old.submit_many(
+                [{"job": "old", "idempotency_key": f"old-{seconds}-{i}"} for i in range(4)]
+                + [{"job": "old"}]
+            )
         _finish(old, "old")
+    assert len({history.day_of(e.id) for e in doomed}) == 1
+    next_day = ManualClock(day_start + timedelta(days=1, seconds=10))
+    with fencepost.connect(_pg.url(schema), clock=next_day) as after:
+        after.submit("waiting", idempotency_key="next-day")  # still waiting: its day stays
     with fencepost.connect(_pg.url(schema), clock=_days_ago(3)) as newer:
         newer.submit_many([{"job": "recent", "idempotency_key": f"newer-{i}"} for i in range(4)])
     with fencepost.connect(_pg.url(schema)) as store:
         seen: list[int] = []
-        assert store.prune(older_than=timedelta(days=5), on_batch=seen.append) == 27
-        assert seen == [27]  # the day dropped whole
+        assert store.prune(older_than=timedelta(days=5), on_batch=seen.append) == 30
+        assert seen == [30]  # the day dropped whole
         assert history.partition_name("executions", history.day_of(doomed[0].id)) not in (
             _partitions(schema)
         )
     with _pg.connect() as conn:
         keys = {k for (k,) in conn.execute(f"SELECT key FROM {schema}.execution_keys")}
-    assert keys == {f"older-{i}" for i in range(3)} | {f"newer-{i}" for i in range(4)}
+    assert keys == {f"older-{i}" for i in range(3)} | {f"newer-{i}" for i in range(4)} | {
+        "next-day"
+    }
 
 
 def _keys_index(schema: str) -> tuple[bool, bool] | None:
