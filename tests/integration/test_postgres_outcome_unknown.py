@@ -360,8 +360,8 @@ def test_submit_and_drain_while_backends_are_killed_in_a_loop(
 ) -> None:
     """A killer cuts the store's calls in flight (``pg_terminate_backend`` of its backends
     that are running a statement or sit in a transaction), the first one the insert of
-    the submit_many, then one every 20-300 ms once the caller has finished a call since
-    the last kill (so a statement slower than the gap under load is not cut forever, as
+    the submit_many, then one 20-300 ms after the caller has finished a call since the
+    last kill (so a statement slower than the gap under load is not cut forever, as
     no real fault does; giving up is test_a_call_gives_up_when_its_retry_timeout_runs_out's
     subject). The caller never sees StoreUnavailable
     from a submit, a heartbeat or a completion; every execution exists once and is
@@ -391,10 +391,12 @@ def test_submit_and_drain_while_backends_are_killed_in_a_loop(
                     continue
                 kills += 1
                 target = None
-                stop.wait(rng.uniform(*KILL_GAP))
                 at_kill = calls_done
                 while calls_done == at_kill and not stop.is_set():
                     stop.wait(0.001)
+                # Then a random gap: a kill right after a call finished would always
+                # cut the call that follows it (the heartbeat, the claim), never a complete.
+                stop.wait(rng.uniform(*KILL_GAP))
 
     caplog.set_level("INFO", logger="fencepost.store")
     url = _pg.url(schema, pool_min=2, pool_max=4, application_name=app)
