@@ -516,32 +516,21 @@ def main() -> int:
                     runs[f"{label} claim {batch}"].append(run)
 
         oldest = today() - args.days
-        prunes = [prune_under_load(server, full, oldest, args.load, "Dropping the oldest day")]
+        prunes: list[dict[str, Any]] = []
+
+        def prune(day: int, label: str) -> None:
+            prunes.append(prune_under_load(server, full, day, args.load, label))
+
+        prune(oldest, "Dropping the oldest day")
         day = oldest + 1  # each prune after the first takes the day after the last one's
         if not args.no_keyed_day:
             pg.progress(f"giving the executions of {history.day_date(day)} keys")
             keys = give_keys(server, full, day)
-            prunes.append(
-                prune_under_load(
-                    server,
-                    full,
-                    day,
-                    args.load,
-                    f"Dropping the next day, every execution keyed ({keys:,} idempotency keys)",
-                )
-            )
+            prune(day, f"Dropping the next day, every execution keyed ({keys:,} idempotency keys)")
             day += 1
         if not args.no_row_path:
             hold_one_running(server, full, day)
-            prunes.append(
-                prune_under_load(
-                    server,
-                    full,
-                    day,
-                    args.load,
-                    "Row by row: the next day left, kept from dropping by one RUNNING execution",
-                )
-            )
+            prune(day, "Row by row: the next day left, kept from dropping by one RUNNING execution")
         after_bytes = schema_bytes(server, full)
     load_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
 
