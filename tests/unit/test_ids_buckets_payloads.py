@@ -11,7 +11,7 @@ import pytest
 from fencepost import ValidationError
 from fencepost.domain import payloads
 from fencepost.domain.buckets import bucket_for
-from fencepost.domain.ids import IdGenerator
+from fencepost.domain.ids import IdGenerator, id_floor, id_ms
 
 
 def test_ids_are_uuid7_and_strictly_increase_within_a_millisecond() -> None:
@@ -23,6 +23,15 @@ def test_ids_are_uuid7_and_strictly_increase_within_a_millisecond() -> None:
     assert parsed.version == 7
     assert parsed.variant == uuid.RFC_4122
     assert parsed.int >> 80 == 1_700_000_000_000
+
+
+@pytest.mark.parametrize("ms", [0, 1, 1_700_000_000_000, 2**48 - 1])
+def test_an_id_s_millisecond_is_read_back_and_its_floor_sorts_first(ms: int) -> None:
+    made = IdGenerator().new(ms)
+    assert id_ms(made) == id_ms(id_floor(ms)) == ms
+    assert id_floor(ms) <= made
+    if ms:
+        assert made > id_floor(ms) > IdGenerator().new(ms - 1)
 
 
 def test_ids_keep_increasing_when_the_clock_steps_back() -> None:

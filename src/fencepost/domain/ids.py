@@ -12,6 +12,11 @@ def id_floor(unix_ms: int) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+def id_ms(execution_id: str) -> int:
+    """The millisecond an id was made at: its first 48 bits (the inverse of id_floor)."""
+    return int(execution_id[:8] + execution_id[9:13], 16)
+
+
 class IdGenerator:
     """Makes UUIDv7 text ids that sort in creation order, even within one millisecond.
 

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from psycopg import sql
 
 from fencepost.domain.ids import id_floor
-from fencepost.store.postgres.connection import QUERIES, Connection, Database
+from fencepost.store.postgres.connection import QUERIES, Database, applied_migrations
 from fencepost.store.postgres.history import DAY_MS, TABLES, day_of
 
 #: The version whose copy and checks this module does beforehand.
@@ -59,18 +59,11 @@ def _quiet(stage: str, done: int, total: int | None) -> None:
 
 def needs_preparing(db: Database) -> bool:
     """Whether this database is before version 10 and holds executions."""
+    applied = applied_migrations(db)
+    if not applied or VERSION in applied:
+        return False
     with db.connection() as conn:
-        applied = _applied(conn)
-        if not applied or VERSION in applied:
-            return False
         return conn.execute("SELECT EXISTS (SELECT 1 FROM executions)").fetchone() == (True,)
-
-
-def _applied(conn: Connection) -> set[int] | None:
-    """The versions applied, or None where fencepost's tables are not made yet."""
-    if conn.execute("SELECT to_regclass('fencepost_migrations')").fetchone() == (None,):
-        return None
-    return {v for (v,) in conn.execute("SELECT version FROM fencepost_migrations")}
 
 
 def prepare(db: Database, *, progress: Progress = _quiet, batch: int = BATCH) -> int:
@@ -86,10 +79,10 @@ def prepare(db: Database, *, progress: Progress = _quiet, batch: int = BATCH) ->
 
 def _index_keys(db: Database, progress: Progress) -> None:
     """Migration 11's index, built CONCURRENTLY where the migration is pending."""
+    applied = applied_migrations(db)
+    if not applied or KEYS_INDEX_VERSION in applied:
+        return
     with db.connection() as conn:
-        applied = _applied(conn)
-        if not applied or KEYS_INDEX_VERSION in applied:
-            return
         if conn.execute("SELECT to_regclass('execution_keys')").fetchone() == (None,):
             return  # before migration 10 with no executions: it makes an empty table
         found = conn.execute(

@@ -22,7 +22,7 @@ from datetime import UTC, date, datetime, timedelta
 import psycopg
 from psycopg import sql
 
-from fencepost.domain.ids import id_floor
+from fencepost.domain.ids import id_floor, id_ms
 
 DAY_MS = 86_400_000
 
@@ -51,7 +51,7 @@ _PARTITION_LOCK = 0x6670_6869_7374  # "fphist"
 
 def day_of(execution_id: str) -> int:
     """The UTC day (days since the epoch) an execution id was made on."""
-    return _ms_of(execution_id) // DAY_MS
+    return id_ms(execution_id) // DAY_MS
 
 
 def day_date(day: int) -> date:
@@ -67,8 +67,7 @@ def partition_name(table: str, day: int) -> str:
 def _ms(bound: str) -> int | None:
     if bound in ("MINVALUE", "MAXVALUE"):
         return None
-    text = bound.strip("'")
-    return int(text[:8] + text[9:13], 16)
+    return id_ms(bound.strip("'"))
 
 
 @dataclass(frozen=True)
@@ -357,18 +356,12 @@ def _forget_keys(conn: psycopg.Connection, lower: str, upper: str) -> None:
         if found is None:
             return
         first = str(found[0])
-        end = id_floor(_ms_of(first) + KEYS_SLICE_MS)
-        end = min(end, upper)
+        end = min(id_floor(id_ms(first) + KEYS_SLICE_MS), upper)
         conn.execute(
             "DELETE FROM execution_keys WHERE execution_id >= %s AND execution_id < %s",
             (first, end),
         )
         lower = end
-
-
-def _ms_of(execution_id: str) -> int:
-    """The creation millisecond in a UUIDv7 id's first 48 bits."""
-    return int(execution_id[:8] + execution_id[9:13], 16)
 
 
 def _id_range(p: Partition) -> tuple[str, str]:
