@@ -5,7 +5,7 @@ Run by hand (the issue's scale; seeding is most of the time)::
 
     .venv/bin/python bench/history_scale.py [--db postgresql://USER@HOST:PORT/DB]
         [--rows 20000000] [--days 14] [--jobs 20000] [--repeat 3] [--no-row-path]
-        [--no-keyed-day] [--no-days] [--json PATH]
+        [--no-keyed-day] [--no-days] [--statements] [--json PATH]
 
 ``--db`` defaults to ``$FENCEPOST_TEST_POSTGRES_DSN``. The requirement measured
 (nothing here asserts it): with 20,000,000 finished executions, claim+complete
@@ -41,6 +41,11 @@ number of partitions costs apart from the rows in them.
   "full". Before each submit, today's partitions are vacuumed and analyzed
   (untimed), as autovacuum would between bursts where it is on (see
   ``vacuum_today``).
+* **The server's work** (``--statements``, on a server with ``pg_stat_statements`` in
+  its ``shared_preload_libraries``; it is reset before every drain): the claim and
+  complete statements' server time (planning and execution) and shared buffers per
+  job drained, per schema, from the server's own account. Equal work per job in the
+  full and empty schemas puts a gap between their rates outside the database.
 * **Dropping a day**: a claimer process submits 500 fresh executions a second (50
   every 0.1 s, a feeder thread) and loops ``claim(limit=16)`` + ``complete_many``
   on them in the full schema, timing every claim. After 5 s of that baseline,
@@ -226,15 +231,65 @@ def vacuum_today(server: pg.Server, schema: str) -> None:
             conn.execute(f"VACUUM (ANALYZE) {schema}.{history.partition_name(table, today())}")
 
 
-def measure_drain(server: pg.Server, schema: str, jobs: int, batch: int) -> pg.Run:
-    """Submit ``jobs`` fresh executions (untimed), then drain them at ``batch`` (timed)."""
+def measure_drain(
+    server: pg.Server, schema: str, jobs: int, batch: int, work: list[dict[str, float]] | None
+) -> pg.Run:
+    """Submit ``jobs`` fresh executions (untimed), then drain them at ``batch`` (timed).
+
+    With ``work`` (``--statements``), the server's own account of the drain is
+    appended to it: see statement_work.
+    """
     url = server.url(schema)
     vacuum_today(server, schema)
     pg.prefill(url, jobs)
+    if work is not None:
+        with server.connect() as conn:
+            conn.execute("SELECT pg_stat_statements_reset()")
     run = pg.drain_fencepost(url, batch, OWNER)
     if run.count != jobs:
         raise SystemExit(f"drained {run.count:,} of {jobs:,} at batch {batch}")
+    if work is not None:
+        work.append(statement_work(server, jobs))
     return run
+
+
+#: The drain's statements, told apart by text pg_stat_statements keeps as it is (it
+#: replaces constants such as 'CLAIMED' with parameters): every claim block leases
+#: its picked rows, every completion stores the results of its done rows.
+STATEMENT_KINDS = {"claim": "FROM picked AS p", "complete": "SET result = done.result"}
+
+
+def statement_work(server: pg.Server, jobs: int) -> dict[str, float]:
+    """Per job drained, from pg_stat_statements (reset before the drain): the server
+    time (planning and execution, microseconds) and shared buffers touched (hit or
+    read) of the claim and complete statements. The same work per job in the full and
+    empty schemas says the gap between their rates is not the database's doing."""
+    found: dict[str, float] = {}
+    with server.connect() as conn:
+        for kind, mark in STATEMENT_KINDS.items():
+            row = conn.execute(
+                "SELECT coalesce(sum(total_exec_time + total_plan_time), 0),"
+                " coalesce(sum(shared_blks_hit + shared_blks_read), 0)"
+                " FROM pg_stat_statements WHERE strpos(query, %s) > 0",
+                (mark,),
+            ).fetchone()
+            assert row is not None
+            found[f"{kind} us"] = float(row[0]) * 1000 / jobs
+            found[f"{kind} buffers"] = float(row[1]) / jobs
+    return found
+
+
+def require_statements(server: pg.Server) -> None:
+    """Stop with a clear message unless pg_stat_statements can be read and reset."""
+    try:
+        with server.connect() as conn, conn.transaction():  # no extension left on failure
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            conn.execute("SELECT pg_stat_statements_reset()")
+    except psycopg.Error as exc:
+        raise SystemExit(
+            "--statements needs pg_stat_statements in the server's shared_preload_libraries "
+            f"(and the right to reset it): {exc}"
+        ) from exc
 
 
 # -- dropping a day under load ------------------------------------------------------------
@@ -442,6 +497,24 @@ def print_prune(result: dict[str, Any], rate: int) -> None:
     print()
 
 
+def print_work(work: dict[str, list[dict[str, float]]], sides: list[str]) -> None:
+    """The server's account of the drains (--statements): medians per job."""
+    print("## The server's work per job drained (pg_stat_statements; median of the runs)")
+    print()
+    print("| batch B | statement | " + " | ".join(f"{side}: us, buffers" for side in sides) + " |")
+    print("|---:|---|" + "---:|" * len(sides))
+    for batch in BATCH_SIZES:
+        for kind in STATEMENT_KINDS:
+            cells = []
+            for side in sides:
+                drains = work[f"{side} claim {batch}"]
+                us = statistics.median(d[f"{kind} us"] for d in drains)
+                buffers = statistics.median(d[f"{kind} buffers"] for d in drains)
+                cells.append(f"{us:,.1f}, {buffers:,.1f}")
+            print(f"| {batch} | {kind} | " + " | ".join(cells) + " |")
+    print()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default=os.environ.get("FENCEPOST_TEST_POSTGRES_DSN"))
@@ -459,6 +532,12 @@ def main() -> int:
     )
     parser.add_argument(
         "--no-days", action="store_true", help="skip the control schema (partitions, no rows)"
+    )
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="also report each drain's server time and buffers per job from pg_stat_statements"
+        " (which must be preloaded; it is reset before every drain)",
     )
     parser.add_argument("--json", type=Path, help="write the figures here as JSON")
     args = parser.parse_args()
@@ -485,6 +564,10 @@ def main() -> int:
 
     started = time.perf_counter()
     runs: dict[str, list[pg.Run]] = defaultdict(list)
+    work: dict[str, list[dict[str, float]]] | None = None
+    if args.statements:
+        require_statements(server)
+        work = defaultdict(list)
     figures: dict[str, Any] = {"rows": args.rows, "days": args.days}
     with server.session():
         empty = server.new_schema("empty")
@@ -512,7 +595,8 @@ def main() -> int:
             for batch in BATCH_SIZES:
                 for label, schema in sides:
                     pg.progress(f"claim {batch}, {label} (run {r + 1} of {args.repeat})")
-                    run = measure_drain(server, schema, counts[batch], batch)
+                    drained = None if work is None else work[f"{label} claim {batch}"]
+                    run = measure_drain(server, schema, counts[batch], batch, drained)
                     runs[f"{label} claim {batch}"].append(run)
 
         oldest = today() - args.days
@@ -581,6 +665,9 @@ def main() -> int:
                 f"{pg.spread(ours).strip()} | {100 * ratio:.1f}% |"
             )
     print()
+    if work is not None:
+        print_work(work, [side for side in ("empty", "days", "full") if work[f"{side} claim 1"]])
+        figures["statements"] = {key: values for key, values in work.items() if values}
     print("## Prune under load")
     print()
     for result in prunes:
