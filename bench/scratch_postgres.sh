@@ -46,6 +46,7 @@ stop)
         [ -d "$data" ] && as_postgres "$BIN/pg_ctl -D $data -m fast stop >/dev/null" || true
     done
     if mountpoint -q "$MOUNT"; then umount "$MOUNT"; fi
+    rmdir "$MOUNT" 2>/dev/null || true
     rm -rf "$IMAGE" "$ON_ROOT"
     ;;
 *)
