@@ -20,10 +20,12 @@ JSON-native (:mod:`fencepost.jobs.hints`) and that declare no output never needs
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_type_hints
 
 from fencepost.domain import payloads
@@ -261,7 +263,25 @@ class HintSchema(DerivedSchema):
 
 def _qualname(handler: Callable[..., Any]) -> str:
     module = getattr(handler, "__module__", "?")
+    if module == "__main__":
+        module = _main_module_name()
     return f"{module}:{getattr(handler, '__qualname__', repr(handler))}"
+
+
+def _main_module_name() -> str:
+    """The name a script run as ``__main__`` has when imported: ``tasks`` for ``python tasks.py``.
+
+    A job defined in a script is the same job whether the script runs it
+    (``python tasks.py``) or a command imports it (``fencepost worker tasks:app``), so
+    both must record the same source in the catalogue, or the second process would
+    find the job published from elsewhere and refuse to start.
+    """
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return str(spec.name)  # python -m package.module
+    file = getattr(main, "__file__", None)
+    return Path(file).stem if file else "__main__"
 
 
 def retry_options(
