@@ -5,7 +5,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint typecheck pytest demo bench bench-api bench-peers clean system-deps
+.PHONY: install test lint typecheck pytest docs docs-serve demo bench bench-api bench-peers clean \
+	system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,8 +18,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check src tests bench examples docs/gen
+	$(BIN)/ruff format --check src tests bench examples docs/gen
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -27,10 +28,11 @@ typecheck: $(STAMP)
 # skewed clock), chromium (the dashboard test, through Playwright), strace (the SQLite
 # durability test counts fsyncs), iproute2's ip and bridge (test hosts in network
 # namespaces), patroni and etcd (the failover tests' highly available PostgreSQL) and
-# pgbouncer (the store behind a transaction pooler). Installed when missing and apt-get is
-# usable; the tests fail with a message naming the package otherwise.
+# pgbouncer (the store behind a transaction pooler), and graphviz's dot (make docs draws the
+# state machine with it). Installed when missing and apt-get is usable; the tests fail with
+# a message naming the package otherwise.
 SYSTEM_DEPS := faketime:faketime chromium:chromium strace:strace bridge:iproute2 \
-	patroni:patroni etcd:etcd-server pgbouncer:pgbouncer
+	patroni:patroni etcd:etcd-server pgbouncer:pgbouncer dot:graphviz
 
 system-deps:
 	@missing=""; \
@@ -53,7 +55,19 @@ PYTEST_WORKERS ?= 2
 pytest: $(STAMP) system-deps
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
-test: lint typecheck pytest
+test: lint typecheck docs pytest
+
+# The documentation site, into site/: strict (a broken link or reference fails), with its
+# reference pages and pictures generated from the code, and nothing fetched from the
+# network (open site/index.html from disk). NO_MKDOCS_2_WARNING quiets the theme's banner.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+
+docs: $(STAMP) system-deps
+	$(MKDOCS) build --strict --clean --site-dir site
+
+# The site at http://127.0.0.1:8000, rebuilt on every change.
+docs-serve: $(STAMP) system-deps
+	$(MKDOCS) serve --strict --dev-addr 127.0.0.1:8000
 
 # The service with the example jobs and an every-minute schedule, until Ctrl-C.
 # (examples/lease_timeline.py shows the lease timeline on the store alone.)
@@ -82,4 +96,4 @@ bench-peers: $(STAMP) $(PEER_VENVS)/pgqueuer/.installed $(PEER_VENVS)/huey/.inst
 	$(BIN)/python $(PEERS)/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site

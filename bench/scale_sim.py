@@ -2,14 +2,14 @@
 
 Run by hand (plain Python, a few seconds; no database)::
 
-    .venv/bin/python bench/scale_sim.py            # every table of docs/scale.md
+    .venv/bin/python bench/scale_sim.py            # every table of the scale model
     .venv/bin/python bench/scale_sim.py --pg-scale 2 --handler-ms 50
 
-It measures nothing itself. Its inputs are the single-node figures README.md's
-Performance section measured, each with the command that measured it
-(:data:`MEASURED`), and it extrapolates from them to the workloads of the seeds:
-1,000,000 hourly schedules (278 due/s on average, peaks of 10x and 100x at the top
-of the hour) and 100,000 due/s over 500 million future executions.
+It measures nothing itself. Its inputs are the single-node figures of
+docs/performance.md, each with the command that measured it (:data:`MEASURED`), and it
+extrapolates from them to the reference workloads: 1,000,000 hourly schedules (278 due/s
+on average, peaks of 10x and 100x at the top of the hour) and 100,000 due/s over 500
+million future executions.
 
 The model, per PostgreSQL cluster, stepped every ``dt`` seconds (a fluid model:
 executions are counts, not objects, so an hour at 100,000/s costs no more than at 1/s):
@@ -37,10 +37,11 @@ first stage to saturate (the bottleneck), the claim rate reached, and the claim 
 still waiting when the run ends is counted with the lateness it has so far (a lower
 bound), so an overloaded run never looks better than it is.
 
-What it does not model, and what docs/scale.md says of each: contention among many
-claimers on one index (measured here only up to two workers), the cost of a table of
-hundreds of millions of rows (measured up to 5,000,000 finished rows: -8.6%), network
-latency between workers and a database on another machine, and failovers.
+What it does not model (docs/explanation/scale.md says what is planned for each):
+contention among many claimers on one index (measured here only up to two workers), the
+cost of a table of hundreds of millions of rows (measured up to 5,000,000 finished rows:
+-8.6%), network latency between workers and a database on another machine, and
+failovers.
 """
 
 from __future__ import annotations
@@ -66,37 +67,37 @@ class Figure:
     source: str
 
 
-#: The single-node figures this simulation extrapolates from (README.md, Performance;
+#: The single-node figures this simulation extrapolates from (docs/performance.md;
 #: source 3dba146 on a 2-core machine where PostgreSQL shares the cores with its clients).
 MEASURED = {
     "pg_submit": Figure(
         26_234,
         "executions/s inserted by submit_many (batches of 1,000), one PostgreSQL",
-        "README > Performance > PostgreSQL: "
+        "docs/performance.md > PostgreSQL: "
         ".venv/bin/python bench/store_throughput.py --db postgresql://…",
     ),
     "pg_claim_complete": Figure(
         13_560,
         "executions/s claimed and completed at batch 256, one PostgreSQL",
-        "README > Performance > PostgreSQL: "
+        "docs/performance.md > PostgreSQL: "
         ".venv/bin/python bench/store_throughput.py --db postgresql://…",
     ),
     "worker": Figure(
         10_497,
         "jobs/s of one `fencepost worker` process at its defaults, no-op handler (W1)",
-        "README > Performance > At the defaults: make bench-peers",
+        "docs/performance.md > At the defaults: make bench-peers",
     ),
     "materializer": Figure(
         4_022,
         "schedules/s materialized by one process (1,000,000 hourly schedules in 248.6 s; "
         "SQLite, the only store this was measured on)",
-        "README > Performance > Schedules: .venv/bin/python bench/schedules_scale.py",
+        "docs/performance.md > Schedules: .venv/bin/python bench/schedules_scale.py",
     ),
     "bytes_per_execution": Figure(
         860,
         "bytes per finished execution in PostgreSQL with its payload, audit rows and "
         "indexes (5,000,000 = 4.3 GB)",
-        "README > Performance > PostgreSQL: the history of bench/drain_conditions.py --db …",
+        "docs/performance.md > PostgreSQL: the history of bench/drain_conditions.py --db …",
     ),
 }
 
@@ -475,7 +476,7 @@ def wheel_entry_bytes() -> int:
     return sys.getsizeof(entry) + sys.getsizeof(due) + sys.getsizeof(ident) + 8
 
 
-# -- the tables of docs/scale.md ----------------------------------------------------------
+# -- the tables of the scale model ----------------------------------------------------------
 
 
 def _fmt(x: float) -> str:
@@ -506,7 +507,7 @@ HEADER = (
 
 
 def print_inputs(capacities: Capacities) -> None:
-    print("## Inputs (measured; README.md, Performance)\n")
+    print("## Inputs (measured; docs/performance.md)\n")
     print("| input | value | what | measured by |\n|---|---:|---|---|")
     for name, figure in MEASURED.items():
         value = getattr(capacities, name, figure.value)
@@ -524,7 +525,7 @@ def print_inputs(capacities: Capacities) -> None:
 def print_calibration(capacities: Capacities) -> None:
     """The model's lateness against bursts measured in the same run as its rates."""
     print("## Calibration: a burst, predicted from a throughput measured beside it\n")
-    print("| burst (README) | drain rate given to the model | predicted p50 / p99 |", end="")
+    print("| burst (measured) | drain rate given to the model | predicted p50 / p99 |", end="")
     print(" measured p50 / p99 |")
     print("|---|---:|---:|---:|")
     cases = [
@@ -619,7 +620,7 @@ def scenarios(capacities: Capacities, handler_ms: float) -> None:
     print()
 
 
-def print_seed_003(capacities: Capacities) -> None:
+def print_sharded(capacities: Capacities) -> None:
     """100,000 due/s and 500 million future executions: clusters, storage, wheel memory."""
     workload = Workload(rate=100_000)
     clusters = clusters_needed(capacities, workload)
@@ -627,7 +628,7 @@ def print_seed_003(capacities: Capacities) -> None:
     future = 500_000_000
     per_byte = MEASURED["bytes_per_execution"].value
     entry = wheel_entry_bytes()
-    print("## 100,000 due/s and 500 million future executions (seed 003)\n")
+    print("## 100,000 due/s and 500 million future executions (the sharded workload)\n")
     print("| figure | value | from |\n|---|---:|---|")
     print(
         f"| clusters whose busiest one fits (1,024 shards) | {clusters} | "
@@ -659,7 +660,7 @@ def print_seed_003(capacities: Capacities) -> None:
 
 
 #: What the script can print, in order (``--only``).
-PARTS = ("inputs", "calibration", "sweep", "seed003")
+PARTS = ("inputs", "calibration", "sweep", "sharded")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -711,8 +712,8 @@ def main(argv: list[str] | None = None) -> int:
         print_calibration(capacities)
     if "sweep" in parts:
         scenarios(capacities, args.handler_ms)
-    if "seed003" in parts:
-        print_seed_003(capacities)
+    if "sharded" in parts:
+        print_sharded(capacities)
     return 0
 
 

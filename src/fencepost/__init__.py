@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from fencepost.timing.rules import fire_times
     from fencepost.worker.runtime import Worker, WorkerOptions
 
+#: The release, written here only: the package metadata takes it from this line
+#: (pyproject.toml, ``[tool.hatch.version]``), and ``fencepost --version`` prints it.
 __version__ = "0.1.0"
 
 __all__ = [

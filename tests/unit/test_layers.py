@@ -1,4 +1,4 @@
-"""The import rule: which package of fencepost may import which (README, "Architecture").
+"""The import rule: which package of fencepost may import which (docs/explanation/architecture.md).
 
 Every module under ``src/fencepost`` is read with :mod:`ast` (nothing is imported)
 and each ``fencepost.*`` import it makes is checked against :data:`MAY_IMPORT`:

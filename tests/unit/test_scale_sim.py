@@ -139,9 +139,9 @@ def test_inputs_that_cannot_be_are_refused() -> None:
 
 def test_the_script_prints_its_tables(capsys: pytest.CaptureFixture[str]) -> None:
     # The sweep (a few seconds) is left out: simulate() is what it prints, tested above.
-    assert sim.main(["--pg-scale", "2", "--only", "inputs,calibration,seed003"]) == 0
+    assert sim.main(["--pg-scale", "2", "--only", "inputs,calibration,sharded"]) == 0
     out = capsys.readouterr().out
-    for title in ("## Inputs", "## Calibration", "seed 003"):
+    for title in ("## Inputs", "## Calibration", "the sharded workload"):
         assert title in out
     assert "## Sweep" not in out
     with pytest.raises(SystemExit):

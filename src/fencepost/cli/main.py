@@ -10,6 +10,7 @@ one JSON document (:mod:`fencepost.cli.output`).
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+import fencepost
 from fencepost.cli import (
     buckets,
     common,
@@ -32,18 +34,27 @@ from fencepost.cli import (
 from fencepost.domain.errors import FencepostError
 
 if TYPE_CHECKING:
-    import argparse
     from collections.abc import Sequence
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the process exit code."""
+def build_parser() -> argparse.ArgumentParser:
+    """The ``fencepost`` command's parser: every command, subcommand and option.
+
+    :func:`main` parses with it, and the CLI reference of the documentation is
+    generated from it, so the two cannot disagree.
+    """
     parser = common.Parser(
         prog="fencepost",
         description="The operator command of fencepost, a durable job scheduler with fenced "
         "leases. Every command takes --db URL (default: $FENCEPOST_DB, else "
         "sqlite:///fencepost.db); the operator commands "
         "print tables, or one JSON document with --json.",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"fencepost {fencepost.__version__}",
+        help="print fencepost's version and exit",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     db = commands.add_parser("db", help="database maintenance")
@@ -65,6 +76,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     buckets.add_parsers(commands)
     schedules.add_parsers(commands)
     maintenance.add_parsers(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is not None:
         return common.dispatch(args)

@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 
     from fencepost.domain.reports import Lateness, SloReport, SloShare, Stats
 
-#: The promise of DESIGN.md ("Scale"): 99% of due executions claimed within 10 s of
-#: ``due_at``, 99.9% reaching SUCCEEDED or FAILED within 5 minutes.
+#: The service-level objective (docs/explanation/promise.md): 99% of due executions
+#: claimed within 10 s of ``due_at``, 99.9% reaching SUCCEEDED or FAILED within 5 minutes.
 CLAIM_TARGET = 0.99
 FINISH_TARGET = 0.999
 

@@ -1,6 +1,6 @@
 """The store's verbs as coroutines: :func:`connect_async` and :class:`AsyncStore`.
 
-The pattern (DESIGN.md, "Layers": sync and async are executors, not twins): an
+The pattern (docs/explanation/architecture.md, "One logic, two executors"): an
 :class:`AsyncStore` holds the sync :class:`~fencepost.store.base.Store` of the same
 URL for everything pure — argument validation (``_prepare_one``, ``_prepare_many``),
 the job catalogue's rules and cache (``_catalogued``) — and asks that store's

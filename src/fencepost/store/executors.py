@@ -1,6 +1,6 @@
 """Executors: a verb's statements decided once, run on whichever connection holds them.
 
-The pattern (DESIGN.md, "Layers": sync and async are executors, not twins). A verb
+The pattern (docs/explanation/architecture.md, "One logic, two executors"). A verb
 is split in two:
 
 * a **plan**, pure code: a generator that yields each :class:`Statement` to run (the

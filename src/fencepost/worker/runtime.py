@@ -2,8 +2,9 @@
 
 One control thread does all the talking to the store — claims, batched
 heartbeats, completions, command polling, node registration, reaping — so a
-worker holds no transaction while a handler runs (DESIGN.md, rule 6) and the
-store sees at most one caller from this process. Handlers run elsewhere:
+worker holds no transaction while a handler runs (docs/explanation/promise.md,
+"The rules of a lease") and the store sees at most one caller from this
+process. Handlers run elsewhere:
 
 * plain functions on ``concurrency`` handler threads;
 * coroutines on one event loop thread.
