@@ -32,7 +32,7 @@ ENVIRONMENT_DEFAULTS = ("FENCEPOST_DB", "FENCEPOST_TOKEN", "FENCEPOST_TOKENS")
 def clean_environment() -> Iterator[None]:
     saved = {name: os.environ.pop(name) for name in ENVIRONMENT_DEFAULTS if name in os.environ}
     columns = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "88"  # usage lines wrapped the same on every machine
+    os.environ["COLUMNS"] = "80"  # usage lines wrapped the same on every machine
     try:
         yield
     finally:
