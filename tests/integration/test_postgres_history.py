@@ -184,15 +184,15 @@ def test_claims_completions_and_heartbeats_touch_only_the_live_days(schema: str)
             outcome.extend([len(leases), beats, done, one.state])
 
         verbs = threading.Thread(target=hot_verbs)
-        started = time.monotonic()
         verbs.start()
+        # The locks are held until release is set: verbs that finish before that did not
+        # wait for them (a verb that did would still be waiting, however long we wait).
         verbs.join(10)
         blocked = verbs.is_alive()
         release.set()
         holder.join()
         verbs.join()
         assert not blocked, "a hot verb waited for a finished or an empty day's lock"
-        assert time.monotonic() - started < 5
         assert outcome[0] == 4
         assert not any(isinstance(b, StaleLease) for b in outcome[1])  # type: ignore[attr-defined]
         assert outcome[2] == [None, None]
@@ -414,7 +414,11 @@ def test_db_migrate_converts_online_while_an_older_release_claims(schema: str) -
             text=True,
             timeout=300,
         )
-        time.sleep(0.3)  # the writer carries on against the partitioned tables
+        # The writer carries on against the partitioned tables, until its keyed submit
+        # is refused (however slowly a loaded machine runs it).
+        deadline = time.monotonic() + 30
+        while not refused and not failures and time.monotonic() < deadline:
+            time.sleep(0.01)
     finally:
         stop.set()
         thread.join(timeout=30)

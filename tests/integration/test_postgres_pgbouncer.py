@@ -223,18 +223,25 @@ def test_listen_url_wakes_workers_and_waiters_straight_from_the_server(
         assert time.monotonic() - started < 10
         timer.join()
         (lease,) = client.claim("w")
+        watcher = waiter._waits()
+        assert isinstance(watcher, NotifiedWatcher)
+        assert NotifiedWatcher.RECHECK <= 2.0  # the fallback
+        watcher.RECHECK = 30.0  # only the notification can wake it in time now
         done: dict[str, Any] = {}
         thread = threading.Thread(target=lambda: done.update(e=waiter.wait(lease.execution_id)))
         thread.start()
-        time.sleep(0.3)  # the waiter is listening: what finishes now is told at once
+        # Completed once the waiter waits and its watcher listens: what finishes now is
+        # told at once (before, it would be found by the first look instead).
+        deadline = time.monotonic() + 30
+        while not (watcher.watched() == 1 and watcher.connections_opened == 1):
+            assert time.monotonic() < deadline, "the waiter never listened"
+            time.sleep(0.005)
         completed_at = time.monotonic()
         client.complete(lease, {"ok": True})
         thread.join(30)
         assert done["e"].state is State.SUCCEEDED
-        # The watcher's periodic recheck comes every 2 s: this was the notification.
-        assert time.monotonic() - completed_at < 1.5
-        watcher = waiter._waits()
-        assert isinstance(watcher, NotifiedWatcher)
+        woken = time.monotonic() - completed_at
+        assert woken < watcher.RECHECK / 2, f"woken {woken:.1f} s after: the recheck, not told"
         assert watcher.connections_opened == 1
 
 

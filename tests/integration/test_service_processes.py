@@ -209,6 +209,7 @@ def test_without_tokens_only_loopback_host_names_are_served(
     assert proc.wait(30) == 0, processes.log("local")
 
 
+#: Marks each run's start with a file STARTED/started-EPOCH (STARTED: a directory of the test's).
 SLOW = """
 name: slow
 version: 1
@@ -219,7 +220,10 @@ run:
   command:
     - python
     - -c
-    - "import os, time; time.sleep(3); print('epoch', os.environ['FENCEPOST_EPOCH'])"
+    - "import os, pathlib, sys, time; epoch = os.environ['FENCEPOST_EPOCH'];
+       pathlib.Path(sys.argv[1], 'started-' + epoch).touch();
+       time.sleep(3); print('epoch', epoch)"
+    - STARTED
 """
 
 
@@ -228,7 +232,9 @@ def test_a_frozen_remote_worker_s_completion_is_refused_over_http(
 ) -> None:
     """The lease timeline through the worker protocol, with real processes and SIGSTOP."""
     db = f"sqlite:///{tmp_path / 'stale.db'}"
-    definitions = write_definition(tmp_path / "defs", "slow", SLOW)
+    started = tmp_path / "started"
+    started.mkdir()
+    definitions = write_definition(tmp_path / "defs", "slow", SLOW.replace("STARTED", str(started)))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     service = processes.start(
@@ -242,6 +248,10 @@ def test_a_frozen_remote_worker_s_completion_is_refused_over_http(
         a = processes.start("worker-a", *remote, "--owner", "worker-a")
         eid = store.submit("slow", version=1).id
         wait_until(lambda: running_under(store, eid, "worker-a", 1), 15, "A to claim")
+        # Frozen once its command runs: a lease still in A's prefetch buffer when it
+        # resumes, half its length gone, is handed back unstarted (a release refused),
+        # and no completion of A's ever comes.
+        wait_until((started / "started-1").exists, 15, "A's command to start")
         a.send_signal(signal.SIGSTOP)  # A holds the lease and stops answering
         processes.start("worker-b", *remote, "--owner", "worker-b")
         done = wait_until(
@@ -256,7 +266,11 @@ def test_a_frozen_remote_worker_s_completion_is_refused_over_http(
         assert (refusal.actor, refusal.epoch) == ("worker-a", 1)
         final = store.get(eid)
         assert (final.state, final.epoch, final.result) == (State.SUCCEEDED, 2, "epoch 2")
-        assert "complete refused" in processes.log("worker-a")
+        # A logs the refusal once the service's answer reaches it: after the service wrote
+        # it to the audit, so it may not be in A's log yet when the audit has it.
+        wait_until(
+            lambda: "complete refused" in processes.log("worker-a"), 15, "A to log the refusal"
+        )
     finally:
         store.close()
 

@@ -171,7 +171,9 @@ run:
         ("worker-a", 1, AttemptOutcome.TIMED_OUT),
         ("worker-b", 2, AttemptOutcome.SUCCEEDED),
     ]
-    assert "complete refused" in workers.log("worker-a")
+    # A logs the refusal once its call returns: after the refusal is in the audit, so it
+    # may not be in A's log yet when the audit has it.
+    wait_until(lambda: "complete refused" in workers.log("worker-a"), 15, "A to log the refusal")
 
 
 def test_a_killed_worker_s_execution_is_run_again_after_its_lease_expires(
