@@ -258,7 +258,8 @@ def test_held_back_and_too_slow_answers_are_outages_to_a_remote_worker(store: St
         for _ in range(25):
             http.get("/executions", headers={"Authorization": "Bearer wrong-0123456789abcdef"})
         with (
-            Client("http://testserver", token=token, http=http) as remote,
+            # No retries: a read would wait out the Retry-After (test_client_retries.py).
+            Client("http://testserver", token=token, http=http, retry_timeout=0) as remote,
             pytest.raises(StoreUnavailable) as held,
         ):
             remote.stats()

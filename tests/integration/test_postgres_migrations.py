@@ -137,8 +137,8 @@ def test_bad_migrate_arguments_exit_non_zero(tmp_path: Path) -> None:
         text=True,
         env={"PATH": "/usr/bin:/bin"},
     )
-    assert run.returncode == 1
-    assert run.stderr.startswith("fencepost: url: unsupported store URL")
+    assert run.returncode == 2  # a bad argument
+    assert run.stderr.startswith("fencepost db migrate: --db: unsupported store URL")
     # Without --db or $FENCEPOST_DB: the default store of every command, ./fencepost.db.
     default = subprocess.run(
         [str(fencepost_cmd), "db", "migrate"], capture_output=True, text=True, env={}, cwd=tmp_path

@@ -85,11 +85,12 @@ def test_on_an_empty_postgresql_database_nothing_is_created(
 ) -> None:
     before = _contents(empty_database)
     run = fencepost(*command, "--db", empty_database)
-    assert run.returncode == 1, run.stderr
+    assert run.returncode == 5, run.stderr  # the store cannot be used
     name = " ".join(command[:2] if command[0] == "schedule" else command[:1])
     target = empty_database.split("://", 1)[1]
     assert run.stderr.splitlines() == [
-        f"fencepost {name}: no fencepost schema in postgresql://{target} "
+        # the schema the store would use: fencepost's own unless ?schema= names one
+        f"fencepost {name}: no fencepost schema in postgresql://{target}?schema=fencepost "
         "(`fencepost db migrate --db URL` creates it; this command only reads)"
     ]
     assert _contents(empty_database) == before == [("public", "")]
@@ -98,7 +99,7 @@ def test_on_an_empty_postgresql_database_nothing_is_created(
 def test_a_writer_still_migrates_the_empty_database(empty_database: str) -> None:
     run = fencepost("submit", "noop", "--db", empty_database)
     assert run.returncode == 0, run.stderr
-    assert ("public", "executions") in _contents(empty_database)
+    assert ("fencepost", "executions") in _contents(empty_database)
     assert fencepost("ps", "--db", empty_database).returncode == 0
 
 
@@ -112,7 +113,7 @@ def test_a_sqlite_file_of_another_application_is_left_byte_for_byte(
     conn.close()
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     run = fencepost(*command, "--db", f"sqlite:///{path}")
-    assert run.returncode == 1, run.stderr
+    assert run.returncode == 5, run.stderr  # the store cannot be used
     assert f"no fencepost schema in sqlite:///{path}" in run.stderr
     assert len(run.stderr.splitlines()) == 1
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
@@ -135,7 +136,7 @@ def test_a_schema_of_another_version_is_named_and_left_alone(tmp_path: Path, cha
     conn.close()
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     run = fencepost("ps", "--db", f"sqlite:///{path}")
-    assert run.returncode == 1
+    assert run.returncode == 5  # the store cannot be used
     if change == "older":
         assert run.stderr.strip() == (
             f"fencepost ps: the fencepost schema in sqlite:///{path} is at version "

@@ -31,6 +31,7 @@ SYNC_CLIENT = {
     "fencepost.client.arguments",
     "fencepost.client.errors",
     "fencepost.client.http",
+    "fencepost.client.retries",
     "fencepost.client.verbs",
 }
 

@@ -68,6 +68,12 @@ NO_TRANSITION = frozenset(
         "release_savepoint",
         "rollback_to_savepoint",
         "has_migrations_table",
+        # the store's schema: where its tables are, and moving them (store/postgres/schemas.py)
+        "find_store_schema",
+        "schema_state",
+        "moved_to",
+        "store_relations",
+        "store_statistics",
         "create_migrations_table",
         "applied_migrations",
         "record_migration",

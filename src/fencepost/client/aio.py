@@ -29,6 +29,7 @@ import anyio
 import httpx
 
 from fencepost.client import verbs
+from fencepost.client.retries import DEFAULT_RETRY_TIMEOUT, Retrying, retry_timeout_option
 from fencepost.domain.jobviews import JobSummary, JobView
 from fencepost.domain.models import (
     JSON,
@@ -54,6 +55,11 @@ class AsyncClient:
     underlying :class:`httpx.AsyncClient` (tests pass one over an in-process
     ``httpx.ASGITransport``). Close it (``await client.aclose()``, or ``async
     with``) when done.
+
+    Reads and keyed submits are sent again after a lost connection, a 503 and a 429
+    (honouring ``Retry-After``), other requests only when no connection could be made,
+    with capped, jittered backoff, all within ``retry_timeout`` seconds of the first
+    try (0: never); see :mod:`fencepost.client.retries`.
     """
 
     def __init__(
@@ -62,8 +68,12 @@ class AsyncClient:
         *,
         token: str | None = None,
         timeout: float = 30.0,
+        retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
         http: httpx.AsyncClient | None = None,
     ) -> None:
+        #: Seconds within which every try of one request ends (0: no retries; see
+        #: :mod:`fencepost.client.retries`).
+        self.retry_timeout = retry_timeout_option(retry_timeout)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if http is None:
             http = httpx.AsyncClient(base_url=base_url, timeout=timeout)
@@ -112,18 +122,29 @@ class AsyncClient:
             await anyio.sleep(step.seconds)
             return b""
         content = step.content()
-        try:
-            response = await self._http.request(
-                step.method,
-                step.path,
-                content=content,
-                params=step.query(),
-                headers=step.header_fields(content),
-                timeout=step.timeout(self._http.timeout),
-            )
-        except httpx.HTTPError as exc:
-            raise verbs.unreachable(self.base_url, exc) from exc
-        return verbs.answer_for(step, response)
+        headers = step.header_fields(content)
+        retrying = Retrying(step.method, headers, timeout=self.retry_timeout, retry=step.retry)
+        while True:
+            try:
+                response = await self._http.request(
+                    step.method,
+                    step.path,
+                    content=content,
+                    params=step.query(),
+                    headers=headers,
+                    timeout=step.timeout(self._http.timeout),
+                )
+            except httpx.HTTPError as exc:
+                pause = retrying.after_error(exc)
+                if pause is None:
+                    raise verbs.unreachable(self.base_url, exc) from exc
+            else:
+                pause = retrying.after_answer(
+                    response.status_code, response.headers.get("Retry-After")
+                )
+                if pause is None:
+                    return verbs.answer_for(step, response)
+            await anyio.sleep(pause)
 
     # -- submitting and reading ----------------------------------------------
 

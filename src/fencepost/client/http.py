@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import httpx
 
 from fencepost.client import verbs
+from fencepost.client.retries import DEFAULT_RETRY_TIMEOUT, Retrying, retry_timeout_option
 from fencepost.domain.catalogue import JobEntry
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
 from fencepost.domain.errors import StaleLease
@@ -55,6 +56,11 @@ class Client:
     ``token`` is sent as ``Authorization: Bearer``. ``http`` replaces the
     underlying :class:`httpx.Client` (tests pass an in-process one). The client
     keeps one connection pool; close it (or use ``with``) when done.
+
+    Reads and keyed submits are sent again after a lost connection, a 503 and a 429
+    (honouring ``Retry-After``), other requests only when no connection could be made,
+    with capped, jittered backoff, all within ``retry_timeout`` seconds of the first
+    try (0: never); see :mod:`fencepost.client.retries`.
     """
 
     def __init__(
@@ -63,8 +69,12 @@ class Client:
         *,
         token: str | None = None,
         timeout: float = 30.0,
+        retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
         http: httpx.Client | None = None,
     ) -> None:
+        #: Seconds within which every try of one request ends (0: no retries; see
+        #: :mod:`fencepost.client.retries`).
+        self.retry_timeout = retry_timeout_option(retry_timeout)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if http is None:
             http = httpx.Client(base_url=base_url, timeout=timeout)
@@ -110,18 +120,29 @@ class Client:
             time.sleep(step.seconds)
             return b""
         content = step.content()
-        try:
-            response = self._http.request(
-                step.method,
-                step.path,
-                content=content,
-                params=step.query(),
-                headers=step.header_fields(content),
-                timeout=step.timeout(self._http.timeout),
-            )
-        except httpx.HTTPError as exc:
-            raise verbs.unreachable(self.base_url, exc) from exc
-        return verbs.answer_for(step, response)
+        headers = step.header_fields(content)
+        retrying = Retrying(step.method, headers, timeout=self.retry_timeout, retry=step.retry)
+        while True:
+            try:
+                response = self._http.request(
+                    step.method,
+                    step.path,
+                    content=content,
+                    params=step.query(),
+                    headers=headers,
+                    timeout=step.timeout(self._http.timeout),
+                )
+            except httpx.HTTPError as exc:
+                pause = retrying.after_error(exc)
+                if pause is None:
+                    raise verbs.unreachable(self.base_url, exc) from exc
+            else:
+                pause = retrying.after_answer(
+                    response.status_code, response.headers.get("Retry-After")
+                )
+                if pause is None:
+                    return verbs.answer_for(step, response)
+            time.sleep(pause)
 
     # -- submitting and reading ----------------------------------------------
 

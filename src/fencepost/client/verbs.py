@@ -107,6 +107,9 @@ class Request:
     hold: float = 0.0
     #: A response header the verb reads too: it then receives (body, header value).
     header: str | None = None
+    #: Whether the client may send it again (see :mod:`fencepost.client.retries`): False
+    #: for the worker protocol, whose outages the worker handles itself.
+    retry: bool = True
 
     def content(self) -> str | None:
         """The body's JSON text, or None for a request without one."""
@@ -542,7 +545,7 @@ def claim(
         body["max_per_bucket"] = max_per_bucket
     if queues is not None:
         body["queues"] = claim_queues(queues)
-    answer = yield from _read(work.Leases, Request("POST", "/claims", body=body))
+    answer = yield from _read(work.Leases, Request("POST", "/claims", body=body, retry=False))
     return [lease.to_domain() for lease in answer.leases]
 
 
@@ -552,7 +555,7 @@ def claim_occurrence(
     """``POST /jobs/{task}/{slot}/claim``."""
     path = f"/jobs/{_path(schedule_id)}/{_path(slot)}/claim"
     body = {"owner": owner, "ttl_seconds": seconds(ttl)}
-    return (yield from _read(work.Lease, Request("POST", path, body=body))).to_domain()
+    return (yield from _read(work.Lease, _worker("POST", path, body=body))).to_domain()
 
 
 def complete_occurrence(
@@ -561,7 +564,7 @@ def complete_occurrence(
     """``POST /jobs/{task}/{slot}/complete``."""
     path = f"/jobs/{_path(schedule_id)}/{_path(slot)}/complete"
     body = {"owner": lease.owner, "epoch": lease.epoch, "result": result}
-    return (yield from _read(executions.Execution, Request("POST", path, body=body))).to_domain()
+    return (yield from _read(executions.Execution, _worker("POST", path, body=body))).to_domain()
 
 
 def heartbeat(
@@ -570,7 +573,7 @@ def heartbeat(
     """``POST /executions/{id}/heartbeat``; :class:`StaleLease` if no longer held."""
     body = _report(lease, ttl_seconds=seconds(ttl), progress=progress)
     try:
-        answer = yield from _read(work.Lease, Request("POST", _on(lease, "heartbeat"), body=body))
+        answer = yield from _read(work.Lease, _worker("POST", _on(lease, "heartbeat"), body=body))
     except RemoteStaleLease:
         raise StaleLease(lease.execution_id, lease.owner, lease.epoch) from None
     return answer.to_domain()
@@ -584,7 +587,7 @@ def heartbeat_many(
         return []
     items = [{"execution_id": le.execution_id, **_report(le, progress=p)} for le, p in beats]
     body = {"ttl_seconds": seconds(ttl), "items": items}
-    answer = yield from _read(work.HeartbeatResults, Request("POST", "/heartbeats", body=body))
+    answer = yield from _read(work.HeartbeatResults, _worker("POST", "/heartbeats", body=body))
     out: list[Lease | StaleLease] = []
     for (lease, _), result in zip(beats, answer.results, strict=True):
         if isinstance(result, work.Lease):
@@ -602,7 +605,7 @@ def complete(lease: Lease, result: JSON = None) -> Verb[Execution]:
         raise ResultInvalid(lease.execution_id, invalid)
     try:
         body = _completion_json(lease, encoded, with_id=False)
-        request = Request("POST", _on(lease, "complete"), body_json=body)
+        request = _worker("POST", _on(lease, "complete"), body_json=body)
         answer = yield from _read(executions.Execution, request)
     except RemoteStaleLease:
         raise StaleLease(lease.execution_id, lease.owner, lease.epoch) from None
@@ -625,7 +628,7 @@ def complete_many(results: Sequence[tuple[Lease, JSON]]) -> Verb[list[StaleLease
         positions.append(index)
     if items:
         body = '{"items":[' + ",".join(items) + "]}"
-        request = Request("POST", "/completions", body_json=body)
+        request = _worker("POST", "/completions", body_json=body)
         answer = yield from _read(work.CompletionResults, request)
         for index, refusal in zip(positions, answer.results, strict=True):
             if refusal is not None:
@@ -669,7 +672,7 @@ def abort(lease: Lease, *, reason: str = "cancel requested") -> Verb[Execution]:
 
 def _lease_verb(lease: Lease, verb: str, body: dict[str, Any]) -> Verb[Execution]:
     try:
-        request = Request("POST", _on(lease, verb), body=body)
+        request = _worker("POST", _on(lease, verb), body=body)
         answer = yield from _read(executions.Execution, request)
     except RemoteStaleLease:
         raise StaleLease(lease.execution_id, lease.owner, lease.epoch) from None
@@ -688,7 +691,7 @@ def claim_commands(
     if not ids:
         return []
     body = {"owner": owner, "execution_ids": ids, "ttl_seconds": seconds(ttl), "limit": limit}
-    answer = yield from _read(work.ClaimedCommands, Request("POST", "/commands/claims", body=body))
+    answer = yield from _read(work.ClaimedCommands, _worker("POST", "/commands/claims", body=body))
     return [c.to_domain() for c in answer.commands]
 
 
@@ -699,7 +702,7 @@ def complete_command(command: Command, lease: Lease) -> Verb[Command]:
     body = {"owner": lease.owner, "execution_id": lease.execution_id, "epoch": lease.epoch}
     path = f"/commands/{_path(command.id)}/complete"
     try:
-        answer = yield from _read(work.ClaimedCommand, Request("POST", path, body=body))
+        answer = yield from _read(work.ClaimedCommand, _worker("POST", path, body=body))
     except RemoteStaleLease:
         raise StaleLease(command.execution_id, lease.owner, lease.epoch) from None
     return answer.to_domain()
@@ -710,7 +713,7 @@ def release_command(command: Command) -> Verb[None]:
     if command.owner is None:
         return
     body = {"owner": command.owner, "execution_id": command.execution_id}
-    yield Request("POST", f"/commands/{_path(command.id)}/release", body=body)
+    yield _worker("POST", f"/commands/{_path(command.id)}/release", body=body)
 
 
 def register_node(
@@ -729,7 +732,7 @@ def register_node(
     if served:
         body["jobs"] = served
     name = node_id if node_id is not None else default_node_id()
-    request = Request("PUT", f"/nodes/{_path(name)}", body=body)
+    request = _worker("PUT", f"/nodes/{_path(name)}", body=body)
     return (yield from _read(reports.Node, request)).to_domain()
 
 
@@ -738,20 +741,26 @@ def publish_jobs(entries: Iterable[JobEntry]) -> Verb[list[JobEntry]]:
     items = [catalogue.JobDefinition.of(entry) for entry in entries]
     if not items:
         return []
-    request = Request("POST", "/jobs", body={"entries": items})
+    request = _worker("POST", "/jobs", body={"entries": items})
     answer = yield from _read_list(catalogue.JobEntry, request)
     return [entry.to_domain() for entry in answer]
 
 
 def deregister_node(node_id: str) -> Verb[None]:
     """``DELETE /nodes/{id}``."""
-    yield Request("DELETE", f"/nodes/{_path(node_id)}")
+    yield _worker("DELETE", f"/nodes/{_path(node_id)}")
 
 
 def nodes() -> Verb[list[Node]]:
     """``GET /nodes``."""
     rows = yield from _read_list(reports.Node, Request("GET", "/nodes"))
     return [n.to_domain() for n in rows]
+
+
+def _worker(method: str, path: str, **fields: Any) -> Request:
+    """A request of the worker protocol: never sent again by the client (the worker
+    keeps its outcomes through an outage and retries them itself)."""
+    return Request(method, path, retry=False, **fields)
 
 
 def _on(lease: Lease, verb: str) -> str:

@@ -34,12 +34,18 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 import psycopg.conninfo
+import psycopg.errors
 import psycopg.sql
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
 from fencepost.domain.errors import StoreRefused, StoreUnavailable, ValidationError
-from fencepost.store.postgres.outages import DEFAULT_RETRY_TIMEOUT, READ_ONLY
+from fencepost.store.postgres import schemas
+from fencepost.store.postgres.outages import (
+    DEFAULT_RETRY_TIMEOUT,
+    READ_ONLY,
+    fold_pool_warnings,
+)
 from fencepost.store.sql import load_queries, migration_files, refuse_newer
 
 QUERIES = load_queries("fencepost.store.postgres", "queries.sql")
@@ -151,11 +157,9 @@ class Database:
         self.conninfo = conninfo
         pooler = _pooler_option(own)
         listen = _listen_option(own)
-        self.schema = own.get("schema")
-        if self.schema is not None and not self.schema.replace("_", "").isalnum():
-            raise ValidationError("url.schema", f"must be a plain identifier, got {self.schema!r}")
-        #: The NOTIFY channel that wakes this store's workers (one per schema).
-        self.channel = f"fencepost_work_{self.schema}" if self.schema else "fencepost_work"
+        named = own.get("schema")
+        if named is not None:
+            schemas.check_name(named)  # before connecting: bad input is told at once
         pool_max = _int_option(own, "pool_max", 8)
         pool_min = min(_int_option(own, "pool_min", 1), pool_max)
         timeout = float(_int_option(own, "pool_timeout", 10))
@@ -168,6 +172,12 @@ class Database:
         self._last_used: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
         # The cause of a failure in one line, before the pool retries it.
         behind_pooler = probe(conninfo)
+        placement = schemas.place(conninfo, named)
+        #: The schema of the store's tables (see schemas: ``fencepost`` unless named).
+        self.schema: str = placement.schema
+        #: The NOTIFY channel that wakes this store's workers (one per schema). An earlier
+        #: fencepost's tables keep its channel: its processes and these wake each other.
+        self.channel = "fencepost_work" if placement.legacy else f"fencepost_work_{self.schema}"
         #: Whether a transaction pooler sits in between (see the class's docstring).
         self.transaction_pooled = pooler == "transaction" or (pooler == "auto" and behind_pooler)
         if listen is not None and probe(listen):
@@ -179,6 +189,7 @@ class Database:
         #: What starts each transaction behind a transaction pooler: BEGIN and the
         #: settings every other connection keeps for its session.
         self.begin = begin_statement(self.schema) if self.transaction_pooled else None
+        fold_pool_warnings()  # an outage is reported once, by the store's caller
         self.pool = ConnectionPool(
             conninfo,
             min_size=pool_min,
@@ -447,21 +458,43 @@ def applied_migrations(db: Database) -> set[int] | None:
         row = conn.execute(QUERIES["has_migrations_table"]).fetchone()
         if not (row and row[0]):
             return None
-        return {r[0] for r in conn.execute(QUERIES["applied_migrations"])}
+        done = {r[0] for r in conn.execute(QUERIES["applied_migrations"])}
+        _refuse_moved(conn, done)
+        return done
 
 
 def migrate(db: Database) -> list[int]:
     """Apply pending migrations under an advisory lock; return the versions applied."""
     known = migration_files(MIGRATIONS_PACKAGE)
-    with db.transaction() as conn:
-        conn.execute(QUERIES["lock_migrations"])
-        conn.execute(QUERIES["create_migrations_table"])
-        done: set[int] = {row[0] for row in conn.execute(QUERIES["applied_migrations"])}
-        refuse_newer(done, MIGRATIONS_PACKAGE)
-        applied = []
-        for version, name, sql in known:
-            if version not in done:
-                conn.execute(sql)  # a script: several statements, no parameters
-                conn.execute(QUERIES["record_migration"], {"version": version, "name": name})
-                applied.append(version)
+    schemas.make(db)
+    try:
+        with db.transaction() as conn:
+            conn.execute(QUERIES["lock_migrations"])
+            conn.execute(QUERIES["create_migrations_table"])
+            done: set[int] = {row[0] for row in conn.execute(QUERIES["applied_migrations"])}
+            _refuse_moved(conn, done)
+            refuse_newer(done, MIGRATIONS_PACKAGE)
+            applied = []
+            for version, name, sql in known:
+                if version not in done:
+                    conn.execute(sql)  # a script: several statements, no parameters
+                    conn.execute(QUERIES["record_migration"], {"version": version, "name": name})
+                    applied.append(version)
+    except StoreUnavailable as exc:
+        if isinstance(exc.__cause__, psycopg.errors.InsufficientPrivilege):
+            with db.connection() as conn:
+                state = conn.execute(QUERIES["schema_state"], {"schema": db.schema}).fetchone()
+            raise schemas.cannot_write(db.schema, str(state[1] if state else "")) from None
+        raise
     return applied
+
+
+def _refuse_moved(conn: Connection, done: set[int]) -> None:
+    """A :class:`ValidationError` naming where the tables went, for a schema whose tables
+    a move took away (its mark, :data:`schemas.MOVED_VERSION`)."""
+    if schemas.MOVED_VERSION in done:
+        row = conn.execute(QUERIES["moved_to"], {"version": schemas.MOVED_VERSION}).fetchone()
+        target = str(row[0] if row else "").removeprefix("moved to schema ")
+        raise ValidationError(
+            "url.schema", f"fencepost's tables were moved to schema {target}: use ?schema={target}"
+        )

@@ -180,6 +180,49 @@ async def retried_async(
         again = True
 
 
+#: How psycopg_pool's log lines about a server it cannot reach begin (their templates).
+POOL_OUTAGE_LINES = (
+    "error connecting in",
+    "reconnection attempt in pool",
+    "discarding broken connection",
+    "discarding closed connection",
+    "task run",
+)
+
+
+class PoolOutageLines(logging.Filter):
+    """psycopg_pool's warnings about a server it cannot reach, folded into DEBUG lines.
+
+    While the server is away the pool warns, in several lines each, about every
+    connection attempt that failed and every broken connection it discarded (16 in
+    15 s of a worker's outage). Whoever calls the store says so once per outage
+    (the worker's "database unreachable" and "reachable again"), so these become
+    one-line DEBUG records, kept only when the ``psycopg.pool`` logger is set to
+    DEBUG. The pool's other warnings (a connection returned mid-transaction, a
+    reset that failed) are left as they are: they are not about an outage.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Fold an outage warning (see the class); pass every other record unchanged."""
+        if record.levelno != logging.WARNING or not str(record.msg).startswith(POOL_OUTAGE_LINES):
+            return True
+        if not logging.getLogger(POOL_LOGGER).isEnabledFor(logging.DEBUG):
+            return False
+        record.msg, record.args = " ".join(record.getMessage().split()), None
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+
+#: The logger psycopg_pool writes to.
+POOL_LOGGER = "psycopg.pool"
+_FOLDED = PoolOutageLines()
+
+
+def fold_pool_warnings() -> None:
+    """Install :class:`PoolOutageLines` on psycopg_pool's logger (once; idempotent)."""
+    logging.getLogger(POOL_LOGGER).addFilter(_FOLDED)
+
+
 def _log_retry(what: str, retry: int, wait: float, exc: StoreUnavailable) -> None:
     # INFO, not WARNING: a retry that succeeds needs nobody's attention, and the
     # last failure still reaches the caller.

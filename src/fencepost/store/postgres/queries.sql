@@ -43,6 +43,41 @@ SELECT version FROM fencepost_migrations ORDER BY version
 -- name: record_migration
 INSERT INTO fencepost_migrations (version, name) VALUES (%(version)s, %(name)s)
 
+-- name: find_store_schema
+-- Where a URL that names no schema finds the store (store/postgres/schemas.py): whether
+-- the default schema %(schema)s holds fencepost's tables, and else the schema in which the
+-- role's own search_path finds them (an earlier fencepost's install, normally public).
+SELECT to_regclass(quote_ident(%(schema)s) || '.fencepost_migrations') IS NOT NULL,
+       (SELECT n.nspname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+        WHERE c.oid = to_regclass('fencepost_migrations'))
+
+-- name: schema_state
+-- Whether schema %(schema)s exists, and the role and database (named by its errors).
+SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s),
+       current_user, current_database()
+
+-- name: moved_to
+-- The mark a move left in the schema's fencepost_migrations (None: not moved away).
+SELECT name FROM fencepost_migrations WHERE version = %(version)s
+
+-- name: store_relations
+-- What a move takes from schema %(schema)s: the tables and views named %(names)s and every
+-- partition of them (indexes, constraints and owned sequences go with their tables).
+WITH named AS (
+    SELECT c.oid FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+    WHERE n.nspname = %(schema)s AND c.relname = ANY(%(names)s) AND c.relkind IN ('r', 'p', 'v')
+)
+SELECT c.relname, c.relkind FROM pg_class AS c
+WHERE c.oid IN (SELECT oid FROM named)
+   OR c.oid IN (SELECT i.inhrelid FROM pg_inherits AS i JOIN named ON named.oid = i.inhparent)
+ORDER BY c.relname
+
+-- name: store_statistics
+-- The extended statistics named %(names)s in schema %(schema)s (a table's move leaves them).
+SELECT s.stxname FROM pg_statistic_ext AS s JOIN pg_namespace AS n ON n.oid = s.stxnamespace
+WHERE n.nspname = %(schema)s AND s.stxname = ANY(%(names)s)
+ORDER BY s.stxname
+
 -- name: store_now
 SELECT coalesce(%(now)s::timestamptz, clock_timestamp())
 
