@@ -1,8 +1,9 @@
 """Write ``reference/metrics.md`` from the metric objects ``GET /metrics`` serves.
 
-The page is read from a real registry (:func:`fencepost.api.metrics.create_metrics`
-over a memory store): every family's name, type, help and labels come from the
-objects themselves, so a new metric or label appears at the next build.
+The page is read from real registries (:func:`fencepost.api.metrics.create_metrics`
+over a memory store, and a worker's :class:`fencepost.worker.metrics.WorkerMetrics`
+bound to a worker of one job): every family's name, type, help and labels come from
+the objects themselves, so a new metric or label appears at the next build.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from _markdown import GENERATED, cell, code, escape
 
 import fencepost
 from fencepost.api.metrics import StoreCollector, create_metrics
+from fencepost.jobs.registry import JobRegistry
+from fencepost.jobs.spec import spec_from_function
+from fencepost.worker.metrics import WorkerMetrics
+from fencepost.worker.runtime import Worker
 
 #: The series suffixes each type exposes, as the Prometheus text format names them.
 SERIES = {
@@ -32,6 +37,18 @@ def families(store: fencepost.Store) -> dict[str, object]:
     return {family.name: family for family in create_metrics(store).registry.collect()}
 
 
+def example(n: int = 0) -> int:
+    return n
+
+
+def worker_families(store: fencepost.Store) -> dict[str, object]:
+    """The families a worker of the job ``example`` exports, besides the service's."""
+    registry = JobRegistry([spec_from_function(example, name="example")])
+    metrics = WorkerMetrics()
+    metrics.bind(Worker(store, registry), registry)
+    return {family.name: family for family in metrics.registry.collect()}
+
+
 def page() -> str:
     # An empty store shows which label values are exported from the start (at zero);
     # one with an execution in a named queue makes every label appear on some sample.
@@ -40,10 +57,13 @@ def page() -> str:
         fresh = families(empty)
         seen = families(used)
         from_store = {family.name for family in StoreCollector(empty).describe()}
+        from_worker = worker_families(empty)
+    fresh.update(from_worker)
     rows_store: list[str] = []
     rows_process: list[str] = []
+    rows_worker: list[str] = []
     details: list[str] = []
-    for name, family in seen.items():
+    for name, family in {**seen, **from_worker}.items():
         labels: dict[str, set[str]] = defaultdict(set)
         for sample in family.samples:  # type: ignore[attr-defined]
             for label in sample.labels:
@@ -56,10 +76,13 @@ def page() -> str:
         exposed = ", ".join(code(name + suffix) for suffix in SERIES.get(kind, ("",)))
         label_text = ", ".join(code(label) for label in labels) or "none"
         row = f"| {exposed} | {kind} | {label_text} | {cell(escape(family.documentation))} |"  # type: ignore[attr-defined]
-        (rows_store if name in from_store else rows_process).append(row)
+        if name in from_worker:
+            rows_worker.append(row)
+        else:
+            (rows_store if name in from_store else rows_process).append(row)
         notes = []
         for label, values in labels.items():
-            if values:
+            if values and label != "job":  # the worker's: one example job, not a rule
                 notes.append(
                     f"`{label}` takes the values "
                     + ", ".join(code(v) for v in sorted(values))
@@ -76,9 +99,10 @@ def page() -> str:
         "",
         "`GET /metrics` on `fencepost serve` answers in the Prometheus text format "
         "(OpenMetrics when the `Accept` header asks for it) and needs a token with the "
-        "`read` scope. Every metric is listed here, read from the service's own registry "
-        "when this page was built. [Metrics, alerts and tracing](../how-to/observability.md) "
-        "shows what to alert on.",
+        "`read` scope; `fencepost worker --metrics-port PORT` serves a worker's at "
+        "`http://127.0.0.1:PORT/metrics`, without a token. Every metric is listed here, "
+        "read from the service's and a worker's own registries when this page was built. "
+        "[Metrics, alerts and tracing](../how-to/observability.md) shows what to alert on.",
         "",
         "## Read from the store at each scrape",
         "",
@@ -97,6 +121,17 @@ def page() -> str:
         "",
         *header,
         *rows_process,
+        "",
+        "## Counted by a worker",
+        "",
+        "What a `fencepost worker --metrics-port` process (or `App.run_worker(metrics_port=...)`) "
+        "did since it started, by job. A worker on a database (`--db`) also exports the "
+        "counters of the section above, as its own work; a remote worker (`--server`) does "
+        "not, because the service it calls counts them. `job` takes the names of the jobs "
+        "the worker runs, each exported from the start (at zero).",
+        "",
+        *header,
+        *rows_worker,
         "",
         "## Label values and buckets",
         "",

@@ -280,9 +280,29 @@ class App:
             ),
         )
 
-    def run_worker(self, **options: Any) -> Worker:
-        """Run a worker in this thread until SIGTERM or SIGINT (see :meth:`worker`)."""
+    def run_worker(
+        self,
+        *,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
+        **options: Any,
+    ) -> Worker:
+        """Run a worker in this thread until SIGTERM or SIGINT (see :meth:`worker`).
+
+        It logs as ``fencepost worker`` does (INFO and up, the same text lines on
+        stderr) unless the application has configured logging itself (the root
+        logger has a handler, as after ``logging.basicConfig``): then it is left
+        alone. ``metrics_port`` serves the worker's Prometheus metrics on
+        ``metrics_host`` (see :meth:`Worker.serve_metrics`).
+        """
+        from fencepost.cli.logs import configure_unless_configured
+
+        configure_unless_configured()
         worker = self.worker(**options)
+        if metrics_port is not None:
+            from fencepost.api.metered_store import meter_store
+
+            worker.serve_metrics(metrics_port, metrics_host, meter=meter_store)
         worker.run()
         return worker
 

@@ -23,15 +23,13 @@ from fencepost.domain.defaults import DEFAULT_TTL
 from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import ResultInvalid, StaleLease
 from fencepost.domain.models import JSON, Execution, Lease, Occurrence, Schedule
-from fencepost.domain.states import State
+from fencepost.domain.states import ATTEMPT_OUTCOMES, State
 from fencepost.store.base import Store
 
 #: Upper bounds of the claim lateness histogram, in seconds: from a busy worker's
 #: poll interval up to ten minutes, with 10 s (the claim SLO) as one of them.
 LATENESS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
-#: ``fencepost_attempts_total`` outcomes, each exposed from the start (at zero).
-ATTEMPT_OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled", "released", "result_invalid")
 #: The fenced verbs whose refusals ``fencepost_stale_refused_total`` counts.
 FENCED_VERBS = (
     "complete",
@@ -103,7 +101,7 @@ class Instruments:
                 registry=registry,
             ),
         )
-        for outcome in ATTEMPT_OUTCOMES:
+        for outcome in ATTEMPT_OUTCOMES:  # each exposed from the start, at zero
             instruments.attempts.labels(outcome=outcome)
         for verb in FENCED_VERBS:
             instruments.stale_refused.labels(verb=verb)
@@ -282,3 +280,15 @@ class MeteredStore:
 # Virtual subclass: code that takes "an open Store" by isinstance (fencepost.App)
 # takes the wrapper too. Typing still needs cast(Store, ...): mypy ignores this.
 Store.register(MeteredStore)
+
+
+def meter_store(registry: CollectorRegistry, source: Any) -> Any:
+    """``source`` wrapped to count the service's process counters on ``registry``.
+
+    What ``fencepost worker --metrics-port`` and ``App.run_worker(metrics_port=)`` give
+    :meth:`Worker.serve_metrics <fencepost.worker.runtime.Worker.serve_metrics>`. Only a
+    store is wrapped: a remote worker's calls are counted by the service it calls.
+    """
+    if not isinstance(source, Store):
+        return source
+    return MeteredStore(source, Instruments.create(registry))

@@ -152,6 +152,11 @@ class Service:
         The first signal stops the HTTP server (uvicorn finishes open requests),
         then the workers drain within their grace; a second signal during the
         drain stops them at once, releasing their leases.
+
+        uvicorn's own lines (its error and access loggers) go through the
+        process's logging when it has been configured (the root logger has a
+        handler, as ``fencepost serve --log-format json`` gives it): every line
+        then has one format. Otherwise uvicorn prints them its own way.
         """
         if self.auth.enabled is False and not is_loopback(host):
             raise ValueError(
@@ -164,6 +169,8 @@ class Service:
             host=host,
             port=port,
             log_level=log_level,
+            # None: uvicorn installs no handlers and its loggers propagate to ours.
+            log_config=None if logging.getLogger().handlers else uvicorn.config.LOGGING_CONFIG,
             lifespan="off",
             # uvicorn bounds neither the time nor (with httptools) the size of a request's
             # headers; this protocol does (protocol.py). The body's limits are the app's.

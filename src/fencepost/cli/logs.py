@@ -42,6 +42,19 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
+def configure_unless_configured(level: str = "INFO", fmt: str = "text") -> bool:
+    """:func:`configure`, unless the process has configured logging; True if it did.
+
+    Configured means the root logger has a handler (``logging.basicConfig`` or
+    ``dictConfig`` gave it one): the application's choices are then left as they are.
+    ``App.run_worker`` calls this, so it logs as ``fencepost worker`` does.
+    """
+    if logging.getLogger().handlers:
+        return False
+    configure(level, fmt)
+    return True
+
+
 def configure(level: str = "INFO", fmt: str = "text") -> None:
     """Send fencepost's logs to stderr at ``level``, as ``text`` or ``json`` lines."""
     handler = logging.StreamHandler(sys.stderr)

@@ -96,6 +96,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also materialize schedules in this process (safe in several processes at once)",
     )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: none; 0: any "
+        "free port, logged)",
+    )
+    p.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="the address --metrics-port listens on (default 127.0.0.1; 0.0.0.0: every one)",
+    )
     common.add_logging(p, default="INFO", note="")
 
 
@@ -104,9 +117,18 @@ def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level, args.log_format)
     try:
         worker = _build(args)
-    except (FencepostError, ImportError, AttributeError) as exc:
-        print(f"fencepost worker: {exc}", file=sys.stderr)
-        return 2
+    except FencepostError as exc:
+        return common.fail("worker", str(exc), common.exit_code(exc))
+    except (ImportError, AttributeError) as exc:  # APP names no module or attribute
+        return common.fail("worker", str(exc), common.Exit.USAGE)
+    if args.metrics_port is not None:
+        try:  # before the scheduler: it counts its occurrences through the worker's store
+            from fencepost.api.metered_store import meter_store
+
+            worker.serve_metrics(args.metrics_port, args.metrics_host, meter=meter_store)
+        except ValidationError as exc:
+            worker.store.close()
+            return common.fail("worker", str(exc), common.Exit.USAGE)
     materializer = None
     if args.with_scheduler:
         from fencepost.scheduler.materializer import Materializer, MaterializerOptions
@@ -124,16 +146,15 @@ def run(args: argparse.Namespace) -> int:
     except CatalogueConflict as exc:
         # Another definition of one of its job versions is published: running this one
         # under the same name and version would run different code for the same request.
-        print(f"fencepost worker: {exc}", file=sys.stderr)
-        return 2
+        return common.fail("worker", str(exc), common.Exit.CONFLICT)
     except (Unauthorized, Forbidden) as exc:
         # The service refused the token before anything started: the caller's error.
-        print(
-            f"fencepost worker: {args.server} refused the token: {exc} "
+        return common.fail(
+            "worker",
+            f"{args.server} refused the token: {exc} "
             f"(a worker needs one with the 'work' scope: --token or ${TOKEN_ENV})",
-            file=sys.stderr,
+            common.Exit.USAGE,
         )
-        return 2
     finally:
         if materializer is not None:
             materializer.stop()

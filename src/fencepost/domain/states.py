@@ -104,3 +104,8 @@ class CommandState(StrEnum):
     #: Delivered to the lease holder at ``epoch`` (or, for a cancel of an execution
     #: that had not started, carried out at once by the store).
     DONE = "DONE"
+
+
+#: An attempt's outcome as a metric label (``fencepost_attempts_total``,
+#: ``fencepost_attempt_duration_seconds``): the service and the worker count the same ones.
+ATTEMPT_OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled", "released", "result_invalid")

@@ -36,6 +36,8 @@ class HandlerPool(WorkerState):
     def _dispatch(self) -> None:
         """Start the buffered coroutine runs that free slots allow (threads take their own)."""
         for run in self._buffer.take_coroutines():
+            if self.metrics is not None:
+                self.metrics.started(run)
             loop = self._event_loop()
             run.future = asyncio.run_coroutine_threadsafe(self._run_async(run), loop)
 
@@ -57,7 +59,10 @@ class HandlerPool(WorkerState):
             run = self._buffer.take()
             if run is None:
                 return
+            if self.metrics is not None:
+                self.metrics.started(run)
             outcome = self._execute(run)
+            outcome.ended_at = self._monotonic()
             mine = self._buffer.free(run)  # False: abandoned, the slot went to a replacement
             self._done.put(outcome)
             self._wake.set()
@@ -81,6 +86,7 @@ class HandlerPool(WorkerState):
             outcome = failure(run, Cancelled(run.ctx.stop_reason or CANCEL_REQUESTED))
         except BaseException as exc:
             outcome = failure(run, exc)
+        outcome.ended_at = self._monotonic()
         self._buffer.free(run)
         self._done.put(outcome)
         self._wake.set()
@@ -109,7 +115,10 @@ class HandlerPool(WorkerState):
                 extra=about(run.lease),
             )
             self._abandon(run, TIMED_OUT)
-            self._outbox.append(Outcome(run, "timeout", error=f"timed out after {timeout}"))
+            outcome = Outcome(run, "timeout", error=f"timed out after {timeout}")
+            if self.metrics is not None:
+                self.metrics.finished(outcome, now)
+            self._outbox.append(outcome)
 
     def _abandon(self, run: Run, reason: str) -> None:
         """Tell a handler to stop and stop waiting for it; its thread is replaced."""

@@ -53,6 +53,8 @@ class Outbox(WorkerState):
                     outcome.verb = "abort"
                 else:
                     outcome.verb = "fail"
+            if self.metrics is not None:
+                self.metrics.finished(outcome, self._monotonic())
             self._outbox.append(outcome)
 
     def _flush_due(self, now: float) -> bool:
@@ -82,10 +84,13 @@ class Outbox(WorkerState):
             self._written(*self._writing.result())
             self._writing = None
             self._in_flight = []
-        if not self._outbox or (not self._healthy and now < self._retry_at):
-            return
         if not self._healthy:
+            # Nothing is written until a probe found the store again (Worker._main);
+            # what can no longer be written in time is dropped meanwhile.
             self._outbox = [o for o in self._outbox if not self._expired(o, now)]
+            return
+        if not self._outbox:
+            return
         batch, self._outbox = self._outbox, []
         if self._writer is None or wait:
             self._written(*self._write_outcomes(batch))
@@ -127,7 +132,6 @@ class Outbox(WorkerState):
     def _written(self, unwritten: list[Outcome], outage: Exception | None) -> None:
         """Account for a written batch: an outage puts what it left back in front."""
         if outage is None:
-            self._store_up()
             return
         self._outbox = unwritten + self._outbox
         if unwritten and self._outbox[0] is unwritten[0]:

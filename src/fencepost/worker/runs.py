@@ -76,6 +76,7 @@ class Outcome:
     retryable: bool = True
     exc: BaseException | None = None  #: what the handler raised (for the log's traceback)
     logged: bool = False  #: the failed attempt's log line is out (an outage may retry the write)
+    ended_at: float | None = None  #: when the handler returned or raised (monotonic)
 
 
 @dataclass

@@ -43,7 +43,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from functools import partial
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fencepost import tracing
 from fencepost.domain.checks import require_int
@@ -68,6 +68,9 @@ from fencepost.worker.runs import (
     WorkerCounters,
 )
 from fencepost.worker.source import WorkSource
+
+if TYPE_CHECKING:
+    from fencepost.worker.metrics import Meter
 
 __all__ = [
     "CANCEL_REQUESTED",
@@ -143,6 +146,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         self._backoff = 0.0
         self._retry_at = 0.0
         self._thread: threading.Thread | None = None
+        self.metrics = None
         self._groups = _claim_groups(registry)
         if not self._groups:
             raise ValidationError("registry", "a worker needs at least one job to run")
@@ -165,6 +169,31 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+
+    def serve_metrics(
+        self, port: int, host: str = "127.0.0.1", *, meter: Meter | None = None
+    ) -> str:
+        """Serve this worker's Prometheus metrics on ``host:port``; the URL (``.../metrics``).
+
+        Call it before :meth:`run` or :meth:`start`; the endpoint closes when the
+        worker stops. Port 0 takes any free port (the URL says which).
+        prometheus-client is imported here, not with the worker: a worker without
+        metrics never loads it. What is exported: :mod:`fencepost.worker.metrics`.
+        :class:`~fencepost.domain.errors.ValidationError` (field ``metrics-port``)
+        if the port is not one or cannot be listened on. ``meter`` wraps the worker's
+        store to count on the worker's registry too (the CLI and ``App`` give
+        :func:`fencepost.api.metered_store.meter_store`: the service's counters).
+        """
+        from fencepost.worker.metrics import WorkerMetrics
+
+        if self.metrics is not None:
+            raise ValidationError("metrics-port", "this worker already serves its metrics")
+        metrics = WorkerMetrics()
+        url = metrics.serve(host, port)  # first: a port refused leaves the worker as it was
+        self.store = metrics.wrap(self.store, meter)
+        metrics.bind(self, self.registry)
+        self.metrics = metrics
+        return url
 
     def start(self) -> None:
         """Run the worker on a background thread (no signal handling)."""
@@ -222,7 +251,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         # token) end the run here, before anything started, as the caller's error. An
         # outage does not: the loop below retries it.
         try:
-            self._store_call(self._register)
+            self._store_call(self._register, probe=True)
         except BaseException:
             self._stopped.set()
             raise
@@ -266,12 +295,16 @@ class Worker(HandlerPool, Outbox, HeldRuns):
                         self._hand_back(self._buffer.clear(), SHUTTING_DOWN)
                     if not self._runs or self._immediate.is_set() or now >= grace_until:
                         break
-                if self._healthy or now >= self._retry_at:
-                    if now >= next_node:
-                        self._store_call(self._register)
-                        # A clock found off is looked at again every second, not every third
-                        # of a registration, so claiming resumes soon after it agrees.
-                        next_node = now + (opts.node_ttl / 3 if self._clock_agrees else 1.0)
+                # During an outage, registering again is the probe, once per backoff:
+                # only a round trip that succeeds ends it (the node may have expired
+                # meanwhile, too), and nothing else reaches the store until one has.
+                if now >= (next_node if self._healthy else self._retry_at):
+                    self._store_call(self._register, probe=True)
+                    # A clock found off is looked at again every second, not every third
+                    # of a registration, so claiming resumes soon after it agrees.
+                    next_node = now + (opts.node_ttl / 3 if self._clock_agrees else 1.0)
+                    now = self._monotonic()  # the call may have waited for the store
+                if self._healthy:
                     if scan:
                         self._heartbeat(now)
                     if now >= next_commands:
@@ -298,6 +331,8 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         finally:
             self._shutdown()
             self._stopped.set()
+            if self.metrics is not None:
+                self.metrics.close()
 
     def _idle_wait(self, now: float) -> float:
         wait = self.options.poll_interval if self._healthy else max(0.0, self._retry_at - now)
@@ -339,6 +374,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
             if isinstance(queues, dict) and not any(queues.values()):
                 continue  # every limited queue is full, and no other queue is claimed
             started = tracing.claim_started()
+            sent = self._monotonic()
             leases = self._store_call(
                 partial(
                     self.store.claim,
@@ -354,7 +390,13 @@ class Worker(HandlerPool, Outbox, HeldRuns):
             )
             if leases:
                 tracing.claimed(leases, self.owner, started)
-                self._buffer.add([self._begin(lease, ttl, now) for lease in leases])
+                if self.metrics is not None:
+                    self.metrics.claimed(leases)
+                # The buffer's wait counts from the leases' arrival, not from the pass's
+                # start: a pass that first waited for a store coming back from an outage
+                # would otherwise hand its first claim straight back (see _hand_back).
+                arrived = self._monotonic()
+                self._buffer.add([self._begin(lease, ttl, sent, arrived) for lease in leases])
                 claimed += len(leases)
         return claimed
 
@@ -374,7 +416,12 @@ class Worker(HandlerPool, Outbox, HeldRuns):
             for q in self._queues
         }
 
-    def _begin(self, lease: Lease, ttl: timedelta, now: float) -> Run:
+    def _begin(self, lease: Lease, ttl: timedelta, sent: float, arrived: float) -> Run:
+        """Track a claimed lease: asked for at ``sent``, here at ``arrived`` (monotonic).
+
+        Its expiry and heartbeats count from ``sent`` (the store set ``lease_until``
+        no earlier); its wait in the buffer from ``arrived``.
+        """
         spec = self.registry.get(lease.job, lease.job_version)
         # The execution's own timeout (set at submit) wins over the job's default.
         timeout = lease.timeout if lease.timeout is not None else spec.timeout
@@ -383,10 +430,10 @@ class Worker(HandlerPool, Outbox, HeldRuns):
             spec=spec,
             lease=lease,
             ctx=Context(lease, wake=self._wake.set),
-            expires=now + seconds,
+            expires=sent + seconds,
             timeout=None if timeout is None else timeout.total_seconds(),
-            next_beat=now + seconds / 3,
-            claimed_at=now,
+            next_beat=sent + seconds / 3,
+            claimed_at=arrived,
             is_async=spec.is_async,
             span=tracing.attempt_started(lease),
         )
@@ -473,6 +520,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         self._healthy = True
         self._flush(self._monotonic(), wait=True)  # the batch in flight, then the rest
         while self._outbox and self._monotonic() < deadline:
+            self._healthy = True  # at shutdown each write is its own probe
             self._flush(self._monotonic(), wait=True)
             if self._outbox:
                 time.sleep(min(0.5, max(0.0, self._retry_at - self._monotonic())))

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fencepost.domain.errors import StoreUnavailable
 from fencepost.jobs.registry import JobRegistry
@@ -31,6 +31,9 @@ from fencepost.worker.options import WorkerOptions
 from fencepost.worker.prefetch import ClaimBuffer, FinishRate
 from fencepost.worker.runs import Outcome, Run, WorkerCounters
 from fencepost.worker.source import WorkSource
+
+if TYPE_CHECKING:  # prometheus_client is loaded only when metrics are asked for
+    from fencepost.worker.metrics import WorkerMetrics
 
 log = logging.getLogger("fencepost.worker")
 
@@ -70,32 +73,45 @@ class WorkerState:
     _retry_at: float
     _thread: threading.Thread | None
     _groups: dict[timedelta, tuple[list[str], list[tuple[str, int]]]]  #: claims by lease ttl
+    metrics: WorkerMetrics | None  #: the worker's metrics, once serve_metrics started them
 
-    def _store_call(self, action: Callable[[], Any]) -> Any:
-        """Run one store operation; None if the store is down (the worker then backs off)."""
+    def _store_call(self, action: Callable[[], Any], *, probe: bool = False) -> Any:
+        """Run one store operation; None if the store is down (the worker then backs off).
+
+        Only a ``probe`` (node registration: a write, a real round trip on every
+        store) that succeeds ends an outage. Other calls can return without
+        reaching the store (commands of no held execution, an empty batch), so
+        their success proves nothing.
+        """
         try:
             value = action()
         except StoreUnavailable as exc:
             self._store_down(exc)
             return None
-        self._store_up()
+        if probe:
+            self._store_up()
         return value
 
     def _store_up(self) -> None:
-        """A store call succeeded: if the store was down, say so and resume."""
+        """A round trip succeeded: if the store was down, say so (once) and resume."""
         if not self._healthy:
             log.warning("database reachable again; resuming claims")
             self._healthy = True
             self._backoff = 0.0
 
     def _store_down(self, exc: Exception) -> None:
-        """A store call met an outage: back off (doubling, up to ``max_backoff``), say so once."""
-        self._backoff = min(self.options.max_backoff, max(0.1, self._backoff * 2))
+        """A store call met an outage: back off (doubling, up to ``max_backoff``), say so once.
+
+        Never longer than a quarter of the shortest lease either: the leases held
+        are renewed by the first pass after the store answers again, in time.
+        """
+        cap = min(self.options.max_backoff, min(self._groups).total_seconds() / 4)
+        self._backoff = min(cap, max(0.1, self._backoff * 2))
         self._retry_at = self._monotonic() + self._backoff
         if self._healthy:
             log.error(
                 "database unreachable (%s): not claiming; holding %d outcomes, retrying",
-                exc,
+                " ".join(str(exc).split()),  # one line: driver messages span several
                 len(self._outbox),
             )
         self._healthy = False
