@@ -146,6 +146,26 @@ def section(name: str, parser: argparse.ArgumentParser, summary: str, level: int
     return lines
 
 
+def exit_codes() -> list[str]:
+    """The "Exit codes" section, from ``common.EXIT_CAUSES``: the table the commands use."""
+    return [
+        "## Exit codes {#exit-codes}",
+        "",
+        "Every command exits with one code per cause, the same in every command; a refusal "
+        "is one line on stderr, `fencepost COMMAND: FIELD: reason`. A command given several "
+        "ids (`cancel`, `replay`) carries on past one that fails and exits with the first "
+        "failure's code.",
+        "",
+        "| Code | Name | Meaning |",
+        "| --- | --- | --- |",
+        *(
+            f"| {int(code)} | `{code.name}` | {cell(escape(meaning))} |"
+            for code, meaning in common.EXIT_CAUSES.items()
+        ),
+        "",
+    ]
+
+
 def page() -> str:
     with clean_environment():
         parser = build_parser()
@@ -171,10 +191,7 @@ def page() -> str:
             "| --- | --- | --- |",
             *argument_rows(parser),
             "",
-            f"Exit codes: 0 on success, {common.EXIT_FAILED} when the command failed at run "
-            "time (an unknown id, a refused transition, an unreachable store), "
-            f"{common.EXIT_USAGE} for a refused argument (with one line on stderr naming it).",
-            "",
+            *exit_codes(),
             "## Commands",
             "",
             "| Command | What it does |",

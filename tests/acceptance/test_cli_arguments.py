@@ -255,7 +255,7 @@ def test_without_a_database_the_commands_say_so(tmp_path: Path) -> None:
     assert not (tmp_path / "typo.db").exists()
 
 
-def test_an_unknown_id_exits_1_naming_it(database: Database) -> None:
+def test_an_unknown_id_exits_3_naming_it_and_a_malformed_one_2(database: Database) -> None:
     database.store()  # the database exists, the ids do not
     cancel, replay, show, rm = fencepost_all(
         ("cancel", "0190b1e0-0000-7000-8000-000000000000"),
@@ -265,8 +265,15 @@ def test_an_unknown_id_exits_1_naming_it(database: Database) -> None:
         db=database.url,
     )
     assert [(r.returncode, r.errors, r.stdout) for r in (cancel, replay, show, rm)] == [
-        (1, ["fencepost cancel: execution 0190b1e0-0000-7000-8000-000000000000 not found"], ""),
-        (1, ["fencepost replay: execution nope not found"], ""),
-        (1, ["fencepost schedule show: schedule nightly not found"], ""),
-        (1, ["fencepost schedule rm: schedule nightly not found"], ""),
+        (3, ["fencepost cancel: execution 0190b1e0-0000-7000-8000-000000000000 not found"], ""),
+        (
+            2,
+            [
+                "fencepost replay: ID: 'nope' is not an execution id "
+                "(a UUID like 01a249ec-09e1-736f-8880-...)"
+            ],
+            "",
+        ),
+        (3, ["fencepost schedule show: schedule nightly not found"], ""),
+        (3, ["fencepost schedule rm: schedule nightly not found"], ""),
     ]

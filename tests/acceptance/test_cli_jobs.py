@@ -129,10 +129,10 @@ def test_one_job_in_full(database: Database) -> None:
     assert nightly.row("description") == ["description", "<script>alert(1)</script>"]
 
 
-def test_an_unknown_job_exits_1_naming_it(database: Database) -> None:
+def test_an_unknown_job_exits_3_naming_it(database: Database) -> None:
     prepare(database)
     missing = fencepost("jobs", "nope", db=database.url)
-    assert missing.returncode == 1
+    assert missing.returncode == 3  # not found
     assert missing.errors == ["fencepost jobs: job nope not found"]
     assert missing.stdout == ""
 

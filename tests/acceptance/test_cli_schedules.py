@@ -53,7 +53,7 @@ def test_schedules_from_add_to_rm(database: Database) -> None:
         db=db,
     )
     assert again.json()["id"] == "lunch", "the same arguments return the stored schedule"
-    assert conflict.returncode == 1
+    assert conflict.returncode == 4  # a conflict with the stored schedule
     assert conflict.errors == [
         "fencepost schedule add: schedule id 'lunch' already names schedule lunch with a "
         "different request"
@@ -100,11 +100,11 @@ def test_schedules_from_add_to_rm(database: Database) -> None:
         ("schedule", "show", "ticker"), ("schedule", "pause", "nope"), db=db
     )
     assert (gone.returncode, gone.errors) == (
-        1,
+        3,
         ["fencepost schedule show: schedule ticker not found"],
     )
     assert (unknown.returncode, unknown.errors) == (
-        1,
+        3,
         ["fencepost schedule pause: schedule nope not found"],
     )
     assert [s.id for s in store.schedules().items] == ["lunch"]

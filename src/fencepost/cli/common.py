@@ -17,9 +17,11 @@ import math
 import os
 import socket
 import sys
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import unquote, urlsplit
@@ -29,7 +31,20 @@ from fencepost.cli.output import Output
 from fencepost.domain import payloads
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS, parse_buckets
 from fencepost.domain.durations import as_aware_utc, parse_duration
-from fencepost.domain.errors import FencepostError, ValidationError
+from fencepost.domain.errors import (
+    FencepostError,
+    Forbidden,
+    IdempotencyConflict,
+    InvalidTransition,
+    NotDue,
+    NotFound,
+    NotMigrated,
+    NotRunning,
+    StaleLease,
+    StoreUnavailable,
+    Unauthorized,
+    ValidationError,
+)
 from fencepost.domain.states import State
 
 if TYPE_CHECKING:
@@ -39,11 +54,70 @@ if TYPE_CHECKING:
 #: current directory (a first `fencepost submit`, `worker` and `ps` then share it).
 DB_ENV = "FENCEPOST_DB"
 DEFAULT_DB = "sqlite:///fencepost.db"
+#: The one rule every command follows to choose its store, as the help and docs say it.
+DB_RULE = (
+    f"--db URL, else ${DB_ENV}, else the store the App names (serve and worker), else {DEFAULT_DB}"
+)
+
+
+class Exit(IntEnum):
+    """The exit status of every ``fencepost`` command: one code per cause, the same everywhere.
+
+    :func:`exit_code` maps each error to its code; :data:`EXIT_CAUSES` says what each
+    means, and the CLI reference renders that table (docs/gen/cli_reference.py).
+    """
+
+    OK = 0
+    FAILED = 1
+    USAGE = 2
+    NOT_FOUND = 3
+    CONFLICT = 4
+    UNAVAILABLE = 5
+    INTERRUPTED = 130
+
+
+#: What each exit code means, for a user: the CLI reference's "Exit codes" table.
+EXIT_CAUSES: dict[Exit, str] = {
+    Exit.OK: "done",
+    Exit.FAILED: "the command ran and what it checked failed (an objective missed), "
+    "or a failure none of the codes below names",
+    Exit.USAGE: "a bad argument or input: an unknown option, a malformed value or execution "
+    "id, inputs a job's schema refuses, a --db that names no database, a token the "
+    "service refuses; nothing was changed",
+    Exit.NOT_FOUND: "no execution, schedule or job by that id or name",
+    Exit.CONFLICT: "the stored state refuses the request: an idempotency key or schedule id "
+    "already used for a different request, a job version published with another "
+    "definition, a stale lease, a transition the state machine forbids (cancel a finished "
+    "execution, replay one that is not FAILED)",
+    Exit.UNAVAILABLE: "the store cannot be used: unreachable, or without fencepost's schema "
+    "at this version (fencepost db migrate creates or upgrades it); retry once it is back",
+    Exit.INTERRUPTED: "interrupted (SIGINT)",
+}
 
 #: Exit code of a refused argument (argparse uses it too).
-EXIT_USAGE = 2
-#: Exit code of a failure at run time (an unknown id, a refused transition, an outage).
-EXIT_FAILED = 1
+EXIT_USAGE = Exit.USAGE
+#: Exit code of a failure no other code names (see :class:`Exit`).
+EXIT_FAILED = Exit.FAILED
+
+
+#: Refusals by the stored state (the API's 409s): :attr:`Exit.CONFLICT`.
+_CONFLICTS = (IdempotencyConflict, StaleLease, InvalidTransition, NotRunning, NotDue)
+
+
+def exit_code(error: BaseException) -> Exit:
+    """The exit code of a command that stopped with ``error`` (see :data:`EXIT_CAUSES`)."""
+    if isinstance(error, KeyboardInterrupt):
+        return Exit.INTERRUPTED
+    if isinstance(error, ValidationError | Unauthorized | Forbidden):
+        return Exit.USAGE
+    if isinstance(error, NotFound):
+        return Exit.NOT_FOUND
+    if isinstance(error, _CONFLICTS):
+        return Exit.CONFLICT
+    if isinstance(error, StoreUnavailable | NotMigrated):
+        return Exit.UNAVAILABLE
+    return Exit.FAILED
+
 
 #: The most rows one listing asks the store for.
 MAX_LIMIT = 10_000
@@ -150,12 +224,10 @@ def dispatch(args: argparse.Namespace) -> int:
     logs.configure("ERROR")
     try:
         return int(args.handler(args, out))
-    except ValidationError as exc:
-        return fail(name, str(exc), EXIT_USAGE)
     except FencepostError as exc:
-        return fail(name, str(exc), EXIT_FAILED)
-    except KeyboardInterrupt:
-        return fail(name, "interrupted", 130)
+        return fail(name, str(exc), exit_code(exc))
+    except KeyboardInterrupt as exc:
+        return fail(name, "interrupted", exit_code(exc))
 
 
 def fail(name: str, message: str, code: int) -> int:
@@ -213,6 +285,21 @@ def open_store(args: argparse.Namespace, *, create: bool = False, read_only: boo
             num_buckets=getattr(args, "num_buckets", DEFAULT_NUM_BUCKETS),
             migrate=not read_only,
         )
+
+
+def execution_id(text: str, name: str = "ID") -> str:
+    """An execution id as typed, checked: execution ids are UUIDs (lower-case text).
+
+    Anything else names no execution anywhere: a typo refused as a bad argument
+    (:attr:`Exit.USAGE`), before a store is opened, not looked up and "not found".
+    """
+    try:
+        return str(uuid.UUID(text.strip()))
+    except ValueError:
+        shown = text if len(text) <= 60 else text[:59] + "…"
+        raise ValidationError(
+            name, f"{shown!r} is not an execution id (a UUID like 01a249ec-09e1-736f-8880-...)"
+        ) from None
 
 
 def num_buckets(args: argparse.Namespace) -> int:
@@ -317,11 +404,16 @@ def inputs(pairs: Sequence[str] | None, document: str | None) -> dict[str, Any]:
 
     A value is read as JSON when it parses (``n=5`` is 5, ``flag=true`` is True,
     ``tags=["a"]`` a list), else it is the string as typed (``day=monday``).
+
+    The inputs must obey the payload rule (:mod:`fencepost.domain.payloads`); a
+    refusal names the option and where in the inputs: ``--input: inputs.n is an
+    integer of more than 4300 digits (the most allowed)``.
     """
     value: dict[str, Any] = {}
     if document is not None:
         try:
-            parsed = json.loads(document)
+            with _within("--input-json"):
+                parsed = payloads.loads(document, field="inputs")
         except json.JSONDecodeError as exc:
             raise ValidationError("--input-json", f"is not JSON: {exc}") from None
         with option("--input-json"):  # null is {}, as everywhere
@@ -333,15 +425,25 @@ def inputs(pairs: Sequence[str] | None, document: str | None) -> dict[str, Any]:
         key = key.strip()
         if key in value:
             raise ValidationError("--input", f"{key!r} is given twice")
-        value[key] = _json_or_text(text)
-    with option("--input" if pairs else "--input-json"):
+        with _within("--input"):
+            value[key] = _json_or_text(text, payloads.member("inputs", [key]))
+    with _within("--input" if pairs else "--input-json"):
         payloads.encode(value, field="inputs", limit=payloads.DEFAULT_MAX_PAYLOAD_BYTES)
     return value
 
 
-def _json_or_text(text: str) -> Any:
+@contextmanager
+def _within(name: str) -> Iterator[None]:
+    """Re-raise a ValidationError about the inputs as one about option ``name``, saying where."""
     try:
-        value = json.loads(text)
+        yield
+    except ValidationError as exc:
+        raise ValidationError(name, f"{exc.field} {exc.message}") from None
+
+
+def _json_or_text(text: str, field: str) -> Any:
+    try:
+        value = payloads.loads(text, field=field)
     except json.JSONDecodeError:
         return text
     if isinstance(value, float) and not math.isfinite(value):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from fencepost.cli import common, records
+from fencepost.cli import common, records, show
 from fencepost.cli.output import Output, span, when
 from fencepost.domain.errors import FencepostError, InvalidTransition, ValidationError
 from fencepost.domain.states import CommandKind, State
@@ -28,6 +28,9 @@ _REPLAY_PAGE = 500
 def add_parsers(commands: Any) -> None:
     """Register ``ps``, ``cancel``, ``replay`` and ``dead-letters``."""
     p = common.command(commands, "ps", ps)
+    p.add_argument(
+        "id", nargs="?", metavar="ID", help="show this execution in full (as show ID does)"
+    )
     which = p.add_mutually_exclusive_group()
     which.add_argument("--all", action="store_true", help="every state, finished ones too")
     which.add_argument(
@@ -39,7 +42,10 @@ def add_parsers(commands: Any) -> None:
         "--owned-buckets", metavar="SPEC", help="this node's buckets (e.g. 0-15,20): marked *"
     )
     p.add_argument("--mine", action="store_true", help="only executions in --owned-buckets")
-    p.add_argument("--limit", type=int, default=100, metavar="N", help="at most N (default 100)")
+    p.add_argument(
+        "--recent", action="store_true", help="newest first (by creation), not oldest first"
+    )
+    p.add_argument("--limit", type=int, metavar="N", help="at most N (default 100)")
     common.add_num_buckets(p)
 
     p = common.command(commands, "cancel", cancel)
@@ -63,14 +69,17 @@ def ps(args: argparse.Namespace, out: Output) -> int:
     """list executions: state, attempt, epoch, owner, lease left, due, lateness
 
     List executions (by default the unfinished ones: SCHEDULED, RETRY_WAIT, RUNNING),
-    oldest first.
+    oldest first, or newest first with --recent (by creation). With an ID, that one
+    execution in full, exactly as show ID prints it (filters do not apply to it).
     """
+    if args.id is not None:
+        return _ps_one(args, out)
     chosen = None if args.all else (common.states(args.state) or UNFINISHED)
     buckets = common.num_buckets(args)
     owned = common.bucket_spec(args.owned_buckets, "--owned-buckets", buckets)
     if args.mine and owned is None:
         raise ValidationError("--mine", "needs --owned-buckets SPEC (which buckets are mine?)")
-    count = common.limit(args.limit)
+    count = common.limit(_DEFAULT_LIMIT if args.limit is None else args.limit)
     common.require_db(args)
     with common.open_store(args, read_only=True) as store:
         page = store.query(
@@ -79,6 +88,7 @@ def ps(args: argparse.Namespace, out: Output) -> int:
             queue=args.queue,
             buckets=list(owned) if args.mine and owned is not None else None,
             limit=count,
+            newest_first=args.recent,
         )
         now = store.clock.now()
     mine = None if owned is None else set(owned)
@@ -113,9 +123,38 @@ def ps(args: argparse.Namespace, out: Output) -> int:
             row.append("*" if e.bucket in mine else "")
         rows.append(row)
     shown = f"{len(rows)} execution{'' if len(rows) == 1 else 's'}"
+    if args.recent:
+        shown += ", newest first"
     caption = f"first {shown}; more match (raise --limit)" if page.next_cursor else shown
     out.table(columns, rows, caption=caption, right=("attempt", "epoch", "lease left", "late"))
     return 0
+
+
+#: Rows ``ps`` lists without --limit.
+_DEFAULT_LIMIT = 100
+
+
+def _ps_one(args: argparse.Namespace, out: Output) -> int:
+    """``ps ID``: what ``show ID`` prints; a listing's options with an ID are refused."""
+    given = [
+        name
+        for name, value in (
+            ("--all", args.all),
+            ("--state", args.state),
+            ("--job", args.job),
+            ("--queue", args.queue),
+            ("--owned-buckets", args.owned_buckets),
+            ("--mine", args.mine),
+            ("--recent", args.recent),
+            ("--limit", args.limit is not None),
+        )
+        if value
+    ]
+    if given:
+        raise ValidationError(
+            given[0], "lists executions; with an ID, ps shows that one in full (as show ID does)"
+        )
+    return show.show(args, out)
 
 
 # -- cancel and replay ---------------------------------------------------------------------
@@ -123,19 +162,20 @@ def ps(args: argparse.Namespace, out: Output) -> int:
 
 def cancel(args: argparse.Namespace, out: Output) -> int:
     """cancel executions: at once if not started, by command to the worker if running"""
-    # One request per id; the others still run if one fails.
+    # One request per id; the others still run if one fails, and the exit code is the
+    # first failure's. A malformed id refuses the whole command before anything runs.
+    ids = [common.execution_id(text) for text in args.ids]
     common.require_db(args)
     who = common.actor()
     done: list[tuple[Execution, str]] = []
-    failed = False
+    failed: int = 0
     with common.open_store(args) as store:
-        for execution_id in args.ids:
+        for execution_id in ids:
             try:
                 store.request(execution_id, CommandKind.CANCEL, actor=who)
                 execution = store.get(execution_id)
             except FencepostError as exc:
-                failed = True
-                common.fail("cancel", str(exc), common.EXIT_FAILED)
+                failed = failed or common.fail("cancel", str(exc), common.exit_code(exc))
                 continue
             outcome = (
                 "cancelled"
@@ -148,7 +188,7 @@ def cancel(args: argparse.Namespace, out: Output) -> int:
         out.document([records.execution(e, now) | {"outcome": o} for e, o in done])
     elif done:
         out.table(("id", "job", "state", "outcome"), [(e.id, e.job, e.state, o) for e, o in done])
-    return common.EXIT_FAILED if failed else 0
+    return failed
 
 
 def replay(args: argparse.Namespace, out: Output) -> int:
@@ -164,21 +204,21 @@ def replay(args: argparse.Namespace, out: Output) -> int:
         raise ValidationError("ID", "give execution ids, or --all-dead (with --job J)")
     if args.job is not None and not args.all_dead:
         raise ValidationError("--job", "applies to --all-dead only")
+    ids = [common.execution_id(text) for text in args.ids]
     common.require_db(args)
     common.configure_logging(args)
     who = common.actor()
     replayed: list[Execution] = []
-    failed = False
+    failed: int = 0
     with common.open_store(args) as store:
         if args.all_dead:
             replayed = _replay_all(store, args.job, who, out)
         else:
-            for execution_id in args.ids:
+            for execution_id in ids:
                 try:
                     replayed.append(store.replay(execution_id, actor=who))
                 except FencepostError as exc:
-                    failed = True
-                    common.fail("replay", str(exc), common.EXIT_FAILED)
+                    failed = failed or common.fail("replay", str(exc), common.exit_code(exc))
         now = store.clock.now()
     if out.as_json:
         out.document([records.execution(e, now) for e in replayed])
@@ -186,7 +226,7 @@ def replay(args: argparse.Namespace, out: Output) -> int:
         rows = [(e.id, e.job, e.state.value, when(e.due_at)) for e in replayed]
         caption = f"{len(rows)} replayed"
         out.table(("id", "job", "state", "due"), rows, caption=caption)
-    return common.EXIT_FAILED if failed else 0
+    return failed
 
 
 def _replay_all(store: Store, job: str | None, who: str, out: Output) -> list[Execution]:

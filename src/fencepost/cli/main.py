@@ -28,6 +28,7 @@ from fencepost.cli import (
     report,
     schedules,
     serve,
+    show,
     submit,
     worker,
 )
@@ -46,9 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = common.Parser(
         prog="fencepost",
         description="The operator command of fencepost, a durable job scheduler with fenced "
-        "leases. Every command takes --db URL (default: $FENCEPOST_DB, else "
-        "sqlite:///fencepost.db); the operator commands "
-        "print tables, or one JSON document with --json.",
+        f"leases. Every command takes --db URL; its store is {common.DB_RULE}. The operator "
+        "commands print tables, or one JSON document with --json. Run without a command, "
+        "it prints this help.",
     )
     parser.add_argument(
         "--version",
@@ -56,20 +57,28 @@ def build_parser() -> argparse.ArgumentParser:
         version=f"fencepost {fencepost.__version__}",
         help="print fencepost's version and exit",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     db = commands.add_parser("db", help="database maintenance")
-    db_commands = db.add_subparsers(dest="db_command", required=True)
+    db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
     migrate = db_commands.add_parser(
         "migrate", help="apply pending migrations (safe to run from several processes at once)"
     )
     migrate.add_argument(
         "--db",
         default=os.environ.get(common.DB_ENV) or common.DEFAULT_DB,
+        metavar="URL",
         help=f"store URL (default: ${common.DB_ENV}, else {common.DEFAULT_DB})",
+    )
+    migrate.add_argument(
+        "--move-to-schema",
+        metavar="SCHEMA",
+        help="PostgreSQL: then move the store's tables from the URL's schema to SCHEMA "
+        "(stop every worker and service first)",
     )
     serve.add_parser(commands)
     worker.add_parser(commands)
     submit.add_parsers(commands)
+    show.add_parsers(commands)
     executions.add_parsers(commands)
     report.add_parsers(commands)
     jobs.add_parsers(commands)
@@ -83,6 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:  # a bare `fencepost`: what it can do, not an error
+        parser.print_help()
+        return common.Exit.OK
     if getattr(args, "handler", None) is not None:
         return common.dispatch(args)
     if args.command == "worker":
@@ -90,28 +102,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return serve.run(args)
     if args.command == "db" and args.db_command == "migrate":
-        return _migrate(args.db, parser)
+        return _migrate(args.db, parser, args.move_to_schema)
     parser.error("unknown command")  # pragma: no cover - argparse rejects it first
     return 2  # pragma: no cover
 
 
-def _migrate(url: str | None, parser: argparse.ArgumentParser) -> int:
+def _migrate(url: str | None, parser: argparse.ArgumentParser, move_to: str | None = None) -> int:
     if not url:  # only an explicit --db ""
         parser.error("--db must not be empty")
+    if move_to is not None and urlsplit(url).scheme not in ("postgresql", "postgres"):
+        return common.fail(
+            "db migrate", "--move-to-schema: only PostgreSQL has schemas", common.Exit.USAGE
+        )
     from fencepost.store import connect
 
     try:
         _prepare(url)
-        with connect(url) as store:
+        with common.option("--db"), connect(url) as store:
             applied = store.migrations_applied
             version = store.schema_version
     except FencepostError as exc:
-        print(f"fencepost: {exc}", file=sys.stderr)
-        return 1
+        return common.fail("db migrate", str(exc), common.exit_code(exc))
     if applied:
         print(f"migrated to version {version} (applied {', '.join(map(str, applied))})")
     else:
         print(f"already at version {version}; nothing to apply")
+    return 0 if move_to is None else _move(url, move_to)
+
+
+def _move(url: str, target: str) -> int:
+    """``db migrate --move-to-schema``: see store/postgres/schemas.py."""
+    from fencepost.store.postgres.schemas import move_store
+
+    try:
+        source, moved = move_store(url, target)
+    except FencepostError as exc:
+        return common.fail("db migrate", str(exc), common.exit_code(exc))
+    print(f"moved {moved} tables and views from schema {source} to {target}")
     return 0
 
 

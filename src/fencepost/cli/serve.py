@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,9 @@ if TYPE_CHECKING:
     import argparse
 
     from fencepost.api.auth import Auth
+    from fencepost.app import App
     from fencepost.jobs.registry import JobRegistry
+    from fencepost.store import Store
 
 
 def add_parser(commands: Any) -> None:
@@ -40,8 +41,10 @@ def add_parser(commands: Any) -> None:
     p.add_argument("app", nargs="?", help="MODULE:ATTRIBUTE naming a fencepost.App")
     p.add_argument(
         "--db",
-        default=os.environ.get(common.DB_ENV) or common.DEFAULT_DB,
-        help=f"store URL (default: ${common.DB_ENV}, else {common.DEFAULT_DB})",
+        default=os.environ.get(common.DB_ENV),
+        metavar="URL",
+        help=f"store URL (default: ${common.DB_ENV}, else the App's own store, else "
+        f"{common.DEFAULT_DB})",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port to bind (default 8080)")
@@ -101,18 +104,15 @@ def run(args: argparse.Namespace) -> int:
     """Build the service from ``args`` and serve until a signal; the exit code."""
     logs.configure(args.log_level, args.log_format)
     try:
-        auth, registry = _check(args)
+        auth, app, registry = _check(args)
     except (FencepostError, ValueError, ImportError, AttributeError) as exc:
-        print(f"fencepost serve: {exc}", file=sys.stderr)
-        return 2
-    from fencepost.store import connect
-    from fencepost.worker.runtime import WorkerOptions
+        return common.fail("serve", str(exc), common.Exit.USAGE)
+    from fencepost.worker.runtime import WorkerOptions, describe
 
     try:
-        store = connect(args.db)
+        store = _store(args, app)
     except FencepostError as exc:
-        print(f"fencepost serve: {exc}", file=sys.stderr)
-        return 1
+        return common.fail("serve", str(exc), common.exit_code(exc))
     from fencepost.api.service import Service, ServiceOptions
 
     workers = args.workers if args.workers is not None else (1 if len(registry) else 0)
@@ -129,12 +129,11 @@ def run(args: argparse.Namespace) -> int:
     try:  # publishes the service's jobs to the catalogue
         service = Service(store, registry=registry, auth=auth, options=options)
     except CatalogueConflict as exc:
-        print(f"fencepost serve: {exc}", file=sys.stderr)
         store.close()
-        return 2
+        return common.fail("serve", str(exc), common.exit_code(exc))
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(
-        f"fencepost: serving {args.db} at http://{host}:{args.port}/ "
+        f"fencepost: serving {describe(store)} at http://{host}:{args.port}/ "
         f"(dashboard /, API /docs, metrics /metrics); {len(service.workers)} embedded "
         f"worker(s) for {len(registry)} job(s); auth {'on' if auth.enabled else 'off'}",
         flush=True,
@@ -148,7 +147,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check(args: argparse.Namespace) -> tuple[Auth, JobRegistry]:
+def _store(args: argparse.Namespace, app: App | None) -> Store:
+    """The store to serve, by the rule every command follows (``common.DB_RULE``): --db
+    (whose default is $FENCEPOST_DB), else the store the App names, else the default file.
+
+    The App's own store, not a fresh default: ``serve tasks:app`` serves the executions
+    ``tasks.app`` submits and ``worker tasks:app`` runs, as the worker does.
+    """
+    from fencepost.store import connect
+
+    if args.db:
+        with common.option("--db"):
+            return connect(args.db)
+    if app is not None:
+        return app.store
+    return connect(common.DEFAULT_DB)
+
+
+def _check(args: argparse.Namespace) -> tuple[Auth, App | None, JobRegistry]:
     """Everything that can be refused before the store is opened."""
     from fencepost.api.auth import Auth, load_tokens  # the service's modules load with it
     from fencepost.api.guard import is_loopback
@@ -173,4 +189,4 @@ def _check(args: argparse.Namespace) -> tuple[Auth, JobRegistry]:
             f"or ${TOKENS_ENV}, or bind to 127.0.0.1",
         )
     app = import_app(args.app) if args.app else None
-    return auth, load_registry(app, args.definitions)
+    return auth, app, load_registry(app, args.definitions)
