@@ -349,3 +349,60 @@ def test_a_bearer_token_needs_no_csrf_even_from_an_origin(store: Store) -> None:
         )
     assert response.status_code == 201, response.text
     assert len(store.query().items) == 1
+
+
+# -- the lockout holds whatever other addresses do (issue 32) -----------------------------------
+
+
+def test_a_locked_out_address_stays_locked_while_10100_others_fail_once_each() -> None:
+    """The adversary's scenario: 10,100 other addresses, one failure each, used to push
+    the locked-out address out of the (10,000-address) table, with 20 fresh guesses."""
+    import anyio
+
+    from fencepost.api.limits import DEFAULT_FAILURE_BURST, FailureLimiter
+
+    now = [1000.0]
+    failures = FailureLimiter(monotonic=lambda: now[0])  # the defaults: 20, 60 s, 10,000
+    # The guard refuses before any route reaches the store: one backend is enough.
+    store = fencepost.connect("memory://")
+    app = create_app(store, auth=Auth(PRINCIPALS), failures=failures)
+
+    async def status(address: str, token: str) -> int:
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+            "method": "GET", "scheme": "http", "path": "/executions", "raw_path": b"/executions",
+            "root_path": "", "query_string": b"", "client": (address, 40000),
+            "server": ("127.0.0.1", 8080),
+            "headers": [(b"host", b"localhost"), (b"authorization", f"Bearer {token}".encode())],
+        }  # fmt: skip
+        sent: list[int] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                sent.append(message["status"])
+
+        await app(scope, receive, send)
+        return sent[0]
+
+    async def scenario() -> None:
+        guesser = "203.0.113.7"
+        for _ in range(DEFAULT_FAILURE_BURST):
+            assert await status(guesser, UNKNOWN_TOKEN) == 401
+        assert await status(guesser, UNKNOWN_TOKEN) == 429  # locked out
+        for i in range(10_100):
+            address = f"10.{i // 65_536}.{i // 256 % 256}.{i % 256}"
+            assert await status(address, UNKNOWN_TOKEN) == 401
+        # Still locked out: not one more guess, and a valid token is refused too.
+        assert await status(guesser, UNKNOWN_TOKEN) == 429
+        assert await status(guesser, TOKENS[Scope.READ]) == 429
+        now[0] += 60.0  # the whole lockout (and the debt) has passed: guesses again
+        assert await status(guesser, TOKENS[Scope.READ]) == 200
+
+    try:
+        anyio.run(scenario)
+    finally:
+        store.close()
+    assert len(failures) <= 2 * failures.max_addresses

@@ -12,6 +12,7 @@ import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -187,3 +188,65 @@ def test_a_slow_answer_and_a_large_body_are_not_the_headers_business() -> None:
 def test_limits_must_be_positive(header_timeout: float) -> None:
     with pytest.raises(ValueError, match="positive"):
         guarded_protocol(header_timeout=header_timeout)
+
+
+# -- the documented cap, on a real `fencepost serve` ---------------------------------------------
+
+#: The cap ``fencepost serve`` documents (stated, not imported, so a change is noticed).
+SERVED_CAP = 65_536
+
+
+def _raw_request(port: int, head: bytes, within: float = 10.0) -> tuple[int, bytes]:
+    """Send ``head`` (a whole request, no body) in one write; the status and the response."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=within) as sock:
+        sock.sendall(head)
+        received = b""
+        while b"\r\n\r\n" not in received:
+            chunk = sock.recv(65_536)
+            if not chunk:
+                break
+            received += chunk
+    return int(received.split(b" ", 2)[1]), received
+
+
+def _head(total: int) -> bytes:
+    """A GET /healthz whose headers (request line included) come to ``total`` bytes."""
+    start = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    end = b"\r\n"
+    lines: list[bytes] = []
+    left = total - len(start) - len(end)
+    index = 0
+    while left > 0:
+        name = b"X-Filler-%d: " % index
+        size = min(left, 8192)
+        value = b"a" * max(1, size - len(name) - 2)
+        lines.append(name + value + b"\r\n")
+        left -= len(lines[-1])
+        index += 1
+    return start + b"".join(lines) + end
+
+
+def test_serve_refuses_headers_past_its_documented_cap_in_one_write(tmp_path: Path) -> None:
+    """Headers that arrive complete in one read are measured too (they were served up
+    to about twice the cap: only reads that completed no headers were counted)."""
+    from tests.integration.test_service_processes import Processes, free_port, wait_ready
+
+    procs = Processes(tmp_path)
+    try:
+        port = free_port()
+        service = procs.start(
+            "serve", "serve", "--db", f"sqlite:///{tmp_path / 'h.db'}", "--port", str(port),
+            "--workers", "0",
+        )  # fmt: skip
+        wait_ready(f"http://127.0.0.1:{port}", service)
+        status, _ = _raw_request(port, _head(SERVED_CAP - 1024))
+        assert status == 200
+        for total in (SERVED_CAP + 1024, 2 * SERVED_CAP - 4096, 128_000):
+            status, response = _raw_request(port, _head(total))
+            assert status == 431, (total, response[:200])
+            assert b"content-type: application/problem+json" in response.lower()
+        assert _raw_request(port, _head(1024))[0] == 200  # the service carries on
+    finally:
+        procs.close()

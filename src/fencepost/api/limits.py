@@ -50,9 +50,13 @@ class FailureLimiter:
     :meth:`retry_after` says how long that is. With the defaults: 20 failures in a
     row, then one every 3 s.
 
-    Memory is bounded: one float per address with a debt, at most ``max_addresses``
-    of them; a full table forgets the address that failed least recently (so an
-    attacker with that many addresses can make it forget one, never grow it).
+    Memory is bounded, and a block holds for its whole length whatever other
+    addresses do. Addresses that are not blocked (a debt, but guesses left) are at
+    most ``max_addresses``: a full table forgets the one that failed least recently,
+    so an attacker with that many addresses can make it forget one of those, never
+    grow it. Blocked addresses are kept apart, also at most ``max_addresses``: only
+    past that many blocks at once (each earned with ``burst`` failures) does one
+    end early, the one that would have ended first.
     """
 
     def __init__(
@@ -69,35 +73,65 @@ class FailureLimiter:
         self.window = window
         self.max_addresses = max_addresses
         self._interval = window / burst
+        #: A debt past this (seconds) is a block.
+        self._blocking = window - self._interval
         self._monotonic = monotonic
-        #: address -> when its debt is paid (monotonic seconds); least recent failure first.
+        #: Address -> when its debt is paid (monotonic seconds), for addresses not
+        #: blocked when they last failed; least recent failure first.
         self._paid_at: OrderedDict[str, float] = OrderedDict()
+        #: The same for addresses blocked when they last failed.
+        self._blocked: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         """The addresses tracked now."""
-        return len(self._paid_at)
+        return len(self._paid_at) + len(self._blocked)
 
     def retry_after(self, address: str) -> float:
         """Seconds until ``address`` may fail again; 0.0 if it is not blocked."""
         now = self._monotonic()
         with self._lock:
-            paid_at = self._paid_at.get(address)
+            table: dict[str, float] = self._blocked
+            paid_at = table.get(address)
+            if paid_at is None:
+                table = self._paid_at
+                paid_at = table.get(address)
             if paid_at is None:
                 return 0.0
             if paid_at <= now:  # debt paid: nothing left to remember
-                del self._paid_at[address]
+                del table[address]
                 return 0.0
-            return max(0.0, paid_at - now - (self.window - self._interval))
+            return max(0.0, paid_at - now - self._blocking)
 
     def fail(self, address: str) -> None:
         """Count one failed authentication from ``address``."""
         now = self._monotonic()
         with self._lock:
-            paid_at = max(self._paid_at.pop(address, now), now) + self._interval
-            self._paid_at[address] = paid_at
-            while len(self._paid_at) > self.max_addresses:
-                self._paid_at.popitem(last=False)
+            owed = self._paid_at.pop(address, None)
+            if owed is None:
+                owed = self._blocked.pop(address, now)
+            paid_at = max(owed, now) + self._interval
+            if paid_at - now > self._blocking:
+                self._blocked[address] = paid_at
+                if len(self._blocked) > self.max_addresses:
+                    self._unblock_one(now)
+            else:
+                self._paid_at[address] = paid_at
+                while len(self._paid_at) > self.max_addresses:
+                    self._paid_at.popitem(last=False)
+
+    def _unblock_one(self, now: float) -> None:
+        """Make room among blocked addresses: first those no longer blocked, else the
+        block that ends first (only ever with ``max_addresses`` blocks at once)."""
+        for address, paid_at in list(self._blocked.items()):
+            if paid_at - now <= self._blocking:  # its debt stays, among the others
+                del self._blocked[address]
+                if paid_at > now:
+                    self._paid_at[address] = paid_at
+        while len(self._paid_at) > self.max_addresses:
+            self._paid_at.popitem(last=False)
+        if len(self._blocked) > self.max_addresses:
+            del self._blocked[min(self._blocked, key=self._blocked.__getitem__)]
 
 
 class ByteBudget:

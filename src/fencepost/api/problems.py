@@ -28,6 +28,7 @@ from starlette.routing import compile_path
 
 from fencepost.api.auth import CsrfRefused, Forbidden, Unauthorized
 from fencepost.api.buckets import declaring_bucket_range
+from fencepost.domain import payloads
 from fencepost.domain.checks import suggest
 from fencepost.domain.errors import (
     CatalogueConflict,
@@ -229,18 +230,40 @@ def _resolved(spec: dict[str, Any], schema: Any) -> dict[str, Any]:
     return {}
 
 
-def _http_error(request: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     if exc.status_code == HTTPStatus.BAD_REQUEST:
         # FastAPI's one 400: a body it cannot decode at all (not UTF-8, a broken form).
         # Malformed JSON is already a 422 naming ``body``; this is the same mistake.
-        response = problem(VALIDATION, "body: cannot be decoded (send UTF-8 JSON)", field="body")
+        response = await _undecodable(request, exc)
     else:
         response = problem(_http_kind(exc.status_code), str(exc.detail))
     response.headers.update(exc.headers or {})
     if exc.status_code == HTTPStatus.METHOD_NOT_ALLOWED:
         response.headers["Allow"] = _allowed_methods(request, response.headers.get("Allow", ""))
     return response
+
+
+async def _undecodable(request: Request, exc: HTTPException) -> JSONResponse:
+    """The 422 for a body FastAPI's decoder gave up on, saying why where the rule can.
+
+    Valid JSON can still defeat :func:`json.loads`: nesting deep enough to exhaust
+    its stack, or an integer past Python's digits limit. Decoded again by the payload
+    rule's own :func:`~fencepost.domain.payloads.loads`, such a body is refused naming
+    its field (``inputs``: nested too deep; ``inputs.n``: too many digits). Only a
+    body FastAPI has already read in full gets here (``request.body()`` returns it
+    again), and only when its decoder failed on something other than bad syntax.
+    """
+    if isinstance(exc.__cause__, RecursionError | ValueError) and not isinstance(
+        exc.__cause__, UnicodeDecodeError
+    ):
+        try:
+            payloads.loads(await request.body())
+        except ValidationError as refusal:
+            return problem(VALIDATION, str(refusal), field=refusal.field)
+        except ValueError:  # not UTF-8 after all, or not JSON: said below
+            pass
+    return problem(VALIDATION, "body: cannot be decoded (send UTF-8 JSON)", field="body")
 
 
 def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:

@@ -12,8 +12,9 @@ protocol that:
   connection opening or of the previous response ending; past that, a client that
   has sent part of a request gets a ``408 request-timeout`` problem, an idle one is
   simply disconnected (as a kept-alive connection is);
-* refuses more than ``max_header_bytes`` of headers with a ``431 headers-too-large``
-  problem;
+* refuses a request whose headers (its request line included) exceed
+  ``max_header_bytes`` with a ``431 headers-too-large`` problem, whether they arrive
+  in one read or many, complete or not;
 * answers a request it cannot parse with a ``400 malformed-request`` problem instead
   of uvicorn's plain text.
 
@@ -52,6 +53,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         #: request's headers: whatever arrives then belongs to that next request's headers.
         self._between_requests = True
         self._header_bytes = 0
+        #: The bytes of the current request's head the parser has handed over: its URL
+        #: and each header line. Reads that complete a request's headers are measured so.
+        self._head_bytes = 0
+        #: Set when the parser is stopped for a head past the cap (a 431, not a 400).
+        self._head_too_large = False
         #: Requests whose headers are complete, to tell which reads completed some.
         self._headers_completed = 0
         super().connection_made(transport)
@@ -66,17 +72,34 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         """Parse ``data``; count it against the cap if it is all part of pending headers."""
         between, completed = self._between_requests, self._headers_completed
         super().data_received(data)
-        # Only a read that began after the previous body ended and completed no headers
-        # is counted: the others hold a body's bytes (the application's to bound) or
-        # whole requests. So the cap can be passed by at most one read before it is seen.
+        # Headers still incomplete are counted here, read by read (an endless line never
+        # reaches the parser's callbacks); a read that began after the previous body
+        # ended and completed no headers holds only headers. Headers that complete are
+        # measured exactly by on_url and on_header, whatever the reads that carried them.
         if not between or self._headers_completed != completed or self.transport.is_closing():
             return
         self._header_bytes += len(data)
         if self._header_bytes > self.max_header_bytes:
-            self._refuse(
-                problems.HEADERS_TOO_LARGE,
-                f"request headers exceed {self.max_header_bytes} bytes",
-            )
+            self._refuse(problems.HEADERS_TOO_LARGE, self._too_large())
+
+    def on_url(self, url: bytes) -> None:
+        """Part of the request line: counted against the cap."""
+        self._count_head(len(url) + 16)  # the method, the version and the spaces: roughly
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        """One header line: counted against the cap (``name: value`` and its line end)."""
+        self._count_head(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def _count_head(self, size: int) -> None:
+        self._head_bytes += size
+        if self._head_bytes > self.max_header_bytes:
+            # Raised inside the parser, which stops before the headers complete (no
+            # request reaches the application) and reports it to data_received as a
+            # parse error; send_400_response then answers 431 instead.
+            self._head_too_large = True
+            raise ValueError("request headers too large")
 
     def on_headers_complete(self) -> None:
         """The headers are in: from here on the body's deadline is the application's."""
@@ -90,6 +113,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_complete()
         self._between_requests = True
         self._header_bytes = 0
+        self._head_bytes = 0
 
     def on_response_complete(self) -> None:
         """Wait for the next request's headers, unless one is queued already (pipelined)."""
@@ -100,7 +124,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def send_400_response(self, msg: str) -> None:
         """A request httptools cannot parse: a problem, like every other refusal."""
+        if self._head_too_large:
+            self._refuse(problems.HEADERS_TOO_LARGE, self._too_large())
+            return
         self._refuse(problems.MALFORMED_REQUEST, msg)
+
+    def _too_large(self) -> str:
+        return f"request headers exceed {self.max_header_bytes} bytes"
 
     def _start_header_timer(self) -> None:
         self._stop_header_timer()

@@ -18,7 +18,13 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from fencepost.domain.errors import FencepostError, InvalidTransition, NotRunning, StaleLease
+from fencepost.domain.errors import (
+    FencepostError,
+    InvalidTransition,
+    NotRunning,
+    StaleLease,
+    ValidationError,
+)
 from fencepost.domain.models import Schedule
 from fencepost.domain.nodes import default_node_id
 from fencepost.domain.policies import Overlap
@@ -89,6 +95,7 @@ class Materializer:
         self.stored_by: Counter[str] = Counter()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._unplannable: set[str] = set()  #: schedules whose error was logged
 
     def run_once(self) -> int:
         """One pass: lease up to ``batch`` due schedules, plan, store. Returns how many."""
@@ -99,7 +106,11 @@ class Materializer:
         now = self.store.clock.now()
         work: list[tuple[Schedule, Plan]] = []
         for schedule in schedules:
-            planned = plan_schedule(self.store, schedule, now, opts)
+            try:
+                planned = plan_schedule(self.store, schedule, now, opts)
+            except ValidationError as exc:
+                self._set_aside(schedule, exc)
+                continue
             for warning in planned.warnings:
                 log.warning(warning)
             work.append((schedule, planned))
@@ -114,6 +125,21 @@ class Materializer:
             self.stored_by.update(occurrence_kind(o) for o in planned.occurrences)
             self._follow_up(schedule, planned, now)
         return len(schedules)
+
+    def _set_aside(self, schedule: Schedule, error: ValidationError) -> None:
+        """Leave out a schedule that cannot be planned, so it holds up no other.
+
+        A schedule stored before a rule tightened (a time zone now refused, such as
+        ``localtime``) fails to load its rule. Its lease lapses and every pass tries it
+        again (an operator's fix takes effect at once); the error is logged once.
+        """
+        if schedule.id not in self._unplannable:
+            self._unplannable.add(schedule.id)
+            log.error(
+                "schedule %s cannot be planned and is left out until fixed: %s",
+                schedule.id,
+                error,
+            )
 
     def run(self) -> None:
         """Pass after pass until :meth:`stop`; waits ``interval`` when nothing was due."""

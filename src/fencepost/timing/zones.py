@@ -9,14 +9,26 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.policies import DstFold, DstGap
 
+#: What a refusal suggests instead.
+_EXAMPLES = "an IANA name such as Europe/Paris, America/New_York or UTC"
+
 
 def zone(name: object) -> ZoneInfo:
-    """The IANA zone called ``name``, or ValidationError on ``timezone``."""
+    """The IANA zone called ``name``, or ValidationError on ``timezone``.
+
+    Accepted: ``"UTC"`` and the names of the IANA time zone database as
+    :func:`zoneinfo.available_timezones` lists them (``Europe/Paris``, ``EST5EDT``,
+    ``Etc/GMT+5``, ``US/Eastern``), except ``localtime``. Refused with the rest:
+    ``localtime``, ``/etc/localtime`` and any path, ``posixrules``, ``posix/...`` and
+    ``right/...``. Each of those is this host's own setting or a variant file of the
+    database, so two hosts (a materializer on each) could read the same schedule in
+    different zones; a name of the database means the same zone everywhere.
+    """
     # Checked before the cache: an unhashable argument must be a ValidationError too.
     if not isinstance(name, str) or not name.strip():
         raise ValidationError("timezone", f"must be an IANA time zone name, got {name!r}")
@@ -25,12 +37,31 @@ def zone(name: object) -> ZoneInfo:
 
 @lru_cache(maxsize=1024)
 def _load(name: str) -> ZoneInfo:
+    if name != "UTC" and name not in iana_names():
+        raise ValidationError("timezone", _refusal(name))
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
         # OSError: a name that is a directory of the zone database ("America") or
         # longer than a file name can be; unknown either way.
-        raise ValidationError("timezone", f"unknown time zone {name!r}") from None
+        raise ValidationError("timezone", _refusal(name)) from None
+
+
+@lru_cache(maxsize=1)
+def iana_names() -> frozenset[str]:
+    """The zone names this host's database holds, once per process (it reads every file)."""
+    # Debian and others put "localtime" among the zone files, as a link to /etc/localtime.
+    return frozenset(available_timezones() - {"localtime"})
+
+
+def _refusal(name: str) -> str:
+    shown = repr(name if len(name) <= 64 else name[:64] + "…")
+    if "localtime" in name.lower() or name.lower() == "local":
+        return (
+            f"{shown} is this host's own zone, which can differ from host to host: "
+            f"name the zone itself, {_EXAMPLES}"
+        )
+    return f"unknown time zone {shown}"
 
 
 def instants(wall: datetime, tz: ZoneInfo, *, gap: DstGap, fold: DstFold) -> list[datetime]:

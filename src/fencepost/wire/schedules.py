@@ -8,7 +8,6 @@ Times are ISO 8601 strings with a UTC offset (UTC on output).
 from __future__ import annotations
 
 import copy
-import zoneinfo
 from datetime import datetime
 from typing import Annotated, Any, ClassVar
 
@@ -27,6 +26,7 @@ from fencepost.domain import models
 from fencepost.domain import schedules as plans
 from fencepost.domain.submission import PRIORITY_RANGE
 from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
+from fencepost.timing.zones import iana_names
 from fencepost.wire.fields import (
     MAX_DURATION_SECONDS,
     MIN_SECONDS,
@@ -67,7 +67,8 @@ def _known_zone(value: str) -> str:
     return value
 
 
-_ZONES = frozenset(zoneinfo.available_timezones())
+#: The zones a schedule may name (fencepost.timing.zones: IANA names and UTC, no localtime).
+_ZONES = iana_names() | {"UTC"}
 #: An IANA time zone name, as this host's time zone database lists them.
 TimeZone = Annotated[
     str,
