@@ -13,8 +13,10 @@ Time is the process clock (one machine, one clock), read through the store's
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, closing
 from datetime import datetime, timedelta
@@ -74,6 +76,46 @@ from fencepost.timing.planning import HELD
 Q = QUERIES
 _MICROSECOND = timedelta(microseconds=1)
 T = TypeVar("T")
+log = logging.getLogger("fencepost.store")
+
+#: How far this process's clock may be from the kernel's before it may not judge leases.
+#: Processes on one machine read one kernel clock, so they never honestly differ by this
+#: much: a gap this wide is a faked or per-process clock (libfaketime, a time namespace).
+CLOCK_TOLERANCE = 1.0
+
+
+class KernelClock:
+    """The kernel's wall clock as a file write stamps it, whatever this process's clock says.
+
+    A one-byte write to an anonymous in-memory file makes the kernel set its
+    modification time to the current time; reading it back takes two system calls
+    (a few microseconds), which no ``LD_PRELOAD``-ed clock library rewrites.
+    Unavailable (``now`` is None) where ``os.memfd_create`` is missing.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        make = getattr(os, "memfd_create", None)
+        if make is not None:
+            try:
+                self._fd = make("fencepost-clock")
+            except OSError:
+                self._fd = None
+
+    def now(self) -> float | None:
+        """Seconds since the epoch by the kernel (its coarse tick), or None if unavailable."""
+        with self._lock:
+            if self._fd is None:
+                return None
+            os.pwrite(self._fd, b"\0", 0)
+            return os.fstat(self._fd).st_mtime_ns / 1e9
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
 
 #: The blocks the shared verbs run under a lock's name: inside BEGIN IMMEDIATE this
@@ -113,10 +155,45 @@ class SqliteStore(SqlStore):
         self.schema_version = latest_version(MIGRATIONS_PACKAGE)
         #: Polls for every waiter of Store.wait at once (other processes write here too).
         self._watcher = PollingWatcher(self._watched, name="fencepost-sqlite-wait")
+        self._kernel = KernelClock()
+        self._clock_was_off = False  # see _may_judge_leases: logged on each change only
 
     def close(self) -> None:
         self._watcher.close()
         self._db.close()
+        self._kernel.close()
+
+    # -- the clock rule --------------------------------------------------------------------
+
+    def _may_judge_leases(self, now: datetime) -> bool:
+        """Whether this process's ``now`` may decide which leases have expired.
+
+        Every process judges SQLite leases by its own clock. One whose clock reads more
+        than :data:`CLOCK_TOLERANCE` off the kernel's (ahead: live leases would look
+        expired and be taken over; behind: its leases would look expired to everyone
+        else) claims nothing and reaps nothing, checked at every claim and reap: it
+        logs one error when its clock goes off, and one warning when it agrees again.
+        A test's pinned clock (anything but :class:`SystemClock`) is not checked.
+        """
+        if not isinstance(self.clock, SystemClock):
+            return True
+        kernel = self._kernel.now()
+        if kernel is None:
+            return True
+        offset = now.timestamp() - kernel
+        off = abs(offset) > CLOCK_TOLERANCE
+        if off and not self._clock_was_off:
+            log.error(
+                "this process's clock is %+.1f s off the machine's, more than %.1f s: "
+                "claiming and reaping nothing on %s until it agrees",
+                offset,
+                CLOCK_TOLERANCE,
+                self.path,
+            )
+        elif not off and self._clock_was_off:
+            log.warning("this process's clock agrees with the machine's again; claiming")
+        self._clock_was_off = off
+        return not off
 
     # -- waiting ---------------------------------------------------------------------------
 
@@ -298,6 +375,8 @@ class SqliteStore(SqlStore):
         owner = request.owner
         with self._db.write() as conn:
             now = self.clock.now()
+            if not self._may_judge_leases(now):
+                return []
             now_us = rows.to_us(now)
             until = now + request.ttl
             params = self._claim_params(request) | {"now": now_us}
@@ -394,6 +473,13 @@ class SqliteStore(SqlStore):
             self._refuse(conn, [outcome.lease], "complete", now)
         raise stale(outcome.lease)
 
+    def reap_expired(self, *, limit: int = 1000) -> int:
+        # The clock rule first (see _may_judge_leases): the shared reap reads the
+        # process clock again inside its transaction, microseconds later.
+        if not self._may_judge_leases(self.clock.now()):
+            return 0
+        return super().reap_expired(limit=limit)
+
     # -- commands --------------------------------------------------------------------------
 
     def _claim_commands(
@@ -401,6 +487,8 @@ class SqliteStore(SqlStore):
     ) -> list[Command]:
         with self._db.write() as conn:
             now = self.clock.now()
+            if not self._may_judge_leases(now):
+                return []
             found = conn.execute(
                 Q["claim_commands"],
                 {
