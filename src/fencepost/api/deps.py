@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, Query, Request
 
 from fencepost.api import problems as p
-from fencepost.api.auth import Scope, require
+from fencepost.api.auth import ANONYMOUS_ADMIN, AUTHENTICATED, Auth, Principal, Scope, require
 from fencepost.jobs.registry import JobRegistry
 from fencepost.store.base import Store
 
@@ -27,7 +27,27 @@ def get_registry(request: Request) -> JobRegistry | None:
     return registry
 
 
+#: The audit actor of a request made with auth off (no tokens configured).
+API_ACTOR = "api"
+
+
+def get_actor(request: Request) -> str:
+    """The audit actor of ``request``: the name of the token that made it.
+
+    A dashboard request is its signed-in token's. With auth off (no tokens) every
+    request is :data:`API_ACTOR`. The caller is the one the guard (or the route's
+    :func:`~fencepost.api.auth.require` dependency) has already authenticated.
+    """
+    checked: tuple[Principal, bool] | None = request.scope.get(AUTHENTICATED)
+    if checked is None:
+        auth: Auth = request.app.state.auth
+        checked = auth.authenticate(request)
+    principal = checked[0]
+    return API_ACTOR if principal is ANONYMOUS_ADMIN else principal.name
+
+
 StoreDep = Annotated[Store, Depends(get_store)]
+ActorDep = Annotated[str, Depends(get_actor)]
 RegistryDep = Annotated[JobRegistry | None, Depends(get_registry)]
 Cursor = Annotated[str | None, Query(description="next_cursor of the previous page")]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]

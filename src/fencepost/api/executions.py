@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from fencepost import tracing
 from fencepost.api import problems as p
 from fencepost.api.auth import Scope
-from fencepost.api.deps import Cursor, Limit, Order, RegistryDep, StoreDep, guarded
+from fencepost.api.deps import ActorDep, Cursor, Limit, Order, RegistryDep, StoreDep, guarded
 from fencepost.domain import models
 from fencepost.domain.checks import INT32_MAX
 from fencepost.domain.errors import FencepostError, ValidationError
@@ -290,17 +290,17 @@ def get_commands(execution_id: str, store: StoreDep) -> list[schemas.Command]:
     response_model=schemas.Execution,
     **guarded(Scope.ADMIN, p.VALIDATION, p.NOT_FOUND, p.INVALID_TRANSITION, p.STORE_UNAVAILABLE),
 )
-def cancel_execution(execution_id: str, store: StoreDep) -> schemas.Execution:
+def cancel_execution(execution_id: str, store: StoreDep, actor: ActorDep) -> schemas.Execution:
     """Cancel an execution that has not started; one that has is a 409 (use POST .../cancel).
 
     The execution is not removed: it stays, CANCELLED, with its audit trail.
     """
-    return schemas.Execution.from_domain(store.cancel(execution_id, actor="api"))
+    return schemas.Execution.from_domain(store.cancel(execution_id, actor=actor))
 
 
 def _command_route(kind: CommandKind) -> None:
-    def request_command(execution_id: str, store: StoreDep) -> schemas.Command:
-        return schemas.Command.from_domain(store.request(execution_id, kind, actor="api"))
+    def request_command(execution_id: str, store: StoreDep, actor: ActorDep) -> schemas.Command:
+        return schemas.Command.from_domain(store.request(execution_id, kind, actor=actor))
 
     request_command.__name__ = f"request_{kind.value}"
     request_command.__doc__ = (
@@ -323,9 +323,9 @@ for _kind in CommandKind:
     response_model=schemas.Execution,
     **guarded(Scope.ADMIN, p.VALIDATION, p.NOT_FOUND, p.INVALID_TRANSITION, p.STORE_UNAVAILABLE),
 )
-def replay_execution(execution_id: str, store: StoreDep) -> schemas.Execution:
+def replay_execution(execution_id: str, store: StoreDep, actor: ActorDep) -> schemas.Execution:
     """Revive a dead letter (FAILED -> SCHEDULED, due now, fresh attempts)."""
-    return schemas.Execution.from_domain(store.replay(execution_id, actor="api"))
+    return schemas.Execution.from_domain(store.replay(execution_id, actor=actor))
 
 
 @router.get(

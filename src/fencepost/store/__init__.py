@@ -50,7 +50,7 @@ def connect(
     otherwise): what the read-only commands use.
 
     ``clock`` is where the store reads time (a ``ManualClock`` in tests);
-    ``retry`` and ``rng`` set the backoff used by ``fail`` and ``reap_expired``
+    ``retry`` and ``rng`` set the backoff used by ``fail``
     (for jobs whose catalogue entry names no retry delays of its own).
 
     ``unknown_jobs`` (also ``?unknown_jobs=`` on any URL; the argument wins) decides a

@@ -533,7 +533,8 @@ class Store(OperatingVerbs, ScheduleVerbs):
         * SCHEDULED or RETRY_WAIT with ``due_at <= now``;
         * RUNNING with ``lease_until <= now`` (expired) and ``attempt < max_attempts``
           (a takeover; the old attempt ends TIMED_OUT). Expired ones without
-          attempts left are for :meth:`reap_expired` to fail.
+          attempts left are for :meth:`reap_expired` to fail; one it reaped with
+          attempts left is RETRY_WAIT, due as it was, so claimable still.
 
         Restricted to ``jobs``, ``buckets`` and execution ``ids`` when given (``ids``
         serves a claim of one known execution, such as one occurrence of a schedule;
@@ -805,8 +806,11 @@ class Store(OperatingVerbs, ScheduleVerbs):
         """Time out up to ``limit`` RUNNING executions whose lease expired (``lease_until <= now``).
 
         Each one's attempt ends TIMED_OUT (a LEASE_EXPIRED transition); it moves
-        to RETRY_WAIT with backoff if attempts remain, else to FAILED. Returns
-        how many were reaped; call again while it returns ``limit``.
+        to RETRY_WAIT if attempts remain, else to FAILED. A RETRY_WAIT one keeps its
+        ``due_at``, with no backoff: an expired lease is claimable from its expiry,
+        whether the reaper got to it first or not, and in the order a takeover by
+        :meth:`claim` would have it. Returns how many were reaped; call again while
+        it returns ``limit``.
         """
 
     def wait_for_work(self, timeout: float) -> bool:

@@ -360,7 +360,6 @@ class MemoryStore(Store):
             return self._apply(current.id, decide(current, now), now)
 
     def reap_expired(self, *, limit: int = 1000) -> int:
-        self._current_catalogue()  # the jobs' backoffs, read before the change
         with self._lock:
             now = self.clock.now()
             expired = sorted(
@@ -371,9 +370,8 @@ class MemoryStore(Store):
                 ),
                 key=lambda e: (e.lease_until, e.id),
             )[:limit]
-            for e in expired:
-                wait = self.retry_delay(e.attempt, e.job, e.job_version)
-                self._apply(e.id, LeaseExpired(retry_at=now + wait), now)
+            for e in expired:  # due as it was: claimable now, in a takeover's order
+                self._apply(e.id, LeaseExpired(retry_at=e.due_at), now)
             return len(expired)
 
     def _transition(self, execution_id: str, event: ExecutionEvent) -> Execution:

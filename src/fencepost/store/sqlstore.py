@@ -508,7 +508,6 @@ class SqlStore(Store):
         return self._retried(attempt, verb)
 
     def reap_expired(self, *, limit: int = 1000) -> int:
-        self._current_catalogue()  # the jobs' backoffs, read before the transaction
         with self._write() as conn:
             now = self._tx_now(conn)
             expired = conn.execute(
@@ -516,8 +515,8 @@ class SqlStore(Store):
             ).fetchall()
             for row in expired:
                 current = self.rows.execution(row)
-                wait = self.retry_delay(current.attempt, current.job, current.job_version)
-                event = LeaseExpired(retry_at=now + wait)
+                # Due as it was: claimable now, in the order a takeover would have it.
+                event = LeaseExpired(retry_at=current.due_at)
                 self._persist(conn, apply(current, event, now), now)
         return len(expired)
 

@@ -414,7 +414,7 @@ class LeasingContract(ContractFixtures):
         assert store.reap_expired() == 1
         reaped = store.get(e.id)
         assert reaped.state is State.RETRY_WAIT
-        assert reaped.due_at >= at(5)
+        assert reaped.due_at == at(0), "due as it was: no retry delay after an expiry"
         assert reaped.lease_owner is None
         (attempt,) = store.attempts(e.id)
         assert (attempt.outcome, attempt.ended_at, attempt.owner) == (
@@ -426,6 +426,42 @@ class LeasingContract(ContractFixtures):
             store.complete(lease, "too late")
         assert store.reap_expired() == 0
         assert_audit_valid(store, e.id)
+
+    def test_a_reaped_lease_is_claimable_at_its_expiry_like_a_takeover(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        """One takeover rule: the reaper reaching an expired lease first changes neither
+        when it can be claimed (at its expiry) nor its place in the claim order."""
+        reaped = store.submit("job", execute_at=at(0), max_attempts=3)
+        store.claim("a", ttl=5)
+        later = store.submit("job", execute_at=at(3))
+        clock.set(5)
+        assert store.reap_expired() == 1
+        leases = store.claim("b", limit=2, ttl=5)
+        assert [(lease.execution_id, lease.epoch) for lease in leases] == [
+            (reaped.id, 2),
+            (later.id, 1),
+        ]
+        assert store.get(reaped.id).attempt == 2
+        outcomes = [a.outcome for a in store.attempts(reaped.id)]
+        assert outcomes == [AttemptOutcome.TIMED_OUT, None], "the lost attempt counts"
+        assert_audit_valid(store, reaped.id)
+
+    def test_the_reaper_still_fails_an_expiry_on_the_last_attempt(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        e = store.submit("job", max_attempts=2)
+        store.claim("a", ttl=5)
+        clock.set(5)
+        assert store.reap_expired() == 1
+        store.claim("b", ttl=5)
+        clock.set(10)
+        assert store.claim("c") == []
+        assert store.reap_expired() == 1
+        dead = store.get(e.id)
+        assert (dead.state, dead.attempt) == (State.FAILED, 2)
+        outcomes = [a.outcome for a in store.attempts(e.id)]
+        assert outcomes == [AttemptOutcome.TIMED_OUT, AttemptOutcome.TIMED_OUT]
 
     def test_reap_limit(self, store: Store, clock: ManualClock) -> None:
         store.submit_many([{"job": "job"} for _ in range(5)])
