@@ -103,14 +103,11 @@ def test_remote_workers_drain_2000_executions_without_duplicates(
             env=tokens,
         )  # fmt: skip
         wait_ready(urls[-1], service)
-    ids = []
-    for start in range(0, 2000, 500):
-        with Client(urls[start // 500 % 2], token=TOKEN) as client:
-            ids += [e.id for e in client.submit_many([{"job": "lease-echo"}] * 500)]
-    assert len(set(ids)) == 2000
-
+    # Both workers are polling before there is any work, and neither may hold more than
+    # its 16 handlers' worth: otherwise the first to start could drain all 2,000 before
+    # the other made its first claim (it did, under load).
     owners = ("remote-1", "remote-2")
-    remote = ("worker", APP, "--jobs", "lease-echo", "--concurrency", "16")
+    remote = ("worker", APP, "--jobs", "lease-echo", "--concurrency", "16", "--prefetch", "0")
     workers = [
         processes.start(
             owner, *remote, "--server", url, "--owner", owner, env={"FENCEPOST_TOKEN": TOKEN}
@@ -119,6 +116,17 @@ def test_remote_workers_drain_2000_executions_without_duplicates(
     ]
     store = fencepost.connect(shared_db)
     try:
+        deadline = time.monotonic() + 60
+        while not set(owners) <= {node.id for node in store.nodes()}:
+            for proc in workers:
+                assert proc.poll() is None, "a remote worker exited"
+            assert time.monotonic() < deadline, "the remote workers did not register in 60 s"
+            time.sleep(0.1)
+        ids = []
+        for start in range(0, 2000, 500):
+            with Client(urls[start // 500 % 2], token=TOKEN) as client:
+                ids += [e.id for e in client.submit_many([{"job": "lease-echo"}] * 500)]
+        assert len(set(ids)) == 2000
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if store.stats().by_state[State.SUCCEEDED] == 2000:
