@@ -414,7 +414,8 @@ def test_an_unreachable_service_is_store_unavailable() -> None:
         port = s.getsockname()[1]  # closed again below: nothing listens there
 
     async def scenario() -> BaseException:
-        async with AsyncClient(f"http://127.0.0.1:{port}", timeout=2) as aclient:
+        # retry_timeout=0: the answer at once, not after the default 30 s of retries
+        async with AsyncClient(f"http://127.0.0.1:{port}", timeout=2, retry_timeout=0) as aclient:
             return await async_error(aclient.get("x"))
 
     assert isinstance(asyncio.run(scenario()), StoreUnavailable)

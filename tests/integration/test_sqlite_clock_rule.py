@@ -7,9 +7,7 @@ node): ``fencepost reconcile`` started an hour fast times out no live lease.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,7 +17,7 @@ import pytest
 
 import fencepost
 from fencepost import Store
-from tests.integration._tools import require_tool
+from tests.integration._tools import Procs, require_tool
 from tests.integration.test_worker_processes import running_under, wait_until
 
 pytestmark = pytest.mark.slow
@@ -28,36 +26,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FENCEPOST = str(Path(sys.executable).with_name("fencepost"))
 APP = "tests.integration._worker_app:app"
 OFF = "s off the machine's"  # the store's error line
-
-
-class Procs:
-    """Processes started by a test, each in its own group; none outlives the test."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.tmp_path = tmp_path
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def start(self, name: str, argv: list[str]) -> None:
-        with (self.tmp_path / f"{name}.log").open("wb") as log:
-            self.procs.append(
-                subprocess.Popen(
-                    argv,
-                    cwd=ROOT,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env={**os.environ, "PYTHONPATH": str(ROOT)},
-                    start_new_session=True,
-                )
-            )
-
-    def log(self, name: str) -> str:
-        return (self.tmp_path / f"{name}.log").read_text()
-
-    def close(self) -> None:
-        for proc in self.procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
 
 
 @pytest.fixture

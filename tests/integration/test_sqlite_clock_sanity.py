@@ -8,10 +8,6 @@ error and neither claims nor reaps while its clock is off by more than a lease.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -21,7 +17,7 @@ import pytest
 
 import fencepost
 from fencepost import State, Store
-from tests.integration._tools import require_tool
+from tests.integration._tools import Procs, require_tool
 from tests.integration.test_worker_processes import running_under, wait_until
 
 pytestmark = pytest.mark.slow
@@ -33,37 +29,16 @@ APP = "tests.integration._worker_app:app"
 WATCH = 3.0
 
 
-class Started:
+class Started(Procs):
     """``fencepost worker`` processes, some under faketime; none outlives the test."""
 
-    def __init__(self, tmp_path: Path) -> None:
-        self.tmp_path = tmp_path
-        self.procs: list[subprocess.Popen[bytes]] = []
-
     def worker(self, url: str, owner: str, jobs: str, *, shift: str | None = None) -> None:
+        # faketime runs the worker as its child: Procs kills each process's group whole.
         prefix = [] if shift is None else [require_tool("faketime"), "-f", shift]
-        with (self.tmp_path / f"{owner}.log").open("wb") as log:
-            self.procs.append(
-                subprocess.Popen(
-                    [*prefix, FENCEPOST, "worker", APP, "--db", url, "--owner", owner,
-                     "--jobs", jobs],
-                    cwd=ROOT,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env={**os.environ, "PYTHONPATH": str(ROOT)},
-                    # faketime runs the worker as its child: the group is killed whole.
-                    start_new_session=True,
-                )
-            )  # fmt: skip
-
-    def log(self, owner: str) -> str:
-        return (self.tmp_path / f"{owner}.log").read_text()
-
-    def close(self) -> None:
-        for proc in self.procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        self.start(
+            owner,
+            [*prefix, FENCEPOST, "worker", APP, "--db", url, "--owner", owner, "--jobs", jobs],
+        )
 
 
 @pytest.fixture
