@@ -19,12 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
+from fencepost.domain.errors import ValidationError
 from fencepost.domain.models import JSON, Command, Execution
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.states import CommandKind
-from fencepost.jobs.defaults import job_defaults
+from fencepost.jobs.catalogue import entries_of
 from fencepost.jobs.registry import JobRegistry
 from fencepost.jobs.spec import DEFAULT_LEASE_TTL, JobSpec, retry_options, spec_from_function
 from fencepost.scheduler.handle import ScheduleHandle
@@ -54,6 +55,8 @@ class App:
         self._store = store if isinstance(store, Store) else None
         self._connect_options = connect_options
         self.registry = JobRegistry()
+        #: How many of the registry's jobs this app has published (see _publish_jobs).
+        self._published = 0
         if definitions is not None:
             self.load_definitions(definitions)
 
@@ -149,32 +152,58 @@ class App:
         bucket_key: str | None = None,
         priority: int | None = None,
         queue: str | None = None,
+        actor: str | None = None,
     ) -> Execution:
-        """Submit an execution of a registered job, pinned to ``version`` (default: the latest).
+        """Submit an execution of ``job``, by the store's one catalogue rule.
 
-        Inputs are checked against the job's schema first: a mismatch raises
-        :class:`ValidationError` naming the field (``inputs.day``) and nothing
-        is stored. ``max_attempts`` and ``timeout`` default to the job's, and
-        ``priority`` and ``queue`` (None) to the job's catalogue entry's, else 0 and
-        ``"default"``.
+        This app's jobs are published to the store's job catalogue first (once), so
+        a job it declares is checked and defaulted from its definition even before
+        a worker starts. A published job is pinned to ``version`` (default: its
+        latest), its inputs are checked against that version's schema (a mismatch
+        raises :class:`ValidationError` naming the field, ``inputs.day``, and nothing
+        is stored), and ``max_attempts``, ``timeout``, ``priority`` and ``queue``
+        left None take the job's defaults. A job no one published follows the
+        store's ``unknown_jobs`` (see :class:`~fencepost.store.catalogue.CatalogueVerbs`).
+        ``actor`` names the submitter in the audit trail (a user of your application).
         """
-        defaults = job_defaults(
-            self.registry,
-            job,
-            inputs,
-            version=version,
-            max_attempts=max_attempts,
-            timeout=timeout,
-            priority=priority,
-            queue=queue,
-        )
+        self._publish_jobs()
+        self._bind_locally(job, version, inputs)
         return self.store.submit(
+            job,
+            inputs=inputs,
+            version=version,
             execute_at=execute_at,
             delay=delay,
             idempotency_key=idempotency_key,
+            max_attempts=max_attempts,
+            timeout=timeout,
             bucket_key=bucket_key,
-            **defaults,
+            priority=priority,
+            queue=queue,
+            actor=actor,
         )
+
+    def _bind_locally(self, job: str, version: int | None, inputs: JSON) -> None:
+        """Bind ``inputs`` to the handler's parameters as a run will, when this app holds
+        the very version a submit would run: a value its hints cannot convert is refused
+        now (naming ``inputs.<field>``), not at every attempt on a worker."""
+        entry = self.store.entry_for(job, version) if isinstance(job, str) else None
+        if entry is None:
+            return
+        try:
+            spec = self.registry.get(entry.name, entry.version)
+        except ValidationError:
+            return  # another process's version: the catalogue's schema check is the rule
+        # The same definition: this app published it, and a published version never
+        # changes (publishing another under its name and version is refused).
+        spec.check_inputs(inputs)
+
+    def _publish_jobs(self) -> None:
+        """Publish this app's jobs to the store's catalogue, each once (a no-op after)."""
+        if self._published == len(self.registry):
+            return
+        self.store.publish_jobs(entries_of(self.registry))
+        self._published = len(self.registry)
 
     def request(
         self, execution_id: str, kind: CommandKind | str, *, actor: str = "client"
@@ -216,20 +245,13 @@ class App:
         :mod:`fencepost.timing.planning` for the misfire and overlap policies.
         ``paused`` stores it paused (its slots are recorded SKIPPED until resumed).
         """
-        defaults = job_defaults(
-            self.registry,
-            job,
-            inputs,
-            version=version,
-            max_attempts=max_attempts,
-            priority=priority,
-            queue=queue,
-            schedule=True,
-        )
+        self._publish_jobs()
         stored = self.store.add_schedule(
+            job,
             cron=cron,
             every=every,
             timezone=timezone,
+            inputs=inputs,
             misfire=misfire,
             misfire_grace=misfire_grace,
             max_catch_up=max_catch_up,
@@ -239,8 +261,11 @@ class App:
             start_at=start_at,
             end_at=end_at,
             id=id,
+            version=version,
+            max_attempts=max_attempts,
+            priority=priority,
             paused=paused,
-            **defaults,
+            queue=queue,
         )
         return ScheduleHandle(self.store, stored)
 
@@ -285,6 +310,7 @@ class App:
         *,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
+        with_scheduler: bool = False,
         **options: Any,
     ) -> Worker:
         """Run a worker in this thread until SIGTERM or SIGINT (see :meth:`worker`).
@@ -293,7 +319,10 @@ class App:
         stderr) unless the application has configured logging itself (the root
         logger has a handler, as after ``logging.basicConfig``): then it is left
         alone. ``metrics_port`` serves the worker's Prometheus metrics on
-        ``metrics_host`` (see :meth:`Worker.serve_metrics`).
+        ``metrics_host`` (see :meth:`Worker.serve_metrics`). ``with_scheduler`` also
+        runs a materializer in this process, as ``fencepost worker --with-scheduler``
+        does (owner ``<worker owner>:scheduler``), stopped with the worker; without
+        one here or elsewhere, schedules never fire and the worker warns as it starts.
         """
         from fencepost.cli.logs import configure_unless_configured
 
@@ -303,7 +332,19 @@ class App:
             from fencepost.api.metered_store import meter_store
 
             worker.serve_metrics(metrics_port, metrics_host, meter=meter_store)
-        worker.run()
+        materializer = None
+        if with_scheduler:
+            # Through the worker's store: with metrics, its occurrences are counted too.
+            store = cast(Store, worker.store)
+            materializer = Materializer(
+                store, MaterializerOptions(owner=f"{worker.owner}:scheduler")
+            )
+            materializer.start()  # registered before the worker looks for a scheduler
+        try:
+            worker.run()
+        finally:
+            if materializer is not None:
+                materializer.stop()
         return worker
 
     def close(self) -> None:

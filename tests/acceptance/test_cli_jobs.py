@@ -82,6 +82,9 @@ def test_jobs_lists_the_catalogue(database: Database) -> None:
         "inputs": ["day", "region"],
         "description": "daily figures",
         "nodes": ["w1", "w2"],
+        "workers": 2,
+        "due": 1,  # "old"; "tomorrow" is not due yet
+        "unserved": 0,
         "counts": ZEROS | {"SCHEDULED": 1, "SUCCEEDED": 1},
     }
     assert nightly["nodes"] == ["w1"]
@@ -94,6 +97,8 @@ def test_jobs_lists_the_catalogue(database: Database) -> None:
         "max_attempts=5 timeout=1m30s queue=reports",
         "day, region",
         "w1, w2",
+        "2",
+        "1",
         *("1", "0", "0", "1", "0", "0", "0"),
     ]
     assert table.row(NIGHTLY)[1:5] == ["1 (of 1)", "-", "-", "w1"]

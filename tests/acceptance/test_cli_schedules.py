@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import signal
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import pytest
+
+from fencepost import Event, State
+from fencepost.domain.models import Occurrence
 from tests.acceptance.cli import fencepost, fencepost_all
 from tests.acceptance.conftest import Database
+from tests.integration.test_worker_processes import APP, Workers, wait_until
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -191,3 +198,100 @@ def test_cron_aliases_are_accepted_and_reboot_is_refused(database: Database) -> 
     assert unknown.errors[0].startswith(
         "fencepost schedule add: --cron: '@fortnightly' is not a cron alias (one of @yearly,"
     )
+
+
+# -- nothing waits silently -----------------------------------------------------------------
+
+WARNING = (
+    "warning: no scheduler is running: schedules fire only while `fencepost serve` or "
+    "`fencepost worker --with-scheduler` runs"
+)
+
+
+@pytest.mark.slow
+def test_schedules_warn_while_no_scheduler_runs_and_paused_ones_have_no_next_fire(
+    database: Database, tmp_path: Path
+) -> None:
+    db = database.url
+    store = database.store()
+    started = Workers(tmp_path)
+    try:
+        # Only a plain worker: it runs executions, and nothing materializes schedules.
+        started.start(db, "plain", APP)
+        wait_until(lambda: [n.id for n in store.nodes()] == ["plain"], 30, "the worker's node")
+        added = fencepost("schedule", "add", "quick", "--every", "10m", "--id", "ten", db=db)
+        assert added.ok().row("state") == ["state", "active"]
+        assert added.errors == [f"fencepost schedule add: {WARNING}"]
+        listing, as_json = fencepost_all(("schedule", "ls"), ("schedule", "ls", "--json"), db=db)
+        assert listing.ok().row("ten")[3] == "active"
+        assert listing.errors == [f"fencepost schedule ls: {WARNING}"]
+        assert [s["id"] for s in as_json.json()] == ["ten"], "stdout stays one JSON document"
+        assert as_json.errors == [f"fencepost schedule ls: {WARNING}"]
+
+        # Paused: nothing would fire, so nothing to warn of; and no next fire.
+        born_paused = fencepost(
+            "schedule", "add", "quick", "--every", "1h", "--id", "hourly", "--paused", db=db
+        )
+        assert (born_paused.ok().errors, born_paused.row("next fires")) == (
+            [],
+            ["next fires", "none while paused"],
+        )
+        fencepost("schedule", "pause", "ten", db=db).ok()
+        listing, shown, shown_json = fencepost_all(
+            ("schedule", "ls"),
+            ("schedule", "show", "ten"),
+            ("schedule", "show", "ten", "--json"),
+            db=db,
+        )
+        assert [row[3:] for row in (listing.row("hourly"), listing.row("ten"))] == [
+            ["paused", "coalesce", "allow", "paused"],
+            ["paused", "coalesce", "allow", "paused"],
+        ]
+        assert listing.errors == [], "every schedule is paused: none waits for a scheduler"
+        assert shown.ok().row("next fires") == ["next fires", "none while paused"]
+        assert shown_json.json()["next_fires"] == []
+        resumed = fencepost("schedule", "resume", "ten", "--json", db=db)
+        assert len(resumed.json()["next_fires"]) == 5, "it fires again"
+        assert resumed.errors == [f"fencepost schedule resume: {WARNING}"]
+
+        # A worker with a scheduler: the warnings stop, and come back when it stops.
+        scheduling = started.start(db, "scheduling", APP, "--with-scheduler")
+        wait_until(lambda: store.live_schedulers(), 30, "a live scheduler")
+        added, listing = fencepost_all(
+            ("schedule", "add", "quick", "--every", "5m", "--id", "five"), ("schedule", "ls"), db=db
+        )
+        assert (added.ok().errors, listing.ok().errors) == ([], [])
+        # Listed with its kind among the live nodes; it claims from no bucket.
+        buckets = fencepost("buckets", db=db).ok()
+        assert buckets.row("scheduling:scheduler")[1:3] == ["scheduler", "-"]
+        assert buckets.row("scheduling")[1:3] == ["worker", "any"]
+        scheduling.send_signal(signal.SIGTERM)
+        assert scheduling.wait(30) == 0
+        assert store.live_schedulers() == [], "its clean stop deregistered it"
+        assert fencepost("schedule", "ls", db=db).ok().errors == [
+            f"fencepost schedule ls: {WARNING}"
+        ]
+    finally:
+        started.close()
+
+
+def test_schedule_pause_skips_what_was_stored_ahead_and_names_who_paused(
+    database: Database,
+) -> None:
+    db = database.url
+    store = database.store()
+    store.add_schedule("quick", every=60, id="minutely")
+    now = store.clock.now()
+    ahead = store.add_occurrences(
+        "minutely", [Occurrence(slot=now + timedelta(minutes=n), due_at=now) for n in (1, 2)]
+    )
+    paused = fencepost("schedule", "pause", "minutely", db=db)
+    assert paused.ok().row("state") == ["state", "paused"]
+    for e in ahead:
+        assert store.get(e.id).state is State.SKIPPED
+        last = store.transitions(e.id)[-1]
+        assert (last.event, last.reason) == (Event.SKIPPED, "paused")
+        assert last.actor is not None
+        assert last.actor.startswith("cli:")
+    fencepost("schedule", "resume", "minutely", db=db).ok()
+    assert {store.get(e.id).state for e in ahead} == {State.SKIPPED}, "resuming revives none"

@@ -94,3 +94,22 @@ def test_with_auth_off_the_actor_is_api(store: Store) -> None:
     with TestClient(create_app(store)) as client:
         assert client.delete(f"/executions/{execution_id}").status_code == 200
     assert store.transitions(execution_id)[-1].actor == "api"
+
+
+def test_submits_are_audited_with_their_tokens_name(client: TestClient, store: Store) -> None:
+    one = client.post("/executions", json={"job": "x"}, headers=as_(ALICE))
+    assert one.status_code == 201, one.text
+    batch = client.post(
+        "/executions/batch", json={"items": [{"job": "x"}, {"job": "y"}]}, headers=as_(BOB)
+    )
+    assert batch.status_code == 201, batch.text
+    assert store.transitions(one.json()["id"])[0].actor == "alice"
+    for item in batch.json()["items"]:
+        [submitted] = store.transitions(item["id"])
+        assert (submitted.event.value, submitted.actor) == ("SUBMITTED", "bob")
+    # A keyed retry by another token finds the first: it is not a different request.
+    key = {"Idempotency-Key": "k-1"}
+    first = client.post("/executions", json={"job": "x"}, headers=as_(ALICE) | key)
+    again = client.post("/executions", json={"job": "x"}, headers=as_(BOB) | key)
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert store.transitions(first.json()["id"])[0].actor == "alice"

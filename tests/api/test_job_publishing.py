@@ -59,9 +59,12 @@ def test_a_remote_worker_publishes_and_every_submit_then_follows_the_job(
     assert caught.value.field == "inputs.day"
     submitted = remote.submit("report", {"day": "d"})
     assert (submitted.max_attempts, submitted.job_version, submitted.priority) == (2, 1, 0)
-    with pytest.raises(RemoteValidationError) as unknown:
-        remote.submit("unknown")
-    assert unknown.value.field == "job"
+    # A job nobody published is accepted, as on every path, unpinned and flagged for
+    # the defaults its publication brings (see docs/explanation/catalogue.md).
+    unknown = remote.submit("unknown")
+    assert (unknown.job_version, unknown.max_attempts) == (None, 3)
+    remote.publish_jobs([job_entry("unknown", 1, defaults=JobDefaults(max_attempts=5))])
+    assert store.get(unknown.id).max_attempts == 5
 
 
 def test_a_changed_definition_is_a_conflict_naming_both_digests(

@@ -11,8 +11,10 @@ import pytest
 import fencepost
 from fencepost.api import create_app, schedules
 from fencepost.api.auth import Auth, Principal, Scope
+from fencepost.domain.catalogue import JobDefaults, job_entry
 from fencepost.domain.errors import NotFound, ValidationError
 from fencepost.scheduler.handle import ScheduleHandle
+from fencepost.scheduler.materializer import NO_SCHEDULER
 from fencepost.store.base import Store
 from tests.api.support import TestClient, assert_problem
 
@@ -101,6 +103,8 @@ def test_add_returns_the_stored_schedule(client: TestClient, store: Store) -> No
         "updated_at": _z(stored.updated_at),
         # 2030-01-01 is a Tuesday: 02:30 in New York (EST) is 07:30 UTC.
         "next_fire_at": "2030-01-01T07:30:00Z",
+        # Only an add says it: no materializer runs beside this app.
+        "warnings": [NO_SCHEDULER],
     }
 
 
@@ -237,7 +241,7 @@ def test_get_one(client: TestClient, store: Store) -> None:
     created = _add(client, **DAILY, id="daily")
     response = client.get("/schedules/daily")
     assert response.status_code == 200, response.text
-    assert response.json() == created
+    assert response.json() == {k: v for k, v in created.items() if k != "warnings"}
     assert response.json()["next_fire_at"] == "2030-01-01T06:00:00Z"
     store.add_schedule(
         "old",
@@ -545,7 +549,6 @@ def test_registry_pins_the_latest_version_and_the_jobs_attempts(
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        pytest.param({"job": "unknown"}, "job", id="unknown-job"),
         pytest.param({"version": 9}, "version", id="unknown-version"),
         pytest.param({"inputs": {"day": 5}}, "inputs.day", id="input-of-wrong-type"),
         pytest.param({"inputs": {}}, "inputs.day", id="missing-input"),
@@ -560,12 +563,21 @@ def test_registry_refuses_bad_jobs_and_inputs(
     assert store.schedules().items == []
 
 
+def test_a_job_nobody_published_is_accepted_unpinned_as_on_every_path(
+    registered: TestClient, store: Store
+) -> None:
+    created = _add(registered, **(DAILY | {"job": "unknown"}), inputs={"any": 1})
+    stored = store.get_schedule(created["id"])
+    assert (stored.job, stored.job_version, stored.max_attempts) == ("unknown", None, 3)
+    store.publish_jobs([job_entry("unknown", 1, defaults=JobDefaults(max_attempts=6))])
+    assert store.get_schedule(created["id"]).max_attempts == 6  # the job's, once published
+
+
 def test_registry_checks_patched_jobs_and_inputs(registered: TestClient, store: Store) -> None:
     _add(registered, **DAILY, version=1, inputs={"day": "mon"}, id="daily")
     before = store.get_schedule("daily")
     for body, field in [
         ({"inputs": {"day": 5}}, "inputs.day"),
-        ({"job": "unknown"}, "job"),
         ({"version": 9}, "version"),
         ({"inputs": {"day": "mon", "verbose": True}}, "inputs.verbose"),  # not in version 1
     ]:

@@ -504,3 +504,35 @@ def test_no_view_overflows_sideways_at_desktop_and_phone_widths(
     assert ids  # the seeded rows are on the pages above
     tab.close()
     assert trouble.errors == []
+
+
+def test_a_warning_names_the_work_no_live_process_serves(
+    page: tuple[Page, PageTrouble], store: Store
+) -> None:
+    tab, trouble = page
+    store.submit_many([{"job": HOSTILE}, {"job": HOSTILE}])
+    store.publish_jobs([job_entry("ship", 4), job_entry("ship", 5)])
+    store.submit("ship")  # pinned to version 5
+    store.add_schedule("ship", every=3600, id="hourly", version=4)
+    store.register_node("worker-a", jobs=[("ship", 4)], ttl=3600)
+    tab.goto("/")
+    panel = tab.locator("#unserved")
+    expect(panel).to_be_visible()
+    hostile = panel.locator(f'li[data-job="{HOSTILE}"]')
+    expect(hostile).to_have_text(f"{HOSTILE}: 2 due executions, no live worker serves this job")
+    expect(panel.locator('li[data-job="ship"][data-version="5"]')).to_contain_text(
+        "1 due execution pinned to version 5, which no live worker serves"
+    )
+    expect(panel.locator("li[data-schedules]")).to_contain_text(
+        "1 active schedule, no scheduler running"
+    )
+    # The name links to its waiting executions, and reached the page as text.
+    hostile.get_by_role("link", name=HOSTILE).click()
+    expect(tab.locator("#executions tr")).to_have_count(2)
+    assert tab.locator("img").count() == 0
+    # Once live processes serve all of it, the next poll takes the warning away.
+    store.register_node("worker-b", jobs=[(HOSTILE, 1), ("ship", 5)], ttl=3600)
+    store.register_node("materializer", kind="scheduler", ttl=3600)
+    expect(panel).to_be_hidden()
+    assert trouble.dialogs == []
+    assert trouble.errors == []

@@ -45,7 +45,6 @@ def slots(app: fencepost.App, schedule_id: str, state: State | None = None) -> l
 @pytest.mark.parametrize(
     ("arguments", "field"),
     [
-        pytest.param({"job": "nope", "cron": "* * * * *"}, "job", id="unknown-job"),
         pytest.param({"cron": "* * * * *", "inputs": {"day": 5}}, "inputs.day", id="bad-inputs"),
         pytest.param({"cron": "61 * * * *"}, "cron", id="malformed-cron"),
         pytest.param({"cron": "* * * * *", "timezone": "Mars/Olympus"}, "timezone", id="zone"),
@@ -135,3 +134,14 @@ def test_the_same_schedule_id_is_idempotent(app: fencepost.App) -> None:
     assert app.schedule("report", cron="0 * * * *", id="same").id == first.id
     with pytest.raises(fencepost.IdempotencyConflict):
         app.schedule("report", cron="5 * * * *", id="same")
+
+
+def test_a_job_nobody_published_follows_the_stores_unknown_jobs(clock: ManualClock) -> None:
+    allowing = fencepost.App(fencepost.connect("memory://", clock=clock))
+    handle = allowing.schedule("nope", cron="* * * * *")
+    assert (handle.schedule.job_version, handle.schedule.max_attempts) == (None, 3)
+    refusing = fencepost.App(fencepost.connect("memory://?unknown_jobs=refuse", clock=clock))
+    with pytest.raises(ValidationError) as caught:
+        refusing.schedule("nope", cron="* * * * *")
+    assert caught.value.field == "job"
+    assert refusing.store.schedules().items == []

@@ -115,23 +115,25 @@ def test_a_function_job_publishes_its_hints_schema_and_defaults() -> None:
 
 def test_the_catalogue_resolves_versions_and_unknown_jobs_by_the_setting() -> None:
     catalogue = Catalogue([job_entry("a", 1), job_entry("a", 3), job_entry("b", 1)])
-    assert catalogue.lookup("a", None, "auto").version == 3  # type: ignore[union-attr]
-    assert catalogue.lookup("a", 1, "auto").version == 1  # type: ignore[union-attr]
-    assert catalogue.lookup("zzz", None, "allow") is None
+    assert catalogue.lookup("a", None, "allow").version == 3  # type: ignore[union-attr]
+    assert catalogue.lookup("a", 1, "allow").version == 1  # type: ignore[union-attr]
+    assert catalogue.lookup("zzz", None, "allow") is None  # whatever the catalogue holds
+    assert Catalogue().lookup("zzz", None, "allow") is None
     with pytest.raises(ValidationError, match="known: 1, 3") as version:
         catalogue.lookup("a", 2, "allow")
     assert version.value.field == "version"
-    for policy in ("auto", "refuse"):
-        with pytest.raises(ValidationError, match="known: a, b") as job:
-            catalogue.lookup("zzz", None, policy)
-        assert job.value.field == "job"
-    assert Catalogue().lookup("zzz", None, "auto") is None
+    with pytest.raises(ValidationError, match="known: a, b") as job:
+        catalogue.lookup("zzz", None, "refuse")
+    assert job.value.field == "job"
     with pytest.raises(ValidationError, match="known: none"):
         Catalogue().lookup("zzz", None, "refuse")
 
 
 def test_connect_takes_unknown_jobs_as_an_argument_or_from_the_url() -> None:
-    assert fencepost.connect("memory://").config.unknown_jobs == "auto"
+    assert fencepost.connect("memory://").config.unknown_jobs == "allow"
+    with pytest.warns(DeprecationWarning, match="auto"):
+        former = fencepost.connect("memory://?unknown_jobs=auto")
+    assert former.config.unknown_jobs == "allow"
     assert fencepost.connect("memory://?unknown_jobs=refuse").config.unknown_jobs == "refuse"
     assert (
         fencepost.connect("memory://?unknown_jobs=refuse", unknown_jobs="allow").config.unknown_jobs

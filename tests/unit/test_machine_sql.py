@@ -78,6 +78,14 @@ NO_TRANSITION = frozenset(
         "applied_migrations",
         "record_migration",
         "lock_migrations",
+        # the bucket count the store records, and a resize moving executions' buckets
+        "record_num_buckets",
+        "recorded_num_buckets",
+        "set_num_buckets",
+        "lock_executions_for_resize",
+        "unfinished_buckets",
+        "move_to_bucket",
+        "move_to_buckets",
         "configure_session",
         "backend_pid",
         "listen",
@@ -123,6 +131,8 @@ NO_TRANSITION = frozenset(
         "stats_events",
         "stats_lateness",
         "job_counts",
+        "due_groups",
+        "active_schedules",
         "slo",
         "count_prunable",
         "prunable",
@@ -148,6 +158,13 @@ NO_TRANSITION = frozenset(
         "select_job_entry",
         "select_catalogue",
         "catalogue_keys",
+        # work submitted before its job was published, given the job's defaults
+        # (attempts, timeout, priority, queue: no state changes)
+        "unpublished_jobs",
+        "adopt_execution_defaults",
+        "forget_unset_defaults",
+        "adopt_schedule_defaults",
+        "mark_schedule_unset",
         "insert_schedule",
         "get_schedule",
         "lock_schedule",
@@ -164,6 +181,9 @@ NO_TRANSITION = frozenset(
         "prune_transitions",
         "prune_execution_data",
         "prune_executions",
+        "day_being_pruned",
+        # a pause's occurrences not yet started, read and locked (SKIPPED by write_change)
+        "unstarted_schedule_executions",
     }
 )
 

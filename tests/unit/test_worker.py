@@ -262,9 +262,9 @@ def test_a_worker_runs_only_the_versions_it_knows(app: App) -> None:
     @other.job("report", version=2)
     def report_v2(ctx: Context) -> None: ...
 
+    unpinned = app.store.submit("report").id  # before any publication: any version runs it
     v2 = other.submit("report").id
-    v1 = app.submit("report").id
-    unpinned = app.store.submit("report").id
+    v1 = app.submit("report", version=1).id  # without a version, the catalogue's latest: 2
     with running(app.worker()):
         wait_until(lambda: finished(app.store, v1) and finished(app.store, unpinned))
         time.sleep(0.2)

@@ -41,12 +41,12 @@ def create_app(
     """A FastAPI application serving ``store``. The caller owns and closes the store.
 
     ``auth`` holds the tokens; None (or an :class:`Auth` without tokens) turns
-    authentication off, which only a loopback bind should do. With a job
-    ``registry``, submits and schedules must name a registered job, their inputs
-    are checked against its schema (naming the field, ``inputs.day``), the
-    version is pinned to the latest when not given, and the job's
-    ``max_attempts`` and ``timeout`` are the defaults. Without one, any job name
-    is accepted (the workers decide what they run).
+    authentication off, which only a loopback bind should do. A job ``registry``
+    is published to the store's job catalogue; submits and schedules then follow
+    the catalogue's one rule, as every other submitter does (see
+    :class:`~fencepost.store.catalogue.CatalogueVerbs`): a published job is pinned
+    to its latest version, its inputs checked and its defaults filled in, whoever
+    published it; an unknown job follows the store's ``unknown_jobs``.
 
     ``metrics`` (from :func:`~fencepost.api.metrics.create_metrics`) is what
     ``GET /metrics`` serves; give this app its ``metrics.store`` so that the
@@ -77,7 +77,6 @@ def create_app(
     app = FastAPIOffline(title="fencepost", version="0.1.0", static_url=DOCS_ASSETS, redoc_url=None)
     app.state.store = store
     app.state.auth = auth if auth is not None else Auth()
-    app.state.registry = registry
     app.state.max_wait = float(max_wait)
     app.state.metrics = metrics if metrics is not None else create_metrics(store)
     # Shared by every request of this app (and readable, for tests and operators' probes).

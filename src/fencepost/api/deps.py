@@ -8,7 +8,6 @@ from fastapi import Depends, Query, Request
 
 from fencepost.api import problems as p
 from fencepost.api.auth import ANONYMOUS_ADMIN, AUTHENTICATED, Auth, Principal, Scope, require
-from fencepost.jobs.registry import JobRegistry
 from fencepost.store.base import Store
 
 #: The largest page a list endpoint returns.
@@ -19,12 +18,6 @@ def get_store(request: Request) -> Store:
     """The store the application was created with."""
     store: Store = request.app.state.store
     return store
-
-
-def get_registry(request: Request) -> JobRegistry | None:
-    """The registered jobs submits are checked against; None: any job name is accepted."""
-    registry: JobRegistry | None = request.app.state.registry
-    return registry
 
 
 #: The audit actor of a request made with auth off (no tokens configured).
@@ -48,7 +41,6 @@ def get_actor(request: Request) -> str:
 
 StoreDep = Annotated[Store, Depends(get_store)]
 ActorDep = Annotated[str, Depends(get_actor)]
-RegistryDep = Annotated[JobRegistry | None, Depends(get_registry)]
 Cursor = Annotated[str | None, Query(description="next_cursor of the previous page")]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
 Order = Annotated[

@@ -18,14 +18,12 @@ from starlette.concurrency import run_in_threadpool
 from fencepost import tracing
 from fencepost.api import problems as p
 from fencepost.api.auth import Scope
-from fencepost.api.deps import ActorDep, Cursor, Limit, Order, RegistryDep, StoreDep, guarded
+from fencepost.api.deps import ActorDep, Cursor, Limit, Order, StoreDep, guarded
 from fencepost.domain import models
 from fencepost.domain.checks import INT32_MAX
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import MAX_KEY
-from fencepost.jobs.defaults import job_defaults
-from fencepost.jobs.registry import JobRegistry
 from fencepost.wire import executions as schemas
 from fencepost.wire.executions import MAX_WAIT_HEADER
 from fencepost.wire.fields import BUCKET_EXTENSION, NAME_PATTERN
@@ -64,7 +62,7 @@ def _matches(if_none_match: str, tag: str) -> bool:
 def submit(
     body: schemas.SubmitRequest,
     store: StoreDep,
-    registry: RegistryDep,
+    actor: ActorDep,
     request: Request,
     response: Response,
     idempotency_key: Annotated[
@@ -75,13 +73,13 @@ def submit(
     """Submit an execution; with ``Idempotency-Key``, a repeat returns the first (200)."""
     # 201 or 200 as the store decided inside its transaction: of many first requests
     # racing with one key, exactly one created the execution.
-    arguments = _submit_arguments(body, registry, idempotency_key)
+    arguments = _submit_arguments(body, idempotency_key)
     try:
         # A caller's W3C traceparent: the submit's span, and so the attempts, continue
         # its trace (when this service traces; read from the headers, not declared, as
         # any traced HTTP call carries it).
         with tracing.remote_parent(request.headers):
-            execution, created = store.submit_or_find(**arguments)
+            execution, created = store.submit_or_find(**arguments, actor=actor)
     except ValidationError as exc:
         field = _KEY_HEADER if exc.field == "idempotency_key" else body.api_field(exc.field)
         raise ValidationError(field, exc.message) from None
@@ -91,25 +89,10 @@ def submit(
     return schemas.Execution.from_domain(execution)
 
 
-def _submit_arguments(
-    body: schemas.SubmitRequest, registry: JobRegistry | None, idempotency_key: str | None
-) -> dict[str, Any]:
-    """``Store.submit``'s arguments for one request, checked against the registry if any."""
-    defaults = job_defaults(
-        registry,
-        body.job,
-        body.inputs,
-        version=body.version,
-        max_attempts=body.max_attempts,
-        timeout=body.timeout_seconds,
-        priority=body.priority,
-        queue=body.queue,
-    )
-    return {
-        **body.arguments(),  # the body's fields, by the store's names
-        "idempotency_key": idempotency_key,
-        **defaults,
-    }
+def _submit_arguments(body: schemas.SubmitRequest, idempotency_key: str | None) -> dict[str, Any]:
+    """``Store.submit``'s arguments for one request: the store's job catalogue decides
+    the version, the defaults and the input check, as for every other submitter."""
+    return {**body.arguments(), "idempotency_key": idempotency_key}
 
 
 @router.post(
@@ -125,7 +108,7 @@ def _submit_arguments(
     ),
 )
 def submit_batch(
-    body: schemas.SubmitBatch, store: StoreDep, registry: RegistryDep, request: Request
+    body: schemas.SubmitBatch, store: StoreDep, actor: ActorDep, request: Request
 ) -> schemas.SubmitBatchResult:
     """Submit many executions in one transaction: all are stored, or none (the field says why).
 
@@ -137,12 +120,12 @@ def submit_batch(
     requests = []
     for index, item in enumerate(body.items):
         try:
-            requests.append(_submit_arguments(item, registry, item.idempotency_key))
+            requests.append(_submit_arguments(item, item.idempotency_key))
         except ValidationError as exc:
             raise ValidationError(f"items.{index}.{exc.field}", exc.message) from None
     try:
         with tracing.remote_parent(request.headers):  # as a single submit's
-            executions = store.submit_many(requests)
+            executions = store.submit_many(requests, actor=actor)
     except ValidationError as exc:  # the store names "[3].inputs"
         position, _, field = exc.field.removeprefix("[").partition("].")
         name = schemas.SubmitItem.api_field(field)

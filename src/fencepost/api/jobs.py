@@ -3,7 +3,8 @@
 ``POST /jobs`` (scope ``work``) is what a remote worker (``fencepost worker
 --server``) and a service started with jobs publish through before anything is
 claimed. ``GET /jobs`` lists what the deployment runs (each job's latest version, its
-defaults, the live nodes serving it, its executions created in the window by state);
+defaults, the live nodes serving it, its due executions waiting now and how many of
+them no live worker serves, its executions created in the window by state);
 ``GET /jobs/{name}`` shows every version of one job. The same view as ``fencepost
 jobs`` (:mod:`fencepost.domain.jobviews`).
 """
@@ -19,10 +20,12 @@ from fencepost.api import problems as p
 from fencepost.api.auth import Scope
 from fencepost.api.deps import StoreDep, guarded
 from fencepost.api.reports import Window
+from fencepost.domain import jobviews
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.jobviews import job_views
+from fencepost.domain.reports import Unserved
 from fencepost.wire.catalogue import JobEntry, PublishRequest
-from fencepost.wire.jobs import JobList, JobSummary, JobView
+from fencepost.wire.jobs import JobList, JobSummary, JobView, Waiting
 
 router = APIRouter()
 
@@ -67,14 +70,19 @@ def publish_jobs(body: PublishRequest, store: StoreDep) -> list[JobEntry]:
     **guarded(Scope.READ, p.VALIDATION, p.STORE_UNAVAILABLE),
 )
 def list_jobs(store: StoreDep, window: Window = DEFAULT_WINDOW) -> JobList:
-    """Every published job by name: versions, latest defaults, serving nodes, and its
+    """Every published job by name: versions, latest defaults, serving nodes, its due
+    executions waiting now (``waiting``: and how many no live worker serves), and its
     executions created in the last ``window`` seconds by current state."""
     counts = store.job_counts(window=window)
     views = job_views(store.jobs(), store.nodes(live_only=True), counts)
+    unserved = store.unserved()
     return JobList(
         at=counts.at,
         window_seconds=counts.window / timedelta(seconds=1),
-        jobs=[JobSummary.from_domain(view.summary()) for view in views],
+        jobs=[
+            JobSummary.from_domain(view.summary(), waiting=waiting(view, unserved))
+            for view in views
+        ],
     )
 
 
@@ -85,8 +93,15 @@ def list_jobs(store: StoreDep, window: Window = DEFAULT_WINDOW) -> JobList:
 )
 def get_job(name: JobName, store: StoreDep, window: Window = DEFAULT_WINDOW) -> JobView:
     """One job in full: every version (schemas, defaults, source, digest), the live nodes
-    serving each, and its executions created in the last ``window`` seconds by state."""
+    serving each, its due executions waiting now (``waiting``), and its executions
+    created in the last ``window`` seconds by state."""
     entries = store.job(name)
     counts = store.job_counts(window=window, job=name)
     (view,) = job_views(entries, store.nodes(live_only=True), counts)
-    return JobView.from_domain(view)
+    return JobView.from_domain(view, waiting=waiting(view, store.unserved()))
+
+
+def waiting(view: jobviews.JobView, unserved: Unserved) -> Waiting:
+    """The job's live workers and due executions, from the store's :class:`Unserved`."""
+    due, left = unserved.due_of(view.name)
+    return Waiting(workers=len(view.nodes), due=due, unserved=left)

@@ -3,8 +3,10 @@
 The figures come from two places, because they answer different questions:
 
 * **The store, read at scrape time** (:class:`StoreCollector`): executions by
-  state, queue depth by job, unfinished executions by named queue and state, and
-  the due backlog. They are database-wide, so every
+  state, queue depth by job, unfinished executions by named queue and state, the
+  due backlog, and the work no live process serves (due executions per job whose
+  job no live worker serves; active schedules while no scheduler runs). They are
+  database-wide, so every
   replica of the service reports the same, true value for the whole cluster.
   ``fencepost_store_up`` says whether they could be read; an unreachable store
   never turns the scrape into an error.
@@ -69,7 +71,7 @@ class StoreCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         """The families with their samples; only ``fencepost_store_up 0`` if unreachable."""
-        up, executions, queue_depth, by_queue, due_backlog = self._families()
+        up, executions, queue_depth, by_queue, due_backlog, unserved, schedules = self._families()
         try:
             stats = self.store.stats(window=_SCRAPE_WINDOW)
         except StoreUnavailable as exc:
@@ -91,7 +93,14 @@ class StoreCollector(Collector):
             for state in UNFINISHED:
                 by_queue.add_metric([queue, state.value], counts[state])
         due_backlog.add_metric([], stats.due_backlog)
-        yield from (up, executions, queue_depth, by_queue, due_backlog)
+        if stats.unserved is not None:
+            waiting: dict[str, int] = {}
+            for group in stats.unserved.executions:  # pinned versions add up per job
+                waiting[group.job] = waiting.get(group.job, 0) + group.count
+            for job, count in waiting.items():
+                unserved.add_metric([job], count)
+            schedules.add_metric([], stats.unserved.schedules)
+        yield from (up, executions, queue_depth, by_queue, due_backlog, unserved, schedules)
 
     @staticmethod
     def _families() -> tuple[GaugeMetricFamily, ...]:
@@ -115,6 +124,17 @@ class StoreCollector(Collector):
             GaugeMetricFamily(
                 "fencepost_due_backlog",
                 "Waiting executions already due: claimable now and not yet claimed.",
+            ),
+            GaugeMetricFamily(
+                "fencepost_unserved_due_executions",
+                "Due executions no live worker serves (none serves their job, or their "
+                "pinned version), per job; jobs with none are not listed.",
+                labels=["job"],
+            ),
+            GaugeMetricFamily(
+                "fencepost_unserved_schedules",
+                "Active schedules (not paused, not finished) while no scheduler runs: "
+                "none of them fires. 0 while a scheduler node is live.",
             ),
         )
 

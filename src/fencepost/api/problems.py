@@ -73,7 +73,12 @@ CATALOGUE_CONFLICT = Kind(
 STALE_LEASE = Kind(type=_BASE + "stale-lease", title="Lease no longer held", status=409)
 NOT_DUE = Kind(type=_BASE + "not-due", title="Occurrence not due", status=409)
 NOT_RUNNING = Kind(type=_BASE + "not-running", title="Execution not running", status=409)
+#: The store could not answer now (an outage, or a day of history being pruned); retryable.
 STORE_UNAVAILABLE = Kind(type=_BASE + "store-unavailable", title="Store unavailable", status=503)
+#: ``Retry-After`` (seconds) on a store-unavailable problem: the HTTP clients ask again
+#: after it. A lost connection the store has already retried for its ``retry_timeout``;
+#: the rest passes in moments (a keyed submit or a replay inside a prune's window).
+STORE_RETRY_AFTER = 1
 BODY_TOO_LARGE = Kind(type=_BASE + "body-too-large", title="Request body too large", status=413)
 UNAUTHORIZED = Kind(type=_BASE + "unauthorized", title="Authentication required", status=401)
 FORBIDDEN = Kind(type=_BASE + "forbidden", title="Scope missing", status=403)
@@ -385,4 +390,6 @@ def for_error(exc: FencepostError) -> JSONResponse:
     response = problem(kind_of(exc), str(exc), field=field, **extra)
     if isinstance(exc, Unauthorized):
         response.headers["WWW-Authenticate"] = 'Bearer realm="fencepost"'
+    if isinstance(exc, StoreUnavailable):
+        response.headers["Retry-After"] = str(STORE_RETRY_AFTER)
     return response

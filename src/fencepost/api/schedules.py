@@ -10,18 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
 from fencepost.api import problems as p
 from fencepost.api.auth import Scope
-from fencepost.api.deps import Cursor, Limit, RegistryDep, StoreDep, guarded
+from fencepost.api.deps import ActorDep, Cursor, Limit, StoreDep, guarded
 from fencepost.domain import models
 from fencepost.domain.errors import NotFound, ValidationError
-from fencepost.jobs.defaults import job_defaults
-from fencepost.jobs.registry import JobRegistry
 from fencepost.scheduler.handle import ScheduleHandle
+from fencepost.scheduler.materializer import scheduler_warning
 from fencepost.store.base import Store
 from fencepost.wire import schedules as schemas
 from fencepost.wire.fields import MAX_NAME, NAME_PATTERN, Instant
@@ -68,55 +67,30 @@ def _exists(store: Store, schedule_id: str) -> bool:
     return True
 
 
-def _pinned(
-    registry: JobRegistry, current: models.Schedule, changes: dict[str, Any]
-) -> dict[str, Any]:
-    """``changes`` checked against the registered job they leave the schedule with.
-
-    A new job without a version is pinned to its latest; the inputs (changed or
-    not) must match that job's schema.
-    """
-    if not {"job", _VERSION, "inputs"} & changes.keys():
-        return changes
-    job = changes.get("job", current.job)
-    # A different job without a version gets its latest, not the old job's number.
-    version = changes.get(_VERSION, None if "job" in changes else current.job_version)
-    spec = registry.get(job, version)
-    inputs = spec.check_inputs(changes.get("inputs", current.inputs))
-    return changes | {"job": spec.name, _VERSION: spec.version, "inputs": inputs}
-
-
 @router.post(
     "/schedules",
     status_code=status.HTTP_201_CREATED,
-    response_model=schemas.Schedule,
+    response_model=schemas.ScheduleAdded,
     **guarded(
         Scope.ADMIN,
         p.VALIDATION,
         p.IDEMPOTENCY_CONFLICT,
         p.BODY_TOO_LARGE,
         p.STORE_UNAVAILABLE,
-        **{"200": {"model": schemas.Schedule, "description": "Replay of an idempotent add"}},
+        **{"200": {"model": schemas.ScheduleAdded, "description": "Replay of an idempotent add"}},
     ),
 )
 def add_schedule(
-    body: schemas.ScheduleCreate, store: StoreDep, registry: RegistryDep, response: Response
-) -> schemas.Schedule:
-    """Store a schedule (201); with ``id``, the same body again returns it (200)."""
+    body: schemas.ScheduleCreate, store: StoreDep, response: Response
+) -> schemas.ScheduleAdded:
+    """Store a schedule (201); with ``id``, the same body again returns it (200).
+
+    ``warnings`` says what would keep it from firing: that no scheduler is running
+    (no live materializer, as with ``fencepost serve --no-scheduler`` and none elsewhere).
+    """
     if (body.cron is None) == (body.every_seconds is None):
         raise ValidationError("cron", _ONE_RULE + (", not both" if body.cron is not None else ""))
-    arguments = body.arguments()
-    if registry is not None:  # as App.schedule does
-        arguments |= job_defaults(
-            registry,
-            body.job,
-            body.inputs,
-            version=body.version,
-            max_attempts=body.max_attempts,
-            priority=body.priority,
-            queue=body.queue,
-            schedule=True,
-        )
+    arguments = body.arguments()  # the store's job catalogue decides version and defaults
     # The store returns an existing schedule for a repeated id without saying so.
     # Looking first tells 200 from 201, except for two racing first requests with
     # one id, which may both answer 201 (with the same schedule).
@@ -125,7 +99,12 @@ def add_schedule(
         schedule = store.add_schedule(arguments.pop("job"), **arguments)
     if existed:
         response.status_code = status.HTTP_200_OK
-    return _view(store, schedule)
+    warning = scheduler_warning(store, schedules=not schedule.paused)
+    return schemas.ScheduleAdded.from_domain(
+        schedule,
+        next_fire_at=_next_fire(store, schedule, store.clock.now()),
+        warnings=[] if warning is None else [warning],
+    )
 
 
 @router.get(
@@ -168,7 +147,7 @@ def get_schedule(schedule_id: str, store: StoreDep) -> schemas.Schedule:
     **guarded(Scope.ADMIN, p.VALIDATION, p.NOT_FOUND, p.BODY_TOO_LARGE, p.STORE_UNAVAILABLE),
 )
 def update_schedule(
-    schedule_id: str, body: schemas.ScheduleUpdate, store: StoreDep, registry: RegistryDep
+    schedule_id: str, body: schemas.ScheduleUpdate, store: StoreDep, actor: ActorDep
 ) -> schemas.Schedule:
     """Change the given fields; the change applies to slots not materialized yet."""
     changes = body.arguments()
@@ -183,10 +162,8 @@ def update_schedule(
     if (changes.get("cron", current.cron) is None) == (changes.get("every", current.every) is None):
         given = changes.get("cron") is not None
         raise ValidationError("cron", _ONE_RULE + (", not both" if given else ""))
-    if registry is not None:
-        changes = _pinned(registry, current, changes)
     with _api_names():
-        updated = store.update_schedule(schedule_id, **changes)
+        updated = store.update_schedule(schedule_id, actor=actor, **changes)
     return _view(store, updated)
 
 
@@ -207,9 +184,14 @@ def delete_schedule(schedule_id: str, store: StoreDep) -> Response:
     response_model=schemas.Schedule,
     **guarded(Scope.ADMIN, p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
 )
-def pause_schedule(schedule_id: str, store: StoreDep) -> schemas.Schedule:
-    """Pause a schedule: its slots are recorded SKIPPED until it is resumed (idempotent)."""
-    return _view(store, store.pause_schedule(schedule_id))
+def pause_schedule(schedule_id: str, store: StoreDep, actor: ActorDep) -> schemas.Schedule:
+    """Pause a schedule (idempotent): nothing of it starts until it is resumed.
+
+    Its occurrences not yet started become SKIPPED (reason ``paused``, audited as the
+    token's name), and so does each slot that passes while it is paused.
+    ``next_fire_at`` is null while it is paused.
+    """
+    return _view(store, store.pause_schedule(schedule_id, actor=actor))
 
 
 @router.post(

@@ -1,11 +1,16 @@
-"""``fencepost buckets``: who owns which bucket, and the work nobody will pick up."""
+"""``fencepost buckets``: who owns which bucket, and the work nobody will pick up; and
+``fencepost db set-buckets``: change the bucket count a store records."""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from fencepost.cli import common, records
 from fencepost.cli.output import Output, span, when
+from fencepost.domain.buckets import MAX_NUM_BUCKETS
+from fencepost.domain.errors import ValidationError
+from fencepost.domain.nodes import WORKER, Node
 
 if TYPE_CHECKING:
     import argparse
@@ -24,6 +29,17 @@ def add_parsers(commands: Any) -> None:
         help="unchanged this long in an unowned bucket is an orphan (default 5m)",
     )
     p.add_argument("--limit", type=int, default=100, metavar="N", help="orphans shown (100)")
+
+
+def add_db_parsers(db_commands: Any) -> None:
+    """Register ``db set-buckets`` on ``fencepost db``'s subcommands."""
+    p = common.command(db_commands, "set-buckets", set_buckets)
+    p.add_argument("count", metavar="NUM_BUCKETS", help="the new bucket count, 1 to 65536")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="even while workers or services are registered (restart them afterwards)",
+    )
 
 
 def spec_text(values: Iterable[int]) -> str:
@@ -49,8 +65,10 @@ def buckets(args: argparse.Namespace, out: Output) -> int:
     work in an unowned bucket that has not changed for --orphaned-after). With
     --owned-buckets, this node's buckets are marked *.
     """
-    count = common.num_buckets(args)
-    owned = common.bucket_spec(args.owned_buckets, "--owned-buckets", count)
+    # Checked as written before the store is opened (against --num-buckets when given),
+    # then against the count the store records.
+    bound = MAX_NUM_BUCKETS if args.num_buckets is None else common.num_buckets(args)
+    common.bucket_spec(args.owned_buckets, "--owned-buckets", bound)
     orphaned_after = common.duration(args.orphaned_after, "--orphaned-after", allow_zero=True)
     orphan_limit = common.limit(args.limit)
     common.require_db(args)
@@ -59,6 +77,8 @@ def buckets(args: argparse.Namespace, out: Output) -> int:
         report = store.bucket_report(orphaned_after=orphaned_after, limit=orphan_limit)
         nodes = store.nodes(live_only=True)
         now = store.clock.now()
+    count = report.num_buckets
+    owned = common.bucket_spec(args.owned_buckets, "--owned-buckets", count)
     mine = None if owned is None else set(owned)
     unowned = set(report.unowned)
     # Nodes that declared no buckets claim from any: they cover every bucket.
@@ -112,7 +132,7 @@ def buckets(args: argparse.Namespace, out: Output) -> int:
             (
                 n.id,
                 n.kind,
-                "any" if n.buckets is None else spec_text(n.buckets),
+                _claims_from(n),
                 when(n.heartbeat_at),
                 span(n.expires_at - now),
             )
@@ -140,3 +160,70 @@ def buckets(args: argparse.Namespace, out: Output) -> int:
         caption=None if report.orphans else "none",
     )
     return 0
+
+
+def set_buckets(args: argparse.Namespace, out: Output) -> int:
+    """record a new bucket count and move every unfinished execution to its bucket
+
+    In one transaction, every SCHEDULED, RETRY_WAIT and RUNNING execution moves to the
+    bucket a submit under the new count gives it (blake2b of its bucket key, else its
+    id, mod NUM_BUCKETS), and the store records the count: every process that opens it
+    afterwards runs with it, and one given another --num-buckets is refused. Refused
+    while workers or services are registered, since they keep the count they opened
+    with until restarted: stop them first, or pass --force and restart them. The count
+    already recorded moves only executions that are in the wrong bucket for it.
+    """
+    count = _bucket_count(args.count)
+    common.require_db(args)
+    with common.open_store(args) as store:
+        resized = store.resize_buckets(count, force=args.force)
+    if resized.live_nodes:
+        shown = ", ".join(resized.live_nodes)
+        print(
+            f"fencepost {args.command_name}: warning: {len(resized.live_nodes)} live node(s) "
+            f"still run with {resized.previous} buckets until restarted: {shown}",
+            file=sys.stderr,
+        )
+    if out.as_json:
+        out.document(
+            {
+                "previous": resized.previous,
+                "num_buckets": resized.num_buckets,
+                "unfinished": resized.unfinished,
+                "moved": resized.moved,
+                "live_nodes": list(resized.live_nodes),
+            }
+        )
+        return 0
+    out.fields(
+        [
+            ("num_buckets", f"{resized.previous} -> {resized.num_buckets}"),
+            ("unfinished executions", resized.unfinished),
+            ("moved to another bucket", resized.moved),
+        ],
+        title="bucket count recorded",
+    )
+    return 0
+
+
+def _bucket_count(text: str) -> int:
+    """NUM_BUCKETS as typed: a whole number from 1 to :data:`MAX_NUM_BUCKETS`."""
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 6:
+        shown = repr(text) if len(text) <= 40 else f"{text[:37]!r}..."
+        raise ValidationError(
+            "NUM_BUCKETS", f"must be a whole number from 1 to {MAX_NUM_BUCKETS}, got {shown}"
+        )
+    value = int(digits)
+    if not 1 <= value <= MAX_NUM_BUCKETS:
+        raise ValidationError(
+            "NUM_BUCKETS", f"must be a whole number from 1 to {MAX_NUM_BUCKETS}, got {value}"
+        )
+    return value
+
+
+def _claims_from(node: Node) -> str:
+    """The buckets a live node claims from, for its row: none for a scheduler."""
+    if node.kind != WORKER:
+        return "-"  # a materializer claims nothing: it neither owns nor covers a bucket
+    return "any" if node.buckets is None else spec_text(node.buckets)

@@ -181,11 +181,22 @@ def add_num_buckets(parser: argparse.ArgumentParser) -> None:
     """``--num-buckets``: how many buckets the deployment spreads executions over."""
     parser.add_argument(
         "--num-buckets",
-        type=int,
-        default=DEFAULT_NUM_BUCKETS,
+        type=_whole_number,
         metavar="N",
-        help=f"buckets the deployment uses (default {DEFAULT_NUM_BUCKETS})",
+        help="buckets the deployment uses: must equal the count the store records "
+        f"(default: that count; {DEFAULT_NUM_BUCKETS} for a new store)",
     )
+
+
+def _whole_number(text: str) -> int:
+    """An argparse ``type``: digits only, and few enough that the refusal of a count out of
+    range (:func:`num_buckets`) can show them; else a one-line refusal that shows only
+    their beginning."""
+    digits = text.strip()
+    if digits.isascii() and digits.isdigit() and len(digits) <= 18:
+        return int(digits)
+    shown = repr(text) if len(text) <= 40 else f"{text[:37]!r}..."
+    raise argparse.ArgumentTypeError(f"must be a whole number, got {shown}")
 
 
 def add_logging(
@@ -279,12 +290,15 @@ def open_store(args: argparse.Namespace, *, create: bool = False, read_only: boo
             )
     from fencepost.store import connect  # the store loads only for a command that opens one
 
-    with option("--db"):
-        return connect(
-            url,
-            num_buckets=getattr(args, "num_buckets", DEFAULT_NUM_BUCKETS),
-            migrate=not read_only,
-        )
+    given = getattr(args, "num_buckets", None)
+    try:
+        return connect(url, num_buckets=given, migrate=not read_only)
+    except ValidationError as exc:
+        if exc.field == "num_buckets" and given is not None:  # not the count the store records
+            raise ValidationError("--num-buckets", exc.message) from None
+        # An option in the URL (?num_buckets=0) is named within --db.
+        named = f"{exc.field}: {exc.message}" if exc.field.startswith("url.") else exc.message
+        raise ValidationError("--db", named) from None
 
 
 def execution_id(text: str, name: str = "ID") -> str:
@@ -303,7 +317,10 @@ def execution_id(text: str, name: str = "ID") -> str:
 
 
 def num_buckets(args: argparse.Namespace) -> int:
-    """``--num-buckets``, checked."""
+    """``--num-buckets``, checked, for the checks made before the store is opened; left
+    out, the default count (an opened store then runs with the count it records)."""
+    if args.num_buckets is None:
+        return DEFAULT_NUM_BUCKETS
     value = int(args.num_buckets)
     if not 1 <= value <= 65_536:
         raise ValidationError("--num-buckets", f"must be between 1 and 65536, got {value}")

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import argparse
 
     from fencepost.domain.catalogue import JobDefaults, JobEntry
+    from fencepost.domain.reports import Unserved
 
 
 def add_parsers(commands: Any) -> None:
@@ -32,9 +33,12 @@ def jobs(args: argparse.Namespace, out: Output) -> int:
     """the job catalogue: every job, its versions, defaults, inputs, serving nodes, runs
 
     Every job a worker published: its latest version (and how many there are), that
-    version's defaults and inputs, the live nodes serving it, and its executions created
-    in the last --window by their current state (created, so each run is counted once,
-    in the window it was submitted in). With NAME, that job in full: every version's
+    version's defaults and inputs, the live nodes serving it, how many live workers
+    serve it ("no live worker" when none) and its due executions waiting now (with
+    those no live worker serves), and its executions created in the last --window by
+    their current state (created, so each run is counted once, in the window it was
+    submitted in). Due executions of jobs that nobody published, which no live worker
+    serves, are named below the table. With NAME, that job in full: every version's
     schemas, defaults, source and digest, and the nodes serving each version.
     """
     window = common.duration(args.window, "--window")
@@ -47,20 +51,22 @@ def jobs(args: argparse.Namespace, out: Output) -> int:
                 entries = store.job(args.name)
         nodes = store.nodes(live_only=True)
         counts = store.job_counts(window=window, job=args.name)
+        unserved = store.unserved()
     views = job_views(entries, nodes, counts)
     if args.name is not None:
         (view,) = views
         if out.as_json:
-            out.document(job_document(view))
+            out.document(job_document(view, unserved))
         else:
-            _show(view, out)
+            _show(view, unserved, out)
         return 0
     if out.as_json:
         out.document(
             {
                 "at": counts.at,
                 "window": counts.window,
-                "jobs": [_summary_document(view) for view in views],
+                "jobs": [_summary_document(view, unserved) for view in views],
+                "unpublished_unserved": _unpublished(views, unserved),
             }
         )
         return 0
@@ -72,19 +78,54 @@ def jobs(args: argparse.Namespace, out: Output) -> int:
             defaults_text(view.latest.defaults),
             ", ".join(input_fields(view.latest.input_schema)) or "-",
             ", ".join(view.nodes) or "-",
+            workers_text(view),
+            due_text(view.name, unserved),
             *(view.counts[s] for s in State),
         ]
         for view in views
     ]
     out.table(
-        ("job", "latest", "defaults", "inputs", "nodes", *states),
+        ("job", "latest", "defaults", "inputs", "nodes", "workers", "due", *states),
         rows,
         title=f"jobs, executions created in the last {span(counts.window)} by state "
         f"(at {when(counts.at)})",
         right=states,
         caption=None if rows else "no job published (workers publish the jobs they run)",
     )
+    unpublished = _unpublished(views, unserved)
+    if unpublished:
+        named = ", ".join(f"{g['label']} ({g['count']})" for g in unpublished)
+        out.line(f"due executions of unpublished jobs no live worker serves: {named}")
     return 0
+
+
+def workers_text(view: JobView) -> str:
+    """How many live workers serve any version of the job, or ``0 (no live worker)``."""
+    return str(len(view.nodes)) if view.nodes else "0 (no live worker)"
+
+
+def due_text(job: str, unserved: Unserved) -> str:
+    """The job's due executions waiting now, and those no live worker serves:
+    ``3``, ``2 (2 unserved)``, or ``3 (1 unserved: v5)`` when a pinned version has none."""
+    due, waiting = unserved.due_of(job)
+    if not waiting:
+        return str(due)
+    pinned = [
+        f"v{g.job_version}"
+        for g in unserved.executions
+        if g.job == job and g.job_version is not None
+    ]
+    return f"{due} ({waiting} unserved{': ' + ', '.join(pinned) if pinned else ''})"
+
+
+def _unpublished(views: list[JobView], unserved: Unserved) -> list[dict[str, Any]]:
+    """Unserved due groups of jobs the listing does not show (nobody published them)."""
+    shown = {view.name for view in views}
+    return [
+        {"job": g.job, "version": g.job_version, "count": g.count, "label": g.label}
+        for g in unserved.executions
+        if g.job not in shown
+    ]
 
 
 def defaults_text(defaults: JobDefaults) -> str:
@@ -96,13 +137,15 @@ def defaults_text(defaults: JobDefaults) -> str:
     return " ".join(parts) or "-"
 
 
-def _show(view: JobView, out: Output) -> None:
+def _show(view: JobView, unserved: Unserved, out: Output) -> None:
     out.fields(
         [
             ("job", view.name),
             ("latest", view.latest.version),
             ("versions", ", ".join(str(e.version) for e in view.versions)),
             ("nodes", ", ".join(view.nodes) or "-"),
+            ("workers", workers_text(view)),
+            ("due", due_text(view.name, unserved)),
         ],
         title=f"job {view.name}",
     )
@@ -142,7 +185,7 @@ def entry_document(entry: JobEntry) -> dict[str, Any]:
     return {**entry.definition(), "digest": entry.digest, "published_at": entry.published_at}
 
 
-def job_document(view: JobView) -> dict[str, Any]:
+def job_document(view: JobView, unserved: Unserved) -> dict[str, Any]:
     """``fencepost jobs NAME --json``: the job in full."""
     return {
         "name": view.name,
@@ -150,6 +193,7 @@ def job_document(view: JobView) -> dict[str, Any]:
         "window": view.window,
         "counts": {s.value: n for s, n in view.counts.items()},
         "nodes": list(view.nodes),
+        **_waiting(view, unserved),
         "versions": [
             {**entry_document(e), "served_by": list(view.served_by.get(e.version, ()))}
             for e in view.versions
@@ -157,7 +201,12 @@ def job_document(view: JobView) -> dict[str, Any]:
     }
 
 
-def _summary_document(view: JobView) -> dict[str, Any]:
+def _waiting(view: JobView, unserved: Unserved) -> dict[str, int]:
+    due, waiting = unserved.due_of(view.name)
+    return {"workers": len(view.nodes), "due": due, "unserved": waiting}
+
+
+def _summary_document(view: JobView, unserved: Unserved) -> dict[str, Any]:
     latest = view.latest
     return {
         "name": view.name,
@@ -167,5 +216,6 @@ def _summary_document(view: JobView) -> dict[str, Any]:
         "inputs": input_fields(latest.input_schema),
         "description": latest.description,
         "nodes": list(view.nodes),
+        **_waiting(view, unserved),
         "counts": {s.value: n for s, n in view.counts.items()},
     }

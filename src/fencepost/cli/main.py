@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="PostgreSQL: then move the store's tables from the URL's schema to SCHEMA "
         "(stop every worker and service first)",
     )
+    buckets.add_db_parsers(db_commands)
     serve.add_parser(commands)
     worker.add_parser(commands)
     submit.add_parsers(commands)

@@ -12,7 +12,14 @@ from fencepost.domain.states import State
 if TYPE_CHECKING:
     import argparse
 
-    from fencepost.domain.reports import Lateness, SloReport, SloShare, Stats
+    from fencepost.domain.reports import (
+        DueCount,
+        Lateness,
+        SloReport,
+        SloShare,
+        Stats,
+        Unserved,
+    )
 
 #: The service-level objective (docs/explanation/promise.md): 99% of due executions
 #: claimed within 10 s of ``due_at``, 99.9% reaching SUCCEEDED or FAILED within 5 minutes.
@@ -56,6 +63,7 @@ def stats(args: argparse.Namespace, out: Output) -> int:
             ("due backlog", figures.due_backlog),
             ("stale completions refused", figures.stale_refused),
             ("lease expiries", figures.lease_expiries),
+            *([] if figures.unserved is None else unserved_fields(figures.unserved)),
         ],
         title="stats",
     )
@@ -105,6 +113,60 @@ def stats_document(figures: Stats) -> dict[str, Any]:
         "claim_lateness": _lateness(figures.claim_lateness),
         "stale_refused": figures.stale_refused,
         "lease_expiries": figures.lease_expiries,
+        "unserved": None if figures.unserved is None else unserved_document(figures.unserved),
+    }
+
+
+# -- work nobody serves --------------------------------------------------------------------
+
+
+def unserved_fields(report: Unserved) -> list[tuple[str, str]]:
+    """The ``unserved`` and ``schedules`` lines of ``stats``: what would wait forever.
+
+    ``unserved: 3 due executions of jobs no live worker serves: report (2), ship v5 (1)``
+    and ``schedules: 2 active, no scheduler running: none of them fires``.
+    """
+    return [("unserved", unserved_text(report)), ("schedules", schedules_text(report))]
+
+
+def unserved_text(report: Unserved) -> str:
+    """The due executions no live worker serves, by job (and pinned version), or "none"."""
+    count = report.due_unserved
+    if not count:
+        return "none (every due execution's job has a live worker)"
+    groups = ", ".join(f"{g.label} ({g.count})" for g in report.executions)
+    noun = "execution" if count == 1 else "executions"
+    return f"{count} due {noun} of jobs no live worker serves: {groups}"
+
+
+def schedules_text(report: Unserved) -> str:
+    """The active schedules and whether a scheduler (materializer) runs them."""
+    active = report.active_schedules
+    if report.schedulers:
+        running = ", ".join(report.schedulers)
+        return f"{active} active, scheduler running: {running}"
+    if not active:
+        return "none active, no scheduler running"
+    return (
+        f"{active} active, no scheduler running: none of them fires "
+        "(run fencepost serve or fencepost worker --with-scheduler)"
+    )
+
+
+def unserved_document(report: Unserved) -> dict[str, Any]:
+    """:class:`Unserved` as JSON-ready values (the same keys as ``GET /stats`` gives)."""
+
+    def groups(found: list[DueCount]) -> list[dict[str, Any]]:
+        return [{"job": g.job, "version": g.job_version, "count": g.count} for g in found]
+
+    return {
+        "at": report.at,
+        "due": groups(report.due),
+        "executions": groups(report.executions),
+        "due_unserved": report.due_unserved,
+        "active_schedules": report.active_schedules,
+        "schedulers": list(report.schedulers),
+        "schedules": report.schedules,
     }
 
 

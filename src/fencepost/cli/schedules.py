@@ -1,7 +1,13 @@
-"""``fencepost schedule add|ls|show|pause|resume|rm|preview``: recurring jobs."""
+"""``fencepost schedule add|ls|show|pause|resume|rm|preview``: recurring jobs.
+
+``add``, ``ls`` and ``resume`` print a warning on stderr when no scheduler (a
+materializer: ``fencepost serve``, ``fencepost worker --with-scheduler``) is alive
+to fire the schedules; a paused schedule has no next fire.
+"""
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -159,8 +165,10 @@ def add(args: argparse.Namespace, out: Output) -> int:
             schedule = store.add_schedule(args.job, id=schedule_id, **arguments)
         except ValidationError as exc:
             raise relabel(exc, OPTIONS) from None
-        fires = _fires(store, schedule, NEXT_FIRES)
+        fires = [] if schedule.paused else _fires(store, schedule, NEXT_FIRES)
+        warning = _scheduler_warning(store, schedules=not schedule.paused)
     _print_schedule(out, schedule, fires, title="schedule stored")
+    _warn("add", warning)
     return 0
 
 
@@ -171,9 +179,11 @@ def ls(args: argparse.Namespace, out: Output) -> int:
     with common.open_store(args, read_only=True) as store:
         page = store.schedules(job=args.job, paused=args.paused, limit=count)
         now = store.clock.now()
+        warning = _scheduler_warning(store)
     listed = [(s, _next_fire(s, now)) for s in page.items]
     if out.as_json:
         out.document([records.schedule(s, [] if n is None else [n]) for s, n in listed])
+        _warn("ls", warning)
         return 0
     rows = [
         (
@@ -183,7 +193,7 @@ def ls(args: argparse.Namespace, out: Output) -> int:
             "paused" if s.paused else "active",
             s.misfire.value,
             s.overlap.value,
-            when(n),
+            "paused" if s.paused else when(n),
         )
         for s, n in listed
     ]
@@ -192,13 +202,30 @@ def ls(args: argparse.Namespace, out: Output) -> int:
     out.table(
         ("id", "job", "rule", "state", "misfire", "overlap", "next fire"), rows, caption=caption
     )
+    _warn("ls", warning)
     return 0
 
 
 def _next_fire(schedule: Schedule, now: datetime) -> datetime | None:
+    """The schedule's next slot after ``now``; None when paused (nothing fires) or over."""
+    if schedule.paused:
+        return None
     from fencepost.timing.rules import rule_of
 
     return next(iter(rule_of(schedule).slots(now)), None)
+
+
+def _scheduler_warning(store: Store, *, schedules: bool | None = None) -> str | None:
+    """What to warn of when no scheduler is alive (see ``scheduler_warning``)."""
+    from fencepost.scheduler.materializer import scheduler_warning
+
+    return scheduler_warning(store, schedules=schedules)
+
+
+def _warn(verb: str, warning: str | None) -> None:
+    """``fencepost schedule VERB: warning: ...`` on stderr, after the command's output."""
+    if warning is not None:
+        print(f"fencepost schedule {verb}: warning: {warning}", file=sys.stderr)
 
 
 def _fires(
@@ -220,16 +247,17 @@ def show(args: argparse.Namespace, out: Output) -> int:
     common.require_db(args)
     with common.open_store(args, read_only=True) as store:
         schedule = store.get_schedule(args.id)
-        fires = _fires(store, schedule, count)
+        fires = [] if schedule.paused else _fires(store, schedule, count)
     _print_schedule(out, schedule, fires)
     return 0
 
 
 def pause(args: argparse.Namespace, out: Output) -> int:
-    """pause a schedule (its slots are recorded SKIPPED until resumed)"""
+    """pause a schedule: its occurrences not yet started, and its slots until resumed,
+    are recorded SKIPPED"""
     common.require_db(args)
     with common.open_store(args) as store:
-        schedule = store.pause_schedule(args.id)
+        schedule = store.pause_schedule(args.id, actor=common.actor())
     _print_schedule(out, schedule, None, title="paused")
     return 0
 
@@ -240,7 +268,9 @@ def resume(args: argparse.Namespace, out: Output) -> int:
     with common.open_store(args) as store:
         schedule = store.resume_schedule(args.id)
         fires = _fires(store, schedule, NEXT_FIRES)
+        warning = _scheduler_warning(store, schedules=True)
     _print_schedule(out, schedule, fires, title="resumed")
+    _warn("resume", warning)
     return 0
 
 
@@ -279,6 +309,8 @@ def _print_schedule(
         ("watermark", when(s.watermark)),
         ("next due", when(s.next_due)),
     ]
+    if s.paused and fires is not None:
+        pairs.append(("next fires", "none while paused"))
     for index, fire in enumerate(fires or ()):
         pairs.append(("next fires" if index == 0 else "", _local(fire, s.timezone)))
     out.fields(pairs, title=title)

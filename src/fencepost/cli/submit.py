@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from fencepost.cli import common, records
 from fencepost.cli.output import Output, when
-from fencepost.domain.errors import ValidationError
+from fencepost.domain.errors import NotFound, ValidationError
 from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
 from fencepost.domain.submission import DEFAULT_MAX_ATTEMPTS, prepare
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Mapping
+
+    from fencepost.store.base import Store
 
 #: The options ``submit`` and ``schedule add`` share, by the argument each sets.
 JOB_OPTIONS = {
@@ -81,6 +84,14 @@ def with_store_defaults(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _published(store: Store, job: str) -> bool:
+    """Whether any version of ``job`` is in the store's catalogue."""
+    try:
+        return bool(store.job(job))
+    except NotFound:
+        return False
+
+
 def relabel(exc: ValidationError, options: Mapping[str, str]) -> ValidationError:
     """``exc`` naming the option that set its field (``execute_at`` -> ``--at``)."""
     return ValidationError(options.get(exc.field, exc.field), exc.message)
@@ -116,10 +127,17 @@ def run(args: argparse.Namespace, out: Output) -> int:
         raise relabel(exc, OPTIONS) from None
     with common.open_store(args, create=True) as store:
         try:
-            execution = store.submit(args.job, **arguments)
+            execution = store.submit(args.job, **arguments, actor=common.actor())
         except ValidationError as exc:
             raise relabel(exc, OPTIONS) from None
         now = store.clock.now()
+        if execution.job_version is None and not _published(store, execution.job):
+            print(
+                f"fencepost submit: warning: no worker has published job {execution.job!r} "
+                "yet: it waits with the store's defaults, takes the job's own when a worker "
+                "serving it starts, and has its inputs checked then (see fencepost jobs)",
+                file=sys.stderr,
+            )
     if out.as_json:
         out.document(records.execution(execution, now))
         return 0

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from fencepost.cli import common, logs
 from fencepost.client import TOKEN_ENV
-from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS, parse_buckets
+from fencepost.domain.buckets import parse_buckets
 from fencepost.domain.errors import CatalogueConflict, FencepostError, ValidationError
 from fencepost.worker.prefetch import DEFAULT_CONCURRENCY, DEFAULT_PREFETCH
 
@@ -74,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--owner", help="lease owner / node id (default host:pid)")
     p.add_argument("--grace", type=float, default=30.0, help="shutdown grace, seconds")
     p.add_argument("--buckets", help="claim only from these buckets, e.g. 0-15,20")
-    p.add_argument("--num-buckets", type=int, default=DEFAULT_NUM_BUCKETS, help=argparse.SUPPRESS)
+    p.add_argument("--num-buckets", type=int, help=argparse.SUPPRESS)  # default: the store's
     p.add_argument("--max-per-bucket", type=int, help="cap RUNNING executions per bucket")
     p.add_argument(
         "--queues", help="claim only from these queues (comma-separated; default: every queue)"
@@ -176,9 +176,13 @@ def _build(args: argparse.Namespace) -> Worker:
     registry = load_registry(app, args.definitions)
     if args.jobs:
         registry = registry.restricted(j.strip() for j in args.jobs.split(",") if j.strip())
-    buckets = (
-        None if args.buckets is None else parse_buckets(args.buckets, num_buckets=args.num_buckets)
-    )
+    from fencepost.domain.buckets import MAX_NUM_BUCKETS
+    from fencepost.store.base import Store
+
+    # --buckets is checked as written before anything is opened, then against the count
+    # the store records (without --num-buckets, a worker runs with that count).
+    bound = args.num_buckets or MAX_NUM_BUCKETS
+    buckets = None if args.buckets is None else parse_buckets(args.buckets, num_buckets=bound)
     store: WorkSource
     if args.server:
         if args.db:
@@ -196,6 +200,8 @@ def _build(args: argparse.Namespace) -> Worker:
         store = app.store
     else:  # definition files only: the default store of every command
         store = connect(common.DEFAULT_DB, num_buckets=args.num_buckets)
+    if buckets is not None and isinstance(store, Store):
+        buckets = parse_buckets(args.buckets, num_buckets=store.config.num_buckets)
     options = WorkerOptions(
         owner=args.owner,
         concurrency=args.concurrency,

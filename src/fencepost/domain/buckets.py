@@ -8,6 +8,9 @@ from fencepost.domain.errors import ValidationError
 
 #: How many buckets keys are spread over unless a store is configured otherwise.
 DEFAULT_NUM_BUCKETS = 64
+#: The most buckets a store may have (the CLI's ``--num-buckets`` and Django's
+#: ``NUM_BUCKETS`` allow as many): a claim or a bucket report lists them all.
+MAX_NUM_BUCKETS = 65_536
 
 
 def bucket_for(key: str, num_buckets: int = DEFAULT_NUM_BUCKETS) -> int:

@@ -35,9 +35,38 @@ if TYPE_CHECKING:
 
     from fencepost.domain.nodes import Node
 
-#: What a store does with a submit naming a job no one published (its ``unknown_jobs``):
-#: ``auto`` allows it while the catalogue is empty and refuses it once it has entries.
-UNKNOWN_JOBS = ("auto", "allow", "refuse")
+#: What a store does with a submit naming a job no one published (its ``unknown_jobs``),
+#: whatever the catalogue holds: ``allow`` stores it with the store's defaults, flagged
+#: for the job's published defaults to fill in at publication (the default), ``refuse``
+#: refuses it naming ``job``.
+UNKNOWN_JOBS = ("allow", "refuse")
+
+#: Former values of ``unknown_jobs`` and what they mean now: ``auto`` (allowed while the
+#: catalogue was empty, refused once it had entries) made a submit's fate depend on
+#: whether a worker had started yet.
+_DEPRECATED_UNKNOWN_JOBS = {"auto": "allow"}
+
+
+def unknown_jobs_policy(value: object, field: str = "unknown_jobs") -> str:
+    """``value`` as a policy of :data:`UNKNOWN_JOBS`; a :class:`ValidationError` on ``field``.
+
+    The former ``auto`` is read as ``allow``, with a :class:`DeprecationWarning`.
+    """
+    if isinstance(value, str) and value in _DEPRECATED_UNKNOWN_JOBS:
+        import warnings
+
+        now = _DEPRECATED_UNKNOWN_JOBS[value]
+        warnings.warn(
+            f"unknown_jobs={value!r} is deprecated and means {now!r}: an unknown job is "
+            "accepted with the store's defaults until a worker publishes it",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return now
+    if value not in UNKNOWN_JOBS:
+        raise ValidationError(field, f"must be {' or '.join(UNKNOWN_JOBS)}, got {value!r}")
+    return str(value)
+
 
 #: The kinds of place a job is defined in.
 SOURCE_KINDS = ("code", "file")
@@ -354,16 +383,25 @@ class InputValidator:
         try:
             import jsonschema_rs
 
-            self.fast = jsonschema_rs.validator_for(self.schema)
+            # The checked formats by the reference's own checks; any other format it
+            # knows is stricter than the reference (which leaves it unchecked).
+            self.fast = jsonschema_rs.validator_for(
+                self.schema, validate_formats=True, formats=format_checks()
+            )
         except Exception:  # a schema it cannot take: the reference alone
             self.fast = None
 
     @cached_property
     def reference(self) -> jsonschema.Draft202012Validator:
-        """python-jsonschema's validator: the reference, and the one that explains."""
+        """python-jsonschema's validator: the reference, and the one that explains.
+
+        It checks the formats a handler's hints derive (:data:`CHECKED_FORMATS`): a
+        ``datetime`` parameter's ``"not a date"`` is refused at submit, on every path,
+        rather than at the run; other formats are annotations, as JSON Schema says.
+        """
         import jsonschema
 
-        return jsonschema.Draft202012Validator(self.schema)
+        return jsonschema.Draft202012Validator(self.schema, format_checker=_format_checker())
 
     def accepts_fast(self, value: JSON) -> bool:
         """Whether the compiled validator accepts ``value`` (False: ask the reference)."""
@@ -373,6 +411,49 @@ class InputValidator:
             return bool(self.fast.is_valid(value))
         except Exception:  # a value it cannot take: the reference decides
             return False
+
+
+#: The ``format`` values an input schema's check enforces: those a handler's type hints
+#: derive (``datetime``, ``date``, ``time``, ``UUID``), each as Python reads its values.
+CHECKED_FORMATS = ("date-time", "date", "time", "uuid")
+
+
+def format_checks() -> dict[str, Any]:
+    """``{format: check}`` for :data:`CHECKED_FORMATS`: ``check(value)`` is False for a
+    string that is not of the format (anything else passes: ``type`` decides it)."""
+    import datetime as dt
+    import uuid
+
+    readers: dict[str, Any] = {
+        "date-time": lambda v: dt.datetime.fromisoformat(v.replace("Z", "+00:00")),
+        "date": dt.date.fromisoformat,
+        "time": lambda v: dt.time.fromisoformat(v.replace("Z", "+00:00")),
+        "uuid": uuid.UUID,
+    }
+
+    def checking(read: Any) -> Any:
+        def check(value: object) -> bool:
+            if not isinstance(value, str):
+                return True
+            try:
+                read(value)
+            except ValueError:
+                return False
+            return True
+
+        return check
+
+    return {name: checking(readers[name]) for name in CHECKED_FORMATS}
+
+
+def _format_checker() -> jsonschema.FormatChecker:
+    """A jsonschema checker of :data:`CHECKED_FORMATS` and of nothing else."""
+    import jsonschema
+
+    checker = jsonschema.FormatChecker(formats=())
+    for name, check in format_checks().items():
+        checker.checks(name)(check)
+    return checker
 
 
 def input_validator(schema: Mapping[str, Any]) -> InputValidator:
@@ -454,14 +535,13 @@ class Catalogue:
     def lookup(self, job: str, version: int | None, unknown_jobs: str) -> JobEntry | None:
         """The entry a submit of ``job`` at ``version`` (None: the latest) runs, or None.
 
-        None when ``job`` was never published and ``unknown_jobs`` allows it
-        (``allow``; ``auto`` while the catalogue is empty). Raises
+        None when ``job`` was never published and ``unknown_jobs`` is ``allow``. Raises
         :class:`ValidationError` on ``job`` (refused, listing the known jobs) or on
         ``version`` (unknown, listing the job's versions).
         """
         latest = self.latest.get(job)
         if latest is None:
-            if unknown_jobs == "allow" or (unknown_jobs == "auto" and not self.entries):
+            if unknown_jobs == "allow":
                 return None
             known = ", ".join(sorted(self.latest)) or "none"
             raise ValidationError(

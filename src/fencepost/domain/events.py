@@ -105,10 +105,12 @@ class ExecutionAborted:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ExecutionSkipped:
-    """Policy decided not to run a materialized occurrence."""
+    """Policy decided not to run a materialized occurrence, or its schedule was paused."""
 
     kind: ClassVar[Event] = Event.SKIPPED
     reason: str
+    #: Who decided: the one who paused the schedule; None for a materializer's policy.
+    actor: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -226,8 +226,8 @@ def _actor_and_reason(e: Execution, event: ExecutionEvent) -> tuple[str | None, 
             return owner, reason
         case ExecutionCancelled(actor=actor) | ExecutionReplayed(actor=actor):
             return actor, None
-        case ExecutionSkipped(reason=reason):
-            return None, reason
+        case ExecutionSkipped(reason=reason, actor=actor):
+            return actor, reason
         case ExecutionRescheduled(actor=actor, reason=reason):
             return actor, reason
     raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover

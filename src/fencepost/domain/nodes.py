@@ -10,6 +10,12 @@ from datetime import datetime, timedelta
 
 from fencepost.domain.models import Execution
 
+#: The kind of node that claims executions: the only kind that owns or covers buckets.
+WORKER = "worker"
+#: The kind of node a live materializer registers as (its id is its ``owner``): what
+#: tells an operator, and ``fencepost schedule add``, that schedules will fire.
+SCHEDULER = "scheduler"
+
 
 def default_node_id() -> str:
     """``host:pid``: unique per live process, recognisable in an operator's listing."""
@@ -47,9 +53,11 @@ class Node:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BucketReport:
-    """Who owns which bucket among the live nodes, and the work nobody will pick up.
+    """Who owns which bucket among the live workers, and the work nobody will pick up.
 
-    Nodes that declared no buckets claim from any bucket: they cover every
+    Only workers (nodes of kind :data:`WORKER`) claim, so only they own or cover
+    buckets: a live scheduler, whatever buckets it declared, changes nothing here.
+    Workers that declared no buckets claim from any bucket: they cover every
     bucket (so nothing is unowned while one lives) but own none of them
     (they never make a bucket "owned twice").
     """
@@ -63,10 +71,14 @@ class BucketReport:
 
 
 def ownership(nodes: Iterable[Node], num_buckets: int) -> BucketReport:
-    """The ownership part of a :class:`BucketReport` for these live nodes."""
+    """The ownership part of a :class:`BucketReport` for these live nodes.
+
+    Nodes of any kind but :data:`WORKER` are left out: a materializer claims no
+    execution, so a bucket only it "covers" is still one nobody will pick up.
+    """
     owners: dict[int, list[str]] = {}
     floating: list[str] = []
-    for node in sorted(nodes, key=lambda n: n.id):
+    for node in sorted((n for n in nodes if n.kind == WORKER), key=lambda n: n.id):
         if node.buckets is None:
             floating.append(node.id)
             continue

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import NamedTuple, TypeVar
 
+from fencepost.domain.catalogue import served_by
+from fencepost.domain.nodes import SCHEDULER, Node
 from fencepost.domain.states import State
 
 _T = TypeVar("_T")
@@ -70,6 +72,89 @@ class Stats:
     #: Leases that ran out in the window: LEASE_EXPIRED transitions (the reaper) plus
     #: takeovers (CLAIMED from RUNNING).
     lease_expiries: int
+    #: Due work and schedules no live process serves (``Store.unserved``, read just after
+    #: the other figures). ``Store.stats`` always fills it; None only in a Stats built
+    #: by hand or by a backend's ``_stats``.
+    unserved: Unserved | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DueCount:
+    """How many due executions of one job wait: those pinned to ``job_version``, or
+    (``job_version`` None) those that run on any version of it."""
+
+    job: str
+    job_version: int | None  #: None: not pinned, any version of the job runs it
+    count: int
+
+    @property
+    def label(self) -> str:
+        """``report`` (unpinned) or ``ship-order v5`` (pinned): how reports name it."""
+        return self.job if self.job_version is None else f"{self.job} v{self.job_version}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Unserved:
+    """Work waiting for a process that is not running, at the store's now ``at``.
+
+    * A due execution (SCHEDULED or RETRY_WAIT, ``due_at <= at``, not held) is
+      *served* when a live node registered a ``(job, version)`` pair a claim of it
+      would accept, as :meth:`Store.claim` filters by ``versions``: one pinned to
+      ``job_version`` v needs a node serving ``(job, v)``; an unpinned one, a node
+      serving any version of the job. Nodes record neither queues nor the buckets
+      of each job, so a live worker of the job serves it whatever queues it claims
+      from; bucket holes are :meth:`Store.bucket_report`'s. A process that claims
+      without registering its jobs serves nothing here.
+    * An active schedule (not paused, with a slot still to come) is served while a
+      live node of kind ``"scheduler"`` (a running materializer) exists.
+    """
+
+    at: datetime  #: the store's now when the due executions were counted
+    #: Every due ``(job, job_version)`` group, by job, then version (unpinned first).
+    due: list[DueCount]
+    #: The groups of ``due`` that no live node serves, in the same order.
+    executions: list[DueCount]
+    active_schedules: int  #: schedules not paused and not finished
+    schedulers: list[str]  #: live nodes of kind ``"scheduler"``, by id
+
+    @property
+    def due_unserved(self) -> int:
+        """How many due executions no live node serves (the sum over ``executions``)."""
+        return sum(group.count for group in self.executions)
+
+    @property
+    def schedules(self) -> int:
+        """Active schedules that will not fire: all of them while no scheduler lives, else 0."""
+        return 0 if self.schedulers else self.active_schedules
+
+    def due_of(self, job: str) -> tuple[int, int]:
+        """``(due, unserved)``: the due executions of ``job`` and how many of them no
+        live node serves."""
+        due = sum(g.count for g in self.due if g.job == job)
+        return due, sum(g.count for g in self.executions if g.job == job)
+
+
+def unserved_work(
+    at: datetime, due: Iterable[DueCount], nodes: Iterable[Node], active_schedules: int
+) -> Unserved:
+    """The :class:`Unserved` report from the due groups and the *live* ``nodes``."""
+    live = list(nodes)
+    serving = served_by(live)
+    jobs = {job for job, _ in serving}
+
+    def served(group: DueCount) -> bool:
+        if group.job_version is None:
+            return group.job in jobs
+        return (group.job, group.job_version) in serving
+
+    ordered = sorted(due, key=lambda g: (g.job, g.job_version is not None, g.job_version or 0))
+    return Unserved(
+        at=at,
+        due=ordered,
+        executions=[group for group in ordered if not served(group)],
+        active_schedules=active_schedules,
+        schedulers=sorted(n.id for n in live if n.kind == SCHEDULER),
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

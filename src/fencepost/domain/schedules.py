@@ -30,6 +30,7 @@ from fencepost.domain.models import (
     scheduled_execution,
 )
 from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
+from fencepost.domain.states import State
 
 #: The fields ``add_schedule`` takes besides ``id``, which ``update_schedule`` may change.
 SCHEDULE_FIELDS = (
@@ -222,6 +223,26 @@ def check_changes(changes: Mapping[str, object]) -> None:
             raise ValidationError("id", "a schedule's id cannot be changed")
         if name not in SCHEDULE_FIELDS:
             raise ValidationError(name, "is not a field of a schedule")
+
+
+#: The reason recorded on an occurrence SKIPPED because its schedule is paused: those
+#: stored before the pause, and the slots that pass while it lasts.
+PAUSED = "paused"
+
+
+def pauses(current: Schedule, changed: Schedule) -> bool:
+    """Whether storing ``changed`` over ``current`` pauses the schedule (not paused before)."""
+    return changed.paused and not current.paused
+
+
+def skipped_by_pause(execution: Execution) -> bool:
+    """Whether pausing its schedule skips ``execution``: an occurrence that has not started.
+
+    SCHEDULED and never claimed (``epoch == 0``, since every claim raises the epoch and
+    nothing lowers it). One that started once is left to finish its attempts: a
+    retry waiting (RETRY_WAIT), one a worker gave back, a replayed dead letter.
+    """
+    return execution.state is State.SCHEDULED and execution.epoch == 0
 
 
 def pause(current: Schedule, *, now: datetime) -> Schedule | None:

@@ -44,6 +44,10 @@ SUBMIT_ARGUMENTS = frozenset(
     }
 )
 
+#: The fields a job's published defaults fill in when its submitter left them out:
+#: at submit for a published job, at publication for work submitted before it.
+UNSET_FIELDS = ("max_attempts", "timeout", "priority", "queue")
+
 #: The longest idempotency or bucket key.
 MAX_KEY = 255
 #: The range of ``priority`` (a 32-bit integer in SQL).
@@ -74,6 +78,13 @@ class NewExecution:
     #: The W3C trace context of the submit's span, as JSON (see fencepost.tracing);
     #: None when tracing is off.
     trace_context: str | None = None
+    #: What the submitter left to a job no one had published yet (a comma-separated
+    #: subset of :data:`UNSET_FIELDS`), for the job's defaults to fill in when it is
+    #: published; None when the catalogue's rule was applied at submit.
+    unset_defaults: str | None = None
+    #: Who submitted it, for its SUBMITTED audit record (an HTTP token's name, the
+    #: CLI's user@host); None when the submitter did not say.
+    actor: str | None = None
 
     def to_execution(
         self, *, due_at: datetime | None = None, created_at: datetime | None = None
@@ -110,6 +121,8 @@ def prepare(
     bucket_key: object = None,
     priority: object = 0,
     queue: object = None,
+    unset_defaults: str | None = None,
+    actor: str | None = None,
 ) -> NewExecution:
     """Validate one submit request; every error names its field. ``now`` is the store's.
 
@@ -180,6 +193,8 @@ def prepare(
         bucket_key=bkey,
         created_at=now,
         trace_context=None,
+        unset_defaults=unset_defaults,
+        actor=actor,
     )
 
 

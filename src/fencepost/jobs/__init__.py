@@ -4,8 +4,8 @@
   job, built from a Python function (:func:`~fencepost.jobs.spec.spec_from_function`);
 - :mod:`~fencepost.jobs.registry`: :class:`~fencepost.jobs.registry.JobRegistry`, the
   specs a process knows by name and version;
-- :mod:`~fencepost.jobs.defaults`: a job's defaults applied to a submit or a schedule
-  (one function for ``App`` and the HTTP API);
+- :mod:`~fencepost.jobs.catalogue`: a spec as the store's job catalogue holds it (what
+  every submitter's defaults and input checks come from);
 - :mod:`~fencepost.jobs.context`: :class:`~fencepost.jobs.context.Context`, what a
   handler sees of its execution;
 - :mod:`~fencepost.jobs.definitions` and :mod:`~fencepost.jobs.runners`: jobs written as

@@ -126,6 +126,12 @@ class JobSpec:
 
         return jsonschema.Draft202012Validator(dict(self.output_schema or {}))
 
+    @property
+    def binds_its_schema(self) -> bool:
+        """Whether :attr:`input_schema` is derived from the handler's hints, so that
+        binding the inputs (as every run does) checks everything the schema would."""
+        return isinstance(self.input_schema, HintSchema) and self.parameters is not None
+
     def check_inputs(self, inputs: JSON) -> dict[str, Any]:
         """Return ``inputs`` (None means ``{}``) if they match the schema, else raise.
 

@@ -7,6 +7,13 @@ stored insert-if-absent under the key ``schedule_id:slot``, so two
 materializers never create two executions for one slot. Memory stays bounded:
 schedules are taken ``batch`` at a time and each plan stores at most
 ``limit`` occurrences.
+
+A running materializer (:meth:`Materializer.run`, :meth:`Materializer.start`) is a
+node of kind ``"scheduler"`` named by its owner, renewed while it runs and gone when
+it stops: ``store.live_schedulers()`` lists them, and :func:`scheduler_warning` is
+what ``fencepost schedule add``/``ls``, a worker's start and ``POST /schedules`` say
+when there is none (schedules then never fire). A single pass (:meth:`run_once`, as
+``fencepost reconcile`` runs) does not register.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,7 +34,7 @@ from fencepost.domain.errors import (
     ValidationError,
 )
 from fencepost.domain.models import Schedule
-from fencepost.domain.nodes import default_node_id
+from fencepost.domain.nodes import SCHEDULER, default_node_id
 from fencepost.domain.policies import Overlap
 from fencepost.domain.schedules import slot_text
 from fencepost.domain.states import CommandKind, State
@@ -38,6 +46,13 @@ log = logging.getLogger("fencepost.scheduler")
 
 #: The actor recorded when the ``replace`` policy cancels an older run.
 REPLACED_BY = "schedule {id}: replaced by the run for {slot}"
+
+#: What is said where schedules are made or listed, or a worker starts, while no
+#: materializer is alive (see :func:`scheduler_warning`).
+NO_SCHEDULER = (
+    "no scheduler is running: schedules fire only while `fencepost serve` or "
+    "`fencepost worker --with-scheduler` runs"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +66,23 @@ class MaterializerOptions:
     interval: float = 1.0  #: idle wait between passes
     recheck: float = 1.0  #: how soon a schedule with held occurrences is looked at again
     limit: int = 1000  #: occurrences planned per schedule per pass
+    node_ttl: float = 30.0  #: its node registration's lifetime (renewed at a third of it)
+
+
+def scheduler_warning(store: Store, *, schedules: bool | None = None) -> str | None:
+    """:data:`NO_SCHEDULER` when no materializer is alive, else None.
+
+    What ``fencepost schedule add``/``ls``/``resume``, a worker's start and ``POST
+    /schedules`` say. ``schedules`` tells whether there is anything to fire (a
+    schedule just added or resumed: True); None looks for one that is not paused.
+    Reads only: the live nodes (``store.live_schedulers()``), then at most one
+    schedule.
+    """
+    if store.live_schedulers():
+        return None
+    if schedules is None:
+        schedules = bool(store.schedules(paused=False, limit=1).items)
+    return NO_SCHEDULER if schedules else None
 
 
 def in_flight_of(store: Store, schedule: Schedule) -> InFlight:
@@ -96,6 +128,7 @@ class Materializer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._unplannable: set[str] = set()  #: schedules whose error was logged
+        self._renew_at = 0.0  #: when (monotonic) the node registration is next renewed
 
     def run_once(self) -> int:
         """One pass: lease up to ``batch`` due schedules, plan, store. Returns how many."""
@@ -142,22 +175,54 @@ class Materializer:
             )
 
     def run(self) -> None:
-        """Pass after pass until :meth:`stop`; waits ``interval`` when nothing was due."""
+        """Pass after pass until :meth:`stop`; waits ``interval`` when nothing was due.
+
+        Registered as a live node of kind ``"scheduler"`` (id: the owner) for as long
+        as it runs, renewed every third of ``node_ttl``, deregistered when it stops.
+        """
         log.info("materializer %s started", self.owner)
         while not self._stop.is_set():
             try:
+                self._keep_registered()
                 busy = self.run_once() >= self.options.batch
             except FencepostError as exc:  # an outage: the leases lapse, we try again
                 log.error("materializer %s: %s; retrying", self.owner, exc)
                 busy = False
             if not busy:
                 self._stop.wait(self.options.interval)
+        self._deregister()
         log.info("materializer %s stopped", self.owner)
 
     def start(self) -> None:
-        """Run on a background daemon thread."""
+        """Run on a background daemon thread.
+
+        It is registered as a live scheduler before this returns (unless the store
+        is unreachable: then its thread keeps trying), so a worker started next in
+        the same process finds it.
+        """
+        with contextlib.suppress(FencepostError):  # the thread retries and logs it
+            self._keep_registered()
         self._thread = threading.Thread(target=self.run, name="fencepost-materializer", daemon=True)
         self._thread.start()
+
+    def _keep_registered(self) -> None:
+        """Register this materializer's node, or renew it once a third of its ttl passed."""
+        now = time.monotonic()
+        if now < self._renew_at:
+            return
+        self.store.register_node(self.owner, kind=SCHEDULER, ttl=self.options.node_ttl)
+        self._renew_at = now + self.options.node_ttl / 3
+
+    def _deregister(self) -> None:
+        """Leave the node registry at a clean stop (no live scheduler is claimed by a
+        stopped one); an unreachable store lets the registration lapse instead."""
+        if not self._renew_at:
+            return
+        try:
+            self.store.deregister_node(self.owner)
+        except FencepostError as exc:
+            log.error("could not deregister materializer %s: %s", self.owner, exc)
+        self._renew_at = 0.0
 
     def stop(self, timeout: float | None = 10.0) -> None:
         """Stop after the current pass (and wait for it when started with :meth:`start`)."""

@@ -6,8 +6,9 @@ import random
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS
-from fencepost.domain.catalogue import UNKNOWN_JOBS
+from fencepost.domain.buckets import MAX_NUM_BUCKETS
+from fencepost.domain.catalogue import unknown_jobs_policy
+from fencepost.domain.checks import require_int
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
 from fencepost.domain.retry import RetryPolicy
@@ -27,7 +28,7 @@ def connect(
     retry: RetryPolicy | None = None,
     rng: random.Random | None = None,
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
-    num_buckets: int = DEFAULT_NUM_BUCKETS,
+    num_buckets: int | None = None,
     migrate: bool = True,
     unknown_jobs: str | None = None,
 ) -> Store:
@@ -54,27 +55,37 @@ def connect(
     (for jobs whose catalogue entry names no retry delays of its own).
 
     ``unknown_jobs`` (also ``?unknown_jobs=`` on any URL; the argument wins) decides a
-    submit naming a job no worker published to the job catalogue: ``auto`` (the
-    default) allows it while the catalogue is empty and refuses it once it has
-    entries; ``allow``; ``refuse``.
+    submit naming a job no worker published to the job catalogue, whatever the
+    catalogue holds: ``allow`` (the default) stores it with the store's defaults, and
+    the job's published defaults fill in what its submitter left out when a worker
+    publishes it; ``refuse`` refuses it naming ``job``. (``auto``, the former
+    default, is read as ``allow``, with a :class:`DeprecationWarning`.)
+
+    ``num_buckets`` (also ``?num_buckets=`` on any URL; the argument wins) is how many
+    buckets executions are spread over, 1 to 65536. A SQLite or PostgreSQL database
+    records the count of the first process that migrates it (64 unless that process
+    gave one); a store given another count refuses to open (:class:`ValidationError`
+    on ``num_buckets``), one given none adopts the recorded count
+    (``store.config.num_buckets``). :meth:`Store.resize_buckets` (``fencepost db
+    set-buckets N``) changes the record.
     """
     if not isinstance(url, str):
         raise ValidationError("url", f"must be a string, got {url!r}")
     parts = urlsplit(url)
     options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     if unknown_jobs is None:
-        unknown_jobs = options.get("unknown_jobs", "auto")
-        field = "url.unknown_jobs"
+        unknown_jobs = unknown_jobs_policy(options.get("unknown_jobs", "allow"), "url.unknown_jobs")
     else:
-        field = "unknown_jobs"
-    if unknown_jobs not in UNKNOWN_JOBS:
-        raise ValidationError(field, f"must be {', '.join(UNKNOWN_JOBS)}, got {unknown_jobs!r}")
+        unknown_jobs = unknown_jobs_policy(unknown_jobs)
+    if num_buckets is None and "num_buckets" in options:
+        num_buckets = _count_option(options, "num_buckets")
     config = StoreConfig(
         clock=clock or SystemClock(),
         retry=retry or RetryPolicy(),
         rng=rng or random.Random(),
         max_payload_bytes=max_payload_bytes,
-        num_buckets=num_buckets,
+        # Not given: StoreConfig's default, which adopts the count the database records.
+        **({} if num_buckets is None else {"num_buckets": num_buckets}),
         unknown_jobs=unknown_jobs,
     )
     if parts.scheme == "memory":
@@ -120,6 +131,20 @@ def _synchronous_option(options: dict[str, str]) -> Synchronous:
         "url.synchronous",
         f"must be {' or '.join(SYNCHRONOUS_CHOICES)}, got {options['synchronous']!r}",
     )
+
+
+def _count_option(options: dict[str, str], name: str) -> int:
+    """A URL option that is a count from 1 to :data:`MAX_NUM_BUCKETS`."""
+    text = options[name]
+    shown = repr(text) if len(text) <= 40 else f"{text[:37]!r}..."
+    digits = text.strip()
+    try:
+        value = int(digits) if digits.isascii() and digits.isdigit() else None
+    except ValueError:  # more digits than int() converts
+        value = None
+    if value is None:
+        raise ValidationError(f"url.{name}", f"must be a whole number, got {shown}")
+    return require_int(value, f"url.{name}", low=1, high=MAX_NUM_BUCKETS)
 
 
 def _float_option(options: dict[str, str], name: str) -> float | None:

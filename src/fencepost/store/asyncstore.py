@@ -39,6 +39,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from fencepost import tracing
+from fencepost.domain.checks import require_name
 from fencepost.domain.machine import attempts_from_transitions
 from fencepost.domain.models import (
     JSON,
@@ -128,6 +129,7 @@ class AsyncStore:
         priority: int | None = None,
         queue: str | None = None,
         connection: object = None,
+        actor: str | None = None,
         **deprecated: Any,
     ) -> Execution:
         """:meth:`Store.submit <fencepost.store.base.Store.submit>`, awaited.
@@ -148,32 +150,43 @@ class AsyncStore:
             "queue": queue,
         }
         arguments = submit_arguments(arguments, deprecated, stacklevel=2)
-        return (await self._submit_or_find(job, arguments, connection))[0]
+        return (await self._submit_or_find(job, arguments, connection, actor))[0]
 
     async def submit_or_find(
-        self, job: str, *, connection: object = None, **arguments: Any
+        self, job: str, *, connection: object = None, actor: str | None = None, **arguments: Any
     ) -> tuple[Execution, bool]:
         """:meth:`Store.submit_or_find <fencepost.store.base.Store.submit_or_find>`, awaited."""
         unknown = set(arguments) - SUBMIT_ARGUMENTS
         if unknown:
             raise TypeError(f"submit_or_find() got an unexpected argument {sorted(unknown)[0]!r}")
-        return await self._submit_or_find(job, canonical(arguments), connection)
+        return await self._submit_or_find(job, canonical(arguments), connection, actor)
 
     async def submit_many(
-        self, requests: Iterable[Mapping[str, Any]], *, connection: object = None
+        self,
+        requests: Iterable[Mapping[str, Any]],
+        *,
+        connection: object = None,
+        actor: str | None = None,
     ) -> list[Execution]:
         """:meth:`Store.submit_many <fencepost.store.base.Store.submit_many>`, awaited."""
-        await self._fresh_catalogue()
-        batch = self.store._prepare_many(requests)
+        requests = list(requests)
+        since = time.monotonic()
+        await self._fresh_catalogue(r.get("job") for r in requests if isinstance(r, Mapping))
+        batch = self.store._prepare_many(requests, actor, since=since)
         if not batch:
             return []
         return await self._insert(batch, connection)
 
     async def _submit_or_find(
-        self, job: str, arguments: Mapping[str, Any], connection: object
+        self,
+        job: str,
+        arguments: Mapping[str, Any],
+        connection: object,
+        actor: str | None = None,
     ) -> tuple[Execution, bool]:
-        await self._fresh_catalogue()
-        new = self.store._prepare_one(job, arguments)
+        since = time.monotonic()
+        await self._fresh_catalogue([job])
+        new = self.store._prepare_one(job, arguments, actor, since=since)
         execution = (await self._insert([new], connection))[0]
         return execution, execution.id == new.id
 
@@ -422,7 +435,14 @@ class AsyncStore:
             found: Plan[Schedule] = store._add_schedule_plan(spec, schedule_id)
             return found
 
-        return await self._verb(lambda s: s.add_schedule(job, **arguments, **deprecated), plan)
+        schedule: Schedule = await self._verb(
+            lambda s: s.add_schedule(job, **arguments, **deprecated), plan
+        )
+        if self._is_postgres():  # the sync verb (SQLite, memory) noted it already
+            given = {"max_attempts": max_attempts, "priority": priority, "queue": queue}
+            if schedule.job_version is None:  # a job not published: off the event loop
+                await asyncio.to_thread(self.store._note_unpublished_schedule, schedule, given)
+        return schedule
 
     async def get_schedule(self, schedule_id: str) -> Schedule:
         """:meth:`Store.get_schedule <fencepost.store.scheduling.ScheduleVerbs.get_schedule>`,
@@ -454,23 +474,29 @@ class AsyncStore:
             lambda s: s._list_schedules_plan(s._schedule_filter(**arguments)),
         )
 
-    async def update_schedule(self, schedule_id: str, /, **changes: Any) -> Schedule:
+    async def update_schedule(
+        self, schedule_id: str, /, *, actor: str = "client", **changes: Any
+    ) -> Schedule:
         """:meth:`Store.update_schedule
         <fencepost.store.scheduling.ScheduleVerbs.update_schedule>`, awaited."""
         await self._fresh_catalogue()
         return await self._verb(
-            lambda s: s.update_schedule(schedule_id, **changes),
+            lambda s: s.update_schedule(schedule_id, actor=actor, **changes),
             lambda s: s._change_schedule_plan(
-                schedule_id, s._schedule_update(dict(changes), stacklevel=5)
+                schedule_id,
+                s._schedule_update(dict(changes), stacklevel=5),
+                actor=require_name(actor, "actor"),
             ),
         )
 
-    async def pause_schedule(self, schedule_id: str) -> Schedule:
+    async def pause_schedule(self, schedule_id: str, *, actor: str = "client") -> Schedule:
         """:meth:`Store.pause_schedule
         <fencepost.store.scheduling.ScheduleVerbs.pause_schedule>`, awaited."""
         return await self._verb(
-            lambda s: s.pause_schedule(schedule_id),
-            lambda s: s._change_schedule_plan(schedule_id, s._pausing),
+            lambda s: s.pause_schedule(schedule_id, actor=actor),
+            lambda s: s._change_schedule_plan(
+                schedule_id, s._pausing, actor=require_name(actor, "actor")
+            ),
         )
 
     async def resume_schedule(self, schedule_id: str) -> Schedule:
@@ -567,14 +593,18 @@ class AsyncStore:
     def _is_postgres(self) -> bool:
         return type(self.store).__name__ == "PostgresStore"
 
-    async def _fresh_catalogue(self) -> None:
+    async def _fresh_catalogue(self, jobs: Iterable[object] = ()) -> None:
         """Read the job catalogue again off the event loop when the sync store's copy is
-        due for it, so that ``_prepare`` (the store's code) never blocks the loop on it."""
+        due for it, or lacks one of ``jobs`` (the sync store would read it again before
+        refusing or flagging the submit), so that ``_prepare`` (the store's code) never
+        blocks the loop on it."""
         store: Any = self.store
         read_at = getattr(store, "_catalogue_read_at", None)
         if self._thread is None and not self._is_postgres():
             return  # memory: the catalogue is in this process
-        if read_at is not None and time.monotonic() - read_at >= CATALOGUE_REFRESH:
+        known = store._catalogue.latest
+        missing = any(isinstance(job, str) and job not in known for job in jobs)
+        if read_at is not None and (missing or time.monotonic() - read_at >= CATALOGUE_REFRESH):
             if self._thread is not None:
                 loop = asyncio.get_running_loop()
                 await loop.run_in_executor(self._thread, store._refresh_catalogue)

@@ -162,6 +162,7 @@ class Store(OperatingVerbs, ScheduleVerbs):
         priority: int | None = None,
         queue: str | None = None,
         connection: object = None,
+        actor: str | None = None,
         **deprecated: Any,
     ) -> Execution:
         """Store a new execution of ``job`` and return it (state SCHEDULED, epoch 0).
@@ -192,6 +193,10 @@ class Store(OperatingVerbs, ScheduleVerbs):
         the known jobs) by the store's ``unknown_jobs`` setting. The comparison of
         an idempotent retry is made on the arguments so resolved.
 
+        ``actor`` names the submitter in the execution's SUBMITTED audit record (the
+        HTTP API passes the token's name, the CLI ``cli:user@host``); None leaves it
+        unnamed. It is not part of an idempotent retry's comparison.
+
         ``connection`` submits inside the caller's open transaction instead of one of
         the store's own: a psycopg ``Connection`` (PostgreSQL store), a
         ``sqlite3.Connection`` on the store's file (SQLite store), or a SQLAlchemy
@@ -217,10 +222,10 @@ class Store(OperatingVerbs, ScheduleVerbs):
             "queue": queue,
         }
         arguments = submit_arguments(arguments, deprecated, stacklevel=2)
-        return self._submit_or_find(job, arguments, connection)[0]
+        return self._submit_or_find(job, arguments, connection, actor)[0]
 
     def submit_or_find(
-        self, job: str, *, connection: object = None, **arguments: Any
+        self, job: str, *, connection: object = None, actor: str | None = None, **arguments: Any
     ) -> tuple[Execution, bool]:
         """:meth:`submit` (with its arguments), also saying whether this call created it.
 
@@ -233,17 +238,25 @@ class Store(OperatingVerbs, ScheduleVerbs):
         unknown = set(arguments) - SUBMIT_ARGUMENTS
         if unknown:
             raise TypeError(f"submit_or_find() got an unexpected argument {sorted(unknown)[0]!r}")
-        return self._submit_or_find(job, canonical(arguments), connection)
+        return self._submit_or_find(job, canonical(arguments), connection, actor)
 
     def _submit_or_find(
-        self, job: str, arguments: Mapping[str, Any], connection: object = None
+        self,
+        job: str,
+        arguments: Mapping[str, Any],
+        connection: object = None,
+        actor: str | None = None,
     ) -> tuple[Execution, bool]:
-        new = self._prepare_one(job, arguments)
+        new = self._prepare_one(job, arguments, actor)
         execution = self._insert_traced([new], connection)[0]
         return execution, execution.id == new.id
 
     def submit_many(
-        self, requests: Iterable[Mapping[str, Any]], *, connection: object = None
+        self,
+        requests: Iterable[Mapping[str, Any]],
+        *,
+        connection: object = None,
+        actor: str | None = None,
     ) -> list[Execution]:
         """Submit a batch in one transaction; each mapping holds ``submit``'s arguments.
 
@@ -252,9 +265,10 @@ class Store(OperatingVerbs, ScheduleVerbs):
         such as ``[3].inputs`` and nothing is written. Returns executions in
         request order. The batch is stored at one instant of the store's clock:
         it is every item's ``created_at`` and the origin of every ``delay``.
-        ``connection`` joins the caller's transaction, as for :meth:`submit`.
+        ``connection`` joins the caller's transaction, and ``actor`` is audited as
+        every item's submitter, as for :meth:`submit`.
         """
-        batch = self._prepare_many(requests)
+        batch = self._prepare_many(requests, actor)
         if not batch:
             return []
         return self._insert_traced(batch, connection)
@@ -266,18 +280,41 @@ class Store(OperatingVerbs, ScheduleVerbs):
             return tracing.insert(self._insert, batch, self.location)
         return tracing.insert(lambda b: self._insert_in(b, connection), batch, self.location)
 
-    def _prepare_one(self, job: object, arguments: Mapping[str, Any]) -> NewExecution:
-        """One submit's request validated, at the store's now (see :meth:`_prepare`)."""
-        now = self.clock.now()
-        return self._prepare(now, unix_ms(now), job, self._catalogued(job, arguments))
+    def _prepare_one(
+        self,
+        job: object,
+        arguments: Mapping[str, Any],
+        actor: str | None = None,
+        *,
+        since: float | None = None,
+    ) -> NewExecution:
+        """One submit's request validated, at the store's now (see :meth:`_prepare`).
 
-    def _prepare_many(self, requests: Iterable[Mapping[str, Any]]) -> list[NewExecution]:
-        """A batch validated at one instant, a bad item named by its index."""
+        ``since``: the catalogue is read again for a job it lacks unless it was read
+        after this monotonic instant (None: now; see ``CatalogueVerbs._entry_of``).
+        """
+        actor = _submitter(actor)
+        now = self.clock.now()
+        catalogued = self._catalogued(job, arguments, since=since)
+        return self._prepare(now, unix_ms(now), job, catalogued | {"actor": actor})
+
+    def _prepare_many(
+        self,
+        requests: Iterable[Mapping[str, Any]],
+        actor: str | None = None,
+        *,
+        since: float | None = None,
+    ) -> list[NewExecution]:
+        """A batch validated at one instant, a bad item named by its index (``since``:
+        as for :meth:`_prepare_one`, once for the batch)."""
+        actor = _submitter(actor)
         now = self.clock.now()
         instant = unix_ms(now)
         # Whether the catalogue has a say is asked once for the batch: 3% of a batch's
         # instructions went to asking it per item.
         catalogued = self._catalogue_applies()
+        if since is None:  # an unknown job reads the catalogue again once per batch
+            since = time.monotonic()
         batch: list[NewExecution] = []
         for index, request in enumerate(requests):
             check_arguments(request, index=index)
@@ -286,8 +323,11 @@ class Store(OperatingVerbs, ScheduleVerbs):
                 named = canonical(request) if "job_version" in request else dict(request)
                 job = named.pop("job")
                 arguments = (
-                    self._catalogued(job, named) if catalogued else with_store_defaults(named)
+                    self._catalogued(job, named, since=since)
+                    if catalogued
+                    else with_store_defaults(named, unpublished=isinstance(job, str))
                 )
+                arguments["actor"] = actor
                 batch.append(self._prepare(now, instant, job, arguments))
             except ValidationError as exc:
                 raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
@@ -944,3 +984,8 @@ class Store(OperatingVerbs, ScheduleVerbs):
     @abstractmethod
     def commands(self, execution_id: str) -> list[Command]:
         """Every command of one execution, oldest first; :class:`NotFound` if unknown."""
+
+
+def _submitter(actor: object) -> str | None:
+    """A submit's ``actor``, checked: None, or a name (its SUBMITTED record's actor)."""
+    return None if actor is None else require_name(actor, "actor")

@@ -28,10 +28,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import fields, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from fencepost.domain import payloads
 from fencepost.domain import schedules as plans
-from fencepost.domain.catalogue import JobEntry
+from fencepost.domain.catalogue import JobDefaults, JobEntry
 from fencepost.domain.commands import claimable, may_complete, new_command, on_request
 from fencepost.domain.errors import CatalogueConflict, IdempotencyConflict, NotFound, StaleLease
 from fencepost.domain.events import (
@@ -54,7 +55,15 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.nodes import Node, Registration
-from fencepost.domain.reports import JobCounts, SloOffender, SloReport, Stats, lateness, tabulate
+from fencepost.domain.reports import (
+    DueCount,
+    JobCounts,
+    SloOffender,
+    SloReport,
+    Stats,
+    lateness,
+    tabulate,
+)
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import (
     TERMINAL_STATES,
@@ -76,9 +85,18 @@ from fencepost.store.base import (
     always,
     stale_schedule,
 )
-from fencepost.store.values import ScheduleFilter, SloRequest, result_refused, stats_report
+from fencepost.store.values import (
+    UNFINISHED_STATES,
+    BucketsResized,
+    ScheduleFilter,
+    SloRequest,
+    live_nodes_refusal,
+    rebucketed,
+    result_refused,
+    stats_report,
+)
 from fencepost.store.waiting import HintedWatcher, Watcher, timed_out
-from fencepost.timing.planning import HELD
+from fencepost.timing.planning import HELD, NEVER
 
 _ZERO = timedelta(0)
 #: The states in which an execution has finished, for the SLO (a cancel is not an outcome).
@@ -99,6 +117,10 @@ class MemoryStore(Store):
         self._request_hashes: dict[str, str | None] = {}
         #: Stored trace contexts by execution id (only executions submitted traced).
         self._trace_contexts: dict[str, str] = {}
+        #: What the submitters of work of unpublished jobs left out, by execution id and
+        #: by schedule id (see CatalogueVerbs.adopt_unpublished).
+        self._unset: dict[str, str] = {}
+        self._schedule_unset: dict[str, str] = {}
         self._by_key: dict[str, str] = {}
         self._audit: dict[str, list[Transition]] = {}
         self._nodes: dict[str, Node] = {}
@@ -116,7 +138,7 @@ class MemoryStore(Store):
     def _record(self, transition: Transition) -> None:
         self._audit.setdefault(transition.execution_id, []).append(transition)
 
-    def _record_submitted(self, execution_id: str, at: datetime) -> None:
+    def _record_submitted(self, execution_id: str, at: datetime, actor: str | None = None) -> None:
         """The SUBMITTED transition of a new execution (the SQL stores insert it with the row)."""
         self._record(
             Transition(
@@ -126,7 +148,7 @@ class MemoryStore(Store):
                 from_state=None,
                 to_state=State.SCHEDULED,
                 epoch=0,
-                actor=None,
+                actor=actor,
                 reason=None,
                 at=at,
             )
@@ -216,9 +238,11 @@ class MemoryStore(Store):
                 self._request_hashes[item.id] = item.request_hash
                 if item.trace_context is not None:
                     self._trace_contexts[item.id] = item.trace_context
+                if item.unset_defaults is not None:
+                    self._unset[item.id] = item.unset_defaults
                 if item.idempotency_key is not None:
                     self._by_key[item.idempotency_key] = item.id
-                self._record_submitted(item.id, item.created_at)
+                self._record_submitted(item.id, item.created_at, item.actor)
                 out.append(replace(execution, inputs=item.inputs))
             return out
 
@@ -477,6 +501,43 @@ class MemoryStore(Store):
                 out.append(stored)
             return out
 
+    def _unpublished_jobs(self) -> set[str]:
+        with self._lock:
+            jobs = {self._rows[i].job for i in self._unset}
+            return jobs | {self._schedules[i].job for i in self._schedule_unset}
+
+    def _adopt_defaults(self, entry: JobEntry) -> int:
+        d = entry.defaults
+        with self._lock:
+            adopted = 0
+            for execution_id, unset in list(self._unset.items()):
+                e = self._rows[execution_id]
+                if e.job != entry.name:
+                    continue
+                del self._unset[execution_id]
+                if e.state in TERMINAL_STATES:
+                    continue  # finished executions keep what they ran with
+                changes = _adopted(d, unset, ("max_attempts", "timeout", "priority", "queue"))
+                if "max_attempts" in changes:  # never fewer than the attempt it is on
+                    changes["max_attempts"] = max(changes["max_attempts"], e.attempt)
+                self._rows[execution_id] = replace(e, **changes)
+                adopted += 1
+            for schedule_id, unset in list(self._schedule_unset.items()):
+                s = self._schedules[schedule_id]
+                if s.job != entry.name:
+                    continue
+                del self._schedule_unset[schedule_id]
+                changes = _adopted(d, unset, ("max_attempts", "priority", "queue"))
+                self._schedules[schedule_id] = replace(s, **changes)
+                adopted += 1
+            return adopted
+
+    def _mark_schedule_unset(self, schedule_id: str, unset: str) -> None:
+        with self._lock:
+            s = self._schedules.get(schedule_id)
+            if s is not None and s.job_version is None:
+                self._schedule_unset[schedule_id] = unset
+
     def _read_catalogue(self) -> list[JobEntry]:
         with self._lock:
             return list(self._jobs.values())
@@ -491,6 +552,27 @@ class MemoryStore(Store):
             return sorted(
                 (n for n in self._nodes.values() if not live_only or n.is_live(now)),
                 key=lambda n: n.id,
+            )
+
+    def _resize_buckets(self, num_buckets: int, *, force: bool) -> BucketsResized:
+        # Nothing to record: the count is this store's config, which lives as long as it.
+        with self._lock:
+            previous = self.config.num_buckets
+            now = self.clock.now()
+            live = sorted(n.id for n in self._nodes.values() if n.is_live(now))
+            changes = num_buckets != previous
+            if live and changes and not force:
+                raise live_nodes_refusal(live, num_buckets)
+            unfinished = [e for e in self._rows.values() if e.state in UNFINISHED_STATES]
+            moves = rebucketed(((e.id, e.bucket_key, e.bucket) for e in unfinished), num_buckets)
+            for execution_id, bucket in moves:
+                self._rows[execution_id] = replace(self._rows[execution_id], bucket=bucket)
+            return BucketsResized(
+                previous=previous,
+                num_buckets=num_buckets,
+                unfinished=len(unfinished),
+                moved=len(moves),
+                live_nodes=tuple(live) if changes else (),
             )
 
     def _orphans(
@@ -535,6 +617,18 @@ class MemoryStore(Store):
                         late.append(max(t.at - self._rows[t.execution_id].due_at, _ZERO))
                         expiries += t.from_state is State.RUNNING
         return stats_report(now, window, counts, backlog, lateness(late), refused, expiries)
+
+    def _due_groups(self) -> tuple[datetime, list[DueCount], int]:
+        with self._lock:
+            now = self.clock.now()
+            groups = Counter(
+                (e.job, e.job_version)
+                for e in self._rows.values()
+                if e.state in WAITING_STATES and e.due_at <= now and e.due_at < HELD
+            )
+            active = sum(1 for s in self._schedules.values() if not s.paused and s.next_due < NEVER)
+        due = [DueCount(job=job, job_version=v, count=n) for (job, v), n in groups.items()]
+        return now, due, active
 
     def _job_counts(self, window: timedelta, job: str | None) -> JobCounts:
         with self._lock:
@@ -606,6 +700,7 @@ class MemoryStore(Store):
                 del self._rows[e.id]
                 del self._request_hashes[e.id]
                 self._trace_contexts.pop(e.id, None)
+                self._unset.pop(e.id, None)
                 if e.idempotency_key is not None:
                     del self._by_key[e.idempotency_key]
                 self._audit.pop(e.id, None)
@@ -661,14 +756,28 @@ class MemoryStore(Store):
         return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
 
     def _change_schedule(
-        self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
+        self,
+        schedule_id: str,
+        decide: Callable[[Schedule, datetime], Schedule | None],
+        *,
+        actor: str = "client",
     ) -> Schedule:
         with self._lock:
             current = self._schedule(schedule_id)
-            changed = decide(current, self.clock.now())
+            now = self.clock.now()
+            changed = decide(current, now)
             if changed is None:
                 return current
             self._schedules[schedule_id] = changed
+            if plans.pauses(current, changed):
+                skipped = ExecutionSkipped(reason=plans.PAUSED, actor=actor)
+                unstarted = sorted(
+                    e.id
+                    for e in self._rows.values()
+                    if e.schedule_id == schedule_id and plans.skipped_by_pause(e)
+                )
+                for execution_id in unstarted:
+                    self._apply(execution_id, skipped, now)
             return changed
 
     def delete_schedule(self, schedule_id: str) -> None:
@@ -683,6 +792,7 @@ class MemoryStore(Store):
             for execution_id in waiting:
                 self._apply(execution_id, ExecutionCancelled(actor=plans.SCHEDULE_DELETED), now)
             del self._schedules[schedule_id]
+            self._schedule_unset.pop(schedule_id, None)
             del self._schedule_hashes[schedule_id]
 
     def _acquire_schedules(self, owner: str, *, limit: int, ttl: timedelta) -> list[Schedule]:
@@ -825,3 +935,13 @@ def _lease(e: Execution, trace_context: str | None) -> Lease:
     assert e.lease_until is not None
     delivered = {name: getattr(e, name) for name in _DELIVERED}
     return Lease(execution_id=e.id, owner=e.lease_owner, trace_context=trace_context, **delivered)
+
+
+def _adopted(defaults: JobDefaults, unset: str, fields: tuple[str, ...]) -> dict[str, Any]:
+    """The ``fields`` a job's ``defaults`` give where ``unset`` lists them (and it has one)."""
+    listed = unset.split(",")
+    return {
+        name: getattr(defaults, name)
+        for name in fields
+        if name in listed and getattr(defaults, name) is not None
+    }

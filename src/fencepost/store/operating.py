@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from fencepost.domain.buckets import MAX_NUM_BUCKETS
 from fencepost.domain.checks import MAX_ERROR_CHARS, require_int, require_name
 from fencepost.domain.durations import as_aware_utc, as_duration
 from fencepost.domain.errors import ValidationError
@@ -18,10 +19,17 @@ from fencepost.domain.events import (
     ExecutionRescheduled,
 )
 from fencepost.domain.models import Execution
-from fencepost.domain.nodes import BucketReport, Node, Registration, ownership
-from fencepost.domain.reports import JobCounts, SloReport, Stats
+from fencepost.domain.nodes import SCHEDULER, BucketReport, Node, Registration, ownership
+from fencepost.domain.reports import (
+    DueCount,
+    JobCounts,
+    SloReport,
+    Stats,
+    Unserved,
+    unserved_work,
+)
 from fencepost.domain.states import State
-from fencepost.store.core import StoreCore
+from fencepost.store.catalogue import CatalogueVerbs
 from fencepost.store.values import (
     DEFAULT_JOB_COUNTS_WINDOW,
     DEFAULT_SLO_WINDOW,
@@ -31,6 +39,7 @@ from fencepost.store.values import (
     MAX_PRUNE_BATCH,
     PRUNE_YIELD_CAP,
     UNFINISHED_STATES,
+    BucketsResized,
     SloRequest,
     default_node_id,
     states_of,
@@ -38,7 +47,7 @@ from fencepost.store.values import (
 )
 
 
-class OperatingVerbs(StoreCore):
+class OperatingVerbs(CatalogueVerbs):
     """Verbs of :class:`~fencepost.store.base.Store` for operating it (see their docstrings)."""
 
     # -- nodes -----------------------------------------------------------------------------
@@ -58,7 +67,9 @@ class OperatingVerbs(StoreCore):
         claims from (None: any). ``jobs`` are the ``(job, version)`` pairs it serves
         (a worker's; stored in the given order, repeats dropped), so the catalogue
         can say which live nodes serve each version
-        (:func:`fencepost.domain.catalogue.served_by`). A renewal keeps
+        (:func:`fencepost.domain.catalogue.served_by`), and work of those jobs
+        submitted before they were published takes their defaults
+        (:meth:`adopt_unpublished`). A renewal keeps
         ``started_at`` and replaces the declared buckets and jobs. The node is live
         while ``now < expires_at = now + ttl``.
         """
@@ -66,7 +77,7 @@ class OperatingVerbs(StoreCore):
             served = tuple(dict.fromkeys(versions_of(jobs)))
         except ValidationError as exc:
             raise ValidationError("jobs", exc.message) from None
-        return self._register_node(
+        node = self._register_node(
             Registration(
                 node_id=require_name(
                     node_id if node_id is not None else default_node_id(), "node_id"
@@ -77,6 +88,11 @@ class OperatingVerbs(StoreCore):
                 jobs=served,
             )
         )
+        if served:
+            # Work submitted by a process that had not yet seen the jobs published takes
+            # their defaults within a heartbeat (one indexed read when none waits).
+            self.adopt_unpublished({name for name, _ in served})
+        return node
 
     @abstractmethod
     def _register_node(self, registration: Registration) -> Node:
@@ -102,16 +118,29 @@ class OperatingVerbs(StoreCore):
     def nodes(self, *, live_only: bool = True) -> list[Node]:
         """Registered nodes by id: the live ones (by the store's clock) unless told otherwise."""
 
+    def live_schedulers(self) -> list[Node]:
+        """The live materializers, by id: live nodes of kind ``"scheduler"``.
+
+        Every running :class:`~fencepost.scheduler.materializer.Materializer` (in
+        ``fencepost serve``, ``fencepost worker --with-scheduler``, an ``App``'s)
+        registers as one under its owner and renews it while it runs. None live means
+        that no schedule fires: its slots wait until a materializer runs again.
+        """
+        return [n for n in self.nodes(live_only=True) if n.kind == SCHEDULER]
+
     def bucket_report(
         self, *, orphaned_after: float | timedelta = 300, limit: int = 1000
     ) -> BucketReport:
-        """Buckets declared by two live nodes, buckets no live node covers, and orphans.
+        """Buckets declared by two live workers, buckets no live worker covers, and orphans.
 
-        Orphans are unfinished executions (SCHEDULED, RUNNING, RETRY_WAIT) in an
-        unowned bucket whose row has not changed for ``orphaned_after``: work that
-        nobody will pick up. At most ``limit`` of them, oldest change first.
+        Only nodes of kind ``"worker"`` own or cover buckets (a materializer claims
+        nothing). Orphans are unfinished executions (SCHEDULED, RUNNING, RETRY_WAIT)
+        in an unowned bucket whose row has not changed for ``orphaned_after``: work
+        that nobody will pick up. At most ``limit`` of them, oldest change first.
         """
-        report = ownership(self.nodes(live_only=True), self.config.num_buckets)
+        # The count the store records now: another process may have resized it since
+        # this one opened (this process's own count is then out of date).
+        report = ownership(self.nodes(live_only=True), self._recorded_num_buckets())
         if not report.unowned:
             return report
         orphans = self._orphans(
@@ -120,6 +149,52 @@ class OperatingVerbs(StoreCore):
             limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
         )
         return replace(report, orphans=orphans)
+
+    def _recorded_num_buckets(self) -> int:
+        """The bucket count the store records now (this store's own, where none is)."""
+        return self.config.num_buckets
+
+    def resize_buckets(self, num_buckets: int, *, force: bool = False) -> BucketsResized:
+        """Record a new bucket count, and move every unfinished execution to its bucket
+        under it, in one transaction.
+
+        Each SCHEDULED, RETRY_WAIT and RUNNING execution gets ``bucket_for(bucket_key
+        or id, num_buckets)``: the bucket a submit under the new count gives it (a
+        lease held keeps running; only its bucket changes). Finished executions keep
+        the bucket they ran in; schedules carry none (an occurrence gets one when it
+        is stored). No transition is recorded: no state changes. Every store opened
+        afterwards runs with the new count (see :func:`fencepost.connect`), and so
+        does this one.
+
+        Other processes keep the count they opened with until they are restarted, and
+        go on submitting and claiming by it. So while live nodes are registered
+        (workers, services, materializers; a crashed one until its registration
+        expires) a change of count is refused — :class:`ValidationError` on
+        ``num_buckets`` naming them, nothing changed — unless ``force``: then it goes
+        ahead and :attr:`~fencepost.store.values.BucketsResized.live_nodes` names
+        them, to restart. A process that registers no node (a script that only
+        submits) is not seen: restart it too.
+
+        The count already recorded changes nothing recorded, and live nodes are no
+        reason to refuse it; executions whose bucket does not match it (put there by a
+        process with another count before counts were recorded) are moved.
+        ``num_buckets`` is an int from 1 to 65536; ``force`` a bool; else
+        :class:`ValidationError`, before anything is written. On the memory store
+        the count lives and dies with the store.
+        """
+        count = require_int(num_buckets, "num_buckets", low=1, high=MAX_NUM_BUCKETS)
+        if not isinstance(force, bool):
+            raise ValidationError("force", f"must be True or False, got {force!r}")
+        resized = self._resize_buckets(count, force=force)
+        self.config = replace(self.config, num_buckets=count)
+        return resized
+
+    @abstractmethod
+    def _resize_buckets(self, num_buckets: int, *, force: bool) -> BucketsResized:
+        """:meth:`resize_buckets` with checked arguments, in one transaction: refuse while
+        live nodes are registered and the count changes, unless ``force``
+        (:func:`~fencepost.store.values.live_nodes_refusal`); move the unfinished
+        executions (:func:`~fencepost.store.values.rebucketed`); record the count."""
 
     @abstractmethod
     def _orphans(
@@ -163,15 +238,49 @@ class OperatingVerbs(StoreCore):
           ``stale_refused`` (STALE_REFUSED transitions); ``lease_expiries``
           (LEASE_EXPIRED transitions plus takeovers: CLAIMED from RUNNING).
 
+        * ``unserved``: :meth:`unserved`, read just after the figures above.
+
         Percentiles are nearest-rank (see :class:`~fencepost.domain.reports.Lateness`).
         Transitions of pruned executions are gone and not counted. ``window`` is
         seconds or a timedelta, > 0.
         """
-        return self._stats(as_duration(window, field="window"))
+        figures = self._stats(as_duration(window, field="window"))
+        return replace(figures, unserved=self.unserved())
 
     @abstractmethod
     def _stats(self, window: timedelta) -> Stats:
         """Compute :meth:`stats` for a validated ``window``, all figures at one store now."""
+
+    def unserved(self) -> Unserved:
+        """Due work and schedules that no live process serves: what would wait forever.
+
+        At the store's now ``at``:
+
+        * ``due``: the due executions — SCHEDULED and RETRY_WAIT with ``due_at <=
+          at``, held occurrences left out, exactly :meth:`stats`'s ``due_backlog`` —
+          counted by ``(job, job_version)`` in one grouped query.
+        * ``executions``: the groups no live node (:meth:`nodes`) serves. A node
+          serves the ``(job, version)`` pairs it registered (``register_node(...,
+          jobs=...)``); an execution pinned to version v is served by a node serving
+          ``(job, v)``, an unpinned one by a node serving any version of its job —
+          the rule :meth:`claim` applies to ``versions``. Queues and buckets are not
+          considered (nodes do not record which queues they claim from; buckets no
+          live node covers are :meth:`bucket_report`'s).
+        * ``active_schedules``: schedules not paused whose ``next_due`` is not
+          ``NEVER`` (a slot is still to come); ``schedulers``: the live nodes of kind
+          ``"scheduler"`` (running materializers). While none lives, every active
+          schedule is unserved (``Unserved.schedules``).
+
+        The counts come from one read; the nodes from a second one just after it.
+        """
+        at, groups, active = self._due_groups()
+        return unserved_work(at, groups, self.nodes(live_only=True), active)
+
+    @abstractmethod
+    def _due_groups(self) -> tuple[datetime, list[DueCount], int]:
+        """One read at the store's now: that now, the due executions by ``(job,
+        job_version)`` (zero counts left out, any order) and the active schedules
+        (see :meth:`unserved`)."""
 
     def slo(
         self,

@@ -118,7 +118,10 @@ class ScheduleVerbs(CatalogueVerbs):
             deprecated,
             stacklevel=3,
         )
-        return self._add_schedule(spec, schedule_id)
+        schedule = self._add_schedule(spec, schedule_id)
+        given = {"max_attempts": max_attempts, "priority": priority, "queue": queue}
+        self._note_unpublished_schedule(schedule, given)
+        return schedule
 
     def _schedule_to_add(
         self,
@@ -237,7 +240,9 @@ class ScheduleVerbs(CatalogueVerbs):
     def _list_schedules(self, filters: ScheduleFilter) -> SchedulePage:
         """List with validated filters: at most ``limit`` items, ``next_cursor`` if more exist."""
 
-    def update_schedule(self, schedule_id: str, /, **changes: Any) -> Schedule:
+    def update_schedule(
+        self, schedule_id: str, /, *, actor: str = "client", **changes: Any
+    ) -> Schedule:
         """Change any of ``add_schedule``'s arguments except ``id``; return the schedule.
 
         The schedule after the change is validated as ``add_schedule`` would
@@ -255,8 +260,15 @@ class ScheduleVerbs(CatalogueVerbs):
         as :meth:`add_schedule` does: the schedule is pinned again (a new ``job``
         without a ``version``: its latest) and its inputs checked against that
         version's schema.
+
+        ``paused=True`` on a schedule that is not paused pauses it as
+        :meth:`pause_schedule` does, the skips audited with ``actor``.
         """
-        return self._change_schedule(schedule_id, self._schedule_update(changes, stacklevel=3))
+        return self._change_schedule(
+            schedule_id,
+            self._schedule_update(changes, stacklevel=3),
+            actor=require_name(actor, "actor"),
+        )
 
     def _schedule_update(
         self, changes: dict[str, Any], *, stacklevel: int
@@ -298,14 +310,25 @@ class ScheduleVerbs(CatalogueVerbs):
         )
         return changes | {"job_version": resolved["version"], "inputs": resolved["inputs"]}
 
-    def pause_schedule(self, schedule_id: str) -> Schedule:
-        """Pause a schedule: its slots are recorded SKIPPED ("paused") until it is resumed.
+    def pause_schedule(self, schedule_id: str, *, actor: str = "client") -> Schedule:
+        """Pause a schedule: nothing of it starts until it is resumed.
 
-        ``next_due = now`` and the materializer lease is cleared (as for
-        :meth:`update_schedule`). Pausing a paused schedule returns it unchanged.
-        Raises :class:`NotFound`.
+        In one transaction: the schedule is stored paused, ``next_due = now`` and the
+        materializer lease is cleared (as for :meth:`update_schedule`), and every
+        execution of it that has not started — SCHEDULED and never claimed
+        (:func:`fencepost.domain.schedules.skipped_by_pause`: the occurrences stored
+        ahead, up to a minute for an ``allow`` schedule, and those held by an overlap
+        policy) — becomes SKIPPED with reason ``"paused"``, audited with ``actor``.
+        RUNNING ones, and retries of started ones (RETRY_WAIT), go on. A claim racing
+        the pause either takes an occurrence first (it runs) or finds it SKIPPED
+        (never both). While paused, each slot is recorded SKIPPED ("paused") as it
+        passes. :meth:`resume_schedule` brings none of these back.
+
+        Pausing a paused schedule returns it unchanged and skips nothing.
+        ``update_schedule(id, paused=True)`` pauses the same way. Raises
+        :class:`NotFound`, or :class:`ValidationError` for a blank ``actor``.
         """
-        return self._change_schedule(schedule_id, self._pausing)
+        return self._change_schedule(schedule_id, self._pausing, actor=require_name(actor, "actor"))
 
     @staticmethod
     def _pausing(current: Schedule, now: datetime) -> Schedule | None:
@@ -315,7 +338,10 @@ class ScheduleVerbs(CatalogueVerbs):
     def resume_schedule(self, schedule_id: str) -> Schedule:
         """Resume a paused schedule; ``next_due = now``, the materializer lease is cleared.
 
-        Resuming a schedule that is not paused returns it unchanged. Raises :class:`NotFound`.
+        The occurrences the pause skipped stay SKIPPED (a slot has one execution): the
+        schedule runs again from its first slot after its watermark, late slots by its
+        misfire policy. Resuming a schedule that is not paused returns it unchanged.
+        Raises :class:`NotFound`.
         """
         return self._change_schedule(schedule_id, self._resuming)
 
@@ -326,7 +352,11 @@ class ScheduleVerbs(CatalogueVerbs):
 
     @abstractmethod
     def _change_schedule(
-        self, schedule_id: str, decide: Callable[[Schedule, datetime], Schedule | None]
+        self,
+        schedule_id: str,
+        decide: Callable[[Schedule, datetime], Schedule | None],
+        *,
+        actor: str = "client",
     ) -> Schedule:
         """Read-decide-write one schedule in one transaction.
 
@@ -334,6 +364,11 @@ class ScheduleVerbs(CatalogueVerbs):
         schedule to store, or None to leave it unchanged (then return ``current``). A
         ValidationError from ``decide`` writes nothing. Store every field of the
         decided schedule except ``id``, ``watermark`` and ``created_at``.
+
+        When the change pauses it (:func:`fencepost.domain.schedules.pauses`), apply
+        ``ExecutionSkipped(reason=PAUSED, actor=actor)`` in the same transaction to
+        each of its executions that :func:`~fencepost.domain.schedules.skipped_by_pause`
+        (holding them, so that a concurrent claim takes each one before or not at all).
         """
 
     @abstractmethod

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from fencepost.domain import payloads
-from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS
-from fencepost.domain.catalogue import UNKNOWN_JOBS
+from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS, MAX_NUM_BUCKETS, bucket_for
+from fencepost.domain.catalogue import unknown_jobs_policy
 from fencepost.domain.checks import INT32_MAX, MAX_QUEUE, require_int, require_name, storable
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL as DEFAULT_COMMAND_TTL
 from fencepost.domain.defaults import DEFAULT_TTL as DEFAULT_TTL
@@ -62,6 +62,21 @@ MAX_PRUNE_BATCH = 100_000
 MAX_NAME_IN_FILTER = 1024
 
 
+class _Unchosen(int):
+    """The bucket count nobody chose: :data:`DEFAULT_NUM_BUCKETS` as
+    :attr:`StoreConfig.num_buckets`'s default.
+
+    An ``int`` like any other, except that a store recording another count adopts
+    that count instead of refusing to open (see :func:`adopt_buckets`).
+    """
+
+    __slots__ = ()
+
+
+#: :attr:`StoreConfig.num_buckets` when it is not given: 64, marked as nobody's choice.
+UNCHOSEN_NUM_BUCKETS: int = _Unchosen(DEFAULT_NUM_BUCKETS)
+
+
 #: How a fenced verb decides its event: from the execution as this transaction holds
 #: it, at the store's now (see :meth:`Store._fenced_change`).
 Decide = Callable[[Execution, datetime], ExecutionEvent]
@@ -81,23 +96,95 @@ class StoreConfig:
     #: Source of retry jitter; inject a seeded ``random.Random`` for reproducible tests.
     rng: random.Random = field(default_factory=random.Random)
     max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES
-    num_buckets: int = DEFAULT_NUM_BUCKETS
-    #: A submit naming a job no worker published: ``auto`` (allowed while the catalogue
-    #: is empty, refused once it has entries), ``allow`` or ``refuse``.
-    unknown_jobs: str = "auto"
+    #: How many buckets executions are spread over (``bucket_for(bucket_key or id,
+    #: num_buckets)``), 1 to :data:`MAX_NUM_BUCKETS`. A SQLite or PostgreSQL database
+    #: records the count of the first process that migrates it; a store given another
+    #: count refuses to open, and one not given a count (this default) adopts the
+    #: recorded one (see :func:`adopt_buckets` and :attr:`buckets_chosen`).
+    num_buckets: int = UNCHOSEN_NUM_BUCKETS
+    #: A submit naming a job no worker published: ``allow`` (stored with the store's
+    #: defaults, the job's published ones filling in what the submitter left out when a
+    #: worker publishes it) or ``refuse`` (a ValidationError naming ``job``). See
+    #: :data:`~fencepost.domain.catalogue.UNKNOWN_JOBS`.
+    unknown_jobs: str = "allow"
 
     def __post_init__(self) -> None:
-        if self.unknown_jobs not in UNKNOWN_JOBS:
-            raise ValidationError(
-                "unknown_jobs",
-                f"must be {', '.join(UNKNOWN_JOBS)}, got {self.unknown_jobs!r}",
-            )
+        object.__setattr__(self, "unknown_jobs", unknown_jobs_policy(self.unknown_jobs))
         if self.max_payload_bytes < 1:
             raise ValidationError(
                 "max_payload_bytes", f"must be >= 1, got {self.max_payload_bytes}"
             )
-        if self.num_buckets < 1:
-            raise ValidationError("num_buckets", f"must be >= 1, got {self.num_buckets}")
+        require_int(self.num_buckets, "num_buckets", low=1, high=MAX_NUM_BUCKETS)
+
+    @property
+    def buckets_chosen(self) -> bool:
+        """Whether :attr:`num_buckets` was given (so a database recording another count
+        is refused) rather than left at its default (so the recorded count is adopted)."""
+        return not isinstance(self.num_buckets, _Unchosen)
+
+
+def adopt_buckets(config: StoreConfig, recorded: int | None, location: str) -> StoreConfig:
+    """The settings a store opened at ``location`` runs with, given the bucket count its
+    database records (None: it records none, as a store that only reads an emptied
+    database may find).
+
+    A count left at its default takes the recorded one; a count that was given must
+    equal it, else :class:`ValidationError` on ``num_buckets`` saying both and how to
+    change the record (:meth:`Store.resize_buckets`, ``fencepost db set-buckets``).
+    Executions submitted with another count than the workers' would land in buckets
+    nobody claims from.
+    """
+    if recorded is None or recorded == config.num_buckets:
+        return config if recorded is None else replace(config, num_buckets=recorded)
+    if not config.buckets_chosen:
+        return replace(config, num_buckets=recorded)
+    raise ValidationError(
+        "num_buckets",
+        f"{location} records num_buckets={recorded}, this process asked for "
+        f"{config.num_buckets}: leave num_buckets out (or give {recorded}) to use the "
+        f"recorded count, or change it for every process with `fencepost db set-buckets "
+        f"{config.num_buckets} --db URL` (stop the workers first)",
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BucketsResized:
+    """What :meth:`Store.resize_buckets` did."""
+
+    previous: int  #: the count recorded before
+    num_buckets: int  #: the count recorded now
+    unfinished: int  #: unfinished executions looked at (SCHEDULED, RETRY_WAIT, RUNNING)
+    moved: int  #: of those, how many changed bucket
+    #: Live nodes registered when it ran (only with ``force``: otherwise it refuses):
+    #: processes that still use the previous count until they are restarted.
+    live_nodes: tuple[str, ...] = ()
+
+
+def rebucketed(
+    rows: Iterable[tuple[str, str | None, int]], num_buckets: int
+) -> list[tuple[str, int]]:
+    """``(id, new bucket)`` of each ``(id, bucket_key, bucket)`` whose bucket under
+    ``num_buckets`` differs: ``bucket_for(bucket_key or id, num_buckets)``, the rule
+    every submit applies."""
+    moves = []
+    for execution_id, key, bucket in rows:
+        wanted = bucket_for(key if key is not None else execution_id, num_buckets)
+        if wanted != bucket:
+            moves.append((execution_id, wanted))
+    return moves
+
+
+def live_nodes_refusal(node_ids: Sequence[str], num_buckets: int) -> ValidationError:
+    """The refusal of a resize while ``node_ids`` are live: they run with the old count."""
+    more = f" and {len(node_ids) - 5} more" if len(node_ids) > 5 else ""
+    shown = ", ".join(node_ids[:5]) + more
+    return ValidationError(
+        "num_buckets",
+        f"{len(node_ids)} live node(s) still run with the recorded count ({shown}): stop "
+        f"every worker and service first (a crashed one counts until its registration "
+        f"expires), or force the change to {num_buckets} (force=True, --force) and restart "
+        "them after; nothing was changed",
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -17,7 +17,18 @@ from fencepost.domain import jobviews
 from fencepost.wire.catalogue import JobEntry
 from fencepost.wire.mapping import WireModel
 
-__all__ = ["JobEntry", "JobList", "JobSummary", "JobView"]
+__all__ = ["JobEntry", "JobList", "JobSummary", "JobView", "Waiting"]
+
+
+class Waiting(BaseModel):
+    """A job's due executions now, as ``GET /jobs`` and ``GET /jobs/{name}`` show them."""
+
+    #: Live nodes serving any version of the job.
+    workers: int
+    #: Its due executions (SCHEDULED or RETRY_WAIT, due_at passed) waiting now.
+    due: int
+    #: How many of those no live worker serves (no live node serves their version).
+    unserved: int
 
 
 class JobSummary(WireModel[jobviews.JobSummary]):
@@ -33,6 +44,9 @@ class JobSummary(WireModel[jobviews.JobSummary]):
     nodes: list[str]
     #: Executions created in the window, by current state (every state listed).
     counts: dict[str, int]
+    #: Due executions of the job waiting now, and how many of them no live worker serves
+    #: (``Store.unserved``); None where the body was built without that report.
+    waiting: Waiting | None = None
 
     @classmethod
     def from_domain(cls, obj: jobviews.JobSummary, /, **given: Any) -> Self:
@@ -67,6 +81,8 @@ class JobView(WireModel[jobviews.JobView]):
     counts: dict[str, int]
     at: datetime
     window_seconds: float
+    #: Its due executions waiting now (see :class:`JobSummary`).
+    waiting: Waiting | None = None
 
     @classmethod
     def from_domain(cls, obj: jobviews.JobView, /, **given: Any) -> Self:

@@ -118,6 +118,39 @@ class Lateness(WireModel[reports.Lateness]):
     max: float | None
 
 
+class DueCount(WireModel[reports.DueCount]):
+    """Due executions of one job: pinned to ``version``, or (``version`` null) unpinned."""
+
+    job: str
+    #: The version they are pinned to; null: they run on any version of the job.
+    version: int | None
+    count: int
+
+
+class Unserved(WireModel[reports.Unserved]):
+    """Work waiting for a process that is not running (see ``Store.unserved``)."""
+
+    at: datetime
+    #: Every due (job, version) group, by job, then version (unpinned first).
+    due: list[DueCount]
+    #: The groups of ``due`` that no live worker serves.
+    executions: list[DueCount]
+    #: How many due executions no live worker serves (the sum over ``executions``).
+    due_unserved: int
+    #: Schedules not paused with a slot still to come.
+    active_schedules: int
+    #: Live nodes of kind "scheduler" (running materializers), by id.
+    schedulers: list[str]
+    #: Active schedules that will not fire: all of them while no scheduler lives, else 0.
+    schedules: int
+
+    @classmethod
+    def from_domain(cls, obj: reports.Unserved, /, **given: Any) -> Self:
+        """The body of the report, its two totals included."""
+        totals = {"due_unserved": obj.due_unserved, "schedules": obj.schedules}
+        return super().from_domain(obj, **{**totals, **given})
+
+
 class Stats(WireModel[reports.Stats]):
     """The store at one instant, and what happened in the window before it."""
 
@@ -137,6 +170,19 @@ class Stats(WireModel[reports.Stats]):
     stale_refused: int
     #: Leases that ran out in the window (reaped or taken over).
     lease_expiries: int
+    #: Due work and schedules no live process serves.
+    unserved: Unserved | None = None
+
+    @classmethod
+    def from_domain(cls, obj: reports.Stats, /, **given: Any) -> Self:
+        """The body of the figures, the unserved work's with them."""
+        unserved = None if obj.unserved is None else Unserved.from_domain(obj.unserved)
+        return super().from_domain(obj, **{"unserved": unserved, **given})
+
+    def to_domain(self, **given: Any) -> reports.Stats:
+        """The figures, the unserved work's with them."""
+        unserved = None if self.unserved is None else self.unserved.to_domain()
+        return super().to_domain(**{"unserved": unserved, **given})
 
 
 class SloShare(WireModel[reports.SloShare]):

@@ -265,6 +265,14 @@ class Schedule(WireModel[models.Schedule]):
     next_fire_at: datetime | None
 
 
+class ScheduleAdded(Schedule):
+    """The schedule ``POST /schedules`` stored (or found), and what it should know."""
+
+    #: What would keep the schedule from firing, e.g. that no scheduler is running
+    #: (no ``fencepost serve`` or ``fencepost worker --with-scheduler`` is alive).
+    warnings: list[str] = Field(default_factory=list)
+
+
 class SchedulePage(WireModel[models.SchedulePage]):
     """One page of schedules by id; pass ``next_cursor`` as ``cursor`` for the next one."""
 

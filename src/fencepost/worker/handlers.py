@@ -24,6 +24,7 @@ from fencepost.worker.runs import (
     completion,
     failure,
     inputs_of,
+    inputs_refused,
 )
 from fencepost.worker.state import WorkerState
 
@@ -70,6 +71,9 @@ class HandlerPool(WorkerState):
                 return  # abandoned after a timeout: a replacement thread took our place
 
     def _execute(self, run: Run) -> Outcome:
+        refused = inputs_refused(run)
+        if refused is not None:
+            return refused
         try:
             with tracing.current(run.span):  # the handler's own spans nest in the attempt's
                 result = run.spec.run(run.ctx, inputs_of(run.lease))
@@ -79,9 +83,13 @@ class HandlerPool(WorkerState):
 
     async def _run_async(self, run: Run) -> None:
         try:
-            with tracing.current(run.span):
-                result = await run.spec.run(run.ctx, inputs_of(run.lease))
-            outcome = completion(run, result)
+            refused = inputs_refused(run)
+            if refused is not None:
+                outcome = refused
+            else:
+                with tracing.current(run.span):
+                    result = await run.spec.run(run.ctx, inputs_of(run.lease))
+                outcome = completion(run, result)
         except asyncio.CancelledError:
             outcome = failure(run, Cancelled(run.ctx.stop_reason or CANCEL_REQUESTED))
         except BaseException as exc:

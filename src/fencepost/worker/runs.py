@@ -111,6 +111,33 @@ def inputs_of(lease: Lease) -> dict[str, Any]:
     return dict(lease.inputs) if isinstance(lease.inputs, dict) else {}
 
 
+#: The error prefix of an execution whose inputs its job's schema refuses at its claim.
+INPUTS_INVALID = "inputs_invalid"
+
+
+def inputs_refused(run: Run) -> Outcome | None:
+    """The outcome of an execution whose inputs were never checked and do not fit, or None.
+
+    An execution submitted before its job was published is not pinned to a version,
+    and its inputs were not checked at submit: they are checked here, against the
+    spec that is about to run them, before its handler starts. A mismatch fails the
+    execution with ``inputs_invalid`` naming the field, without a retry (no retry can
+    mend inputs). Pinned executions were checked at submit and pass untouched, and
+    so does a handler whose schema is its hints': binding them at the run refuses
+    the same inputs, as a permanent failure.
+    """
+    if run.lease.job_version is not None or run.spec.binds_its_schema:
+        # Pinned: checked at submit. A schema derived from the handler's hints: the
+        # run's own binding refuses what it would (without loading jsonschema).
+        return None
+    try:
+        run.spec.check_inputs(run.lease.inputs)
+    except ValidationError as exc:
+        error = sanitize_text(f"{INPUTS_INVALID}: {exc}", max_len=MAX_ERROR_CHARS)
+        return Outcome(run, "fail", error=error, retryable=False, exc=exc)
+    return None
+
+
 def completion(run: Run, result: Any) -> Outcome:
     """What ``result``, returned by ``run``'s handler, makes of the attempt.
 

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from fencepost import tracing
 from fencepost.domain.checks import require_int
-from fencepost.domain.errors import StoreUnavailable, ValidationError
+from fencepost.domain.errors import FencepostError, StoreUnavailable, ValidationError
 from fencepost.domain.models import Lease
 from fencepost.domain.nodes import default_node_id
 from fencepost.jobs.catalogue import entries_of
@@ -265,6 +265,8 @@ class Worker(HandlerPool, Outbox, HeldRuns):
             opts.prefetch,
             describe(self.store),
         )
+        if registered:
+            self._warn_without_scheduler()
         notifier = threading.Thread(target=self._listen, name="fencepost-notify", daemon=True)
         notifier.start()
         now = self._monotonic()
@@ -495,6 +497,28 @@ class Worker(HandlerPool, Outbox, HeldRuns):
                 limit,
             )
         self._clock_agrees = agrees
+
+    def _warn_without_scheduler(self) -> None:
+        """Warn, after the start line, when schedules exist that no live materializer fires.
+
+        A plain worker runs executions but materializes no schedule: that takes a
+        ``--with-scheduler`` worker or ``fencepost serve`` somewhere. A remote worker
+        asks nothing (its source has no node listing: its service materializes, unless
+        told not to), and a store that cannot answer now is not worth a warning.
+        """
+        store: Any = self.store  # a Store (or its metered wrapper) when it lists nodes
+        if getattr(store, "live_schedulers", None) is None:
+            return
+        # Loaded only here: a remote worker never needs the scheduler's planning.
+        from fencepost.scheduler.materializer import scheduler_warning
+
+        try:
+            warning = scheduler_warning(store)
+        except FencepostError as exc:
+            log.debug("could not look for a live scheduler: %s", exc)
+            return
+        if warning is not None:
+            log.warning("worker %s: %s", self.owner, warning)
 
     # -- shutdown --------------------------------------------------------------------
 

@@ -20,6 +20,8 @@ const CHART_MAX_SAMPLES = 240;
 const SVG_NS = "http://www.w3.org/2000/svg";
 // The Jobs view counts each job's executions created in this trailing window.
 const JOBS_WINDOW_SECONDS = 86400;
+// The warning about work nobody serves lists this many job versions, then a count.
+const UNSERVED_SHOWN = 10;
 
 // -- DOM helpers -------------------------------------------------------------------------
 
@@ -770,6 +772,26 @@ function countItems(counts) {
   return STATES.map((s) => h("li", {}, stateBadge(s), h("span", { class: "count", "data-state": s }, counts[s] ?? 0)));
 }
 
+// A job's live workers ("0, no live worker" when none) and its due executions waiting
+// now, with how many of them no live worker serves.
+function workersText(waiting) {
+  if (!waiting) return "–";
+  return waiting.workers ? String(waiting.workers) : "0, no live worker";
+}
+
+function dueText(waiting) {
+  if (!waiting) return "–";
+  return waiting.unserved ? `${waiting.due} (${waiting.unserved} unserved)` : String(waiting.due);
+}
+
+function waitingCells(waiting) {
+  const warn = (bad) => (bad ? "num unserved-cell" : "num");
+  return [
+    h("td", { class: `workers ${warn(waiting && !waiting.workers)}` }, workersText(waiting)),
+    h("td", { class: `due ${warn(waiting && waiting.unserved)}` }, dueText(waiting)),
+  ];
+}
+
 async function loadJobs() {
   const list = await api("GET", `/jobs${query({ window: JOBS_WINDOW_SECONDS })}`);
   return () => {
@@ -784,11 +806,12 @@ async function loadJobs() {
         h("td", { class: "defaults" }, defaultsText(job.latest.defaults)),
         h("td", { class: "inputs" }, job.inputs.length ? job.inputs.join(", ") : "–"),
         h("td", { class: "nodes" }, job.nodes.length ? job.nodes.join(", ") : "–"),
+        ...waitingCells(job.waiting),
         ...countCells(job.counts),
       ),
     );
     $("jobs").replaceChildren(
-      ...(rows.length ? rows : [emptyRow(5 + STATES.length, "No job published yet: workers publish the jobs they run.")]),
+      ...(rows.length ? rows : [emptyRow(7 + STATES.length, "No job published yet: workers publish the jobs they run.")]),
     );
   };
 }
@@ -804,6 +827,8 @@ async function loadJob(route) {
       ["latest", latest.version],
       ["versions", job.versions.map((v) => v.version).join(", ")],
       ["nodes", job.nodes.length ? job.nodes.join(", ") : "none live"],
+      ["workers", workersText(job.waiting)],
+      ["due", dueText(job.waiting)],
     ];
     $("job-fields").replaceChildren(
       ...fields.flatMap(([name, value]) => [h("dt", {}, name), h("dd", { "data-field": name }, value)]),
@@ -869,8 +894,48 @@ async function loadStats() {
       `due backlog ${stats.due_backlog} · claims in the last ${formatSeconds(stats.window_seconds)}: ` +
       `${late.count} (max ${formatSeconds(late.max)}) · stale completions refused ${stats.stale_refused} · ` +
       `lease expiries ${stats.lease_expiries}`;
+    renderUnserved(stats.unserved);
     drawChart();
   };
+}
+
+// The warning panel: due executions whose job (or pinned version) no live worker
+// serves, and active schedules while no scheduler runs. Hidden when there are none.
+function renderUnserved(unserved) {
+  if (!changed("unserved", unserved ?? null)) return;
+  const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+  const groups = unserved?.executions ?? [];
+  // A long list would push every view off the screen: the first few, then a count.
+  const items = groups.slice(0, UNSERVED_SHOWN).map((group) => {
+    const pinned = group.version !== null && group.version !== undefined;
+    return h(
+      "li",
+      { "data-job": group.job, "data-version": pinned ? group.version : undefined },
+      // Its executions, not its catalogue page: a job nobody published has none.
+      h("a", { href: `#/executions${query({ job: group.job })}`, class: "job-link" }, group.job),
+      pinned ? ` version ${group.version}` : "",
+      ": ",
+      h("span", { class: "count" }, plural(group.count, "due execution", "due executions")),
+      pinned ? ` pinned to version ${group.version}, which no live worker serves` : ", no live worker serves this job",
+    );
+  });
+  if (groups.length > UNSERVED_SHOWN) {
+    const rest = groups.slice(UNSERVED_SHOWN).reduce((sum, group) => sum + group.count, 0);
+    const others = plural(groups.length - UNSERVED_SHOWN, "more job", "more jobs");
+    items.push(h("li", { class: "more" }, `and ${plural(rest, "due execution", "due executions")} of ${others} (fencepost stats names them all)`));
+  }
+  if (unserved?.schedules) {
+    items.push(
+      h(
+        "li",
+        { "data-schedules": unserved.schedules },
+        h("span", { class: "count" }, plural(unserved.schedules, "active schedule", "active schedules")),
+        ", no scheduler running: none of them fires (run fencepost serve or fencepost worker --with-scheduler)",
+      ),
+    );
+  }
+  $("unserved-list").replaceChildren(...items);
+  show($("unserved"), items.length > 0);
 }
 
 function drawChart() {

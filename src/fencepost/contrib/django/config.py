@@ -8,7 +8,7 @@
         "SCHEMA": "jobs",              # PostgreSQL: the schema of fencepost's tables
         "NUM_BUCKETS": 256,            # the other fencepost.connect options
         "MAX_PAYLOAD_BYTES": 262144,
-        "UNKNOWN_JOBS": "auto",
+        "UNKNOWN_JOBS": "allow",       # or "refuse"
         "MIGRATE": False,              # True: create/upgrade the tables on first use
     }
 
@@ -109,7 +109,7 @@ def store_settings() -> StoreSettings:
         options["max_payload_bytes"] = _integer(raw, "MAX_PAYLOAD_BYTES", 1, 2**31 - 1)
     if "UNKNOWN_JOBS" in raw:
         value = raw["UNKNOWN_JOBS"]
-        if value not in UNKNOWN_JOBS:
+        if value not in UNKNOWN_JOBS and value != "auto":  # auto: deprecated, read as allow
             raise _improper("UNKNOWN_JOBS", f"must be one of {', '.join(UNKNOWN_JOBS)}", value)
         options["unknown_jobs"] = value
     if "MIGRATE" in raw:

@@ -73,6 +73,7 @@ OWN_OPTIONS = (
     "pooler",
     "listen_url",
     "unknown_jobs",  # read by fencepost.store.connect, for every backend
+    "num_buckets",  # the same
 )
 
 
@@ -463,8 +464,12 @@ def applied_migrations(db: Database) -> set[int] | None:
         return done
 
 
-def migrate(db: Database) -> list[int]:
-    """Apply pending migrations under an advisory lock; return the versions applied."""
+def migrate(db: Database, *, num_buckets: int | None = None) -> list[int]:
+    """Apply pending migrations under an advisory lock; return the versions applied.
+
+    In the same transaction, ``num_buckets`` (if given) is recorded unless a count
+    already is: the first process to migrate decides (see :func:`recorded_num_buckets`).
+    """
     known = migration_files(MIGRATIONS_PACKAGE)
     schemas.make(db)
     try:
@@ -480,6 +485,8 @@ def migrate(db: Database) -> list[int]:
                     conn.execute(sql)  # a script: several statements, no parameters
                     conn.execute(QUERIES["record_migration"], {"version": version, "name": name})
                     applied.append(version)
+            if num_buckets is not None:
+                conn.execute(QUERIES["record_num_buckets"], {"num_buckets": int(num_buckets)})
     except StoreUnavailable as exc:
         if isinstance(exc.__cause__, psycopg.errors.InsufficientPrivilege):
             with db.connection() as conn:
@@ -487,6 +494,13 @@ def migrate(db: Database) -> list[int]:
             raise schemas.cannot_write(db.schema, str(state[1] if state else "")) from None
         raise
     return applied
+
+
+def recorded_num_buckets(db: Database) -> int | None:
+    """The bucket count the schema records (None: none, e.g. an emptied settings table)."""
+    with db.connection() as conn:
+        row = conn.execute(QUERIES["recorded_num_buckets"]).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _refuse_moved(conn: Connection, done: set[int]) -> None:

@@ -4,7 +4,8 @@ Executions, their payloads and their audit trail are partitioned by RANGE of the
 execution id (migration 10). Ids are UUIDv7: the first 48 bits are the creation
 time in milliseconds, so ``[id_floor(day start), id_floor(next day start))`` is every
 execution created that day. This module names those partitions, creates them
-before a row needs one, and lists them for prune, which drops whole days.
+before a row needs one, and lists them for prune, which drops whole days (and
+settles the days a prune stopped midway left detached: see settle_leftovers).
 
 A partition is made as a plain table and then attached: ``CREATE TABLE ... PARTITION
 OF`` would lock the parent against every claim while it waits for its lock, where
@@ -266,17 +267,30 @@ def drop_finished_days(
     and it ends (by creation time) before ``cutoff``. It is detached first (each of
     the three tables, ``CONCURRENTLY`` unless behind a transaction pooler, so that
     claims and completions never wait), checked again once detached (a replay may
-    have revived an execution in it meanwhile: such a day is attached back), and
-    only then are its idempotency keys and commands deleted and its tables dropped.
-    ``on_drop(rows)`` is called after each day dropped.
+    have revived an execution in it meanwhile: such a day is attached back), marked
+    as being dropped (:data:`DROPPING`), and only then are its idempotency keys and
+    commands deleted and its tables dropped. ``on_drop(rows)`` is called after each
+    day dropped.
+
+    First it finishes what an interrupted prune left: a detach under way
+    (``DETACH ... FINALIZE``), then every day whose tables it left detached but not
+    dropped (see :func:`settle_leftovers`). Prunes of one store run one at a time
+    (as ``fencepost prune`` from one cron entry does): a second prune running beside
+    a first takes the first's day in hand for a leftover.
     """
     dropped = 0
     cutoff_ms = int(cutoff.timestamp() * 1000)
+
+    def counted(rows: int) -> None:
+        nonlocal dropped
+        dropped += rows
+        if callable(on_drop):
+            on_drop(rows)
+
     with connect() as conn:  # type: ignore[operator]
         _finalize_pending(conn)
-        candidates = [
-            p for p in partitions(conn) if p.upper_ms is not None and p.upper_ms <= cutoff_ms
-        ]
+        settle_leftovers(conn, cutoff, concurrently=concurrently, on_drop=counted)
+        candidates = [p for p in partitions(conn) if _ends_by(p, cutoff_ms)]
         for p in candidates:
             if not all_prunable(conn, p.name, cutoff):
                 continue
@@ -284,11 +298,156 @@ def drop_finished_days(
             if not all_prunable(conn, p.name, cutoff):
                 _attach(conn, p)
                 continue
+            counted(_forget_and_drop(conn, p))
+    return dropped
+
+
+def _ends_by(p: Partition, cutoff_ms: int) -> bool:
+    """Whether every execution ``p`` can hold was created before the cutoff."""
+    return p.upper_ms is not None and p.upper_ms <= cutoff_ms
+
+
+# -- what an interrupted prune left ----------------------------------------------------
+
+#: The comment a prune writes on a day's detached executions partition once the day
+#: passed its check after the detach, before the first of its keys is deleted: from
+#: then on the day is as good as gone, and a later prune finishes dropping it.
+DROPPING = "fencepost: prune is dropping this day"
+
+#: The names of the partitions of TABLES: ``_p`` and a UTC date (:func:`partition_name`),
+#: or ``_p0`` (the first partition, made by migration 10).
+_PARTITION_NAME = re.compile(r"(executions|execution_data|transitions)(_p0|_p[0-9]{8})")
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A day of history a prune left detached (wholly or in part) when it was stopped."""
+
+    #: The executions partition's name and bounds (from a still attached sibling, else
+    #: from the name; ``_p0`` without one: open below, up to the day after its newest row).
+    partition: Partition
+    #: The tables (of TABLES) whose partition of the day is attached to its parent.
+    attached: frozenset[str]
+    #: Those whose partition of the day is a plain table; the rest have none (dropped).
+    detached: frozenset[str]
+    #: The prune had decided to drop the day (:data:`DROPPING`).
+    dropping: bool
+
+
+def leftovers(conn: psycopg.Connection) -> list[Leftover]:
+    """The days of history whose partition of one of TABLES exists but is attached to
+    no parent, oldest first: what a prune stopped between detaching and dropping left.
+
+    Looked for among the tables of this store's schema (the one ``executions`` is
+    in), named as the partitions are. Read from the catalogue alone.
+    """
+    found = conn.execute(
+        "SELECT c.relname, EXISTS (SELECT 1 FROM pg_inherits AS i WHERE i.inhrelid = c.oid),"
+        " coalesce(obj_description(c.oid, 'pg_class') = %s, false)"
+        " FROM pg_class AS c WHERE c.relkind = 'r'"
+        " AND c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = %s::regclass)"
+        " AND c.relname ~ '^(executions|execution_data|transitions)_p[0-9]+$'",
+        (DROPPING, "executions"),
+    ).fetchall()
+    days: dict[str, dict[str, tuple[bool, bool]]] = {}
+    for name, attached, marked in found:
+        match = _PARTITION_NAME.fullmatch(str(name))
+        if match is not None:
+            days.setdefault(match.group(2), {})[match.group(1)] = (bool(attached), bool(marked))
+    out = []
+    for suffix, tables in days.items():
+        detached = frozenset(t for t, (attached, _) in tables.items() if not attached)
+        if not detached:
+            continue
+        attached = frozenset(tables) - detached
+        bounds = _leftover_bounds(conn, suffix, attached, detached)
+        if bounds is None:  # _p and eight digits, but no date: not a name fencepost made
+            continue
+        dropping = tables.get("executions", (True, False))[1]
+        out.append(Leftover(bounds, attached, detached, dropping))
+    return sorted(out, key=lambda left: left.partition.upper_ms or 0)
+
+
+def _leftover_bounds(
+    conn: psycopg.Connection, suffix: str, attached: frozenset[str], detached: frozenset[str]
+) -> Partition | None:
+    """The bounds the day's partitions had (see :attr:`Leftover.partition`)."""
+    name = "executions" + suffix
+    for table in _in_order(attached):
+        for p in partitions(conn, table):
+            if p.name == table + suffix:
+                return Partition(name, p.lower_ms, p.upper_ms)
+    if suffix != "_p0":
+        try:
+            day = (datetime.strptime(suffix[2:], "%Y%m%d").date() - date(1970, 1, 1)).days
+        except ValueError:
+            return None
+        return Partition(name, day * DAY_MS, (day + 1) * DAY_MS)
+    # Migration 10's first partition, on its own: open below, as it was. Its upper
+    # bound was at least the day after its newest row, and the next partition starts
+    # at or after it: up to there it overlaps nothing. Empty, it holds nothing (and
+    # names no ids, so deletes no keys).
+    newest = 0
+    for table, column in TABLES:
+        if table in detached:
+            row = conn.execute(
+                sql.SQL("SELECT max({})::text FROM {}").format(
+                    sql.Identifier(column), sql.Identifier(table + suffix)
+                )
+            ).fetchone()
+            if row is not None and row[0] is not None:
+                newest = max(newest, (day_of(str(row[0])) + 1) * DAY_MS)
+    return Partition(name, None, newest)
+
+
+def settle_leftovers(
+    conn: psycopg.Connection,
+    cutoff: datetime,
+    *,
+    concurrently: bool = True,
+    on_drop: object = None,
+) -> None:
+    """Drop, or attach back, every day an interrupted prune left detached (:func:`leftovers`).
+
+    Until then the day's executions are out of sight while their idempotency keys
+    are taken: a submit with one of those keys, and a read or replay of one of those
+    executions, is answered "being pruned" (a retryable StoreUnavailable) for as
+    long as the day is left so. Each day is settled by where the prune was stopped:
+
+    - marked :data:`DROPPING` (stopped while deleting its keys or commands, or
+      dropping its tables): dropped, whatever ``cutoff`` is now, since some of its
+      keys may be gone already: attached back, those executions would be stored
+      without their keys, and a submit with one would make a second execution;
+    - its executions partition detached, not marked (stopped after detaching, before
+      its check): dropped if the day would be dropped at ``cutoff`` (it ended before
+      ``cutoff`` and every execution in it finished at or before ``cutoff``, read
+      from the detached table as :func:`all_prunable` reads any); else attached back,
+      and readable again. A later cutoff than the stopped prune's drops what that
+      one would have; a revived execution in it (a replay during the detach), or an
+      earlier cutoff (a longer ``--older-than`` this time), keeps the day;
+    - its executions partition attached, siblings detached (stopped while attaching
+      the day back): the siblings are attached back; the day is then judged with the
+      other attached days;
+    - its executions partition dropped (stopped between dropping its tables, its keys
+      and commands deleted before the first): the other tables are dropped.
+
+    The siblings still attached of a day that goes are detached first (``CONCURRENTLY``
+    as told). ``on_drop(rows)`` is called after each day whose executions were dropped.
+    """
+    cutoff_ms = int(cutoff.timestamp() * 1000)
+    for left in leftovers(conn):
+        p = left.partition
+        if "executions" in left.attached:
+            _attach(conn, p, left.detached)
+        elif "executions" not in left.detached:
+            _drop(conn, p, left.detached)
+        elif left.dropping or (_ends_by(p, cutoff_ms) and all_prunable(conn, p.name, cutoff)):
+            _detach(conn, p, concurrently, left.attached)
             rows = _forget_and_drop(conn, p)
-            dropped += rows
             if callable(on_drop):
                 on_drop(rows)
-    return dropped
+        else:
+            _attach(conn, p, left.detached)
 
 
 def _bounds(p: Partition) -> tuple[sql.Composable, sql.Composable]:
@@ -297,9 +456,16 @@ def _bounds(p: Partition) -> tuple[sql.Composable, sql.Composable]:
     return lower, upper
 
 
-def _detach(conn: psycopg.Connection, p: Partition, concurrently: bool) -> None:
+#: Every one of TABLES, by name.
+ALL_TABLES = frozenset(table for table, _column in TABLES)
+
+
+def _detach(
+    conn: psycopg.Connection, p: Partition, concurrently: bool, tables: Iterable[str] = ALL_TABLES
+) -> None:
+    """Detach the day's partition of each of ``tables`` (in TABLES' order: executions first)."""
     how = sql.SQL(" CONCURRENTLY" if concurrently else "")
-    for table, _column in TABLES:
+    for table in _in_order(tables):
         conn.execute(
             sql.SQL("ALTER TABLE {} DETACH PARTITION {}{}").format(
                 sql.Identifier(table), sql.Identifier(sibling(p.name, table)), how
@@ -307,9 +473,10 @@ def _detach(conn: psycopg.Connection, p: Partition, concurrently: bool) -> None:
         )
 
 
-def _attach(conn: psycopg.Connection, p: Partition) -> None:
+def _attach(conn: psycopg.Connection, p: Partition, tables: Iterable[str] = ALL_TABLES) -> None:
+    """Attach the day's partition of each of ``tables`` back (executions first)."""
     lower, upper = _bounds(p)
-    for table, _column in TABLES:
+    for table in _in_order(tables):
         conn.execute(
             sql.SQL("ALTER TABLE {} ATTACH PARTITION {} FOR VALUES FROM ({}) TO ({})").format(
                 sql.Identifier(table), sql.Identifier(sibling(p.name, table)), lower, upper
@@ -326,21 +493,36 @@ def _attach(conn: psycopg.Connection, p: Partition) -> None:
 KEYS_SLICE_MS = 10 * 60 * 1000
 
 
-def _forget_and_drop(conn: psycopg.Connection, p: Partition) -> int:
-    """Delete a detached day's keys and commands, then drop its tables; its row count.
+def _in_order(tables: Iterable[str]) -> list[str]:
+    wanted = set(tables)
+    return [table for table, _column in TABLES if table in wanted]
 
-    Both are found by the day's range of ids, through an index (execution_keys_execution,
+
+def _forget_and_drop(conn: psycopg.Connection, p: Partition) -> int:
+    """Mark a detached day :data:`DROPPING`, delete its keys and commands, then drop its
+    tables (executions first); its row count.
+
+    The mark comes first: a prune stopped after it leaves a day that the next one
+    finishes dropping (see :func:`settle_leftovers`). Keys and commands are found by
+    the day's range of ids, through an index (execution_keys_execution,
     commands_execution): what this reads is the day's keys and commands, not its rows.
     """
+    conn.execute(
+        sql.SQL("COMMENT ON TABLE {} IS {}").format(sql.Identifier(p.name), sql.Literal(DROPPING))
+    )
     rows = _count(conn, p)
     lower, upper = _id_range(p)
     _forget_keys(conn, lower, upper)
     conn.execute(
         "DELETE FROM commands WHERE execution_id >= %s AND execution_id < %s", (lower, upper)
     )
-    for table, _column in TABLES:
-        conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(sibling(p.name, table))))
+    _drop(conn, p, ALL_TABLES)
     return rows
+
+
+def _drop(conn: psycopg.Connection, p: Partition, tables: Iterable[str]) -> None:
+    for table in _in_order(tables):
+        conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(sibling(p.name, table))))
 
 
 def _forget_keys(conn: psycopg.Connection, lower: str, upper: str) -> None:

@@ -43,6 +43,35 @@ SELECT version FROM fencepost_migrations ORDER BY version
 -- name: record_migration
 INSERT INTO fencepost_migrations (version, name) VALUES (%(version)s, %(name)s)
 
+-- name: record_num_buckets
+-- The bucket count of the first process that migrates (migrations/0013_settings.sql),
+-- under the migration lock; a count already recorded stays.
+INSERT INTO fencepost_settings (id, num_buckets) VALUES (1, %(num_buckets)s)
+ON CONFLICT (id) DO NOTHING
+
+-- name: recorded_num_buckets
+SELECT num_buckets FROM fencepost_settings WHERE id = 1
+
+-- name: set_num_buckets
+-- A resize (Store.resize_buckets), in the transaction that moves the executions.
+INSERT INTO fencepost_settings (id, num_buckets) VALUES (1, %(num_buckets)s)
+ON CONFLICT (id) DO UPDATE SET num_buckets = excluded.num_buckets, changed_at = clock_timestamp()
+
+-- name: lock_executions_for_resize
+-- Writers wait (readers do not) while a resize moves every unfinished execution, so
+-- that none committed before it ends keeps the bucket of the previous count.
+LOCK TABLE executions IN EXCLUSIVE MODE
+
+-- name: unfinished_buckets
+-- What a resize moves: each unfinished execution, with what its bucket is made from.
+SELECT id, bucket_key, bucket FROM executions
+WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
+
+-- name: move_to_buckets
+UPDATE executions AS e SET bucket = m.bucket
+FROM unnest(%(ids)s::uuid[], %(buckets)s::integer[]) AS m (id, bucket)
+WHERE e.id = m.id
+
 -- name: find_store_schema
 -- Where a URL that names no schema finds the store (store/postgres/schemas.py): whether
 -- the default schema %(schema)s holds fencepost's tables, and else the schema in which the
@@ -98,18 +127,21 @@ new AS (
         %(execute_ats)b::timestamptz[], %(delays)b::interval[], %(priorities)b::integer[],
         %(max_attempts)b::integer[], %(timeouts)b::interval[], %(keys)b::text[],
         %(hashes)b::text[], %(buckets)b::integer[], %(bucket_keys)b::text[],
-        %(inputs)b::jsonb[], %(queues)b::text[], %(trace_contexts)b::text[]
+        %(inputs)b::jsonb[], %(queues)b::text[], %(trace_contexts)b::text[],
+        %(unset_defaults)b::text[]
     ) AS n(id, job, job_version, execute_at, delay, priority, max_attempts, timeout,
-           idempotency_key, request_hash, bucket, bucket_key, inputs, queue, trace_context)
+           idempotency_key, request_hash, bucket, bucket_key, inputs, queue, trace_context,
+           unset_defaults)
 ),
 unkeyed AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
         timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at,
-        queue, trace_context
+        queue, trace_context, unset_defaults
     )
     SELECT id, job, job_version, 'SCHEDULED', due_at, priority, 0, max_attempts, 0,
-           timeout, NULL, NULL, bucket, bucket_key, created_at, created_at, queue, trace_context
+           timeout, NULL, NULL, bucket, bucket_key, created_at, created_at, queue, trace_context,
+           unset_defaults
     FROM new WHERE idempotency_key IS NULL
 ),
 -- A key is claimed in execution_keys (unique across the history's partitions,
@@ -127,11 +159,11 @@ keyed AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
         timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at,
-        queue, trace_context
+        queue, trace_context, unset_defaults
     )
     SELECT id, job, job_version, 'SCHEDULED', due_at, priority, 0, max_attempts, 0,
            timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, created_at,
-           queue, trace_context
+           queue, trace_context, unset_defaults
     FROM new JOIN claimed USING (id)
     RETURNING id
 ),
@@ -144,8 +176,8 @@ data AS (
     INSERT INTO execution_data (execution_id, inputs) SELECT id, inputs FROM inserted
 ),
 audit AS (
-    INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, at)
-    SELECT id, 'SUBMITTED', NULL, 'SCHEDULED', 0, created_at FROM inserted
+    INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, at)
+    SELECT id, 'SUBMITTED', NULL, 'SCHEDULED', 0, %(actor)s::text, created_at FROM inserted
 ),
 -- Wake idle workers: one notification per batch, delivered when this
 -- transaction commits, and only when the store's debounce allows (%(notify)s).
@@ -175,6 +207,20 @@ SELECT tableoid::regclass::text FROM executions WHERE id = %(id)s::uuid
 SELECT e.idempotency_key, e.id, e.request_hash
 FROM execution_keys AS k JOIN executions AS e ON e.id = k.execution_id
 WHERE k.key = ANY(%(keys)s::text[])
+
+-- name: day_being_pruned
+-- Whether the day of history whose executions partition is named %(name)s is being
+-- pruned: the table exists but is no longer (or, DETACH ... CONCURRENTLY under way, no
+-- longer wholly) a partition of executions. See history.drop_finished_days.
+SELECT EXISTS (
+    SELECT 1 FROM pg_class AS c
+    WHERE c.oid = to_regclass(%(name)s)
+      AND NOT EXISTS (
+          SELECT 1 FROM pg_inherits AS i
+          WHERE i.inhrelid = c.oid AND i.inhparent = 'executions'::regclass
+            AND NOT i.inhdetachpending
+      )
+)
 
 -- name: submitted_before
 -- A retried submit (its connection was lost, maybe during COMMIT): which of its
@@ -854,6 +900,20 @@ WHERE id IN (
 )
 ORDER BY id
 
+-- name: unstarted_schedule_executions
+-- What pausing a schedule skips: its occurrences SCHEDULED and never claimed (see
+-- fencepost.domain.schedules.skipped_by_pause), locked. A row a claim took first is
+-- re-checked once its lock is free and, RUNNING now, drops out; a claim that comes
+-- second skips the locked rows (SKIP LOCKED) and finds them SKIPPED afterwards.
+SELECT * FROM execution_rows
+WHERE id IN (
+    SELECT e.id FROM executions AS e
+    WHERE e.schedule_id = %(id)s::text AND e.state = 'SCHEDULED' AND e.epoch = 0
+    ORDER BY e.id
+    FOR UPDATE
+)
+ORDER BY id
+
 -- name: acquire_schedules
 -- One statement: pick due schedules without a live materializer lease (skipping
 -- rows another acquire has locked) and lease them. A row leased by an acquire
@@ -1032,6 +1092,20 @@ SELECT
      FROM late),
     (SELECT max(v) FROM late)
 
+-- name: due_groups
+-- Store.unserved in one statement (one snapshot): the due executions (as stats counts
+-- the due backlog) by job and pinned version, as a JSON array of [job, job_version,
+-- count], read through executions_claimable; and the schedules not paused with a slot
+-- still to come (next_due < NEVER).
+SELECT
+    (SELECT coalesce(json_agg(json_build_array(job, job_version, n)), '[]'::json)
+     FROM (SELECT job, job_version, count(*) AS n FROM executions
+           WHERE state IN ('RETRY_WAIT', 'SCHEDULED')
+             AND due_at <= %(now)s::timestamptz AND due_at < %(held)s::timestamptz
+           GROUP BY job, job_version) AS due),
+    (SELECT count(*) FROM schedules
+     WHERE NOT paused AND next_due < %(never)s::timestamptz)
+
 -- name: job_counts
 -- Store.job_counts: executions created in (%(start)s, %(now)s] by job and current
 -- state. Ids are time-ordered (minted by the submitter's clock, created_at by the
@@ -1167,3 +1241,47 @@ WHERE id = ANY(%(ids)s::uuid[])
 -- name: done_channel
 -- The channel of terminal transitions (see write_change): one per schema.
 SELECT left('fencepost_done_' || current_schema(), 63)
+
+-- name: unpublished_jobs
+-- The jobs that work submitted before their publication waits for (through the
+-- executions' partial index; schedules are few).
+SELECT job FROM executions WHERE unset_defaults IS NOT NULL
+UNION
+SELECT job FROM schedules WHERE unset_defaults IS NOT NULL
+
+-- name: adopt_execution_defaults
+-- The published defaults of %(job)s fill in what the submitters of its unfinished
+-- executions left out (a NULL default leaves the store's); never fewer attempts than
+-- the one already made.
+UPDATE executions
+SET max_attempts = CASE
+        WHEN %(max_attempts)s::integer IS NOT NULL AND strpos(unset_defaults, 'max_attempts') > 0
+        THEN greatest(%(max_attempts)s::integer, attempt) ELSE max_attempts END,
+    timeout = CASE WHEN %(timeout)s::interval IS NOT NULL AND strpos(unset_defaults, 'timeout') > 0
+                   THEN %(timeout)s::interval ELSE timeout END,
+    priority = CASE WHEN %(priority)s::integer IS NOT NULL AND strpos(unset_defaults, 'priority') > 0
+                    THEN %(priority)s::integer ELSE priority END,
+    queue = CASE WHEN %(queue)s::text IS NOT NULL AND strpos(unset_defaults, 'queue') > 0
+                 THEN %(queue)s::text ELSE queue END,
+    unset_defaults = NULL
+WHERE job = %(job)s AND unset_defaults IS NOT NULL
+  AND state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
+
+-- name: forget_unset_defaults
+-- Finished executions keep what they ran with.
+UPDATE executions SET unset_defaults = NULL WHERE job = %(job)s AND unset_defaults IS NOT NULL
+
+-- name: adopt_schedule_defaults
+UPDATE schedules
+SET max_attempts = CASE
+        WHEN %(max_attempts)s::integer IS NOT NULL AND strpos(unset_defaults, 'max_attempts') > 0
+        THEN %(max_attempts)s::integer ELSE max_attempts END,
+    priority = CASE WHEN %(priority)s::integer IS NOT NULL AND strpos(unset_defaults, 'priority') > 0
+                    THEN %(priority)s::integer ELSE priority END,
+    queue = CASE WHEN %(queue)s::text IS NOT NULL AND strpos(unset_defaults, 'queue') > 0
+                 THEN %(queue)s::text ELSE queue END,
+    unset_defaults = NULL
+WHERE job = %(job)s AND unset_defaults IS NOT NULL
+
+-- name: mark_schedule_unset
+UPDATE schedules SET unset_defaults = %(unset)s WHERE id = %(id)s AND job_version IS NULL

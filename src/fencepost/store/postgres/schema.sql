@@ -47,6 +47,7 @@ CREATE TABLE executions (
     updated_at timestamp with time zone NOT NULL,
     queue text DEFAULT 'default'::text NOT NULL,
     trace_context text,
+    unset_defaults text,
     CONSTRAINT executions_state_known CHECK ((state = ANY (ARRAY['SCHEDULED'::text, 'RUNNING'::text, 'RETRY_WAIT'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text, 'SKIPPED'::text])))
 )
 PARTITION BY RANGE (id);
@@ -77,6 +78,13 @@ CREATE VIEW execution_rows AS
     e.queue
    FROM (executions e
      JOIN execution_data d ON ((d.execution_id = e.id)));
+CREATE TABLE fencepost_settings (
+    id integer NOT NULL,
+    num_buckets integer NOT NULL,
+    changed_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT fencepost_settings_id_check CHECK ((id = 1)),
+    CONSTRAINT fencepost_settings_num_buckets_check CHECK (((num_buckets >= 1) AND (num_buckets <= 65536)))
+);
 CREATE TABLE job_catalogue (
     name text NOT NULL COLLATE pg_catalog."C",
     version integer NOT NULL,
@@ -120,6 +128,7 @@ CREATE TABLE schedules (
     created_at timestamp with time zone NOT NULL,
     updated_at timestamp with time zone NOT NULL,
     queue text DEFAULT 'default'::text NOT NULL,
+    unset_defaults text,
     CONSTRAINT schedules_one_rule CHECK (((cron IS NULL) <> (every IS NULL)))
 );
 CREATE TABLE transitions (
@@ -150,6 +159,8 @@ ALTER TABLE ONLY execution_keys
     ADD CONSTRAINT execution_keys_pkey PRIMARY KEY (key);
 ALTER TABLE ONLY executions
     ADD CONSTRAINT executions_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY fencepost_settings
+    ADD CONSTRAINT fencepost_settings_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY job_catalogue
     ADD CONSTRAINT job_catalogue_pkey PRIMARY KEY (name, version);
 ALTER TABLE ONLY nodes
@@ -167,6 +178,7 @@ CREATE INDEX executions_queue_claimable ON ONLY executions USING btree (queue, p
 CREATE INDEX executions_running_bucket ON ONLY executions USING btree (bucket) WHERE (state = 'RUNNING'::text);
 CREATE INDEX executions_schedule ON ONLY executions USING btree (schedule_id, slot) WHERE (schedule_id IS NOT NULL);
 CREATE INDEX executions_schedule_state ON ONLY executions USING btree (schedule_id, state, id) WHERE (schedule_id IS NOT NULL);
+CREATE INDEX executions_unpublished ON ONLY executions USING btree (job) WHERE (unset_defaults IS NOT NULL);
 CREATE INDEX schedules_due ON schedules USING btree (next_due, id);
 CREATE INDEX transitions_execution ON ONLY transitions USING btree (execution_id, seq);
 CREATE INDEX transitions_lease_events ON ONLY transitions USING btree (at) WHERE (event = ANY (ARRAY['CLAIMED'::text, 'LEASE_EXPIRED'::text, 'STALE_REFUSED'::text]));

@@ -27,6 +27,7 @@ from psycopg.types.string import TextLoader
 
 from fencepost.domain import schedules as plans
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, StoreUnavailable
+from fencepost.domain.events import ExecutionEvent
 from fencepost.domain.machine import TAKEOVER_REASON_FORMAT, stale_reason
 from fencepost.domain.models import (
     Command,
@@ -37,7 +38,7 @@ from fencepost.domain.models import (
     Schedule,
 )
 from fencepost.domain.nodes import Node, Registration
-from fencepost.domain.reports import Lateness, Stats
+from fencepost.domain.reports import DueCount, Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import Event
 from fencepost.domain.submission import NewExecution
@@ -69,18 +70,32 @@ from fencepost.store.postgres.connection import (
     Database,
     Listener,
     applied_migrations,
+    recorded_num_buckets,
     target,
     translate_errors,
 )
 from fencepost.store.postgres.connection import migrate as apply_migrations
-from fencepost.store.postgres.history import DAY_MS, History, LiveWindow, drop_finished_days
+from fencepost.store.postgres.history import (
+    DAY_MS,
+    History,
+    LiveWindow,
+    day_of,
+    drop_finished_days,
+    partition_name,
+)
 from fencepost.store.postgres.outages import is_outage, lost_race, retried, unsent
 from fencepost.store.postgres.waiting import NotifiedWatcher
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlstore import SqlStore, claimed_leases, fence_key, stale
-from fencepost.store.values import stats_report
+from fencepost.store.values import (
+    BucketsResized,
+    adopt_buckets,
+    live_nodes_refusal,
+    rebucketed,
+    stats_report,
+)
 from fencepost.store.waiting import PollingWatcher, Watcher
-from fencepost.timing.planning import HELD
+from fencepost.timing.planning import HELD, NEVER
 
 Q = QUERIES
 _ZERO = timedelta(0)
@@ -102,6 +117,9 @@ def _always() -> bool:
 #: millisecond. (The claim keeps its prepared statement: its generic plan looks
 #: each picked row up once, whatever the statistics, and planning it costs more.)
 PLAN_PER_CALL = 64
+
+#: Executions one statement of a resize moves (two arrays of this many parameters).
+_MOVES_PER_STATEMENT = 10_000
 
 
 class PostgresStore(SqlStore):
@@ -140,10 +158,14 @@ class PostgresStore(SqlStore):
         self._own_session: tuple[Any, ...] | None = None
         try:
             if migrate:
-                self.migrations_applied = apply_migrations(self._db)
+                self.migrations_applied = apply_migrations(
+                    self._db, num_buckets=self.config.num_buckets
+                )
             else:  # a reader: refuse a database without the schema, and create nothing
                 applied = applied_migrations(self._db)
                 require_migrated(applied, MIGRATIONS_PACKAGE, self.location)
+            # The count the schema records: adopted, or a given count refused if it differs.
+            self.config = adopt_buckets(self.config, recorded_num_buckets(self._db), self.location)
             self.schema_version = latest_version(MIGRATIONS_PACKAGE)
             if migrate:  # today's partitions and the days ahead, before the first insert
                 today = int(self.clock.now().timestamp() * 1000) // DAY_MS
@@ -443,10 +465,14 @@ class PostgresStore(SqlStore):
                 twins = {key: (id_, request_hash) for key, id_, request_hash in found}
                 for n in skipped:
                     assert n.idempotency_key is not None, "only keyed rows are skipped"
+                    if n.idempotency_key not in twins:  # its key is taken, its row out of sight
+                        raise twin_being_pruned(n.idempotency_key)
                     twin_id, twin_hash = twins[n.idempotency_key]
                     if twin_hash != n.request_hash:
                         raise IdempotencyConflict(n.idempotency_key, twin_id)
                     twin = yield Statement(Q["get_execution"], {"id": twin_id}, "one")
+                    if twin is None:  # pruned by rows between the two statements
+                        raise twin_being_pruned(n.idempotency_key)
                     existing[n.idempotency_key] = self.rows.execution(twin)
         # Rows an earlier attempt stored were counted by nobody: its answer was lost.
         inserted = len(unique) - len(skipped)
@@ -529,6 +555,8 @@ class PostgresStore(SqlStore):
             "inputs": [n.inputs_json for n in batch],
             "queues": [n.queue for n in batch],
             "trace_contexts": _nullable([n.trace_context for n in batch]),
+            "unset_defaults": _nullable([n.unset_defaults for n in batch]),
+            "actor": batch[0].actor if batch else None,  # one submitter per batch
         }
 
     # -- reading -------------------------------------------------------------------------
@@ -763,6 +791,42 @@ class PostgresStore(SqlStore):
         with self._db.connection() as conn:
             return [rows.node(r) for r in conn.execute(Q["select_nodes"], params)]
 
+    # -- the bucket count (see Store.resize_buckets) ---------------------------------------
+
+    def _recorded_num_buckets(self) -> int:
+        recorded = recorded_num_buckets(self._db)
+        return self.config.num_buckets if recorded is None else recorded
+
+    def _resize_buckets(self, num_buckets: int, *, force: bool) -> BucketsResized:
+        with self._db.transaction() as conn:
+            # Serialized with migrations and moves, and with every writer of executions:
+            # nothing committed before this commits keeps a bucket of the old count.
+            conn.execute(Q["lock_migrations"])
+            conn.execute(Q["lock_executions_for_resize"])
+            params = {"now": self._pinned_now(), "live_only": True}
+            live = [str(row[0]) for row in conn.execute(Q["select_nodes"], params)]
+            row = conn.execute(Q["recorded_num_buckets"]).fetchone()
+            previous = self.config.num_buckets if row is None else int(row[0])
+            changes = num_buckets != previous
+            if live and changes and not force:
+                raise live_nodes_refusal(live, num_buckets)
+            unfinished = conn.execute(Q["unfinished_buckets"]).fetchall()
+            moves = rebucketed(unfinished, num_buckets)
+            for start in range(0, len(moves), _MOVES_PER_STATEMENT):
+                chunk = moves[start : start + _MOVES_PER_STATEMENT]
+                conn.execute(
+                    Q["move_to_buckets"],
+                    {"ids": [i for i, _ in chunk], "buckets": [b for _, b in chunk]},
+                )
+            conn.execute(Q["set_num_buckets"], {"num_buckets": num_buckets})
+        return BucketsResized(
+            previous=previous,
+            num_buckets=num_buckets,
+            unfinished=len(unfinished),
+            moved=len(moves),
+            live_nodes=tuple(live) if changes else (),
+        )
+
     def _orphans(
         self, buckets: tuple[int, ...], *, older_than: timedelta, limit: int
     ) -> list[Execution]:
@@ -788,6 +852,16 @@ class PostgresStore(SqlStore):
         p50, p90, p99 = ranks if ranks is not None else (None, None, None)
         lateness = Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest)
         return stats_report(now, window, counts, backlog, lateness, refused, expiries)
+
+    def _due_groups(self) -> tuple[datetime, list[DueCount], int]:
+        with self._db.connection() as conn:
+            now = self._now(conn)
+            params = {"now": now, "held": HELD, "never": NEVER}
+            row = conn.execute(Q["due_groups"], params).fetchone()
+        assert row is not None
+        groups, active = row
+        due = [DueCount(job=job, job_version=version, count=n) for job, version, n in groups]
+        return now, due, int(active)
 
     def _store_now(self) -> datetime:
         with self._db.connection() as conn:
@@ -817,6 +891,43 @@ class PostgresStore(SqlStore):
         if total:
             self._history.forget()  # a later insert into a dropped day makes it again
         return total
+
+    # -- a prune's window: detached, not yet dropped ----------------------------------------
+
+    def _get_plan(self, execution_id: str) -> Plan[Execution]:
+        return self._unless_being_pruned(execution_id, super()._get_plan(execution_id))
+
+    def _transition_plan(self, execution_id: str, event: ExecutionEvent) -> Plan[Execution]:
+        plan = super()._transition_plan(execution_id, event)  # cancel, replay, reschedule
+        return self._unless_being_pruned(execution_id, plan)
+
+    def _unless_being_pruned(self, execution_id: str, plan: Plan[T]) -> Plan[T]:
+        """``plan``, whose :class:`NotFound` becomes a retryable :class:`StoreUnavailable`
+        while the execution's day of history is being pruned.
+
+        A prune detaches a day before it drops it (see :func:`drop_finished_days`), and
+        attaches it back if one of its executions was revived meanwhile: until then,
+        "not found" is not yet the answer. (A fenced write looking up its lease's row
+        is not asked: an execution in such a day has finished, its fence is stale.)
+        """
+
+        def steps() -> Steps[T]:
+            try:
+                return (yield from plan.steps)
+            except NotFound:
+                if not self._can_name(execution_id):
+                    raise
+                day = partition_name("executions", day_of(execution_id))
+                found = yield Statement(Q["day_being_pruned"], {"name": day}, "one")
+                if found is None or not found[0]:
+                    raise
+                raise StoreUnavailable(
+                    f"execution {execution_id!r} is in a day of history being pruned ({day} "
+                    "is detached); try again in a moment: it is gone once the prune drops "
+                    "the day, or back if the prune keeps it"
+                ) from None
+
+        return Plan(steps(), atomic=plan.atomic)
 
     def _prune_batch(self, cutoff: datetime, batch: int) -> int:
         # One statement in autocommit: the batch is its own short transaction.
@@ -944,6 +1055,22 @@ class PostgresStore(SqlStore):
         }
         with self._db.connection() as conn:
             conn.execute(Q["release_schedules"], params)
+
+
+def twin_being_pruned(key: str) -> StoreUnavailable:
+    """A keyed submit's answer when the key is taken but its execution is out of sight.
+
+    That execution is being pruned: its day of history is detached and the day's keys
+    not yet deleted (see :func:`~fencepost.store.postgres.history.drop_finished_days`),
+    or a batch of prune deleted both between the submit's two statements. Nothing is
+    stored; a retry finds the key free (the execution is gone) or the execution back
+    (the prune kept its day), and the HTTP clients retry a keyed submit on this 503.
+    """
+    return StoreUnavailable(
+        f"the execution holding idempotency key {key!r} is being pruned (its day of "
+        "history is detached, its keys not yet deleted); nothing was stored: try again "
+        "in a moment"
+    )
 
 
 def submit_retryable(exc: StoreUnavailable) -> bool:

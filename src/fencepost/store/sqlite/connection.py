@@ -185,11 +185,13 @@ def applied_migrations(conn: sqlite3.Connection) -> set[int] | None:
     return {row[0] for row in conn.execute(QUERIES["applied_migrations"])}
 
 
-def migrate(conn: sqlite3.Connection) -> list[int]:
+def migrate(conn: sqlite3.Connection, *, num_buckets: int | None = None) -> list[int]:
     """Apply pending migrations in one immediate transaction; return the versions applied.
 
     Safe when several processes open a new file at once: the write lock
-    serializes them and the later ones find nothing left to do.
+    serializes them and the later ones find nothing left to do. In the same
+    transaction, ``num_buckets`` (if given) is recorded unless a count already is:
+    the first process to migrate decides (see :func:`recorded_num_buckets`).
     """
     conn.execute(QUERIES["begin_immediate"])
     try:
@@ -208,11 +210,22 @@ def migrate(conn: sqlite3.Connection) -> list[int]:
             )
             applied.append(version)
         refuse_newer(done, MIGRATIONS_PACKAGE)
+        if num_buckets is not None:
+            conn.execute(
+                QUERIES["record_num_buckets"],
+                {"num_buckets": int(num_buckets), "at": int(time.time() * 1_000_000)},
+            )
     except BaseException:
         conn.execute(QUERIES["rollback"])
         raise
     conn.execute(QUERIES["commit"])
     return applied
+
+
+def recorded_num_buckets(conn: sqlite3.Connection) -> int | None:
+    """The bucket count the database records (None: none, e.g. an emptied settings table)."""
+    row = conn.execute(QUERIES["recorded_num_buckets"]).fetchone()
+    return None if row is None else int(row[0])
 
 
 def split_statements(script: str) -> Iterator[str]:

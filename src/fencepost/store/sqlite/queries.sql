@@ -62,6 +62,28 @@ SELECT version FROM fencepost_migrations ORDER BY version
 -- name: record_migration
 INSERT INTO fencepost_migrations (version, name, applied_at) VALUES (:version, :name, :at)
 
+-- name: record_num_buckets
+-- The bucket count of the first process that migrates (migrations/0011_settings.sql);
+-- a count already recorded stays.
+INSERT INTO fencepost_settings (id, num_buckets, changed_at) VALUES (1, :num_buckets, :at)
+ON CONFLICT (id) DO NOTHING
+
+-- name: recorded_num_buckets
+SELECT num_buckets FROM fencepost_settings WHERE id = 1
+
+-- name: set_num_buckets
+-- A resize (Store.resize_buckets), in the transaction that moves the executions.
+INSERT INTO fencepost_settings (id, num_buckets, changed_at) VALUES (1, :num_buckets, :at)
+ON CONFLICT (id) DO UPDATE SET num_buckets = excluded.num_buckets, changed_at = excluded.changed_at
+
+-- name: unfinished_buckets
+-- What a resize moves: each unfinished execution, with what its bucket is made from.
+SELECT id, bucket_key, bucket FROM executions
+WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
+
+-- name: move_to_bucket
+UPDATE executions SET bucket = :bucket WHERE id = :id
+
 -- name: get_execution
 SELECT * FROM execution_rows AS e
 WHERE e.id = :id
@@ -112,14 +134,14 @@ WHERE idempotency_key IN (SELECT value FROM json_each(:keys))
 -- name: insert_execution
 -- executemany: ?1 id, ?2 job, ?3 job_version, ?4 due_at, ?5 priority, ?6 max_attempts,
 -- ?7 timeout_us, ?8 idempotency_key, ?9 request_hash, ?10 bucket, ?11 bucket_key, ?12 now,
--- ?13 queue, ?14 trace_context.
+-- ?13 queue, ?14 trace_context, ?15 unset_defaults.
 INSERT INTO executions (
     id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
     timeout_us, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at, queue,
-    trace_context
+    trace_context, unset_defaults
 ) VALUES (
     ?1, ?2, ?3, 'SCHEDULED', ?4, ?5, 0, ?6, 0,
-    ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14
+    ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14, ?15
 )
 
 -- name: insert_execution_data
@@ -128,10 +150,10 @@ INSERT INTO execution_data (execution_id, inputs) VALUES (?1, ?2)
 
 -- name: insert_submitted
 -- The SUBMITTED transitions of a batch of new executions, all created at one
--- instant: ?1 their ids as a JSON array (in order), ?2 at. One statement: an
+-- instant: ?1 their ids as a JSON array (in order), ?2 at, ?3 the submitter (actor). One statement: an
 -- executemany of a one-row INSERT cost a fifth of submit_many.
 INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
-SELECT value, 'SUBMITTED', NULL, 'SCHEDULED', 0, NULL, NULL, ?2 FROM json_each(?1)
+SELECT value, 'SUBMITTED', NULL, 'SCHEDULED', 0, ?3, NULL, ?2 FROM json_each(?1)
 
 -- name: insert_claimed
 -- The CLAIMED transition of claim_update. executemany: ?1 execution_id,
@@ -502,6 +524,14 @@ SELECT * FROM execution_rows
 WHERE schedule_id = :id AND state IN ('RETRY_WAIT', 'SCHEDULED')
 ORDER BY id
 
+-- name: unstarted_schedule_executions
+-- What pausing a schedule skips: its occurrences SCHEDULED and never claimed (see
+-- fencepost.domain.schedules.skipped_by_pause). The pause's write transaction holds
+-- the file, so no claim interleaves.
+SELECT * FROM execution_rows
+WHERE schedule_id = :id AND state = 'SCHEDULED' AND epoch = 0
+ORDER BY id
+
 -- name: acquire_schedules
 -- Due schedules without a live materializer lease, oldest next_due first. Runs in
 -- BEGIN IMMEDIATE, which holds the write lock: no other acquire interleaves.
@@ -594,6 +624,17 @@ SELECT job, queue, state, count(*) FROM executions GROUP BY job, queue, state
 -- Due waiting executions; held occurrences (due_at >= :held) are not due.
 SELECT count(*) FROM executions
 WHERE state IN ('RETRY_WAIT', 'SCHEDULED') AND due_at <= :now AND due_at < :held
+
+-- name: due_groups
+-- Store.unserved: the due executions (as stats_backlog counts them) by job and pinned
+-- version, read through executions_claimable (its WHERE clause repeated).
+SELECT job, job_version, count(*) FROM executions
+WHERE state IN ('RETRY_WAIT', 'SCHEDULED') AND due_at <= :now AND due_at < :held
+GROUP BY job, job_version
+
+-- name: active_schedules
+-- Store.unserved: schedules not paused with a slot still to come (next_due < NEVER).
+SELECT count(*) FROM schedules WHERE paused = 0 AND next_due < :never
 
 -- name: stats_events
 -- Lease events in (:start, :now]. A scan of the audit trail: SQLite keeps no
@@ -719,6 +760,47 @@ ORDER BY name, version
 
 -- name: catalogue_keys
 SELECT name, version FROM job_catalogue
+
+-- name: unpublished_jobs
+-- The jobs that work submitted before their publication waits for (both through
+-- their partial index or a small table).
+SELECT job FROM executions WHERE unset_defaults IS NOT NULL
+UNION
+SELECT job FROM schedules WHERE unset_defaults IS NOT NULL
+
+-- name: adopt_execution_defaults
+-- The published defaults of :job fill in what the submitters of its unfinished
+-- executions left out (a NULL default leaves the store's); never fewer attempts than
+-- the one already made.
+UPDATE executions
+SET max_attempts = CASE WHEN :max_attempts IS NOT NULL AND instr(unset_defaults, 'max_attempts')
+                        THEN max(:max_attempts, attempt) ELSE max_attempts END,
+    timeout_us = CASE WHEN :timeout IS NOT NULL AND instr(unset_defaults, 'timeout')
+                      THEN :timeout ELSE timeout_us END,
+    priority = CASE WHEN :priority IS NOT NULL AND instr(unset_defaults, 'priority')
+                    THEN :priority ELSE priority END,
+    queue = CASE WHEN :queue IS NOT NULL AND instr(unset_defaults, 'queue')
+                 THEN :queue ELSE queue END,
+    unset_defaults = NULL
+WHERE job = :job AND unset_defaults IS NOT NULL AND state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
+
+-- name: forget_unset_defaults
+-- Finished executions keep what they ran with.
+UPDATE executions SET unset_defaults = NULL WHERE job = :job AND unset_defaults IS NOT NULL
+
+-- name: adopt_schedule_defaults
+UPDATE schedules
+SET max_attempts = CASE WHEN :max_attempts IS NOT NULL AND instr(unset_defaults, 'max_attempts')
+                        THEN :max_attempts ELSE max_attempts END,
+    priority = CASE WHEN :priority IS NOT NULL AND instr(unset_defaults, 'priority')
+                    THEN :priority ELSE priority END,
+    queue = CASE WHEN :queue IS NOT NULL AND instr(unset_defaults, 'queue')
+                 THEN :queue ELSE queue END,
+    unset_defaults = NULL
+WHERE job = :job AND unset_defaults IS NOT NULL
+
+-- name: mark_schedule_unset
+UPDATE schedules SET unset_defaults = :unset WHERE id = :id AND job_version IS NULL
 
 -- name: main_database_file
 -- The file of a caller's connection (Store.submit(connection=...)): '' when in memory.

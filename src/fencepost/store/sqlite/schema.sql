@@ -41,6 +41,9 @@ CREATE INDEX executions_schedule_state
     ON executions (schedule_id, state, id)
     WHERE schedule_id IS NOT NULL;
 
+-- index: executions_unpublished
+CREATE INDEX executions_unpublished ON executions (job) WHERE unset_defaults IS NOT NULL;
+
 -- index: schedules_due
 CREATE INDEX schedules_due ON schedules (next_due, id);
 
@@ -92,7 +95,14 @@ CREATE TABLE executions (
     bucket_key      TEXT,
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL
-, queue TEXT NOT NULL DEFAULT 'default', trace_context TEXT) WITHOUT ROWID;
+, queue TEXT NOT NULL DEFAULT 'default', trace_context TEXT, unset_defaults TEXT) WITHOUT ROWID;
+
+-- table: fencepost_settings
+CREATE TABLE fencepost_settings (
+    id          INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),  -- one row
+    num_buckets INTEGER NOT NULL CHECK (num_buckets BETWEEN 1 AND 65536),
+    changed_at  INTEGER NOT NULL                               -- microseconds
+);
 
 -- table: job_catalogue
 CREATE TABLE job_catalogue (
@@ -140,7 +150,7 @@ CREATE TABLE schedules (
     lease_until      INTEGER,
     request_hash     TEXT    NOT NULL,
     created_at       INTEGER NOT NULL,
-    updated_at       INTEGER NOT NULL, queue TEXT NOT NULL DEFAULT 'default',
+    updated_at       INTEGER NOT NULL, queue TEXT NOT NULL DEFAULT 'default', unset_defaults TEXT,
     CHECK ((cron IS NULL) <> (every_us IS NULL))
 ) WITHOUT ROWID;
 

@@ -30,7 +30,7 @@ from fencepost.domain.ids import id_floor
 from fencepost.domain.machine import Change, apply, stale_reason, takeover_reason
 from fencepost.domain.models import Command, Execution, Fence, Lease, Schedule
 from fencepost.domain.nodes import Node, Registration
-from fencepost.domain.reports import Lateness, Stats
+from fencepost.domain.reports import DueCount, Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
@@ -64,14 +64,21 @@ from fencepost.store.sqlite.connection import (
     Synchronous,
     applied_migrations,
     open_read_only,
+    recorded_num_buckets,
     translate_errors,
 )
 from fencepost.store.sqlite.connection import migrate as apply_migrations
 from fencepost.store.sqlstore import SqlStore, claimed_leases, stale
-from fencepost.store.values import stats_report
+from fencepost.store.values import (
+    BucketsResized,
+    adopt_buckets,
+    live_nodes_refusal,
+    rebucketed,
+    stats_report,
+)
 from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.clock import SystemClock
-from fencepost.timing.planning import HELD
+from fencepost.timing.planning import HELD, NEVER
 
 Q = QUERIES
 _MICROSECOND = timedelta(microseconds=1)
@@ -149,9 +156,17 @@ class SqliteStore(SqlStore):
         self._db = Connections(path, busy_timeout=busy_timeout, synchronous=synchronous)
         #: (cutoff, last id deleted) of the prune in progress; see _prune_batch.
         self._prune_cursor: tuple[datetime | None, str] = (None, "")
-        if migrate:
+        try:
             with self._db.read() as conn:
-                self.migrations_applied = apply_migrations(conn)
+                if migrate:
+                    self.migrations_applied = apply_migrations(
+                        conn, num_buckets=self.config.num_buckets
+                    )
+                # The count the file records: adopted, or a given count refused if it differs.
+                self.config = adopt_buckets(self.config, recorded_num_buckets(conn), self.location)
+        except BaseException:
+            self._db.close()
+            raise
         self.schema_version = latest_version(MIGRATIONS_PACKAGE)
         #: Polls for every waiter of Store.wait at once (other processes write here too).
         self._watcher = PollingWatcher(self._watched, name="fencepost-sqlite-wait")
@@ -171,9 +186,11 @@ class SqliteStore(SqlStore):
         Every process judges SQLite leases by its own clock. One whose clock reads more
         than :data:`CLOCK_TOLERANCE` off the kernel's (ahead: live leases would look
         expired and be taken over; behind: its leases would look expired to everyone
-        else) claims nothing and reaps nothing, checked at every claim and reap: it
-        logs one error when its clock goes off, and one warning when it agrees again.
-        A test's pinned clock (anything but :class:`SystemClock`) is not checked.
+        else) claims nothing and reaps nothing. Checked at every claim, command claim
+        and reap, inside its write transaction and with the very ``now`` it would judge
+        by, so a clock that steps between two claims is caught at the second: it logs
+        one error when its clock goes off, and one warning when it agrees again. A
+        test's pinned clock (anything but :class:`SystemClock`) is not checked.
         """
         if not isinstance(self.clock, SystemClock):
             return True
@@ -350,7 +367,11 @@ class SqliteStore(SqlStore):
         if fresh:  # one instant for the whole batch (see Store.submit_many)
             yield Statement(
                 Q["insert_submitted"],
-                (json.dumps([n.id for n in fresh]), rows.to_us(fresh[0].created_at)),
+                (
+                    json.dumps([n.id for n in fresh]),
+                    rows.to_us(fresh[0].created_at),
+                    fresh[0].actor,
+                ),
             )
         if len(fresh) == len(chosen):
             return list(fresh)
@@ -473,13 +494,6 @@ class SqliteStore(SqlStore):
             self._refuse(conn, [outcome.lease], "complete", now)
         raise stale(outcome.lease)
 
-    def reap_expired(self, *, limit: int = 1000) -> int:
-        # The clock rule first (see _may_judge_leases): the shared reap reads the
-        # process clock again inside its transaction, microseconds later.
-        if not self._may_judge_leases(self.clock.now()):
-            return 0
-        return super().reap_expired(limit=limit)
-
     # -- commands --------------------------------------------------------------------------
 
     def _claim_commands(
@@ -524,6 +538,36 @@ class SqliteStore(SqlStore):
         with self._db.read() as conn:
             return [rows.node(r) for r in conn.execute(Q["select_nodes"], {"live_at": live_at})]
 
+    # -- the bucket count (see Store.resize_buckets) ---------------------------------------
+
+    def _recorded_num_buckets(self) -> int:
+        with self._db.read() as conn:
+            recorded = recorded_num_buckets(conn)
+        return self.config.num_buckets if recorded is None else recorded
+
+    def _resize_buckets(self, num_buckets: int, *, force: bool) -> BucketsResized:
+        now = rows.to_us(self.clock.now())
+        # One BEGIN IMMEDIATE: no other process writes between the look at the nodes,
+        # the moves and the record.
+        with self._db.write() as conn:
+            live = [row[0] for row in conn.execute(Q["select_nodes"], {"live_at": now})]
+            recorded = recorded_num_buckets(conn)
+            previous = self.config.num_buckets if recorded is None else recorded
+            changes = num_buckets != previous
+            if live and changes and not force:
+                raise live_nodes_refusal(live, num_buckets)
+            unfinished = conn.execute(Q["unfinished_buckets"]).fetchall()
+            moves = rebucketed(unfinished, num_buckets)
+            conn.executemany(Q["move_to_bucket"], [{"id": i, "bucket": b} for i, b in moves])
+            conn.execute(Q["set_num_buckets"], {"num_buckets": num_buckets, "at": now})
+        return BucketsResized(
+            previous=previous,
+            num_buckets=num_buckets,
+            unfinished=len(unfinished),
+            moved=len(moves),
+            live_nodes=tuple(live) if changes else (),
+        )
+
     def _orphans(
         self, buckets: tuple[int, ...], *, older_than: timedelta, limit: int
     ) -> list[Execution]:
@@ -553,6 +597,15 @@ class SqliteStore(SqlStore):
         p50, p90, p99, longest = (None if v is None else rows.us_duration(v) for v in ranks)
         lateness = Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest)
         return stats_report(now, window, counts, backlog, lateness, refused, expiries)
+
+    def _due_groups(self) -> tuple[datetime, list[DueCount], int]:
+        now = self.clock.now()
+        params = {"now": rows.to_us(now), "held": rows.to_us(HELD), "never": rows.to_us(NEVER)}
+        with self._db.snapshot() as conn:
+            found = conn.execute(Q["due_groups"], params).fetchall()
+            (active,) = conn.execute(Q["active_schedules"], params).fetchone()
+        due = [DueCount(job=job, job_version=version, count=n) for job, version, n in found]
+        return now, due, int(active)
 
     def _store_now(self) -> datetime:
         return self.clock.now()
@@ -722,7 +775,7 @@ def _insert_occurrences(
         ],
     )
     conn.executemany(Q["insert_execution_data"], [(e.id, inputs) for e, inputs, _ in fresh])
-    conn.execute(Q["insert_submitted"], (json.dumps([e.id for e, _, _ in fresh]), now_us))
+    conn.execute(Q["insert_submitted"], (json.dumps([e.id for e, _, _ in fresh]), now_us, None))
     skipped = [change.transition(0, now) for _, _, change in fresh if change is not None]
     conn.executemany(
         Q["insert_transition"],
@@ -866,6 +919,7 @@ def _insert_params(n: NewExecution) -> tuple[Any, ...]:
         rows.to_us(n.created_at),
         n.queue,
         n.trace_context,
+        n.unset_defaults,
     )
 
 

@@ -31,6 +31,7 @@ One module a section, each a mixin on the shared fixtures of :mod:`.support`
 * :mod:`.catalogue` — :class:`CatalogueContract`: the job catalogue and the submit rules
   it decides.
 * :mod:`.queues` — :class:`QueuesContract`: named queues and queue-restricted claims.
+* :mod:`.resizing` — :class:`BucketCountContract`: changing the bucket count.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from fencepost.testing.contract.pruning import PruningContract
 from fencepost.testing.contract.queues import QueuesContract
 from fencepost.testing.contract.reading import ReadingContract
 from fencepost.testing.contract.reports import ReportsContract
+from fencepost.testing.contract.resizing import BucketCountContract
 from fencepost.testing.contract.schedules import SchedulesContract
 from fencepost.testing.contract.submitting import SubmittingContract
 from fencepost.testing.contract.support import (
@@ -55,6 +57,7 @@ from fencepost.testing.contract.support import (
 )
 
 __all__ = [
+    "BucketCountContract",
     "CatalogueContract",
     "CommandsContract",
     "ContractFixtures",
@@ -87,5 +90,6 @@ class StoreContract(
     PruningContract,
     CatalogueContract,
     QueuesContract,
+    BucketCountContract,
 ):
     """The behavioural specification of :class:`~fencepost.store.base.Store`: every section."""

@@ -4,7 +4,8 @@ Publishing (idempotent by digest, a changed definition refused, nothing of a ref
 batch written), reading entries back, the jobs a node serves, and what a submit, a
 batch and a schedule of a published job get: the version pinned, the inputs checked
 against its schema, the job's defaults where the caller left None, its retry delays;
-a job no one published allowed or refused by ``unknown_jobs``. Hostile entries are
+a job no one published allowed (flagged, and given the job's defaults when it is
+published) or refused by ``unknown_jobs``. Hostile entries are
 refused naming the field, or stored and readable.
 """
 
@@ -238,20 +239,112 @@ class CatalogueContract(ContractFixtures):
             "default",
         )
 
-    def test_an_unknown_job_is_allowed_while_the_catalogue_is_empty(self, store: Store) -> None:
+    def test_an_unknown_job_is_allowed_whatever_the_catalogue_holds(self, store: Store) -> None:
         assert store.submit("anything").job_version is None
         store.publish_jobs([report(), job_entry("alpha", 1)])
-        with pytest.raises(ValidationError) as caught:
-            store.submit("anything")
-        assert caught.value.field == "job"
-        assert "known: alpha, report" in str(caught.value)
+        # The same answer before and after a worker published: deploy order decides nothing.
+        later = store.submit("anything", {"x": 1})
+        assert (later.job_version, later.max_attempts, later.queue) == (None, 3, "default")
         with names_the_field("job"):
             store.submit("\ud800")
-        assert len(store.query().items) == 1
+        assert len(store.query().items) == 2
+
+    def test_entry_for_names_the_version_a_submit_would_run(self, store: Store) -> None:
+        assert store.entry_for("report") is None  # not published: a submit is flagged
+        first, second = store.publish_jobs([report(1), report(2)])
+        assert store.entry_for("report") == second
+        assert store.entry_for("report", 1) == first
+        with names_the_field("version"):
+            store.entry_for("report", 3)
+
+    def test_a_submit_names_its_submitter_in_the_audit_trail(self, store: Store) -> None:
+        one = store.submit("report", {"day": "d"}, actor="alice")
+        found, created = store.submit_or_find("report", inputs={"day": "e"}, actor="bob")
+        batch = store.submit_many([{"job": "a"}, {"job": "b"}], actor="carol")
+        anonymous = store.submit("report", {"day": "f"})
+        actors = [store.transitions(e.id)[0].actor for e in (one, found, *batch, anonymous)]
+        assert created
+        assert actors == ["alice", "bob", "carol", "carol", None]
+        for bad in ("", "a\x00b", "\ud800", 7):
+            with names_the_field("actor"):
+                store.submit("report", {"day": "g"}, actor=bad)  # type: ignore[arg-type]
+            with names_the_field("actor"):
+                store.submit_many([{"job": "a"}], actor=bad)  # type: ignore[arg-type]
+        assert len(store.query().items) == 5
+
+    def test_work_submitted_before_publication_takes_the_published_defaults(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        defaults = JobDefaults(
+            max_attempts=2,
+            timeout=timedelta(seconds=1),
+            priority=7,
+            queue="reports",
+            retry_base_delay=30,
+        )
+        left_out = store.submit("report", {"day": "d"})
+        given = store.submit(
+            "report", {"day": "d"}, max_attempts=5, timeout=9, priority=1, queue="default"
+        )
+        [batched] = store.submit_many([{"job": "report", "inputs": {"day": "b"}, "priority": -1}])
+        done = store.submit("report", {"day": "done"})
+        store.cancel(done.id)
+        schedule = store.add_schedule("report", every=60, inputs={"day": "s"}, priority=2)
+        assert (left_out.max_attempts, left_out.timeout, left_out.queue) == (3, None, "default")
+
+        store.publish_jobs([report(defaults=defaults)])
+
+        adopted = store.get(left_out.id)
+        assert (adopted.max_attempts, adopted.timeout, adopted.priority, adopted.queue) == (
+            2,
+            timedelta(seconds=1),
+            7,
+            "reports",
+        )
+        assert adopted.job_version is None  # unpinned: its inputs are checked at its claim
+        kept = store.get(given.id)
+        assert (kept.max_attempts, kept.timeout, kept.priority, kept.queue) == (
+            5,
+            timedelta(seconds=9),
+            1,
+            "default",
+        )
+        mixed = store.get(batched.id)
+        assert (mixed.max_attempts, mixed.priority, mixed.queue) == (2, -1, "reports")
+        assert store.get(done.id).max_attempts == 3  # finished: keeps what it had
+        planned = store.get_schedule(schedule.id)
+        assert (planned.max_attempts, planned.priority, planned.queue) == (2, 2, "reports")
+        assert store.adopt_unpublished() == 0  # nothing waits any more
+
+        # The job's retry delays apply to it too: its first failure waits at most 30 s.
+        clock.set(100)
+        [lease] = store.claim("w", limit=1, queues=["reports"], ids=[left_out.id])
+        failed = store.fail(lease, "boom")
+        assert failed.state is State.RETRY_WAIT
+        assert failed.due_at <= at(130)
+
+    def test_a_worker_registration_adopts_what_a_stale_submitter_stored(self, store: Store) -> None:
+        store.publish_jobs([report(defaults=JobDefaults(max_attempts=6))])
+        # What a submitter that had not seen the publication yet stores (its view of
+        # the catalogue is up to a second old): the store's defaults, flagged.
+        late = store.submit("other", {})
+        store.publish_jobs([job_entry("other", 1, defaults=JobDefaults(max_attempts=4))])
+        assert store.get(late.id).max_attempts == 4
+        stale = store.submit_many([{"job": "third"}])[0]
+        assert stale.max_attempts == 3
+        # Published by another process (this store's view is not told): the next
+        # registration of a worker serving it adopts the waiting execution.
+        store._publish([job_entry("third", 1, defaults=JobDefaults(max_attempts=8))])
+        assert store.get(stale.id).max_attempts == 3
+        store.register_node("w1", jobs=[("third", 1)])
+        assert store.get(stale.id).max_attempts == 8
 
     def test_unknown_jobs_allow_and_refuse(
         self, store_factory: StoreFactory, clock: ManualClock
     ) -> None:
+        with pytest.warns(DeprecationWarning, match="auto"):
+            former = store_factory(clock, unknown_jobs="auto")
+        assert former.config.unknown_jobs == "allow"
         allowing = store_factory(clock, unknown_jobs="allow")
         allowing.publish_jobs([report()])
         assert allowing.submit("anything", {"x": 1}).job_version is None
@@ -278,11 +371,11 @@ class CatalogueContract(ContractFixtures):
             store.submit_many(items)
         with names_the_field("[1].version"):
             store.submit_many([items[0], {"job": "report", "version": 7, "inputs": {"day": "x"}}])
-        with names_the_field("[0].job"):
-            store.submit_many([{"job": "unknown"}])
+        with names_the_field("[1].job"):
+            store.submit_many([items[0], {"job": "a\x00b"}])
         assert store.query().items == []
-        done = store.submit_many(items[:3])
-        assert [(e.job_version, e.priority) for e in done] == [(2, 0), (1, 5), (2, 0)]
+        done = store.submit_many([*items[:3], {"job": "unknown", "priority": 4}])
+        assert [(e.job_version, e.priority) for e in done] == [(2, 0), (1, 5), (2, 0), (None, 4)]
 
     def test_submit_or_find_follows_the_same_rules(self, store: Store) -> None:
         store.publish_jobs([report(defaults=JobDefaults(max_attempts=2))])
@@ -323,9 +416,9 @@ class CatalogueContract(ContractFixtures):
             store.add_schedule("report", every=60, inputs={"day": 1})
         with names_the_field("version"):
             store.add_schedule("report", every=60, inputs={"day": "d"}, version=4)
-        with names_the_field("job"):
-            store.add_schedule("unknown", every=60)
         assert store.schedules().items == []
+        unknown = store.add_schedule("unknown", every=60)  # allowed, as a submit is
+        assert (unknown.job_version, unknown.max_attempts) == (None, 3)
         s = store.add_schedule("report", every=60, inputs={"day": "d"})
         assert (s.job_version, s.max_attempts, s.priority, s.queue) == (2, 2, 4, "nightly")
         pinned = store.add_schedule("report", every=60, inputs={"day": "d"}, version=1)

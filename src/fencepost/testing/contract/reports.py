@@ -16,15 +16,22 @@ from typing import Any
 import pytest
 
 from fencepost.domain.buckets import bucket_for
+from fencepost.domain.catalogue import job_entry
 from fencepost.domain.errors import StaleLease, ValidationError
 from fencepost.domain.models import Lease, Occurrence
-from fencepost.domain.reports import Lateness, SloOffender, SloShare, Stats
+from fencepost.domain.reports import DueCount, Lateness, SloOffender, SloShare, Stats, Unserved
 from fencepost.domain.states import State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
-from fencepost.testing.contract.support import _US, ContractFixtures, _keys_in_distinct_buckets, at
+from fencepost.testing.contract.support import (
+    _US,
+    ContractFixtures,
+    StoreFactory,
+    _keys_in_distinct_buckets,
+    at,
+)
 from fencepost.testing.factory import ExecutionFactory
-from fencepost.timing.planning import HELD
+from fencepost.timing.planning import HELD, NEVER
 
 
 class ReportsContract(ContractFixtures):
@@ -191,7 +198,85 @@ class ReportsContract(ContractFixtures):
             claim_lateness=Lateness(count=0, p50=None, p90=None, p99=None, max=None),
             stale_refused=0,
             lease_expiries=0,
+            unserved=Unserved(at=at(0), due=[], executions=[], active_schedules=0, schedulers=[]),
         )
+
+    # -- unserved work -----------------------------------------------------------------
+
+    def test_unserved_names_due_executions_no_live_node_serves(
+        self, store_factory: StoreFactory, clock: ManualClock
+    ) -> None:
+        store = store_factory(clock, unknown_jobs="allow")
+        store.submit_many([{"job": "report"}, {"job": "report"}, {"job": "mail"}])
+        store.submit("report", execute_at=at(100))  # not due yet
+        store.publish_jobs([job_entry("ship", 4), job_entry("ship", 5)])
+        store.submit("ship")  # pinned to the latest: 5
+        store.submit("ship", version=4)
+        (retried,) = [store.submit("ship", version=4, max_attempts=3)]
+        (lease,) = store.claim("w", ids=[retried.id])
+        store.fail(lease, "boom", retry_in=0)  # RETRY_WAIT, due now: counted
+        store.submit("running")
+        store.claim("w", jobs=["running"])  # RUNNING: not waiting
+        store.add_schedule("held", every=60, id="s")
+        store.add_occurrences("s", [Occurrence(slot=at(60), due_at=HELD)])  # held: not due
+        store.register_node("w1", jobs=[("ship", 4), ("mail", 1)], ttl=60)
+        store.register_node("gone", jobs=[("report", 1), ("ship", 5)], ttl=1)
+        clock.set(1)  # "gone" lapsed: live strictly before expires_at
+        report = store.unserved()
+        assert report.at == at(1)
+        assert report.due == [
+            DueCount(job="mail", job_version=None, count=1),
+            DueCount(job="report", job_version=None, count=2),
+            DueCount(job="ship", job_version=4, count=2),
+            DueCount(job="ship", job_version=5, count=1),
+        ]
+        # An unpinned execution runs on any version ("mail" v1 serves it); a pinned one
+        # only on its own ("ship" v4 does not serve v5), as claims filter by version.
+        assert report.executions == [
+            DueCount(job="report", job_version=None, count=2),
+            DueCount(job="ship", job_version=5, count=1),
+        ]
+        assert report.due_unserved == 3
+        assert [g.label for g in report.executions] == ["report", "ship v5"]
+        assert report.due_of("ship") == (3, 1)
+        assert sum(g.count for g in report.due) == store.stats().due_backlog
+        assert store.stats().unserved == report
+        # A node serving another version of "report" serves its unpinned executions.
+        store.register_node("w2", jobs=[("report", 7), ("ship", 5)], ttl=60)
+        assert store.unserved().executions == []
+
+    def test_unserved_counts_due_at_now_and_not_a_microsecond_later(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        clock.set(100)
+        store.submit("job", execute_at=at(100))
+        store.submit("job", execute_at=at(100) + _US)
+        assert store.unserved().executions == [DueCount(job="job", job_version=None, count=1)]
+        clock.set(at(100) + _US)
+        assert store.unserved().due_unserved == 2
+
+    def test_unserved_schedules_while_no_scheduler_node_lives(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        for name in ("a", "b", "paused", "finished"):
+            store.add_schedule("job", every=60, id=name)
+        store.pause_schedule("paused")
+        (finished,) = [s for s in store.acquire_schedules("m") if s.id == "finished"]
+        store.release_schedules([s for s in store.schedules().items if s.id != "finished"])
+        store.materialize([(finished, [], at(0), NEVER)])  # no slot left: never fires again
+        report = store.unserved()
+        assert (report.active_schedules, report.schedulers, report.schedules) == (2, [], 2)
+        store.register_node("worker", jobs=[("job", 1)], ttl=60)
+        assert store.unserved().schedules == 2, "a worker runs no schedule"
+        store.register_node("materializer", kind="scheduler", ttl=10)
+        served = store.unserved()
+        assert (served.active_schedules, served.schedulers, served.schedules) == (
+            2,
+            ["materializer"],
+            0,
+        )
+        clock.set(10)
+        assert store.unserved().schedules == 2, "its registration lapsed"
 
     def test_stats_backlog_boundary(self, store: Store, clock: ManualClock) -> None:
         clock.set(100)

@@ -30,6 +30,7 @@ from fencepost.testing.contract.support import (
     pages_of,
     timezone_plus,
 )
+from fencepost.timing.planning import HELD
 
 
 class SchedulesContract(ContractFixtures):
@@ -435,3 +436,134 @@ class SchedulesContract(ContractFixtures):
         with pytest.raises(NotFound):
             store.add_occurrences("d", [Occurrence(slot=at(600), due_at=at(600))])
         assert store.add_schedule("job", every=60, id="d").job == "job", "the id is free again"
+
+    # -- pausing stops what has not started -------------------------------------------
+
+    def test_pause_skips_the_occurrences_not_yet_started(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        store.add_schedule("paused-job", every=60, id="p", max_attempts=3)
+        store.add_schedule("kept-job", every=60, id="keep")
+        leased = {s.id: s for s in store.acquire_schedules("m")}
+        # Due one second apart, so that claims take them in this order.
+        due = [Occurrence(slot=at(60 * n), due_at=at(n)) for n in range(1, 6)]
+        ahead = Occurrence(slot=at(600), due_at=at(600))  # materialized a minute ahead
+        held = Occurrence(slot=at(660), due_at=HELD)  # waiting behind an overlap policy
+        skipped = Occurrence(slot=at(720), due_at=at(720), skipped="overlap: still running")
+        made, kept = store.materialize(
+            [
+                (leased["p"], [*due, ahead, held, skipped], at(720), at(700)),
+                (leased["keep"], [Occurrence(slot=at(60), due_at=at(1))], at(60), at(700)),
+            ]
+        )
+        assert isinstance(made, list)
+        assert isinstance(kept, list)
+        clock.set(10)
+        running, done, retrying, released = store.claim("w", limit=4, jobs=["paused-job"], ttl=60)
+        store.complete(done, "ok")
+        store.fail(retrying, "boom", retry_in=30)
+        store.release(released)
+        clock.set(11)
+        paused = store.pause_schedule("p", actor="alice")
+        assert paused.paused is True
+        assert [store.get(e.id).state for e in made] == [
+            State.RUNNING,
+            State.SUCCEEDED,
+            State.RETRY_WAIT,  # started once: its retries go on
+            State.SCHEDULED,  # started once, given back: it goes on too
+            State.SKIPPED,  # never started
+            State.SKIPPED,  # the one stored ahead
+            State.SKIPPED,  # the held one
+            State.SKIPPED,  # skipped before, by its overlap policy, and left so
+        ]
+        for e in made[4:7]:
+            last = store.transitions(e.id)[-1]
+            assert (last.event, last.from_state, last.actor, last.reason, last.at) == (
+                Event.SKIPPED,
+                State.SCHEDULED,
+                "alice",
+                "paused",
+                at(11),
+            )
+        assert store.transitions(made[7].id)[-1].reason == "overlap: still running"
+        for e in [*made, *kept]:
+            assert_audit_valid(store, e.id)
+        assert store.get(kept[0].id).state is State.SCHEDULED, "another schedule's: untouched"
+        assert store.get(running.execution_id).lease_owner == "w"
+
+        # What a claim finds now: the one given back, not the skipped ones.
+        clock.set(12)
+        [again] = store.claim("w", limit=10, jobs=["paused-job"], ttl=60)
+        assert again.execution_id == released.execution_id
+
+        # Pausing again changes nothing and records nothing.
+        trails = {e.id: store.transitions(e.id) for e in made}
+        assert store.pause_schedule("p", actor="bob") == paused
+        assert {e.id: store.transitions(e.id) for e in made} == trails
+
+        # Resuming brings none of them back: a slot keeps its one execution.
+        clock.set(13)
+        store.resume_schedule("p")
+        (replanned,) = store.acquire_schedules("m")
+        (again_made,) = store.materialize([(replanned, [due[4], ahead, held], at(720), at(780))])
+        assert isinstance(again_made, list)
+        assert [e.id for e in again_made] == [e.id for e in made[4:7]]
+        assert {store.get(e.id).state for e in again_made} == {State.SKIPPED}
+
+    def test_pausing_by_update_skips_too_and_a_bad_actor_writes_nothing(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        store.add_schedule("job", every=60, id="u")
+        [waiting] = store.add_occurrences("u", [Occurrence(slot=at(60), due_at=at(60))])
+        with pytest.raises(ValidationError) as bad:
+            store.pause_schedule("u", actor="  ")
+        assert bad.value.field == "actor"
+        assert store.get_schedule("u").paused is False
+        assert store.get(waiting.id).state is State.SCHEDULED
+        with pytest.raises(ValidationError) as bad:
+            store.update_schedule("u", paused=True, actor="")
+        assert bad.value.field == "actor"
+        assert store.get(waiting.id).state is State.SCHEDULED
+        clock.set(5)
+        assert store.update_schedule("u", paused=True, actor="ops").paused is True
+        last = store.transitions(waiting.id)[-1]
+        assert (last.event, last.to_state, last.actor, last.reason) == (
+            Event.SKIPPED,
+            State.SKIPPED,
+            "ops",
+            "paused",
+        )
+        # A schedule added paused has nothing to skip; resuming and pausing it again
+        # skips what was stored meanwhile (a backfill), once.
+        store.add_schedule("job", every=60, id="born-paused", paused=True)
+        store.resume_schedule("born-paused")
+        [backfilled] = store.add_occurrences(
+            "born-paused", [Occurrence(slot=at(120), due_at=at(120))]
+        )
+        store.pause_schedule("born-paused")
+        assert store.get(backfilled.id).state is State.SKIPPED
+        assert store.transitions(backfilled.id)[-1].actor == "client"
+
+    # -- live materializers ------------------------------------------------------------
+
+    def test_live_schedulers_own_no_bucket(self, store: Store, clock: ManualClock) -> None:
+        stuck = store.submit("job", bucket_key="nobody-home")
+        lonely = stuck.bucket
+        others = [b for b in range(store.config.num_buckets) if b != lonely]
+        store.register_node("w", buckets=others, ttl=60)
+        assert store.live_schedulers() == []
+        # A materializer claims nothing: not "any bucket", nor the buckets it names.
+        store.register_node("host:1:scheduler", kind="scheduler", ttl=60)
+        store.register_node("host:2:scheduler", kind="scheduler", buckets=[lonely], ttl=5)
+        clock.set(1)
+        report = store.bucket_report(orphaned_after=0)
+        assert (report.unowned, report.floating, report.duplicated) == ([lonely], [], {})
+        assert [e.id for e in report.orphans] == [stuck.id]
+        assert lonely not in report.owners
+        assert [n.id for n in store.live_schedulers()] == ["host:1:scheduler", "host:2:scheduler"]
+        assert {n.kind for n in store.live_schedulers()} == {"scheduler"}
+        clock.set(5)  # the second one's registration lapses at its expiry
+        assert [n.id for n in store.live_schedulers()] == ["host:1:scheduler"]
+        store.deregister_node("host:1:scheduler")
+        assert store.live_schedulers() == []
+        assert [n.id for n in store.nodes()] == ["w"], "workers are listed as they were"

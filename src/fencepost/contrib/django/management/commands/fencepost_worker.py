@@ -15,7 +15,6 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from fencepost.cli import worker as cli_worker
 from fencepost.contrib.django.runtime import current_settings
-from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS
 
 #: Django's own options, which the CLI's handler does not take.
 DJANGO_OPTIONS = frozenset(
@@ -38,7 +37,8 @@ class Command(BaseCommand):
             if action.dest == "db":
                 action.help = "store URL (default: settings.FENCEPOST's store)"
         options = current_settings().connect_options
-        parser.set_defaults(db=None, num_buckets=options.get("num_buckets", DEFAULT_NUM_BUCKETS))
+        # Without NUM_BUCKETS the worker runs with the count the store records.
+        parser.set_defaults(db=None, num_buckets=options.get("num_buckets"))
 
     def handle(self, *args: Any, **options: Any) -> None:
         worker_options = {k: v for k, v in options.items() if k not in DJANGO_OPTIONS}
