@@ -12,7 +12,12 @@ from tests import postgres
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def shared_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database URL that several processes share: a SQLite file, or a PostgreSQL schema."""
+    """A database URL that several processes share: a SQLite file, or a PostgreSQL schema.
+
+    Name it before the fixtures that start processes on it (``workers``, ``processes``):
+    fixtures are torn down in reverse, and a schema dropped under a live process
+    deadlocks with it.
+    """
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'shared.db'}"
         return

@@ -51,8 +51,10 @@ def store(shared_db: str) -> Iterator[Store]:
 
 
 def test_work_submitted_before_the_worker_started_takes_the_published_defaults(
-    workers: Workers, shared_db: str, store: Store, tmp_path: Path
+    shared_db: str, store: Store, workers: Workers, tmp_path: Path
 ) -> None:
+    # The database fixtures come first: torn down last, after every process has stopped
+    # (a schema dropped under a live worker deadlocks with it on PostgreSQL).
     early = store.submit("nightly-report", {"day": "2026-12-06"}).id
     wrong = store.submit("nightly-report", {"day": 20261206}).id  # unchecked: not published
     assert store.get(early).max_attempts == 3  # the store's, until the job is published
@@ -83,7 +85,7 @@ def test_work_submitted_before_the_worker_started_takes_the_published_defaults(
 
 
 def test_a_job_published_by_a_separate_worker_is_accepted_by_every_submit_path(
-    processes: Processes, workers: Workers, shared_db: str, store: Store, tmp_path: Path
+    shared_db: str, store: Store, processes: Processes, workers: Workers, tmp_path: Path
 ) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"

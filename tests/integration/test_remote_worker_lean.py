@@ -37,7 +37,7 @@ SYNC_CLIENT = {
 
 
 def test_a_remote_worker_loads_nothing_of_the_async_client(
-    processes: Processes, shared_db: str
+    shared_db: str, processes: Processes
 ) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"

@@ -48,7 +48,7 @@ def store(shared_db: str) -> Iterator[Store]:
 
 
 def test_a_paused_schedule_s_materialized_occurrences_do_not_run(
-    workers: Workers, shared_db: str, store: Store
+    shared_db: str, store: Store, workers: Workers
 ) -> None:
     url = shared_db
     start = store.clock.now() + timedelta(seconds=2)
@@ -185,7 +185,7 @@ def test_a_running_materializer_is_a_live_scheduler_that_owns_no_bucket(
 
 
 def test_a_plain_worker_warns_at_its_start_when_no_scheduler_runs(
-    workers: Workers, shared_db: str, store: Store
+    shared_db: str, store: Store, workers: Workers
 ) -> None:
     url = shared_db
     store.add_schedule("quick", every=60, id="minutely")

@@ -90,7 +90,7 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 20.0) -
 
 
 def test_remote_workers_drain_2000_executions_without_duplicates(
-    processes: Processes, shared_db: str
+    shared_db: str, processes: Processes
 ) -> None:
     """Two services on one database, a remote worker on each: every execution runs once."""
     tokens = {"FENCEPOST_TOKENS": f"{TOKEN}=work,submit,read"}

@@ -59,7 +59,7 @@ def quick_version(store: Store) -> int | None:
 
 
 def test_a_job_nobody_serves_is_named_by_stats_jobs_the_dashboard_and_metrics(
-    processes: Processes, shared_db: str, store: Store
+    shared_db: str, store: Store, processes: Processes
 ) -> None:
     processes.start(
         "worker-a", "worker", APP, "--db", shared_db, "--owner", "worker-a", "--jobs", "quick"

@@ -43,7 +43,7 @@ HEAVY = {
 }
 
 
-def test_a_worker_process_loads_none_of_the_service_stack(workers: Workers, shared_db: str) -> None:
+def test_a_worker_process_loads_none_of_the_service_stack(shared_db: str, workers: Workers) -> None:
     url = shared_db
     with fencepost.connect(url) as store:
         probe = store.submit("loaded-modules").id
@@ -57,7 +57,7 @@ def test_a_worker_process_loads_none_of_the_service_stack(workers: Workers, shar
 
 
 def test_json_native_jobs_refuse_bad_inputs_at_once_without_pydantic(
-    workers: Workers, shared_db: str
+    shared_db: str, workers: Workers
 ) -> None:
     """JSON-native jobs bind their inputs without pydantic, refusing missing and unknown
     ones as a permanent failure (a submit before any worker published the job's schema)."""
@@ -78,7 +78,7 @@ def test_json_native_jobs_refuse_bad_inputs_at_once_without_pydantic(
 
 
 def test_a_job_with_rich_hints_converts_and_bad_inputs_fail_at_once(
-    workers: Workers, shared_db: str
+    shared_db: str, workers: Workers
 ) -> None:
     """A worker serving a job typed ``datetime`` loads pydantic (to publish the job's
     schema, and to convert); inputs stored before its schema was published and that do

@@ -189,9 +189,12 @@ class Store(OperatingVerbs, ScheduleVerbs):
         ``inputs`` must match that version's schema (a :class:`ValidationError`
         naming ``inputs.<field>``), and ``max_attempts``, ``timeout`` and ``priority``
         left None take the job's defaults, else 3 attempts, no timeout, priority 0.
-        A job no worker published is allowed or refused (naming ``job`` and listing
-        the known jobs) by the store's ``unknown_jobs`` setting. The comparison of
-        an idempotent retry is made on the arguments so resolved.
+        A job no worker published is refused (naming ``job`` and listing the known
+        jobs) when the store's ``unknown_jobs`` is ``refuse``; by default it is
+        stored with the store's defaults, and what the caller left None takes the
+        job's published defaults when a worker publishes it (see
+        :meth:`~fencepost.store.catalogue.CatalogueVerbs.adopt_unpublished`). The
+        comparison of an idempotent retry is made on the arguments so resolved.
 
         ``actor`` names the submitter in the execution's SUBMITTED audit record (the
         HTTP API passes the token's name, the CLI ``cli:user@host``); None leaves it

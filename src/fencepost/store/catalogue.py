@@ -69,12 +69,13 @@ class CatalogueVerbs(StoreCore):
     changes, so a ``(job, version)`` once seen is used as it is forever; which
     jobs and versions exist (hence the latest version) is read again when the view
     is older than :data:`CATALOGUE_REFRESH` (1 s), at once after a publish through
-    this store, and on a miss that would refuse the submit (an unknown job or
-    version is looked up again before it is refused). So for up to one second after
-    another process publishes, this store may still pin the previous latest version,
-    and, while it last saw an empty catalogue, store a submit of the new job as
-    unpublished: the next registration of a worker serving the job (within one
-    heartbeat) gives it the job's defaults (:meth:`adopt_unpublished`).
+    this store, and on a miss (an unknown job or version is looked up again, once
+    per request or batch, before it is refused or stored as unpublished). So for up
+    to one second after another process publishes, this store may still pin the
+    previous latest version, and, while it last saw an empty catalogue (when no
+    lookup is made at all), store a submit of the new job as unpublished: the next
+    registration of a worker serving the job (within one heartbeat) gives it the
+    job's defaults (:meth:`adopt_unpublished`).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
