@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
+import fencepost
+from fencepost.store.base import Store
 from tests import postgres
+from tests.integration._tools import Procs
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -27,3 +30,20 @@ def shared_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield postgres.store_url(schema)
     finally:
         postgres.drop_schema(schema)
+
+
+@pytest.fixture
+def procs(tmp_path: Path) -> Iterator[Procs]:
+    """Processes the test starts, each in its own group; all killed when it ends."""
+    started = Procs(tmp_path)
+    yield started
+    started.close()
+
+
+@pytest.fixture
+def clock_db(tmp_path: Path) -> Iterator[tuple[str, Store]]:
+    """A SQLite store file the test's processes share, and the test's own store on it."""
+    url = f"sqlite:///{tmp_path / 'clock.db'}"
+    store = fencepost.connect(url)
+    yield url, store
+    store.close()

@@ -15,7 +15,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -63,13 +62,6 @@ def one_line(run: Run) -> str:
     assert len(run.errors) == 1, run.stderr
     assert run.stdout == ""
     return run.errors[0]
-
-
-@pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Procs]:
-    started = Procs(tmp_path)
-    yield started
-    started.close()
 
 
 def test_a_submitter_with_another_count_is_refused_and_stores_nothing(shared_db: str) -> None:

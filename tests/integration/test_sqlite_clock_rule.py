@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -41,21 +41,6 @@ AGAIN = "agrees with the machine's again"  # and its all-clear
 #: How long a look at the holder's leases lasts: three passes of serve's reaper (1 s),
 #: and 60 claims of a worker polling every 0.05 s; the leases last 5 s, heartbeats renew them.
 WATCH = 3.0
-
-
-@pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Procs]:
-    started = Procs(tmp_path)
-    yield started
-    started.close()
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[tuple[str, Store]]:
-    url = f"sqlite:///{tmp_path / 'clock.db'}"
-    store = fencepost.connect(url)
-    yield url, store
-    store.close()
 
 
 def held_spins(procs: Procs, url: str, store: Store, count: int = 1) -> list[str]:
@@ -95,8 +80,8 @@ def assert_untouched(store: Store, spins: list[str]) -> None:
         ], trail
 
 
-def test_serve_an_hour_fast_takes_no_live_lease(procs: Procs, db: tuple[str, Store]) -> None:
-    url, store = db
+def test_serve_an_hour_fast_takes_no_live_lease(procs: Procs, clock_db: tuple[str, Store]) -> None:
+    url, store = clock_db
     spins = held_spins(procs, url, store, count=4)
     waiting = store.submit("quick").id  # the holder does not run it; the remote worker would
     port = free_port()
@@ -125,9 +110,9 @@ def test_serve_an_hour_fast_takes_no_live_lease(procs: Procs, db: tuple[str, Sto
 
 
 def test_reconcile_an_hour_fast_times_out_no_live_lease(
-    procs: Procs, db: tuple[str, Store]
+    procs: Procs, clock_db: tuple[str, Store]
 ) -> None:
-    url, store = db
+    url, store = clock_db
     [spin] = held_spins(procs, url, store)
     faketime = require_tool("faketime")
     done = subprocess.run(
@@ -143,9 +128,9 @@ def test_reconcile_an_hour_fast_times_out_no_live_lease(
 
 
 def test_a_worker_whose_clock_steps_an_hour_ahead_takes_no_live_lease(
-    procs: Procs, db: tuple[str, Store], tmp_path: Path
+    procs: Procs, clock_db: tuple[str, Store], tmp_path: Path
 ) -> None:
-    url, store = db
+    url, store = clock_db
     spins = held_spins(procs, url, store, count=3)
     clock = tmp_path / "stepped.faketime"
     set_faketime(clock, "+0")

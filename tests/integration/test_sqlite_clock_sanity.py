@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-import fencepost
 from fencepost import Event, State, Store
 from tests.integration._tools import Procs, set_faketime, under_faketime
 from tests.integration.test_worker_processes import running_under, wait_until
@@ -38,21 +36,6 @@ APP = "tests.integration._worker_app:app"
 WATCH = 3.0
 #: Node renewals seen while watching: the worker's loop went on, and asked again each time.
 RENEWALS = 3
-
-
-@pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Procs]:
-    started = Procs(tmp_path)
-    yield started
-    started.close()
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[tuple[str, Store]]:
-    url = f"sqlite:///{tmp_path / 'clock.db'}"
-    store = fencepost.connect(url)
-    yield url, store
-    store.close()
 
 
 def worker(procs: Procs, url: str, owner: str, jobs: str, prefix: list[str]) -> None:
@@ -101,9 +84,9 @@ def watch_out(store: Store, owner: str, *, spins: list[str], waiting: str) -> in
 
 
 def test_a_worker_an_hour_fast_takes_over_no_live_lease(
-    procs: Procs, db: tuple[str, Store]
+    procs: Procs, clock_db: tuple[str, Store]
 ) -> None:
-    url, store = db
+    url, store = clock_db
     spins = held_spins(procs, url, store, count=3)
     waiting = store.submit("step").id  # due: the fast worker would run it at once
     # It serves ``spin`` too: to it the holder's 5 s leases expired an hour ago.
@@ -123,9 +106,9 @@ def test_a_worker_an_hour_fast_takes_over_no_live_lease(
 
 
 def test_a_worker_an_hour_slow_claims_nothing_until_its_clock_is_right(
-    procs: Procs, db: tuple[str, Store], tmp_path: Path
+    procs: Procs, clock_db: tuple[str, Store], tmp_path: Path
 ) -> None:
-    url, store = db
+    url, store = clock_db
     # Due two hours ago: due by the slow worker's clock too, which would claim it at
     # once and write a lease that expired, to everyone else, before it was taken.
     waiting = store.submit("step", execute_at=datetime.now(UTC) - timedelta(hours=2)).id
