@@ -22,12 +22,19 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from fencepost.domain.errors import ValidationError
+from fencepost.domain.limits import Limit, ThrottleCount
 from fencepost.domain.models import JSON, Command, Execution
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.states import CommandKind
-from fencepost.jobs.catalogue import entries_of
+from fencepost.jobs.catalogue import publish
 from fencepost.jobs.registry import JobRegistry
-from fencepost.jobs.spec import DEFAULT_LEASE_TTL, JobSpec, retry_options, spec_from_function
+from fencepost.jobs.spec import (
+    DEFAULT_LEASE_TTL,
+    JobSpec,
+    declared_limit,
+    retry_options,
+    spec_from_function,
+)
 from fencepost.scheduler.handle import ScheduleHandle
 from fencepost.scheduler.materializer import Materializer, MaterializerOptions
 from fencepost.store import Store, connect
@@ -83,6 +90,10 @@ class App:
         retry: RetryPolicy | Mapping[str, float] | None = None,
         priority: int | None = None,
         queue: str | None = None,
+        rate_limit: str | None = None,
+        rate_burst: int | None = None,
+        concurrency: int | None = None,
+        limit_per_key: bool = False,
     ) -> Callable[[F], F]:
         """Register the decorated function (or coroutine function) as a job version.
 
@@ -99,14 +110,32 @@ class App:
         (and optionally ``max_attempts``). ``priority`` and ``queue`` are what its
         executions get when a submit names none (else 0 and ``"default"``). The
         function is returned unchanged.
+
+        ``rate_limit`` (``"50/s"``, ``"3000/min"``, ``"100/h"``: starts of its
+        executions, across every worker), ``rate_burst`` (the rate's bucket) and
+        ``concurrency`` (the most leased at once, across every worker) declare the
+        job's limit; ``limit_per_key=True`` gives each ``limit_key`` its own. Checked
+        here (a bad value raises :class:`ValidationError` naming it); a worker
+        publishing the job declares it to the store, where an operator's limit on
+        the job wins (see :func:`~fencepost.jobs.spec.declared_limit` and
+        :meth:`~fencepost.store.flow.FlowVerbs.declare_limits`).
         """
         policy, attempts = retry_options(retry, max_attempts)
+        limits = {
+            "rate_limit": rate_limit,
+            "rate_burst": rate_burst,
+            "concurrency": concurrency,
+            "limit_per_key": limit_per_key,
+        }
+        if name is not None:  # else checked once the function names the job
+            declared_limit(name, **limits)
 
         def register(handler: F) -> F:
+            job_name = name or handler.__name__
             self.registry.add(
                 spec_from_function(
                     handler,
-                    name=name or handler.__name__,
+                    name=job_name,
                     version=version,
                     inputs=inputs,
                     output=output,
@@ -116,6 +145,7 @@ class App:
                     lease_ttl=lease_ttl,
                     priority=priority,
                     queue=queue,
+                    limit=declared_limit(job_name, **limits),
                 )
             )
             return handler
@@ -153,6 +183,7 @@ class App:
         priority: int | None = None,
         queue: str | None = None,
         actor: str | None = None,
+        limit_key: str | None = None,
     ) -> Execution:
         """Submit an execution of ``job``, by the store's one catalogue rule.
 
@@ -165,6 +196,7 @@ class App:
         left None take the job's defaults. A job no one published follows the
         store's ``unknown_jobs`` (see :class:`~fencepost.store.catalogue.CatalogueVerbs`).
         ``actor`` names the submitter in the audit trail (a user of your application).
+        ``limit_key`` is the key a per-key limit counts it under (a tenant, a host).
         """
         self._publish_jobs()
         self._bind_locally(job, version, inputs)
@@ -181,6 +213,7 @@ class App:
             priority=priority,
             queue=queue,
             actor=actor,
+            limit_key=limit_key,
         )
 
     def _bind_locally(self, job: str, version: int | None, inputs: JSON) -> None:
@@ -202,7 +235,7 @@ class App:
         """Publish this app's jobs to the store's catalogue, each once (a no-op after)."""
         if self._published == len(self.registry):
             return
-        self.store.publish_jobs(entries_of(self.registry))
+        publish(self.store, self.registry)
         self._published = len(self.registry)
 
     def request(
@@ -235,6 +268,7 @@ class App:
         priority: int | None = None,
         paused: bool = False,
         queue: str | None = None,
+        limit_key: str | None = None,
     ) -> ScheduleHandle:
         """Run ``job`` on a cron rule (in ``timezone``) or ``every`` interval; returns a handle.
 
@@ -244,6 +278,7 @@ class App:
         becomes an execution keyed ``schedule_id:slot``; see
         :mod:`fencepost.timing.planning` for the misfire and overlap policies.
         ``paused`` stores it paused (its slots are recorded SKIPPED until resumed).
+        Every execution of it carries ``limit_key`` (the key a per-key limit counts).
         """
         self._publish_jobs()
         stored = self.store.add_schedule(
@@ -266,6 +301,7 @@ class App:
             priority=priority,
             paused=paused,
             queue=queue,
+            limit_key=limit_key,
         )
         return ScheduleHandle(self.store, stored)
 
@@ -273,9 +309,57 @@ class App:
         """The stored schedule ``schedule_id`` (:class:`NotFound` if there is none)."""
         return ScheduleHandle(self.store, self.store.get_schedule(schedule_id))
 
+    def run_schedule(self, schedule_id: str, *, actor: str = "client") -> Execution:
+        """Run schedule ``schedule_id`` once now, besides its slots; the new execution.
+
+        See :meth:`Store.run_schedule
+        <fencepost.store.scheduling.ScheduleVerbs.run_schedule>`: due now, ``slot``
+        None, audited as ``actor``; a paused schedule runs too.
+        """
+        return self.store.run_schedule(schedule_id, actor=actor)
+
     def materializer(self, **options: Any) -> Materializer:
         """A :class:`Materializer` over this app's store (see :class:`MaterializerOptions`)."""
         return Materializer(self.store, MaterializerOptions(**options))
+
+    # -- flow control ----------------------------------------------------------------
+
+    def set_limit(
+        self,
+        scope: str,
+        *,
+        rate: str | None = None,
+        burst: int | None = None,
+        concurrency: int | None = None,
+        per_key: bool = False,
+        actor: str = "operator",
+    ) -> Limit:
+        """Set (or replace) the limit of ``scope`` (``job:NAME`` or ``queue:NAME``): a
+        ``rate`` of starts (``"50/s"``), a ``concurrency`` or both; see
+        :meth:`Store.set_limit <fencepost.store.flow.FlowVerbs.set_limit>`."""
+        return self.store.set_limit(
+            scope, rate=rate, burst=burst, concurrency=concurrency, per_key=per_key, actor=actor
+        )
+
+    def limits(self) -> list[Limit]:
+        """Every limit and paused queue of the store, by scope."""
+        return self.store.limits()
+
+    def remove_limit(self, scope: str, *, actor: str = "operator") -> None:
+        """Remove the limit of ``scope``; :class:`NotFound` if it has none."""
+        self.store.remove_limit(scope, actor=actor)
+
+    def pause_queue(self, name: str, *, actor: str = "operator") -> Limit:
+        """Pause queue ``name``: nothing in it is claimed until it is resumed."""
+        return self.store.pause_queue(name, actor=actor)
+
+    def resume_queue(self, name: str, *, actor: str = "operator") -> Limit | None:
+        """Resume queue ``name``; its waiting executions start again under its limits."""
+        return self.store.resume_queue(name, actor=actor)
+
+    def throttled(self, *, window: float | timedelta = 3600.0) -> list[ThrottleCount]:
+        """Claims held back by a limit or a paused queue in the last ``window``, per scope."""
+        return self.store.throttled(window=window)
 
     # -- workers ---------------------------------------------------------------------
 

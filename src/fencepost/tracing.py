@@ -80,6 +80,7 @@ OUTCOMES = frozenset(
         "timed_out",  # the handler outlived its timeout (fencepost.execution.state says what next)
         "cancelled",  # cancel requested while it ran: aborted
         "released",  # handed back unfinished (shutdown, or never started in time)
+        "snoozed",  # the handler snoozed: handed back until later, the attempt not counted
         "refused_stale",  # the store refused the outcome: the lease had been lost
         "rejected",  # the store refused a value of the outcome (logged by the worker)
         "dropped",  # not written before the lease surely expired (store unreachable)

@@ -60,6 +60,7 @@ def test_submit_prints_the_execution_and_a_repeat_with_its_key_returns_it(
         "lateness": None,
         "priority": 7,
         "queue": "default",
+        "limit_key": None,
         "bucket": bucket_for("tenant-a"),
         "bucket_key": "tenant-a",
         "idempotency_key": "report-2030-01-01",

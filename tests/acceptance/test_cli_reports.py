@@ -132,3 +132,35 @@ def test_stats_and_slo_report_the_prepared_history(database: Database) -> None:
         "30s",
     ]
     assert report.row(ids["a"])[-1] == "2s"
+
+
+def test_stats_print_throttled_claims_per_scope(database: Database) -> None:
+    """A rate held one ``mail`` 4 s and a paused queue held two ``slow`` ones 20 s each:
+    each scope's records on a ``throttled`` line, none of them in the claim lateness."""
+    base = (datetime.now(UTC) - timedelta(minutes=10)).replace(microsecond=0)
+    clock = ManualClock(base)
+    store = database.store(clock)
+    store.set_limit("job:mail", rate="1/min", burst=1)
+    store.pause_queue("slow", actor="ops")
+    store.submit_many([{"job": "mail"}, {"job": "mail"}])
+    store.submit_many([{"job": "report", "queue": "slow"} for _ in range(2)])
+    assert len(store.claim("w", limit=10, ttl=3600)) == 1  # a mail: the burst
+    clock.set(base + timedelta(seconds=20))
+    store.resume_queue("slow", actor="ops")
+    assert len(store.claim("w", limit=10, ttl=3600)) == 2  # the resumed queue's, not the mail
+    clock.set(base + timedelta(seconds=64))
+    assert len(store.claim("w", limit=10, ttl=3600)) == 1  # the second mail, a minute later
+    as_json, table = fencepost_all(
+        ("stats", "--window", "1h", "--json"), ("stats", "--window", "1h"), db=database.url
+    )
+    stats = as_json.json()
+    assert stats["throttled"] == [
+        {"scope": "job:mail", "count": 1, "held": 64.0},
+        {"scope": "queue:slow", "count": 2, "held": 40.0},
+    ]
+    assert stats["claim_lateness"]["count"] == 1, "the first mail's claim only"
+    rows = table.ok().rows("throttled")
+    assert rows == [
+        ["throttled", "job:mail: 1 claim held 1m04s"],
+        ["throttled", "queue:slow: 2 claims held 40s"],
+    ]

@@ -78,6 +78,8 @@ def policy(method: str, path: str) -> Scope:
         return Scope.SUBMIT
     if (method, path) in OPERATOR_ACTIONS or path.startswith("/schedules"):
         return Scope.ADMIN
+    if path.startswith(("/limits/", "/queues/")):  # flow control: the operator's
+        return Scope.ADMIN
     return Scope.WORK  # everything else is the worker protocol
 
 
@@ -118,6 +120,7 @@ def snapshot(store: Store, seeded: Seeded) -> Any:
         [store.commands(i) for i in (seeded.scheduled, seeded.running)],
         store.schedules(limit=1000).items,
         store.nodes(live_only=False),
+        store.limits(),
     )
 
 

@@ -229,7 +229,8 @@ def test_a_takeover_is_late_since_the_execution_fell_due(
 
 
 def test_attempts_by_outcome(client: TestClient, metered: Store) -> None:
-    for job in ("ok", "retry", "slow", "garbage", "batch", "batch", "stop", "cancel"):
+    jobs = ("ok", "retry", "slow", "garbage", "batch", "batch", "stop", "cancel", "nap", "nap")
+    for job in jobs:
         metered.submit(job, max_attempts=3)
     leases: dict[str, list[Lease]] = {}
     for lease in metered.claim("w", limit=10):
@@ -243,13 +244,16 @@ def test_attempts_by_outcome(client: TestClient, metered: Store) -> None:
     assert metered.complete_many([(good, [1, 2]), (bad, {1, 2})]) == [None, None]
     metered.release(leases["stop"][0])
     metered.abort(leases["cancel"][0])
+    metered.snooze(leases["nap"][0], 60)
+    metered.snooze(leases["nap"][1], 60, max_snoozes=0)  # past its bound: a failed attempt
 
     assert attempts(scrape(client)) == {
         "succeeded": 2,
-        "failed": 1,
+        "failed": 2,
         "timed_out": 1,
         "cancelled": 1,
         "released": 1,
+        "snoozed": 1,
         "result_invalid": 2,
     }
     assert metered.get(bad.execution_id).state is State.FAILED, "what result_invalid means"
@@ -277,6 +281,8 @@ def test_stale_calls_after_a_takeover_are_counted_by_verb(
         metered.release(old)
     with pytest.raises(StaleLease):
         metered.abort(old)
+    with pytest.raises(StaleLease):
+        metered.snooze(old, 10)
     metered.complete(new, "the result")
 
     result = scrape(client)
@@ -288,6 +294,7 @@ def test_stale_calls_after_a_takeover_are_counted_by_verb(
         "heartbeat": 1,
         "heartbeat_many": 1,
         "release": 1,
+        "snooze": 1,
         "abort": 1,
     }
     assert attempts(result)["succeeded"] == 1, "only the new lease's completion"
@@ -396,6 +403,7 @@ def test_a_worker_on_the_metered_store_is_counted(tmp_path: Path) -> None:
         "timed_out": 0,
         "cancelled": 0,
         "released": 0,
+        "snoozed": 0,
         "result_invalid": 0,
     }
     assert result.value("fencepost_claim_lateness_seconds_count") == 4

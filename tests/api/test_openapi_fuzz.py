@@ -189,6 +189,13 @@ def _spec_cannot_say(case: schemathesis.Case, response: Any) -> bool:
         return bool(_PUBLISHED.match(str(field)))
     if operation == "PATCH /schedules/{schedule_id}":
         return field in {"cron", "timezone", "end_at"}
+    if operation == "POST /jobs/limits":
+        # A declared limit's rate, bounded as PUT /limits/{scope}'s is (below).
+        return bool(re.fullmatch(r"limits\.\d+\.rate", str(field)))
+    if operation == "PUT /limits/{scope}":
+        # The pattern states a rate's grammar; its bounds (at most a million starts a
+        # second, at least one in 1,000 days) are a quotient no pattern can state.
+        return field == "rate"
     if operation == "POST /schedules" and field == "end_at":
         start, end = body.get("start_at"), body.get("end_at")
         return (
@@ -308,12 +315,15 @@ def seed_everything(store: Store) -> dict[str, list[str]]:
     cron = store.add_schedule("fuzz-cron", cron="0 3 * * *", timezone="Europe/Paris", id="nightly")
     every = store.add_schedule("fuzz-every", every=60, id="minutely")
     command = store.request(executions[1], CommandKind.CANCEL, actor="fuzz")
+    store.set_limit("job:fuzz", rate="50/s", concurrency=5, actor="fuzz")
+    store.pause_queue("fuzz-paused", actor="fuzz")
     return {
         "execution_id": executions,
         "schedule_id": [cron.id, every.id],
         "task": [cron.id, every.id],
         "command_id": [command.id],
         "node_id": ["fuzz-node"],
+        "scope": ["job:fuzz", "queue:fuzz-paused"],
     }
 
 

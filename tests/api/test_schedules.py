@@ -103,6 +103,7 @@ def test_add_returns_the_stored_schedule(client: TestClient, store: Store) -> No
         "updated_at": _z(stored.updated_at),
         # 2030-01-01 is a Tuesday: 02:30 in New York (EST) is 07:30 UTC.
         "next_fire_at": "2030-01-01T07:30:00Z",
+        "limit_key": None,
         # Only an add says it: no materializer runs beside this app.
         "warnings": [NO_SCHEDULER],
     }

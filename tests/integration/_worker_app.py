@@ -90,3 +90,9 @@ def quick_progress(ctx: Context, rows: int = 3) -> dict[str, int]:
     for n in range(rows):
         ctx.checkpoint(progress={"rows": n + 1})
     return {"rows": rows}
+
+
+@app.job("hold", lease_ttl=10, max_attempts=50)
+def hold(seconds: float = 0.05) -> None:
+    """Holds its lease for ``seconds`` (the flow-control tests' per-key concurrency)."""
+    time.sleep(seconds)

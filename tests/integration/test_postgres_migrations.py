@@ -82,8 +82,8 @@ def print_snapshot() -> None:
 
 def test_migrations_equal_the_snapshot(schema: str) -> None:
     with fencepost.connect(postgres.store_url(schema)) as store:
-        assert store.migrations_applied == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
-        assert store.schema_version == 13
+        assert store.migrations_applied == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+        assert store.schema_version == 14
     snapshot = resources.files("fencepost.store.postgres").joinpath("schema.sql").read_text()
     assert dump(schema) == snapshot, REGENERATE
 
@@ -103,13 +103,13 @@ def test_concurrent_migrate_commands(schema: str, tmp_path: Path) -> None:
     results = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0, 0], results
     outputs = sorted(out.strip() for out, _ in results)
-    assert outputs.count("already at version 13; nothing to apply") == 3, outputs
+    assert outputs.count("already at version 14; nothing to apply") == 3, outputs
     assert outputs[-1] == (
-        "migrated to version 13 (applied 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)"
+        "migrated to version 14 (applied 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)"
     )
     with psycopg.connect(postgres.dsn()) as conn:
         versions = conn.execute(f"SELECT version FROM {schema}.fencepost_migrations").fetchall()
-    assert sorted(v for (v,) in versions) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+    assert sorted(v for (v,) in versions) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
 
 
 def test_the_hot_table_is_tuned_for_churn(schema: str) -> None:
@@ -157,8 +157,8 @@ def test_every_query_block_compiles_and_is_used(schema: str) -> None:
 
     sources = Path(fencepost.__file__).parent / "store" / "postgres"
     # The dialect's own modules, and the SQL base whose shared verbs run blocks by name.
-    shared = sources.parent / "sqlstore.py"
-    code = "".join(p.read_text() for p in [*sources.glob("*.py"), shared])
+    shared = [sources.parent / "sqlstore.py", sources.parent / "sqlflow.py"]
+    code = "".join(p.read_text() for p in [*sources.glob("*.py"), *shared])
     assert [name for name in QUERIES if f'"{name}"' not in code] == []
 
     fencepost.connect(postgres.store_url(schema)).close()

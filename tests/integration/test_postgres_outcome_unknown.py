@@ -217,7 +217,7 @@ def test_a_complete_many_cut_off_at_commit_accepts_each_once(
     assert events == {("CLAIMED", "w1"): 5, ("COMPLETED", "w1"): 5, ("STALE_REFUSED", "w1"): 1}
 
 
-@pytest.mark.parametrize("verb", ["fail", "release", "abort"])
+@pytest.mark.parametrize("verb", ["fail", "release", "abort", "snooze", "snooze-past-bound"])
 def test_a_fenced_write_cut_off_after_its_commit_returns_what_it_wrote(
     store: fencepost.Store, schema: str, lost: LostConnection, verb: str
 ) -> None:
@@ -229,6 +229,12 @@ def test_a_fenced_write_cut_off_after_its_commit_returns_what_it_wrote(
     elif verb == "release":
         done = store.release(lease)
         expected = (State.SCHEDULED, "RELEASED")
+    elif verb == "snooze":
+        done = store.snooze(lease, 60)
+        expected = (State.SCHEDULED, "SNOOZED")
+    elif verb == "snooze-past-bound":
+        done = store.snooze(lease, 60, max_snoozes=0)
+        expected = (State.RETRY_WAIT, "FAILED")
     else:
         done = store.abort(lease)
         expected = (State.CANCELLED, "CANCELLED")

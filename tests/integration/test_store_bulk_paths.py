@@ -94,6 +94,7 @@ def test_slot_builder_makes_what_the_constructor_makes() -> None:
         "progress": None,
         "created_at": now,
         "updated_at": now,
+        "limit_key": "tenant-a",
     }
     assert [f.name for f in dataclasses.fields(Execution)] == list(values)
     built = slot_builder(Execution)(**values)

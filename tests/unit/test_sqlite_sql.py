@@ -18,7 +18,10 @@ from fencepost.store.sqlite.connection import QUERIES, dump_schema, migrate, ope
 from fencepost.testing import ManualClock
 
 SQLITE_SOURCES = Path(fencepost.__file__).parent / "store" / "sqlite"
-SQL_BASE = Path(fencepost.__file__).parent / "store" / "sqlstore.py"
+#: The SQL base: the shared verbs, and flow control's plans, run blocks by name.
+SQL_BASE = [
+    Path(fencepost.__file__).parent / "store" / name for name in ("sqlstore.py", "sqlflow.py")
+]
 REGENERATE = """.venv/bin/python - > src/fencepost/store/sqlite/schema.sql <<'EOF'
 import tempfile
 from fencepost.store.sqlite.connection import dump_schema, migrate, open_connection
@@ -46,7 +49,7 @@ def test_every_block_compiles(migrated: sqlite3.Connection) -> None:
 
 def test_every_block_is_used() -> None:
     # The dialect's own modules, and the SQL base whose shared verbs run blocks by name.
-    code = "".join(p.read_text() for p in [*SQLITE_SOURCES.glob("*.py"), SQL_BASE])
+    code = "".join(p.read_text() for p in [*SQLITE_SOURCES.glob("*.py"), *SQL_BASE])
     unused = [name for name in QUERIES if f'"{name}"' not in code]
     assert unused == []
 

@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fencepost.api import dashboard, executions, jobs, problems, reports, schedules, work
+from fencepost.api import dashboard, executions, flow, jobs, problems, reports, schedules, work
 from fencepost.api.auth import Auth
 from fencepost.api.defaults import DEFAULT_BODY_BUDGET, DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_WAIT
 from fencepost.api.guard import DEFAULT_MAX_BODY_BYTES, Guard, LoopbackOnly
@@ -17,7 +17,7 @@ from fencepost.api.limits import ByteBudget, FailureLimiter
 from fencepost.api.metrics import Metrics, create_metrics
 from fencepost.api.metrics import router as metrics_router
 from fencepost.domain.errors import ValidationError
-from fencepost.jobs.catalogue import entries_of
+from fencepost.jobs.catalogue import publish
 from fencepost.jobs.registry import JobRegistry
 from fencepost.store.base import Store
 
@@ -73,7 +73,7 @@ def create_app(
     if registry is not None:
         # The jobs this service knows go to the catalogue first, so that every other
         # submitter (the CLI, workers' stores, schedules) checks them the same way.
-        store.publish_jobs(entries_of(registry))
+        publish(store, registry)  # and the limits they declare
     app = FastAPIOffline(title="fencepost", version="0.1.0", static_url=DOCS_ASSETS, redoc_url=None)
     app.state.store = store
     app.state.auth = auth if auth is not None else Auth()
@@ -88,6 +88,7 @@ def create_app(
     app.include_router(schedules.router)
     app.include_router(reports.router)
     app.include_router(jobs.router)
+    app.include_router(flow.router)
     app.include_router(dashboard.router)
     app.include_router(work.router)
     # add_middleware puts each outside the previous: NoSniff, LoopbackOnly, Guard, routes.

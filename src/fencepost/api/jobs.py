@@ -2,7 +2,8 @@
 
 ``POST /jobs`` (scope ``work``) is what a remote worker (``fencepost worker
 --server``) and a service started with jobs publish through before anything is
-claimed. ``GET /jobs`` lists what the deployment runs (each job's latest version, its
+claimed; ``POST /jobs/limits`` (scope ``work``) declares the limits its jobs declare.
+``GET /jobs`` lists what the deployment runs (each job's latest version, its
 defaults, the live nodes serving it, its due executions waiting now and how many of
 them no live worker serves, its executions created in the window by state);
 ``GET /jobs/{name}`` shows every version of one job. The same view as ``fencepost
@@ -14,17 +15,17 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Response, status
 
 from fencepost.api import problems as p
 from fencepost.api.auth import Scope
-from fencepost.api.deps import StoreDep, guarded
+from fencepost.api.deps import ActorDep, StoreDep, guarded
 from fencepost.api.reports import Window
 from fencepost.domain import jobviews
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.jobviews import job_views
 from fencepost.domain.reports import Unserved
-from fencepost.wire.catalogue import JobEntry, PublishRequest
+from fencepost.wire.catalogue import DeclareLimitsRequest, JobEntry, PublishRequest
 from fencepost.wire.jobs import JobList, JobSummary, JobView, Waiting
 
 router = APIRouter()
@@ -62,6 +63,32 @@ def publish_jobs(body: PublishRequest, store: StoreDep) -> list[JobEntry]:
         position, _, field = exc.field.removeprefix("[").partition("].")
         raise ValidationError(f"entries.{position}.{field}", exc.message) from None
     return [JobEntry.from_domain(entry) for entry in stored]
+
+
+@router.post(
+    "/jobs/limits",
+    status_code=status.HTTP_204_NO_CONTENT,
+    **guarded(Scope.WORK, p.VALIDATION, p.BODY_TOO_LARGE, p.STORE_UNAVAILABLE),
+)
+def declare_limits(body: DeclareLimitsRequest, store: StoreDep, actor: ActorDep) -> Response:
+    """Declare the limits of the jobs a worker publishes (``job:NAME`` scopes only), in
+    one transaction; see ``Store.declare_limits``: a declaration replaces an earlier
+    declaration, never a limit an operator set. Audited with the token's name.
+    """
+    limits = []
+    for index, item in enumerate(body.limits):
+        try:
+            limits.append(item.to_domain())
+        except ValidationError as exc:
+            raise ValidationError(
+                f"limits.{index}.{_DECLARED.get(exc.field, exc.field)}", exc.message
+            ) from None
+    store.declare_limits(limits, actor=actor)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+#: ``new_limit``'s names for the fields of a declaration (the job names its scope).
+_DECLARED = {"scope": "job"}
 
 
 @router.get(

@@ -38,6 +38,7 @@ FENCED_VERBS = (
     "heartbeat",
     "heartbeat_many",
     "release",
+    "snooze",
     "abort",
 )
 #: ``fencepost_occurrences_total`` outcomes.
@@ -214,6 +215,17 @@ class MeteredStore:
     def release(self, lease: Lease, **options: Any) -> Execution:
         """:meth:`Store.release`, counting the attempt or the refusal."""
         return self._ending("release", "released", lambda: self.wrapped.release(lease, **options))
+
+    def snooze(self, lease: Lease, seconds: Any, **options: Any) -> Execution:
+        """:meth:`Store.snooze`, counting the attempt (snoozed; failed when past the
+        bound) or the refusal."""
+        try:
+            snoozed = self.wrapped.snooze(lease, seconds, **options)
+        except StaleLease:
+            self._refused("snooze")
+            raise
+        self._ended("snoozed" if snoozed.state is State.SCHEDULED else "failed")
+        return snoozed
 
     def abort(self, lease: Lease, **options: Any) -> Execution:
         """:meth:`Store.abort`, counting the attempt (cancelled) or the refusal."""

@@ -75,7 +75,8 @@ def bucket_report(
     **guarded(Scope.READ, p.VALIDATION, p.STORE_UNAVAILABLE),
 )
 def stats(store: StoreDep, window: Window = 3600.0) -> Stats:
-    """Counts by state, due backlog, and the window's claim lateness, refusals and expiries."""
+    """Counts by state, due backlog, and the window's claim lateness, refusals, expiries
+    and throttled executions per scope (throttled claims are not in the lateness)."""
     return Stats.from_domain(store.stats(window=window))
 
 

@@ -1,4 +1,4 @@
-"""Routes for schedules: add, list, read, change, pause, resume, delete and preview.
+"""Routes for schedules: add, list, read, change, pause, resume, delete, run now and preview.
 
 Every endpoint is a plain ``def`` (the store is synchronous; FastAPI runs these in
 its thread pool). Errors raised by the store name its fields; they are renamed to
@@ -17,11 +17,13 @@ from fastapi import APIRouter, Query, Response, status
 from fencepost.api import problems as p
 from fencepost.api.auth import Scope
 from fencepost.api.deps import ActorDep, Cursor, Limit, StoreDep, guarded
+from fencepost.api.executions import etag
 from fencepost.domain import models
 from fencepost.domain.errors import NotFound, ValidationError
 from fencepost.scheduler.handle import ScheduleHandle
 from fencepost.scheduler.materializer import scheduler_warning
 from fencepost.store.base import Store
+from fencepost.wire import executions as executions_wire
 from fencepost.wire import schedules as schemas
 from fencepost.wire.fields import MAX_NAME, NAME_PATTERN, Instant
 
@@ -202,6 +204,28 @@ def pause_schedule(schedule_id: str, store: StoreDep, actor: ActorDep) -> schema
 def resume_schedule(schedule_id: str, store: StoreDep) -> schemas.Schedule:
     """Resume a paused schedule from its next slot (idempotent)."""
     return _view(store, store.resume_schedule(schedule_id))
+
+
+@router.post(
+    "/schedules/{schedule_id}/run",
+    status_code=status.HTTP_201_CREATED,
+    response_model=executions_wire.Execution,
+    **guarded(Scope.ADMIN, p.VALIDATION, p.NOT_FOUND, p.STORE_UNAVAILABLE),
+)
+def run_schedule(
+    schedule_id: str, store: StoreDep, actor: ActorDep, response: Response
+) -> executions_wire.Execution:
+    """Run a schedule once now, besides its slots: 201 with the new execution.
+
+    It runs the schedule's job, version and inputs in its queue, due now, audited as
+    the token's name. It is no slot of the rule: ``slot`` is null and
+    ``idempotency_key`` is ``{schedule_id}:run:{execution id}``, so the slot of the same
+    instant still runs. Each request runs it once more (not idempotent). A paused
+    schedule runs too. 404 when no schedule has the id.
+    """
+    execution = store.run_schedule(schedule_id, actor=actor)
+    response.headers["ETag"] = etag(execution)
+    return executions_wire.Execution.from_domain(execution)
 
 
 @router.get(

@@ -1,7 +1,7 @@
 """The worker protocol: leases over HTTP, for workers that cannot reach the database.
 
 A remote worker claims (``POST /claims``), renews (``.../heartbeat``), and reports
-(``.../complete``, ``.../fail``, ``.../release``, ``.../abort``) exactly as a
+(``.../complete``, ``.../fail``, ``.../release``, ``.../snooze``, ``.../abort``) exactly as a
 worker with a database URL does, and the store applies the same fence: every
 report names the ``owner`` and ``epoch`` of the lease it was given, and a stale
 one is refused with a 409 ``stale-lease`` problem and audited. Batch forms
@@ -67,6 +67,7 @@ from fencepost.wire.work import (
     OccurrenceClaim,
     ReasonRequest,
     Refusal,
+    SnoozeRequest,
 )
 
 router = APIRouter(tags=["worker protocol"])
@@ -160,8 +161,13 @@ def claim(body: ClaimRequest, store: StoreDep) -> Response:
         max_per_bucket=body.max_per_bucket,
         queues=body.queues,
     )
+    # Read at once after this claim: the hint of the store's last claim (with claims of
+    # several workers racing through this service, possibly another's: a hint only).
+    held = store.next_start_in()
     return _delivered(
-        store, leases, lambda: Leases(leases=[Lease.from_domain(lease) for lease in leases])
+        store,
+        leases,
+        lambda: Leases(leases=[Lease.from_domain(lease) for lease in leases], next_start_in=held),
     )
 
 
@@ -327,6 +333,18 @@ def fail(execution_id: ExecutionId, body: FailRequest, store: StoreDep) -> schem
 def release(execution_id: ExecutionId, body: ReasonRequest, store: StoreDep) -> schemas.Execution:
     """Give a live lease back unfinished (claimable again at once); 409 if stale."""
     return _with_reason(store.release, execution_id, body)
+
+
+@router.post(
+    "/executions/{execution_id}/snooze",
+    response_model=schemas.Execution,
+    **guarded(Scope.WORK, *_REPORT),
+)
+def snooze(execution_id: ExecutionId, body: SnoozeRequest, store: StoreDep) -> schemas.Execution:
+    """Give a live lease back until ``seconds`` from now, the attempt not counted
+    (SCHEDULED; a snooze past the execution's bound fails the attempt); 409 if stale."""
+    fence = fence_of(execution_id, body.owner, body.epoch)
+    return schemas.Execution.from_domain(store.snooze(fence, body.seconds, reason=body.reason))
 
 
 @router.post(

@@ -84,7 +84,7 @@ EXIT_CAUSES: dict[Exit, str] = {
     Exit.USAGE: "a bad argument or input: an unknown option, a malformed value or execution "
     "id, inputs a job's schema refuses, a --db that names no database, a token the "
     "service refuses; nothing was changed",
-    Exit.NOT_FOUND: "no execution, schedule or job by that id or name",
+    Exit.NOT_FOUND: "no execution, schedule or job by that id or name, or no limit on that scope",
     Exit.CONFLICT: "the stored state refuses the request: an idempotency key or schedule id "
     "already used for a different request, a job version published with another "
     "definition, a stale lease, a transition the state machine forbids (cancel a finished "

@@ -3,7 +3,7 @@
 ``fencepost serve`` runs the HTTP service; ``fencepost worker`` runs a worker;
 ``fencepost db migrate`` prepares a database; the operator commands (``submit``,
 ``ps``, ``stats``, ``jobs``, ``buckets``, ``schedule``, ``reconcile``, ``dead-letters``,
-``replay``, ``prune``, ``slo``)
+``replay``, ``prune``, ``slo``, ``limits``, ``queues``)
 each live in a small module of their own and print tables or, with ``--json``,
 one JSON document (:mod:`fencepost.cli.output`).
 """
@@ -23,6 +23,7 @@ from fencepost.cli import (
     buckets,
     common,
     executions,
+    flow,
     jobs,
     maintenance,
     report,
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_parsers(commands)
     buckets.add_parsers(commands)
     schedules.add_parsers(commands)
+    flow.add_parsers(commands)
     maintenance.add_parsers(commands)
     return parser
 

@@ -160,6 +160,13 @@ def document(
     return doc
 
 
+def _schedule_of(e: Execution) -> str | None:
+    """The schedule and slot of an occurrence; a run asked for now has no slot."""
+    if e.schedule_id is None:
+        return None
+    return f"{e.schedule_id} (run now)" if e.slot is None else f"{e.schedule_id} slot {e.slot}"
+
+
 def first_line(text: str | None, width: int = 100) -> str:
     """The first non-blank line of ``text``, cut to ``width`` (``-`` when there is none)."""
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
@@ -204,10 +211,11 @@ def render(read_: dict[str, Any], out: Output) -> None:
         ("lease left", span(records.lease_remaining(e, now))),
         ("timeout", span(e.timeout)),
         ("queue", e.queue),
+        ("limit key", e.limit_key),
         ("priority", e.priority),
         ("bucket", e.bucket if e.bucket_key is None else f"{e.bucket} (key {e.bucket_key})"),
         ("idempotency key", e.idempotency_key),
-        ("schedule", None if e.schedule_id is None else f"{e.schedule_id} slot {e.slot}"),
+        ("schedule", _schedule_of(e)),
         ("created", when(e.created_at)),
         ("updated", when(e.updated_at)),
         ("progress", "-" if e.progress is None else records.compact(e.progress)),

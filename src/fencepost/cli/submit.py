@@ -27,6 +27,7 @@ JOB_OPTIONS = {
     "max_attempts": "--max-attempts",
     "priority": "--priority",
     "queue": "--queue",
+    "limit_key": "--limit-key",
 }
 #: The option that sets each argument of ``Store.submit``, to name it in a refusal.
 OPTIONS = JOB_OPTIONS | {
@@ -59,6 +60,11 @@ def add_parsers(commands: Any) -> None:
         "--queue", metavar="QUEUE", help="the queue it waits in (default: the job's, else default)"
     )
     p.add_argument("--job-version", type=int, metavar="N", help="pin the job version")
+    p.add_argument(
+        "--limit-key",
+        metavar="KEY",
+        help="the key a per-key limit counts it under (e.g. a tenant)",
+    )
     common.add_num_buckets(p)
 
 
@@ -111,6 +117,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         "priority": args.priority,
         "queue": args.queue,
         "version": args.job_version,
+        "limit_key": args.limit_key,
     }
     buckets = common.num_buckets(args)
     common.require_db(args)
@@ -150,6 +157,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
             ("bucket", execution.bucket),
             ("max attempts", execution.max_attempts),
             ("idempotency key", execution.idempotency_key),
+            ("limit key", execution.limit_key),
         ],
         title="submitted",
     )

@@ -8,12 +8,12 @@ blocks its event loop for each round trip; ``AsyncClient`` does not::
         done = await client.wait(execution.id, timeout=60)
 
 Its coroutines have the names, arguments, results and errors of the ``Client``'s
-verbs for submitting, reading, cancelling, replaying, commands, schedules, jobs
-and waiting: both run the same descriptions (:mod:`fencepost.client.verbs`), this
-one over an :class:`httpx.AsyncClient`. The remote-worker protocol (claim,
-heartbeat, complete, fail, release, abort, commands' claims, node registration,
-job publication) is the ``Client``'s only: a worker runs on threads, not on an
-event loop.
+verbs for submitting, reading, cancelling, replaying, commands, schedules, jobs,
+limits and queues, and waiting: both run the same descriptions
+(:mod:`fencepost.client.verbs`), this one over an :class:`httpx.AsyncClient`. The
+remote-worker protocol (claim, heartbeat, complete, fail, release, abort, commands'
+claims, node registration, job publication) is the ``Client``'s only: a worker runs
+on threads, not on an event loop.
 
 Only this module imports anyio (through which it sleeps, so it runs under asyncio
 or trio as httpx does); neither a worker nor the sync ``Client`` loads it.
@@ -31,6 +31,7 @@ import httpx
 from fencepost.client import verbs
 from fencepost.client.retries import DEFAULT_RETRY_TIMEOUT, Retrying, retry_timeout_option
 from fencepost.domain.jobviews import JobSummary, JobView
+from fencepost.domain.limits import FlowChange, Limit, Rate, ThrottleCount
 from fencepost.domain.models import (
     JSON,
     Attempt,
@@ -42,6 +43,7 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.nodes import BucketReport, Node
+from fencepost.domain.queueviews import QueueView
 from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.states import CommandKind, State
 
@@ -163,12 +165,13 @@ class AsyncClient:
         priority: int | None = None,
         queue: str | None = None,
         job_version: int | None = None,
+        limit_key: str | None = None,
     ) -> Execution:
         """Submit one execution (``POST /executions``); see ``Store.submit``.
 
         ``max_attempts``, ``timeout`` and ``priority`` None: the job's own (from
         the store's job catalogue), else the store's default. ``job_version`` is the deprecated
-        name of ``version``.
+        name of ``version``. ``limit_key``: the key a per-key limit counts it under.
         """
         return await self._run(
             verbs.submit(
@@ -184,6 +187,7 @@ class AsyncClient:
                 priority=priority,
                 queue=queue,
                 job_version=job_version,
+                limit_key=limit_key,
             )
         )
 
@@ -311,7 +315,8 @@ class AsyncClient:
     async def add_schedule(self, job: str, **arguments: Any) -> Schedule:
         """Add a schedule (``POST /schedules``); ``Store.add_schedule``'s arguments.
 
-        ``version``, ``every`` and ``misfire_grace`` as the store names them;
+        ``version``, ``every`` and ``misfire_grace`` as the store names them
+        (``limit_key`` too: every execution of it carries that key);
         ``job_version`` is the deprecated name of ``version``.
         """
         return await self._run(verbs.add_schedule(job, **arguments))
@@ -347,11 +352,69 @@ class AsyncClient:
         """Delete a schedule (its executions stay)."""
         return await self._run(verbs.delete_schedule(schedule_id))
 
+    async def run_schedule(self, schedule_id: str) -> Execution:
+        """Run a schedule once now, besides its slots (``POST /schedules/{id}/run``).
+
+        The new execution is due now, with ``slot`` None and the key
+        ``{schedule_id}:run:{execution id}``; the audit names the client's token. Each
+        call runs it once more; a paused schedule runs too. See ``Store.run_schedule``.
+        """
+        return await self._run(verbs.run_schedule(schedule_id))
+
     async def preview(
         self, schedule_id: str, count: int = 10, *, after: datetime | None = None
     ) -> list[datetime]:
         """The next ``count`` fire times of a schedule, after ``after`` (default: now)."""
         return await self._run(verbs.preview(schedule_id, count, after=after))
+
+    # -- flow control --------------------------------------------------------
+
+    async def set_limit(
+        self,
+        scope: str,
+        *,
+        rate: str | Rate | None = None,
+        burst: int | None = None,
+        concurrency: int | None = None,
+        per_key: bool = False,
+    ) -> Limit:
+        """Set (or replace) the limit of ``scope`` (``PUT /limits/{scope}``); see
+        ``Store.set_limit``. The audit names the client's token."""
+        return await self._run(
+            verbs.set_limit(scope, rate=rate, burst=burst, concurrency=concurrency, per_key=per_key)
+        )
+
+    async def limits(self) -> list[Limit]:
+        """Every limit and paused queue, by scope (``GET /limits``)."""
+        return await self._run(verbs.limits())
+
+    async def remove_limit(self, scope: str) -> None:
+        """Remove the limit of ``scope``; :class:`NotFound` if it has none; see
+        ``Store.remove_limit``."""
+        return await self._run(verbs.remove_limit(scope))
+
+    async def pause_queue(self, name: str) -> Limit:
+        """Pause queue ``name``: nothing in it is claimed until it is resumed; see
+        ``Store.pause_queue``."""
+        return await self._run(verbs.pause_queue(name))
+
+    async def resume_queue(self, name: str) -> Limit | None:
+        """Resume queue ``name``; see ``Store.resume_queue``."""
+        return await self._run(verbs.resume_queue(name))
+
+    async def queues(self) -> list[QueueView]:
+        """Every queue known (holding executions, or with a limit or a pause), by name,
+        with its executions by state (``GET /queues``)."""
+        return await self._run(verbs.queues())
+
+    async def throttled(self, *, window: float | timedelta = 3600.0) -> list[ThrottleCount]:
+        """Claims held back by a limit or a paused queue in the last ``window``, per
+        scope; see ``Store.throttled``."""
+        return await self._run(verbs.throttled(window=window))
+
+    async def flow_changes(self, *, limit: int = 100) -> list[FlowChange]:
+        """The latest changes to limits and queues, newest first; see ``Store.flow_changes``."""
+        return await self._run(verbs.flow_changes(limit=limit))
 
     async def nodes(self) -> list[Node]:
         """The live nodes."""

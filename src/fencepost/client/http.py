@@ -32,6 +32,7 @@ from fencepost.domain.catalogue import JobEntry
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
 from fencepost.domain.errors import StaleLease
 from fencepost.domain.jobviews import JobSummary, JobView
+from fencepost.domain.limits import FlowChange, Limit, Rate, ThrottleCount
 from fencepost.domain.models import (
     JSON,
     Attempt,
@@ -44,6 +45,7 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.nodes import BucketReport, Node
+from fencepost.domain.queueviews import QueueView
 from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.states import CommandKind, State
 
@@ -82,6 +84,7 @@ class Client:
         self.base_url = base_url
         self.location = base_url  #: where the worker's store is, for its start line
         self._http = http
+        self._next_start_in: float | None = None  # the last claim's (see next_start_in)
 
     def __enter__(self) -> Client:
         return self
@@ -161,12 +164,13 @@ class Client:
         priority: int | None = None,
         queue: str | None = None,
         job_version: int | None = None,
+        limit_key: str | None = None,
     ) -> Execution:
         """Submit one execution (``POST /executions``); see ``Store.submit``.
 
         ``max_attempts``, ``timeout`` and ``priority`` None: the job's own (from
         the store's job catalogue), else the store's default. ``job_version`` is the deprecated
-        name of ``version``.
+        name of ``version``. ``limit_key``: the key a per-key limit counts it under.
         """
         return self._run(
             verbs.submit(
@@ -182,6 +186,7 @@ class Client:
                 priority=priority,
                 queue=queue,
                 job_version=job_version,
+                limit_key=limit_key,
             )
         )
 
@@ -307,7 +312,8 @@ class Client:
     def add_schedule(self, job: str, **arguments: Any) -> Schedule:
         """Add a schedule (``POST /schedules``); ``Store.add_schedule``'s arguments.
 
-        ``version``, ``every`` and ``misfire_grace`` as the store names them;
+        ``version``, ``every`` and ``misfire_grace`` as the store names them
+        (``limit_key`` too: every execution of it carries that key);
         ``job_version`` is the deprecated name of ``version``.
         """
         return self._run(verbs.add_schedule(job, **arguments))
@@ -343,11 +349,69 @@ class Client:
         """Delete a schedule (its executions stay)."""
         return self._run(verbs.delete_schedule(schedule_id))
 
+    def run_schedule(self, schedule_id: str) -> Execution:
+        """Run a schedule once now, besides its slots (``POST /schedules/{id}/run``).
+
+        The new execution is due now, with ``slot`` None and the key
+        ``{schedule_id}:run:{execution id}``; the audit names the client's token. Each
+        call runs it once more; a paused schedule runs too. See ``Store.run_schedule``.
+        """
+        return self._run(verbs.run_schedule(schedule_id))
+
     def preview(
         self, schedule_id: str, count: int = 10, *, after: datetime | None = None
     ) -> list[datetime]:
         """The next ``count`` fire times of a schedule, after ``after`` (default: now)."""
         return self._run(verbs.preview(schedule_id, count, after=after))
+
+    # -- flow control --------------------------------------------------------
+
+    def set_limit(
+        self,
+        scope: str,
+        *,
+        rate: str | Rate | None = None,
+        burst: int | None = None,
+        concurrency: int | None = None,
+        per_key: bool = False,
+    ) -> Limit:
+        """Set (or replace) the limit of ``scope`` (``PUT /limits/{scope}``); see
+        ``Store.set_limit``. The audit names the client's token."""
+        return self._run(
+            verbs.set_limit(scope, rate=rate, burst=burst, concurrency=concurrency, per_key=per_key)
+        )
+
+    def limits(self) -> list[Limit]:
+        """Every limit and paused queue, by scope (``GET /limits``)."""
+        return self._run(verbs.limits())
+
+    def remove_limit(self, scope: str) -> None:
+        """Remove the limit of ``scope``; :class:`NotFound` if it has none; see
+        ``Store.remove_limit``."""
+        return self._run(verbs.remove_limit(scope))
+
+    def pause_queue(self, name: str) -> Limit:
+        """Pause queue ``name``: nothing in it is claimed until it is resumed; see
+        ``Store.pause_queue``."""
+        return self._run(verbs.pause_queue(name))
+
+    def resume_queue(self, name: str) -> Limit | None:
+        """Resume queue ``name``; see ``Store.resume_queue``."""
+        return self._run(verbs.resume_queue(name))
+
+    def queues(self) -> list[QueueView]:
+        """Every queue known (holding executions, or with a limit or a pause), by name,
+        with its executions by state (``GET /queues``)."""
+        return self._run(verbs.queues())
+
+    def throttled(self, *, window: float | timedelta = 3600.0) -> list[ThrottleCount]:
+        """Claims held back by a limit or a paused queue in the last ``window``, per
+        scope; see ``Store.throttled``."""
+        return self._run(verbs.throttled(window=window))
+
+    def flow_changes(self, *, limit: int = 100) -> list[FlowChange]:
+        """The latest changes to limits and queues, newest first; see ``Store.flow_changes``."""
+        return self._run(verbs.flow_changes(limit=limit))
 
     # -- the worker protocol -------------------------------------------------
 
@@ -364,8 +428,8 @@ class Client:
         queues: Iterable[str] | Mapping[str, int] | None = None,
     ) -> list[Lease]:
         """Lease up to ``limit`` due executions (``POST /claims``); see ``Store.claim``."""
-        return self._run(
-            verbs.claim(
+        leases, self._next_start_in = self._run(
+            verbs.claimed(
                 owner,
                 limit=limit,
                 ttl=ttl,
@@ -376,6 +440,14 @@ class Client:
                 queues=queues,
             )
         )
+        return leases
+
+    def next_start_in(self) -> float | None:
+        """Seconds until work this client's last claim saw held back by a rate limit
+        may start, as the service's store said it (``Store.next_start_in``); None:
+        nothing held by a rate, or a service that does not say. A remote worker
+        sleeps that long (at most a second) rather than claiming again at once."""
+        return self._next_start_in
 
     def claim_occurrence(
         self, schedule_id: str, slot: str, owner: str, *, ttl: float | timedelta = DEFAULT_TTL
@@ -431,6 +503,13 @@ class Client:
         """Give a live lease back unfinished; see ``Store.release``."""
         return self._run(verbs.release(lease, reason=reason))
 
+    def snooze(
+        self, lease: Lease, seconds: float | timedelta, *, reason: str | None = None
+    ) -> Execution:
+        """Give a live lease back until ``seconds`` from now, the attempt not counted;
+        see ``Store.snooze`` (the service's store applies its bound of snoozes)."""
+        return self._run(verbs.snooze(lease, seconds, reason=reason))
+
     def abort(self, lease: Lease, *, reason: str = "cancel requested") -> Execution:
         """Stop a running execution to honour a cancel; see ``Store.abort``."""
         return self._run(verbs.abort(lease, reason=reason))
@@ -474,6 +553,12 @@ class Client:
         :class:`~fencepost.domain.errors.RemoteCatalogueConflict` (a ``CatalogueConflict``).
         """
         return self._run(verbs.publish_jobs(entries))
+
+    def declare_limits(self, limits: Iterable[Limit], *, actor: str = "publisher") -> None:
+        """Declare the limits of the jobs this worker publishes (``POST /jobs/limits``);
+        see ``Store.declare_limits``. ``job:NAME`` limits only. The service audits
+        the declaration with its token's name, not ``actor``."""
+        self._run(verbs.declare_limits(limits))
 
     def deregister_node(self, node_id: str) -> None:
         """Forget a node at once (a clean shutdown)."""

@@ -27,13 +27,11 @@ import math
 import random
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 
 import httpx
 
 from fencepost.domain.errors import ValidationError
-from fencepost.domain.retry import RetryPolicy
+from fencepost.domain.retry import RetryPolicy, retry_after  # the job runner reads it too
 
 #: The clients' default ``retry_timeout``, in seconds.
 DEFAULT_RETRY_TIMEOUT = 30.0
@@ -76,24 +74,6 @@ def lost(exc: Exception) -> bool:
     return isinstance(exc, httpx.TransportError) and not isinstance(
         exc, httpx.UnsupportedProtocol | httpx.LocalProtocolError
     )
-
-
-def retry_after(value: str | None, now: Callable[[], datetime] | None = None) -> float | None:
-    """A ``Retry-After`` value in seconds from now: delay-seconds or an HTTP date (a past
-    date is 0); None when absent or unreadable."""
-    if value is None:
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return float(text)
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)  # RFC 9110: an HTTP date is always GMT
-    current = now() if now is not None else datetime.now(UTC)
-    return max(0.0, (when - current).total_seconds())
 
 
 class Retrying:

@@ -40,6 +40,7 @@ from fencepost.client.arguments import OLD_VERSION, claim_queues, renamed, submi
 from fencepost.client.errors import error_of
 from fencepost.domain import payloads
 from fencepost.domain.catalogue import JobEntry
+from fencepost.domain.checks import MAX_QUEUE, require_name
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
 from fencepost.domain.errors import (
     RemoteStaleLease,
@@ -49,6 +50,15 @@ from fencepost.domain.errors import (
     ValidationError,
 )
 from fencepost.domain.jobviews import JobSummary, JobView
+from fencepost.domain.limits import (
+    FlowChange,
+    Limit,
+    Rate,
+    ThrottleCount,
+    new_limit,
+    require_scope,
+)
+from fencepost.domain.machine import snooze_delay
 from fencepost.domain.models import (
     JSON,
     Attempt,
@@ -61,9 +71,11 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.nodes import BucketReport, Node, default_node_id
+from fencepost.domain.queueviews import QueueView
 from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.states import CommandKind, State
 from fencepost.wire import catalogue, executions, reports, work
+from fencepost.wire import flow as flow_wire
 from fencepost.wire import jobs as jobs_wire
 from fencepost.wire import schedules as schedules_wire
 from fencepost.wire.executions import MAX_WAIT_HEADER
@@ -221,6 +233,7 @@ def submit(
     priority: int | None = None,
     queue: str | None = None,
     job_version: int | None = None,
+    limit_key: str | None = None,
 ) -> Verb[Execution]:
     """``POST /executions``; see ``Client.submit``."""
     arguments = {
@@ -234,6 +247,7 @@ def submit(
         "bucket_key": bucket_key,
         "priority": priority,
         "queue": queue,
+        "limit_key": limit_key,
     }
     if job_version is not None:
         arguments[OLD_VERSION] = job_version
@@ -509,6 +523,12 @@ def delete_schedule(schedule_id: str) -> Verb[None]:
     yield Request("DELETE", f"/schedules/{_path(schedule_id)}")
 
 
+def run_schedule(schedule_id: str) -> Verb[Execution]:
+    """``POST /schedules/{id}/run`` (201)."""
+    request = Request("POST", f"/schedules/{_path(schedule_id)}/run")
+    return (yield from _read(executions.Execution, request)).to_domain()
+
+
 def preview(
     schedule_id: str, count: int = 10, *, after: datetime | None = None
 ) -> Verb[list[datetime]]:
@@ -517,6 +537,84 @@ def preview(
     request = Request("GET", f"/schedules/{_path(schedule_id)}/preview", params=params)
     answer = yield from _read(schedules_wire.FireTimes, request)
     return [instant.astimezone(UTC) for instant in answer.fire_times]
+
+
+# -- flow control ------------------------------------------------------------------------
+
+
+def _name_path(name: str) -> str:
+    """A name as one path segment: percent-encoded, a name of dots too (``.`` and
+    ``..`` would be resolved away as the path's dot segments before sending)."""
+    quoted = _path(name)
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
+
+
+def set_limit(
+    scope: str,
+    *,
+    rate: str | Rate | None = None,
+    burst: int | None = None,
+    concurrency: int | None = None,
+    per_key: bool = False,
+) -> Verb[Limit]:
+    """``PUT /limits/{scope}``; checked first as the store checks it (nothing sent if bad)."""
+    checked = new_limit(scope, rate=rate, burst=burst, concurrency=concurrency, per_key=per_key)
+    arguments = {
+        "rate": None if rate is None else str(checked.rate),
+        "burst": burst,
+        "concurrency": concurrency,
+        "per_key": per_key,
+    }
+    body = flow_wire.LimitRequest.body(arguments)
+    request = Request("PUT", f"/limits/{_name_path(checked.scope)}", body=body)
+    return (yield from _read(flow_wire.Limit, request)).to_domain()
+
+
+def limits() -> Verb[list[Limit]]:
+    """``GET /limits``."""
+    rows = yield from _read_list(flow_wire.Limit, Request("GET", "/limits"))
+    return [row.to_domain() for row in rows]
+
+
+def remove_limit(scope: str) -> Verb[None]:
+    """``DELETE /limits/{scope}`` (204); NotFound when the scope has no limit."""
+    yield Request("DELETE", f"/limits/{_name_path(require_scope(scope))}")
+
+
+def _queue_verb(name: str, verb: str) -> Verb[QueueView]:
+    queue = require_name(name, "name", max_len=MAX_QUEUE)
+    request = Request("POST", f"/queues/{_name_path(queue)}/{verb}")
+    return (yield from _read(flow_wire.QueueState, request)).to_domain()
+
+
+def pause_queue(name: str) -> Verb[Limit]:
+    """``POST /queues/{name}/pause``: the queue's limit, as ``Store.pause_queue`` returns it."""
+    return (yield from _queue_verb(name, "pause")).stored()
+
+
+def resume_queue(name: str) -> Verb[Limit | None]:
+    """``POST /queues/{name}/resume``: the queue's limit, as ``Store.resume_queue`` returns it."""
+    return (yield from _queue_verb(name, "resume")).stored()
+
+
+def queues() -> Verb[list[QueueView]]:
+    """``GET /queues``."""
+    rows = yield from _read_list(flow_wire.QueueState, Request("GET", "/queues"))
+    return [row.to_domain() for row in rows]
+
+
+def throttled(*, window: float | timedelta = 3600.0) -> Verb[list[ThrottleCount]]:
+    """``GET /throttled``."""
+    request = Request("GET", "/throttled", params={"window": seconds(window)})
+    rows = yield from _read_list(flow_wire.ThrottleCount, request)
+    return [row.to_domain() for row in rows]
+
+
+def flow_changes(*, limit: int = 100) -> Verb[list[FlowChange]]:
+    """``GET /flow/changes``."""
+    request = Request("GET", "/flow/changes", params={"limit": limit})
+    rows = yield from _read_list(flow_wire.FlowChange, request)
+    return [row.to_domain() for row in rows]
 
 
 # -- the worker protocol -----------------------------------------------------------------
@@ -534,6 +632,31 @@ def claim(
     queues: Iterable[str] | Mapping[str, int] | None = None,
 ) -> Verb[list[Lease]]:
     """``POST /claims``."""
+    leases, _ = yield from claimed(
+        owner,
+        limit=limit,
+        ttl=ttl,
+        jobs=jobs,
+        buckets=buckets,
+        max_per_bucket=max_per_bucket,
+        versions=versions,
+        queues=queues,
+    )
+    return leases
+
+
+def claimed(
+    owner: str,
+    *,
+    limit: int = 1,
+    ttl: float | timedelta = DEFAULT_TTL,
+    jobs: Iterable[str] | None = None,
+    buckets: Iterable[int] | None = None,
+    max_per_bucket: int | None = None,
+    versions: Iterable[tuple[str, int]] | None = None,
+    queues: Iterable[str] | Mapping[str, int] | None = None,
+) -> Verb[tuple[list[Lease], float | None]]:
+    """``POST /claims``: the leases, and the service's ``next_start_in`` hint."""
     body: dict[str, Any] = {"owner": owner, "limit": limit, "ttl_seconds": seconds(ttl)}
     if jobs is not None:
         body["jobs"] = list(jobs)
@@ -546,7 +669,7 @@ def claim(
     if queues is not None:
         body["queues"] = claim_queues(queues)
     answer = yield from _read(work.Leases, Request("POST", "/claims", body=body, retry=False))
-    return [lease.to_domain() for lease in answer.leases]
+    return [lease.to_domain() for lease in answer.leases], answer.next_start_in
 
 
 def claim_occurrence(
@@ -665,6 +788,16 @@ def release(lease: Lease, *, reason: str = "released") -> Verb[Execution]:
     return (yield from _lease_verb(lease, "release", _report(lease, reason=reason)))
 
 
+def snooze(
+    lease: Lease, seconds: float | timedelta, *, reason: str | None = None
+) -> Verb[Execution]:
+    """``POST /executions/{id}/snooze``; ``seconds`` is checked here, as the store would."""
+    body = _report(lease, seconds=snooze_delay(seconds).total_seconds())
+    if reason is not None:
+        body["reason"] = reason
+    return (yield from _lease_verb(lease, "snooze", body))
+
+
 def abort(lease: Lease, *, reason: str = "cancel requested") -> Verb[Execution]:
     """``POST /executions/{id}/abort``."""
     return (yield from _lease_verb(lease, "abort", _report(lease, reason=reason)))
@@ -744,6 +877,13 @@ def publish_jobs(entries: Iterable[JobEntry]) -> Verb[list[JobEntry]]:
     request = _worker("POST", "/jobs", body={"entries": items})
     answer = yield from _read_list(catalogue.JobEntry, request)
     return [entry.to_domain() for entry in answer]
+
+
+def declare_limits(limits: Iterable[Limit]) -> Verb[None]:
+    """``POST /jobs/limits``."""
+    items = [catalogue.DeclaredLimit.of(limit) for limit in limits]
+    if items:
+        yield _worker("POST", "/jobs/limits", body={"limits": items})
 
 
 def deregister_node(node_id: str) -> Verb[None]:

@@ -19,6 +19,8 @@ Every one derives from :class:`FencepostError`; several are also a builtin
      ├── NotMigrated              the database lacks fencepost's schema, and may not create it
      ├── Cancelled                raised by ctx.checkpoint(): stop now (cancel, timeout, lost lease)
      ├── PermanentFailure         raised by a handler: fail without retrying
+     ├── Retry                    raised by a handler: fail, and retry after exactly ``after`` s
+     ├── Snooze                   raised by a handler (ctx.snooze): run again later, no attempt used
      ├── CommandFailed            a command job exited non-zero or was killed (retryable)
      ├── HttpFailed               an HTTP job met a 5xx, 408, 429, timeout or network error
      └── ApiError                 the HTTP service answered with a problem (RFC 9457)
@@ -78,6 +80,8 @@ __all__ = [
     "RemoteStoreUnavailable",
     "RemoteValidationError",
     "ResultInvalid",
+    "Retry",
+    "Snooze",
     "StaleLease",
     "StoreRefused",
     "StoreUnavailable",
@@ -282,6 +286,52 @@ class Cancelled(FencepostError):
 
 class PermanentFailure(FencepostError):
     """Raise from a handler to fail the execution without retrying (a dead letter at once)."""
+
+
+class Retry(FencepostError):
+    """Raise from a handler to fail this attempt and retry after exactly ``after`` seconds.
+
+    The attempt counts, as any failure's: with attempts left the execution waits
+    (RETRY_WAIT) until the failure's time plus ``after`` instead of the job's backoff;
+    on the last attempt it is a dead letter as usual. ``after`` is seconds (int or
+    float) or a ``timedelta``, >= 0 and at most 100 years; anything else raises
+    :class:`ValidationError` naming ``after`` where the ``Retry`` is made. The HTTP
+    job runner raises one for a 429 or 503 answer with a ``Retry-After`` header.
+    """
+
+    def __init__(self, message: str = "retry requested", *, after: object) -> None:
+        # Imported here: the durations module imports this one.
+        from fencepost.domain.durations import as_duration
+
+        self.delay = as_duration(after, field="after", allow_zero=True)
+        #: The wait before the retry, in seconds.
+        self.after = self.delay.total_seconds()
+        self.message = str(message)
+        super().__init__(f"{self.message} (retry after {self.after:g} s)")
+
+
+class Snooze(FencepostError):
+    """Raise from a handler (or call ``ctx.snooze``) to run the execution again later.
+
+    The execution goes back to SCHEDULED, due ``seconds`` from the store's now, and
+    the attempt does not count against ``max_attempts`` (it ends SNOOZED). One
+    execution may snooze at most 100 times (``Store.snooze``'s ``max_snoozes``); a
+    snooze past that fails the attempt with ``snoozed too often``, retried as any
+    failure. ``seconds`` (int or float, or a ``timedelta``) must be > 0 and at most
+    30 days, else :class:`ValidationError` naming ``seconds`` where it is made;
+    ``reason`` (optional) joins the audit record.
+    """
+
+    def __init__(self, seconds: object, reason: object = None) -> None:
+        # Imported here: the machine imports this module.
+        from fencepost.domain.machine import snooze_delay
+
+        self.delay = snooze_delay(seconds)
+        #: How long to snooze, in seconds.
+        self.seconds = self.delay.total_seconds()
+        self.reason = None if reason is None else str(reason)
+        text = f"snooze for {self.seconds:g} s"
+        super().__init__(text if not self.reason else f"{text}: {self.reason}")
 
 
 # -- the job catalogue: definition files and the runners of their jobs ------------------

@@ -83,6 +83,21 @@ class ExecutionReleased:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionSnoozed:
+    """The lease holder gave the execution back until ``due_at`` (its handler snoozed).
+
+    Like a release, the attempt (ending SNOOZED) does not count against
+    ``max_attempts``; unlike one, the execution is due only at ``due_at``.
+    ``reason`` is the audit's, and says for how long.
+    """
+
+    kind: ClassVar[Event] = Event.SNOOZED
+    owner: str
+    due_at: datetime
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ExecutionCancelled:
     """A client cancelled an execution that had not started."""
 
@@ -138,6 +153,7 @@ ExecutionEvent = (
     | ExecutionTimedOut
     | LeaseExpired
     | ExecutionReleased
+    | ExecutionSnoozed
     | ExecutionCancelled
     | ExecutionAborted
     | ExecutionSkipped

@@ -2,7 +2,7 @@
 
 Every backend changes state through these rules. The memory backend calls
 :func:`apply` for every change. The SQL backends call it too, for every verb off the
-hot path (fail, release, abort, cancel, replay, reschedule, reaping, a command's
+hot path (fail, release, snooze, abort, cancel, replay, reschedule, reaping, a command's
 cancel, deleting a schedule, a refused result, a set-aside claim: see
 ``fencepost.store.sqlstore``), and write the decided row with its guard. Claim,
 complete and what submits and materializes write their transitions as SQL literals
@@ -13,11 +13,13 @@ suite checks that every audit transition a backend writes is an edge.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from fencepost.domain.errors import InvalidTransition
+from fencepost.domain.durations import as_duration
+from fencepost.domain.errors import InvalidTransition, ValidationError
 from fencepost.domain.events import (
     ExecutionAborted,
     ExecutionCancelled,
@@ -29,6 +31,7 @@ from fencepost.domain.events import (
     ExecutionReplayed,
     ExecutionRescheduled,
     ExecutionSkipped,
+    ExecutionSnoozed,
     ExecutionTimedOut,
     LeaseExpired,
 )
@@ -51,6 +54,9 @@ EDGES: Mapping[Event, Mapping[State | None, frozenset[State]]] = {
     Event.TIMED_OUT: {State.RUNNING: frozenset({State.RETRY_WAIT, State.FAILED})},
     Event.LEASE_EXPIRED: {State.RUNNING: frozenset({State.RETRY_WAIT, State.FAILED})},
     Event.RELEASED: {State.RUNNING: frozenset({State.SCHEDULED})},
+    # SCHEDULED, not RETRY_WAIT: a snooze is no failure (RETRY_WAIT means "failed,
+    # retrying"), and like a release it gives the attempt back.
+    Event.SNOOZED: {State.RUNNING: frozenset({State.SCHEDULED})},
     Event.CANCELLED: {
         State.SCHEDULED: frozenset({State.CANCELLED}),
         State.RETRY_WAIT: frozenset({State.CANCELLED}),
@@ -180,6 +186,11 @@ def _apply(e: Execution, event: ExecutionEvent, now: datetime) -> Execution:
             return _leave_running(
                 e, now, state=State.SCHEDULED, due_at=now, attempt=max(0, e.attempt - 1)
             )
+        case ExecutionSnoozed(due_at=due_at):
+            # Claimable again at due_at; the attempt gives its budget back, as a release's.
+            return _leave_running(
+                e, now, state=State.SCHEDULED, due_at=due_at, attempt=max(0, e.attempt - 1)
+            )
         case ExecutionCancelled():
             if e.state is State.RUNNING:  # started: only its lease holder may stop it
                 raise InvalidTransition(e.id, e.state, event.kind)
@@ -221,6 +232,7 @@ def _actor_and_reason(e: Execution, event: ExecutionEvent) -> tuple[str | None, 
             return "reaper", f"lease of {e.lease_owner} (epoch {e.epoch}) expired"
         case (
             ExecutionReleased(owner=owner, reason=reason)
+            | ExecutionSnoozed(owner=owner, reason=reason)
             | ExecutionAborted(owner=owner, reason=reason)
         ):
             return owner, reason
@@ -239,8 +251,13 @@ _OUTCOMES: Mapping[Event, AttemptOutcome] = {
     Event.TIMED_OUT: AttemptOutcome.TIMED_OUT,
     Event.LEASE_EXPIRED: AttemptOutcome.TIMED_OUT,
     Event.RELEASED: AttemptOutcome.ABANDONED,
+    Event.SNOOZED: AttemptOutcome.SNOOZED,
     Event.CANCELLED: AttemptOutcome.CANCELLED,
 }
+
+
+#: Events whose attempt gives its number back: it does not count against ``max_attempts``.
+_GIVEN_BACK = frozenset({Event.RELEASED, Event.SNOOZED})
 
 
 def attempts_from_transitions(transitions: Iterable[Transition]) -> list[Attempt]:
@@ -250,7 +267,7 @@ def attempts_from_transitions(transitions: Iterable[Transition]) -> list[Attempt
     with the first later transition of the same epoch that leaves RUNNING. A
     takeover (CLAIMED from RUNNING) ends the previous attempt as TIMED_OUT at the
     moment of the takeover. Attempt numbers restart at 1 after a replay, and the
-    attempt after a release reuses the released one's number.
+    attempt after a release or a snooze reuses the given-back one's number.
     """
     attempts: list[Attempt] = []
     open_attempt: Attempt | None = None
@@ -292,8 +309,8 @@ def attempts_from_transitions(transitions: Iterable[Transition]) -> list[Attempt
                 replace(open_attempt, ended_at=t.at, outcome=_OUTCOMES[t.event], error=error)
             )
             open_attempt = None
-            if t.event is Event.RELEASED:
-                number -= 1  # an abandoned attempt does not use up the budget
+            if t.event in _GIVEN_BACK:
+                number -= 1  # an abandoned or snoozed attempt does not use up the budget
     if open_attempt is not None:
         attempts.append(open_attempt)
     return attempts
@@ -326,3 +343,95 @@ TAKEOVER_REASON_FORMAT = "took over from %s (epoch %s): lease expired"
 def takeover_reason(previous_owner: str | None, previous_epoch: int) -> str:
     """The audit reason of a claim that took over an expired lease."""
     return TAKEOVER_REASON_FORMAT % (previous_owner, previous_epoch)
+
+
+# -- snoozing ------------------------------------------------------------------------------
+
+#: How many times one execution may snooze, counted from its submit (or its last
+#: replay), unless the caller of ``Store.snooze`` gives another bound. A snooze past it
+#: is a failed attempt (:data:`SNOOZED_TOO_OFTEN`), so a handler that snoozes every
+#: time still ends, in a dead letter, after ``max_attempts`` such failures.
+DEFAULT_MAX_SNOOZES = 100
+
+#: The largest bound ``Store.snooze`` takes (a mistake past it, not a policy).
+MAX_SNOOZES_LIMIT = 1_000_000
+
+#: The longest one snooze may be. Waiting longer is a schedule's work, and a bound
+#: keeps a bad unit (milliseconds given as seconds) from parking an execution for years.
+MAX_SNOOZE = timedelta(days=30)
+
+#: The longest ``reason`` of a snooze, in characters (it joins the audit record).
+MAX_SNOOZE_REASON = 1024
+
+#: The error of an attempt that snoozed once more than its bound allows.
+SNOOZED_TOO_OFTEN = "snoozed too often"
+
+
+def snooze_delay(value: object, *, field: str = "seconds") -> timedelta:
+    """How long a snooze lasts: seconds (int or float) or a ``timedelta``, > 0 and at
+    most :data:`MAX_SNOOZE` (30 days); a bool, NaN, infinity or anything else is a
+    :class:`ValidationError` naming ``field``."""
+    limit = MAX_SNOOZE.total_seconds()
+    shown: str | None = None  # set when too long: before as_duration, whose own bound
+    # (100 years) would name the wrong limit
+    if isinstance(value, timedelta) and value > MAX_SNOOZE:
+        shown = f"{value.total_seconds():g}"
+    elif isinstance(value, int) and not isinstance(value, bool) and value > limit:
+        text = str(value)
+        shown = text if len(text) <= 20 else f"{text[:20]}... ({len(text)} digits)"
+    elif isinstance(value, float) and math.isfinite(value) and value > limit:
+        shown = f"{value:g}"
+    if shown is not None:
+        raise ValidationError(
+            field, f"must be at most {MAX_SNOOZE.days} days ({limit:.0f} s), got {shown}"
+        )
+    return as_duration(value, field=field)
+
+
+def seconds_text(delay: timedelta) -> str:
+    """A duration as the audit and errors write it: ``30 s``, ``0.25 s`` (to the microsecond)."""
+    return f"{delay.total_seconds():.6f}".rstrip("0").rstrip(".") + " s"
+
+
+def snoozes_so_far(transitions: Iterable[Transition]) -> int:
+    """How many times an execution snoozed since its submit or its last replay (a replay
+    gives a dead letter a fresh budget of attempts, and of snoozes with it)."""
+    count = 0
+    for t in transitions:
+        if t.event in (Event.SUBMITTED, Event.REPLAYED):
+            count = 0
+        elif t.event is Event.SNOOZED:
+            count += 1
+    return count
+
+
+def snoozed(
+    *,
+    owner: str,
+    delay: timedelta,
+    reason: str | None,
+    snoozes: int,
+    max_snoozes: int,
+    now: datetime,
+    retry_at: datetime,
+) -> ExecutionSnoozed | ExecutionFailed:
+    """The event of a snooze decided at ``now``, after ``snoozes`` earlier ones.
+
+    Within the bound: :class:`ExecutionSnoozed`, due at ``now + delay``, its audit
+    reason saying for how long and which snooze it is (``snoozed for 30 s (2 of at
+    most 100): <reason>``). Past it: a retryable :class:`ExecutionFailed` with error
+    ``snoozed too often: ...``, due again at ``retry_at`` (the backoff) if attempts
+    remain, like any failure.
+    """
+    if snoozes >= max_snoozes:
+        error = (
+            f"{SNOOZED_TOO_OFTEN}: asked to snooze for {seconds_text(delay)} after "
+            f"{snoozes} snoozes, at most {max_snoozes}"
+        )
+        if reason:
+            error += f" ({reason})"
+        return ExecutionFailed(owner=owner, error=error, retryable=True, retry_at=retry_at)
+    text = f"snoozed for {seconds_text(delay)} ({snoozes + 1} of at most {max_snoozes})"
+    if reason:
+        text += f": {reason}"
+    return ExecutionSnoozed(owner=owner, due_at=now + delay, reason=text)

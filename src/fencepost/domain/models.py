@@ -47,6 +47,9 @@ class Execution:
     progress: JSON  #: the latest checkpoint a worker reported
     created_at: datetime
     updated_at: datetime
+    #: The key its limits count it under, in a per-key scope (a tenant, a customer,
+    #: a downstream host); None shares the scope's keyless allowance.
+    limit_key: str | None = None
 
 
 class Runs(Protocol):
@@ -64,6 +67,8 @@ class Runs(Protocol):
     def queue(self) -> str: ...
     @property
     def max_attempts(self) -> int: ...
+    @property
+    def limit_key(self) -> str | None: ...
 
 
 class Placed(Protocol):
@@ -130,6 +135,7 @@ def scheduled_execution(
         result=None,
         error=None,
         progress=None,
+        limit_key=runs.limit_key,
     )
 
 
@@ -281,6 +287,8 @@ class Schedule:
     created_at: datetime
     #: When a client last changed it (update, pause, resume); materializing does not count.
     updated_at: datetime
+    #: The limit key every materialized execution carries (see Execution.limit_key).
+    limit_key: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

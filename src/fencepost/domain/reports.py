@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple, TypeVar
 
 from fencepost.domain.catalogue import served_by
+from fencepost.domain.limits import ThrottleCount
 from fencepost.domain.nodes import SCHEDULER, Node
 from fencepost.domain.states import State
 
@@ -66,12 +67,19 @@ class Stats:
     #: CLAIMED transitions in the window: ``claim at - due_at``, at least zero, where
     #: ``due_at`` is the execution's current one (that of its latest attempt; an earlier
     #: claim of a retried execution counts as on time). A takeover of an expired lease is
-    #: late by the time since the execution fell due.
+    #: late by the time since the execution fell due. Throttled claims are left out (a
+    #: limit or a paused queue held them, by design: they are counted in ``throttled``):
+    #: those of an execution with a throttle record at or after its ``due_at`` and no
+    #: later than the claim, recorded in ``(at - 2 * window, at]``.
     claim_lateness: Lateness
     stale_refused: int  #: STALE_REFUSED transitions in the window (stale workers refused)
     #: Leases that ran out in the window: LEASE_EXPIRED transitions (the reaper) plus
     #: takeovers (CLAIMED from RUNNING).
     lease_expiries: int
+    #: Throttle records in the window, per scope (by scope; scopes with none left out):
+    #: executions a limit or a paused queue held past their due time, and for how long.
+    #: Each is one scope's; see :class:`~fencepost.domain.limits.ThrottleCount`.
+    throttled: list[ThrottleCount] = field(default_factory=list)
     #: Due work and schedules no live process serves (``Store.unserved``, read just after
     #: the other figures). ``Store.stats`` always fills it; None only in a Stats built
     #: by hand or by a backend's ``_stats``.

@@ -1,10 +1,12 @@
-"""Retry policy: capped exponential backoff with full jitter."""
+"""Retry policy: capped exponential backoff with full jitter; and reading ``Retry-After``."""
 
 from __future__ import annotations
 
 import random as _random
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 
 from fencepost.domain.errors import ValidationError
 
@@ -41,3 +43,26 @@ class RetryPolicy:
         """A jittered delay in ``[0, cap(attempt)]``, drawn from ``rng``."""
         source = rng if rng is not None else _random
         return timedelta(seconds=source.uniform(0.0, self.cap(attempt)))
+
+
+def retry_after(value: str | None, now: Callable[[], datetime] | None = None) -> float | None:
+    """A ``Retry-After`` value in seconds from now: delay-seconds or an HTTP date (a past
+    date is 0); None when absent or unreadable. ``now`` gives the current time (the
+    system's by default) that an HTTP date is measured from.
+
+    One reading for fencepost's HTTP clients (which wait it out) and for the HTTP job
+    runner (which retries its job after it).
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isascii() and text.isdigit():  # "²".isdigit() too, and float() refuses it
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)  # RFC 9110: an HTTP date is always GMT
+    current = now() if now is not None else datetime.now(UTC)
+    return max(0.0, (when - current).total_seconds())

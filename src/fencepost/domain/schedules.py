@@ -6,7 +6,8 @@ Every backend goes through these functions. A definition is checked by
 in ``timing``; they return the :class:`ScheduleSpec` defined here.
 :func:`new_schedule`, :func:`pause` and :func:`resume` decide what a verb writes;
 :func:`new_occurrence` and :meth:`NewOccurrence.to_execution` turn a planned
-occurrence into the execution a backend inserts (if its key is new).
+occurrence into the execution a backend inserts (if its key is new);
+:func:`run_now` is the extra occurrence an operator asks for (``run_schedule``).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ SCHEDULE_FIELDS = (
     "priority",
     "queue",
     "paused",
+    "limit_key",
 )
 
 #: Seconds by which a slot may be late before the misfire policy applies.
@@ -96,6 +98,22 @@ def occurrence_key(schedule_id: str, slot: datetime) -> str:
     return f"{schedule_id}:{slot_text(slot)}"
 
 
+#: The mark between a schedule's id and an execution id in the key of a run asked for
+#: now (:func:`run_now_key`).
+RUN_NOW = "run"
+
+
+def run_now_key(schedule_id: str, execution_id: str) -> str:
+    """The idempotency key of an extra run of a schedule: ``schedule_id:run:execution_id``.
+
+    It never equals an occurrence's key (:func:`occurrence_key`), nor another run's:
+    what follows the last ``:`` is the run's execution id (a UUID, without ``:``),
+    where an occurrence key ends in its slot's seconds and ``Z`` (``00Z``,
+    ``05.250000Z``); and the execution id is new, so no two runs share a key.
+    """
+    return f"{schedule_id}:{RUN_NOW}:{execution_id}"
+
+
 # -- definitions -----------------------------------------------------------------------
 
 
@@ -122,17 +140,21 @@ class ScheduleSpec:
     priority: int
     queue: str
     paused: bool
+    #: The limit key every materialized execution carries (None: none).
+    limit_key: str | None = None
 
     def fields(self) -> dict[str, Any]:
         """The values of the :class:`Schedule` fields this definition sets."""
         return {name: getattr(self, name) for name in SCHEDULE_FIELDS}
 
     def derived_id(self) -> str:
-        """A stable id for a schedule added without one: its job, rule, zone and inputs.
+        """A stable id for a schedule added without one: its job, rule, zone and inputs
+        (and limit key, when it has one).
 
         ``fencepost schedule add JOB --cron EXPR`` run twice names the same schedule,
         so the second returns the first (as ``app.schedule(id=...)`` does) instead of
-        storing a twin. The job's name is kept readable, cut to a path-safe prefix.
+        storing a twin; with ``--limit-key``, each key names its own schedule. The
+        job's name is kept readable, cut to a path-safe prefix.
         """
         digest = payloads.fingerprint(
             {
@@ -142,6 +164,9 @@ class ScheduleSpec:
                 "timezone": self.timezone,
                 "inputs": self.inputs,
             }
+            # A limit key (a tenant's) names another schedule; without one, the ids
+            # derived before limit keys existed stay as they were.
+            | ({} if self.limit_key is None else {"limit_key": self.limit_key})
         )[:16]
         readable = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.job).strip("-.")[:80]
         return f"{readable or 'schedule'}-{digest}"
@@ -171,6 +196,8 @@ class ScheduleSpec:
             # Only a named queue is fingerprinted: schedules added before queues
             # existed (all in the default queue) keep matching their re-adds.
             | ({} if self.queue == DEFAULT_QUEUE else {"queue": self.queue})
+            # Likewise a limit key: schedules added before limit keys keep matching.
+            | ({} if self.limit_key is None else {"limit_key": self.limit_key})
         )
 
 
@@ -301,11 +328,16 @@ class NewOccurrence:
 
     id: str  #: the execution's id, if it is inserted
     schedule_id: str
-    slot: str  #: :func:`slot_text` of the occurrence's slot
-    idempotency_key: str  #: ``schedule_id:slot``
+    #: :func:`slot_text` of the occurrence's slot; None for a run asked for now
+    #: (:func:`run_now`), which is no slot of the rule.
+    slot: str | None
+    idempotency_key: str  #: ``schedule_id:slot`` (a run asked for now: :func:`run_now_key`)
     due_at: datetime
     skipped: str | None  #: the reason it is stored SKIPPED, if policy skipped it
     bucket: int
+    #: Who asked for it, for its SUBMITTED audit record: None for what a materializer
+    #: or a backfill stores (the schedule asked), the caller of ``run_schedule`` else.
+    actor: str | None = None
 
     def to_execution(self, schedule: Schedule, now: datetime) -> Execution:
         """The execution as inserted (SCHEDULED; a skipped one moves on to SKIPPED).
@@ -330,4 +362,27 @@ def new_occurrence(
         due_at=occurrence.due_at,
         skipped=occurrence.skipped,
         bucket=bucket_for(new_id, num_buckets),
+    )
+
+
+def run_now(
+    schedule_id: str, *, new_id: str, due_at: datetime, num_buckets: int, actor: str
+) -> NewOccurrence:
+    """The extra occurrence ``run_schedule`` stores: due at ``due_at`` (the store's now).
+
+    It is an execution of the schedule like its occurrences (its job, version, inputs,
+    attempts, priority and queue; ``schedule_id`` set), but no slot of its rule:
+    ``slot`` is None and its key is :func:`run_now_key`, so it never takes the place of
+    a slot, and a slot never takes its place. Its planned time is ``due_at``. Its
+    bucket comes from its execution id, and ``actor`` is audited as its submitter.
+    """
+    return NewOccurrence(
+        id=new_id,
+        schedule_id=schedule_id,
+        slot=None,
+        idempotency_key=run_now_key(schedule_id, new_id),
+        due_at=due_at,
+        skipped=None,
+        bucket=bucket_for(new_id, num_buckets),
+        actor=actor,
     )

@@ -54,6 +54,9 @@ class Event(StrEnum):
     TIMED_OUT = "TIMED_OUT"
     #: The holder gave the lease back unfinished (e.g. graceful shutdown).
     RELEASED = "RELEASED"
+    #: The holder gave the execution back until a time its handler chose (``snooze``);
+    #: the attempt does not count. The reason says for how long.
+    SNOOZED = "SNOOZED"
     #: A client stopped an execution before it started, or its lease holder honoured
     #: a cancel command (``abort``).
     CANCELLED = "CANCELLED"
@@ -79,6 +82,8 @@ class AttemptOutcome(StrEnum):
     TIMED_OUT = "TIMED_OUT"
     #: The holder released the lease unfinished.
     ABANDONED = "ABANDONED"
+    #: The handler snoozed: given back until a later time; it does not count either.
+    SNOOZED = "SNOOZED"
     #: A cancel command was honoured while it ran.
     CANCELLED = "CANCELLED"
 
@@ -108,4 +113,12 @@ class CommandState(StrEnum):
 
 #: An attempt's outcome as a metric label (``fencepost_attempts_total``,
 #: ``fencepost_attempt_duration_seconds``): the service and the worker count the same ones.
-ATTEMPT_OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled", "released", "result_invalid")
+ATTEMPT_OUTCOMES = (
+    "succeeded",
+    "failed",
+    "timed_out",
+    "cancelled",
+    "released",
+    "snoozed",
+    "result_invalid",
+)

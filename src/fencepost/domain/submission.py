@@ -19,6 +19,7 @@ from fencepost.domain.checks import (
 )
 from fencepost.domain.durations import as_aware_utc, as_duration
 from fencepost.domain.errors import ValidationError
+from fencepost.domain.limits import require_limit_key
 from fencepost.domain.models import JSON, Execution, scheduled_execution
 from fencepost.domain.slots import slot_builder
 
@@ -41,6 +42,7 @@ SUBMIT_ARGUMENTS = frozenset(
         "bucket_key",
         "priority",
         "queue",
+        "limit_key",
     }
 )
 
@@ -85,6 +87,8 @@ class NewExecution:
     #: Who submitted it, for its SUBMITTED audit record (an HTTP token's name, the
     #: CLI's user@host); None when the submitter did not say.
     actor: str | None = None
+    #: The key its limits count it under (see Execution.limit_key).
+    limit_key: str | None = None
 
     def to_execution(
         self, *, due_at: datetime | None = None, created_at: datetime | None = None
@@ -123,6 +127,7 @@ def prepare(
     queue: object = None,
     unset_defaults: str | None = None,
     actor: str | None = None,
+    limit_key: object = None,
 ) -> NewExecution:
     """Validate one submit request; every error names its field. ``now`` is the store's.
 
@@ -154,6 +159,7 @@ def prepare(
     bkey = None if bucket_key is None else require_name(bucket_key, "bucket_key", max_len=MAX_KEY)
     prio = require_int(priority, "priority", low=PRIORITY_RANGE[0], high=PRIORITY_RANGE[1])
     queue_name = require_queue(queue)
+    lkey = require_limit_key(limit_key)
     request_hash = None
     if key is not None:
         request_hash = payloads.fingerprint(
@@ -173,6 +179,7 @@ def prepare(
             # Only a named queue is fingerprinted: keys stored before queues existed
             # (all in the default queue) keep matching their retries.
             | ({} if queue_name == DEFAULT_QUEUE else {"queue": queue_name})
+            | ({} if lkey is None else {"limit_key": lkey})
         )
     return _build_new_execution(
         id=new_id,
@@ -195,6 +202,7 @@ def prepare(
         trace_context=None,
         unset_defaults=unset_defaults,
         actor=actor,
+        limit_key=lkey,
     )
 
 

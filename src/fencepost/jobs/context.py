@@ -2,10 +2,11 @@
 
 A :class:`Context` is handed to every handler. It carries the identity of the
 attempt (``execution_id``, ``slot``, ``attempt``, ``epoch`` — what a handler
-needs to make external side effects idempotent) and one way to talk back:
+needs to make external side effects idempotent) and two ways to talk back:
 :meth:`Context.checkpoint`, which records progress, raises
 :class:`~fencepost.domain.errors.Cancelled` when the handler should stop, and
-blocks while the execution is paused.
+blocks while the execution is paused; and :meth:`Context.snooze`, which ends the
+attempt by raising :class:`~fencepost.domain.errors.Snooze`.
 
 The worker drives the other side through the underscored methods; handlers
 never call those. Nothing here touches the store: progress reaches it with the
@@ -18,9 +19,11 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
+from typing import NoReturn
 
 from fencepost.domain import payloads
-from fencepost.domain.errors import Cancelled
+from fencepost.domain.errors import Cancelled, Snooze
 from fencepost.domain.models import JSON, Lease
 
 #: The reason a checkpoint gives when the worker learned the lease is gone.
@@ -157,6 +160,18 @@ class Context:
             raise Cancelled(self._stop_reason or "stop requested")
         if self._lost:
             raise Cancelled(LEASE_LOST)
+
+    def snooze(self, seconds: float | timedelta, reason: str | None = None) -> NoReturn:
+        """Stop here and run again in ``seconds``, without using up an attempt.
+
+        Raises :class:`~fencepost.domain.errors.Snooze`; let it propagate (the
+        worker gives the execution back, due ``seconds`` from the store's now, and
+        the next claim gets this same attempt number). ``seconds`` is > 0 and at
+        most 30 days, else :class:`~fencepost.domain.errors.ValidationError` naming
+        ``seconds``. One execution may snooze 100 times; past that a snooze fails
+        the attempt (``snoozed too often``) and the job's retries apply.
+        """
+        raise Snooze(seconds, reason)
 
     def wait(self, seconds: float) -> bool:
         """Sleep up to ``seconds``; return True early if the handler is asked to stop."""

@@ -14,6 +14,10 @@ One file defines one version of one job::
     lease_ttl: 30                   # optional: the lease a worker takes (default 30 s)
     priority: 5                     # optional: its executions' priority when a submit names none
     queue: reports                  # optional: the queue its executions wait in (else default)
+    rate_limit: 50/s                # optional: the job's limit (as @app.job): starts per period,
+    rate_burst: 5                   #   its bucket,
+    concurrency: 10                 #   the most leased at once,
+    limit_per_key: false            #   each limit_key its own allowance
     run:                            # required: exactly one of
       command: ["python", "-m", "reports", "--day", "{inputs.day}"]
       # python: "reports.jobs:nightly"
@@ -74,7 +78,13 @@ from fencepost.domain.submission import PRIORITY_RANGE
 from fencepost.jobs.runners import templates
 from fencepost.jobs.runners.command import CommandRunner
 from fencepost.jobs.runners.http import DEFAULT_TIMEOUT, HttpRunner
-from fencepost.jobs.spec import DEFAULT_LEASE_TTL, JobSpec, Runner, spec_from_function
+from fencepost.jobs.spec import (
+    DEFAULT_LEASE_TTL,
+    JobSpec,
+    Runner,
+    declared_limit,
+    spec_from_function,
+)
 
 #: The file name suffixes :func:`load_definitions` picks up (compared case-insensitively).
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -90,6 +100,10 @@ _TOP_KEYS = (
     "lease_ttl",
     "priority",
     "queue",
+    "rate_limit",
+    "rate_burst",
+    "concurrency",
+    "limit_per_key",
     "run",
 )
 _RETRY_KEYS = ("max_attempts", "base_delay", "max_delay")
@@ -245,6 +259,13 @@ def _build(file: Path, document: Any) -> JobSpec:
     if priority is not None:
         require_int(priority, "priority", low=PRIORITY_RANGE[0], high=PRIORITY_RANGE[1])
     queue = None if doc.get("queue") is None else require_queue(doc["queue"])
+    limit = declared_limit(
+        name,
+        rate_limit=doc.get("rate_limit"),
+        rate_burst=doc.get("rate_burst"),
+        concurrency=doc.get("concurrency"),
+        limit_per_key=doc.get("limit_per_key", False),
+    )
     kind, value = _run_kind(_required(doc, "run", ""))
     common: dict[str, Any] = {
         "name": name,
@@ -255,6 +276,7 @@ def _build(file: Path, document: Any) -> JobSpec:
         "lease_ttl": lease_ttl,
         "priority": priority,
         "queue": queue,
+        "limit": limit,
     }
     description = str(doc.get("description", ""))
     if kind == "python":

@@ -39,6 +39,7 @@ from fencepost.domain.catalogue import (
 from fencepost.domain.checks import require_int, require_name, require_queue
 from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import PermanentFailure, ValidationError
+from fencepost.domain.limits import Limit, new_limit, scope_of
 from fencepost.domain.models import JSON
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.submission import PRIORITY_RANGE
@@ -84,6 +85,10 @@ class JobSpec:
     #: A Python handler's keyword inputs, which :meth:`check_inputs` binds as a run
     #: will (None: ``run`` takes the inputs as they are).
     parameters: Parameters | None = None
+    #: The limit declared with the job (scope ``job:NAME``; see :func:`declared_limit`),
+    #: which a worker publishing it declares to the store; None: none. It is not part
+    #: of the catalogue entry: an operator may change a job's limit at run time.
+    limit: Limit | None = None
 
     def __post_init__(self) -> None:
         require_name(self.name, "name")
@@ -97,6 +102,12 @@ class JobSpec:
             require_int(self.priority, "priority", low=PRIORITY_RANGE[0], high=PRIORITY_RANGE[1])
         if self.queue is not None:
             require_queue(self.queue)
+        if self.limit is not None and (
+            not isinstance(self.limit, Limit) or self.limit.scope != scope_of("job", self.name)
+        ):
+            raise ValidationError(
+                "limit", f"must be a Limit of scope 'job:{self.name}', got {self.limit!r}"
+            )
         # A schema derived from type hints is valid by construction, and checked
         # (derived) only when first used; a given one is checked here, at once.
         if not isinstance(self.input_schema, HintSchema) and self.input_schema != _ANY_OBJECT:
@@ -186,6 +197,7 @@ def spec_from_function(
     lease_ttl: float | timedelta = DEFAULT_LEASE_TTL,
     priority: int | None = None,
     queue: str | None = None,
+    limit: Limit | None = None,
 ) -> JobSpec:
     """A :class:`JobSpec` for a Python function or coroutine function.
 
@@ -200,6 +212,7 @@ def spec_from_function(
     ``output`` is the result's JSON Schema (a mapping) or a type whose schema is
     derived and through which results are validated and dumped to JSON. The
     handler's return annotation is *not* used unless it is passed as ``output``.
+    ``limit`` is the job's declared limit (see :func:`declared_limit`).
     """
     signature = inspect.signature(handler)
     params = list(signature.parameters.values())
@@ -239,7 +252,51 @@ def spec_from_function(
         queue=queue,
         source=_qualname(handler),
         parameters=parameters,
+        limit=limit,
     )
+
+
+#: The declaration's names for :func:`~fencepost.domain.limits.new_limit`'s fields.
+_LIMIT_FIELDS = {"rate": "rate_limit", "burst": "rate_burst", "per_key": "limit_per_key"}
+
+
+def declared_limit(
+    name: str,
+    *,
+    rate_limit: object = None,
+    rate_burst: object = None,
+    concurrency: object = None,
+    limit_per_key: object = False,
+) -> Limit | None:
+    """The limit a job declares (``@app.job(rate_limit=..., concurrency=...)`` or the
+    same keys in a definition file), or None when it declares neither.
+
+    ``rate_limit`` is a rate (``"50/s"``, ``"3000/min"``, ``"100/h"``) of starts of the
+    job's executions, ``rate_burst`` its bucket (default: a tenth of a second's worth,
+    at least 1), ``concurrency`` the most leased at once; ``limit_per_key`` gives each
+    ``limit_key`` its own allowance. Checked here, at declaration: a bad value raises
+    :class:`ValidationError` naming the declaration's field (``rate_limit``,
+    ``rate_burst``, ``concurrency``, ``limit_per_key``).
+    """
+    if not isinstance(limit_per_key, bool):
+        raise ValidationError("limit_per_key", f"must be True or False, got {limit_per_key!r}")
+    if rate_limit is None and concurrency is None:
+        if rate_burst is not None:
+            raise ValidationError("rate_burst", "needs a rate_limit: a burst is the rate's bucket")
+        if limit_per_key:
+            raise ValidationError("limit_per_key", "needs a rate_limit or a concurrency")
+        return None
+    try:
+        return new_limit(
+            scope_of("job", require_name(name, "name")),
+            rate=rate_limit,
+            burst=rate_burst,
+            concurrency=concurrency,
+            per_key=limit_per_key,
+            source="code",
+        )
+    except ValidationError as exc:
+        raise ValidationError(_LIMIT_FIELDS.get(exc.field, exc.field), exc.message) from None
 
 
 def _output_schema(output: Any) -> Mapping[str, Any] | None:

@@ -22,10 +22,14 @@ reading (``get``, ``find``, ``query``, ``transitions``, ``attempts``, ``commands
 ``wait`` awaits the sync store's own ``_wait_async``);
 the operator's verbs (``cancel``, ``replay``, ``reschedule``) and command requests
 (``request``); schedules (``add_schedule``, ``get_schedule``, ``schedules``,
-``update_schedule``, ``pause_schedule``, ``resume_schedule``, ``delete_schedule``).
+``update_schedule``, ``pause_schedule``, ``resume_schedule``, ``delete_schedule``,
+``run_schedule``); flow control (``set_limit``, ``limits``, ``remove_limit``,
+``pause_queue``, ``resume_queue``, ``paused_queues``, ``flow_changes``, ``throttled``).
 Each validates with the sync store's code, takes the store's plan and awaits
 :meth:`AsyncStore._execute` (:meth:`AsyncStore._verb` chooses by backend). The
-worker's verbs (claim, heartbeat, complete, ...) are not here.
+worker's verbs (claim, heartbeat, complete, ...) are not here. ``run_schedule``
+stores its run as a backfill stores occurrences, which the PostgreSQL store does not
+hand out as a plan: there, that one insert runs on a worker thread of the loop.
 """
 
 from __future__ import annotations
@@ -39,7 +43,10 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from fencepost import tracing
-from fencepost.domain.checks import require_name
+from fencepost.domain.checks import require_int, require_name, require_queue
+from fencepost.domain.durations import as_duration
+from fencepost.domain.errors import NotFound
+from fencepost.domain.limits import FlowChange, Limit, ThrottleCount, new_limit, require_scope
 from fencepost.domain.machine import attempts_from_transitions
 from fencepost.domain.models import (
     JSON,
@@ -55,10 +62,13 @@ from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.schedules import DEFAULT_MAX_CATCH_UP, DEFAULT_MISFIRE_GRACE
 from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import SUBMIT_ARGUMENTS, NewExecution, canonical, submit_arguments
+from fencepost.store import sqlflow
 from fencepost.store.base import Store
 from fencepost.store.callers import async_driver_connection, check_psycopg, refuse
 from fencepost.store.catalogue import CATALOGUE_REFRESH
-from fencepost.store.executors import Plan, psycopg_async_execute, returning, run_async
+from fencepost.store.executors import Plan, Steps, psycopg_async_execute, returning, run_async
+from fencepost.store.flow import MAX_ACTOR
+from fencepost.store.scheduling import ran_now
 
 T = TypeVar("T")
 
@@ -128,6 +138,7 @@ class AsyncStore:
         bucket_key: str | None = None,
         priority: int | None = None,
         queue: str | None = None,
+        limit_key: str | None = None,
         connection: object = None,
         actor: str | None = None,
         **deprecated: Any,
@@ -148,6 +159,7 @@ class AsyncStore:
             "bucket_key": bucket_key,
             "priority": priority,
             "queue": queue,
+            "limit_key": limit_key,
         }
         arguments = submit_arguments(arguments, deprecated, stacklevel=2)
         return (await self._submit_or_find(job, arguments, connection, actor))[0]
@@ -404,6 +416,7 @@ class AsyncStore:
         id: str | None = None,
         paused: bool = False,
         queue: str | None = None,
+        limit_key: str | None = None,
         **deprecated: Any,
     ) -> Schedule:
         """:meth:`Store.add_schedule <fencepost.store.scheduling.ScheduleVerbs.add_schedule>`,
@@ -427,6 +440,7 @@ class AsyncStore:
             "id": id,
             "paused": paused,
             "queue": queue,
+            "limit_key": limit_key,
         }
         await self._fresh_catalogue()
 
@@ -514,6 +528,115 @@ class AsyncStore:
             lambda s: s.delete_schedule(schedule_id),
             lambda s: s._delete_schedule_plan(schedule_id),
         )
+
+    async def run_schedule(self, schedule_id: str, *, actor: str = "client") -> Execution:
+        """:meth:`Store.run_schedule
+        <fencepost.store.scheduling.ScheduleVerbs.run_schedule>`, awaited."""
+        store: Any = self.store
+        if not self._is_postgres():
+            return await self._verb(lambda s: s.run_schedule(schedule_id, actor=actor), _no_plan)
+        occurrence = store._run_now(schedule_id, actor)  # validated here, on the loop
+        found = await asyncio.to_thread(
+            store._add_occurrences, occurrence.schedule_id, (occurrence,)
+        )
+        return ran_now(occurrence, found[0])
+
+    # -- flow control --------------------------------------------------------------------
+
+    async def set_limit(
+        self,
+        scope: str,
+        *,
+        rate: str | None = None,
+        burst: int | None = None,
+        concurrency: int | None = None,
+        per_key: bool = False,
+        actor: str = "operator",
+    ) -> Limit:
+        """:meth:`Store.set_limit <fencepost.store.flow.FlowVerbs.set_limit>`, awaited."""
+        arguments: dict[str, Any] = {
+            "rate": rate,
+            "burst": burst,
+            "concurrency": concurrency,
+            "per_key": per_key,
+        }
+
+        def plan(store: Any) -> Plan[Limit]:
+            limit = new_limit(scope, **arguments, updated_by=_flow_actor(actor))
+            return sqlflow.set_limit_plan(store, limit)
+
+        stored: Limit = await self._verb(
+            lambda s: s.set_limit(scope, **arguments, actor=actor), plan
+        )
+        self._flow_changed()
+        return stored
+
+    async def limits(self) -> list[Limit]:
+        """:meth:`Store.limits <fencepost.store.flow.FlowVerbs.limits>`, awaited."""
+        found = await self._verb(lambda s: s.limits(), sqlflow.read_limits_plan)
+        return sorted(found, key=lambda lim: lim.scope)
+
+    async def remove_limit(self, scope: str, *, actor: str = "operator") -> None:
+        """:meth:`Store.remove_limit <fencepost.store.flow.FlowVerbs.remove_limit>`, awaited."""
+
+        def plan(store: Any) -> Plan[None]:
+            name = require_scope(scope)
+            removing = sqlflow.remove_limit_plan(store, name, _flow_actor(actor))
+
+            def steps() -> Steps[None]:
+                if not (yield from removing.steps):
+                    raise NotFound(name, subject="limit")
+
+            return Plan(steps())
+
+        await self._verb(lambda s: s.remove_limit(scope, actor=actor), plan)
+        self._flow_changed()
+
+    async def pause_queue(self, name: str, *, actor: str = "operator") -> Limit:
+        """:meth:`Store.pause_queue <fencepost.store.flow.FlowVerbs.pause_queue>`, awaited."""
+        stored: Limit = await self._verb(
+            lambda s: s.pause_queue(name, actor=actor),
+            lambda s: sqlflow.pause_plan(
+                s, require_queue(name, "name"), _flow_actor(actor), paused=True
+            ),
+        )
+        self._flow_changed()
+        return stored
+
+    async def resume_queue(self, name: str, *, actor: str = "operator") -> Limit | None:
+        """:meth:`Store.resume_queue <fencepost.store.flow.FlowVerbs.resume_queue>`, awaited."""
+        stored: Limit = await self._verb(
+            lambda s: s.resume_queue(name, actor=actor),
+            lambda s: sqlflow.pause_plan(
+                s, require_queue(name, "name"), _flow_actor(actor), paused=False
+            ),
+        )
+        self._flow_changed()
+        return stored
+
+    async def paused_queues(self) -> list[Limit]:
+        """:meth:`Store.paused_queues <fencepost.store.flow.FlowVerbs.paused_queues>`, awaited."""
+        return [lim for lim in await self.limits() if lim.paused]
+
+    async def flow_changes(self, *, limit: int = 100) -> list[FlowChange]:
+        """:meth:`Store.flow_changes <fencepost.store.flow.FlowVerbs.flow_changes>`, awaited."""
+        return await self._verb(
+            lambda s: s.flow_changes(limit=limit),
+            lambda s: sqlflow.changes_plan(s, require_int(limit, "limit", low=1, high=10_000)),
+        )
+
+    async def throttled(self, *, window: float | timedelta = 3600.0) -> list[ThrottleCount]:
+        """:meth:`Store.throttled <fencepost.store.flow.FlowVerbs.throttled>`, awaited."""
+        return await self._verb(
+            lambda s: s.throttled(window=window),
+            lambda s: sqlflow.throttled_plan(s, as_duration(window, field="window")),
+        )
+
+    def _flow_changed(self) -> None:
+        """The sync store's view of the limits is stale: on PostgreSQL a plan changed
+        them behind its back (the sync verbs forget it themselves)."""
+        if self._is_postgres():
+            self.store._flow_changed()
 
     # -- executing -----------------------------------------------------------------------
 
@@ -610,6 +733,17 @@ class AsyncStore:
                 await loop.run_in_executor(self._thread, store._refresh_catalogue)
             else:
                 await asyncio.to_thread(store._refresh_catalogue)
+
+
+def _flow_actor(actor: object) -> str:
+    """The actor a flow change records, checked as the sync verbs check it."""
+    return require_name(actor, "actor", max_len=MAX_ACTOR)
+
+
+def _no_plan(store: Any) -> Plan[Any]:
+    """The plan of a verb :meth:`AsyncStore._verb` runs as a call on every backend but
+    PostgreSQL, which does not ask for it."""
+    raise AssertionError(f"no plan on {type(store).__name__}")
 
 
 __all__ = ["AsyncStore", "connect_async"]

@@ -41,7 +41,15 @@ from fencepost.domain.checks import (
 from fencepost.domain.durations import as_aware_utc, as_duration
 from fencepost.domain.errors import NotFound, ResultInvalid, StaleLease, ValidationError
 from fencepost.domain.events import ExecutionAborted, ExecutionEvent, ExecutionReleased
-from fencepost.domain.machine import attempts_from_transitions
+from fencepost.domain.machine import (
+    DEFAULT_MAX_SNOOZES,
+    MAX_SNOOZE_REASON,
+    MAX_SNOOZES_LIMIT,
+    attempts_from_transitions,
+    snooze_delay,
+    snoozed,
+    snoozes_so_far,
+)
 from fencepost.domain.models import (
     JSON,
     Attempt,
@@ -64,6 +72,7 @@ from fencepost.domain.submission import (
 )
 from fencepost.store.catalogue import with_store_defaults
 from fencepost.store.core import StoreCore
+from fencepost.store.flow import FlowVerbs
 from fencepost.store.operating import OperatingVerbs
 from fencepost.store.scheduling import ScheduleVerbs
 from fencepost.store.values import (
@@ -136,7 +145,7 @@ def _waited_id(execution_id: object) -> str:
     return execution_id
 
 
-class Store(OperatingVerbs, ScheduleVerbs):
+class Store(OperatingVerbs, ScheduleVerbs, FlowVerbs):
     """A durable home for executions and schedules, each handed out under a fenced lease.
 
     The verbs are grouped by section: submitting, reading, leasing and commands here;
@@ -161,6 +170,7 @@ class Store(OperatingVerbs, ScheduleVerbs):
         bucket_key: str | None = None,
         priority: int | None = None,
         queue: str | None = None,
+        limit_key: str | None = None,
         connection: object = None,
         actor: str | None = None,
         **deprecated: Any,
@@ -200,6 +210,10 @@ class Store(OperatingVerbs, ScheduleVerbs):
         HTTP API passes the token's name, the CLI ``cli:user@host``); None leaves it
         unnamed. It is not part of an idempotent retry's comparison.
 
+        ``limit_key`` (text of 1 to 200 characters, no control characters) is the key
+        the limits of a per-key scope count it under: each distinct key of the scope
+        gets its own rate and concurrency (see :meth:`set_limit`).
+
         ``connection`` submits inside the caller's open transaction instead of one of
         the store's own: a psycopg ``Connection`` (PostgreSQL store), a
         ``sqlite3.Connection`` on the store's file (SQLite store), or a SQLAlchemy
@@ -223,6 +237,7 @@ class Store(OperatingVerbs, ScheduleVerbs):
             "bucket_key": bucket_key,
             "priority": priority,
             "queue": queue,
+            "limit_key": limit_key,
         }
         arguments = submit_arguments(arguments, deprecated, stacklevel=2)
         return self._submit_or_find(job, arguments, connection, actor)[0]
@@ -804,6 +819,65 @@ class Store(OperatingVerbs, ScheduleVerbs):
             owner=fence.owner, reason=require_name(reason, "reason", max_len=MAX_ERROR_CHARS)
         )
         return self._fenced_change(fence, "release", always(event))
+
+    def snooze(
+        self,
+        fence: Fence,
+        seconds: float | timedelta,
+        *,
+        reason: str | None = None,
+        max_snoozes: int = DEFAULT_MAX_SNOOZES,
+    ) -> Execution:
+        """Give a live lease back until ``seconds`` from now: RUNNING -> SCHEDULED.
+
+        For a handler that cannot make progress yet (``ctx.snooze``): the execution is
+        due at the store's now plus ``seconds``, and the attempt ends SNOOZED without
+        counting against ``max_attempts`` (the next claim gets the same attempt
+        number); the epoch keeps its value. The audit records a SNOOZED transition,
+        the lease owner as actor, and a reason saying for how long and which snooze
+        it is (``snoozed for 30 s (2 of at most 100)``, then ``: reason`` if given).
+
+        One execution may snooze ``max_snoozes`` times (default 100), counted in its
+        audit trail since its submit or its last replay. A snooze past that is a
+        failed attempt instead, with error ``snoozed too often: ...``: RETRY_WAIT
+        after the usual backoff while attempts remain, else FAILED (a dead letter),
+        so a handler that always snoozes still ends.
+
+        ``seconds`` (int, float or ``timedelta``) must be > 0 and at most 30 days;
+        ``reason`` at most 1,024 characters; ``max_snoozes`` from 0 to 1,000,000:
+        else :class:`ValidationError` naming the argument, and nothing is written.
+        Fenced like :meth:`complete`: a stale lease raises :class:`StaleLease`.
+        """
+        check_fences((fence,))
+        delay = snooze_delay(seconds)
+        if reason is not None:
+            reason = require_name(reason, "reason", max_len=MAX_SNOOZE_REASON)
+        bound = require_int(max_snoozes, "max_snoozes", low=0, high=MAX_SNOOZES_LIMIT)
+        # Counted before the fenced transaction, and still exact when it commits: only
+        # a holder writes a SNOOZED record, and a snooze ends its lease, so another one
+        # after this read would leave the fence stale and this snooze refused.
+        try:
+            count = snoozes_so_far(self.transitions(fence.execution_id))
+        except NotFound:
+            count = 0  # the fenced change refuses it as stale, like every fenced verb
+        if count >= bound:
+            self._current_catalogue()  # past the bound it fails: the job's backoff
+
+        def decide(current: Execution, now: datetime) -> ExecutionEvent:
+            retry_at = now
+            if count >= bound:
+                retry_at += self.retry_delay(current.attempt, current.job, current.job_version)
+            return snoozed(
+                owner=fence.owner,
+                delay=delay,
+                reason=reason,
+                snoozes=count,
+                max_snoozes=bound,
+                now=now,
+                retry_at=retry_at,
+            )
+
+        return self._fenced_change(fence, "snooze", decide)
 
     def abort(self, fence: Fence, *, reason: str = "cancel requested") -> Execution:
         """Stop a running execution to honour a cancel: RUNNING -> CANCELLED, if the lease is live.

@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -43,6 +43,8 @@ from fencepost.domain.events import (
     ExecutionSkipped,
     LeaseExpired,
 )
+from fencepost.domain.limits import NO_KEY, Bucket, Candidate, Held, Limit, held_for
+from fencepost.domain.limits import pair as flow_pair
 from fencepost.domain.machine import Change, apply, holds, lease_is_live, stale_reason
 from fencepost.domain.models import (
     Command,
@@ -85,6 +87,15 @@ from fencepost.store.base import (
     always,
     stale_schedule,
 )
+from fencepost.store.flow import (
+    FlowChange,
+    Throttle,
+    ThrottleCount,
+    applying,
+    claim_limited,
+    describe,
+    ready_at,
+)
 from fencepost.store.values import (
     UNFINISHED_STATES,
     BucketsResized,
@@ -94,6 +105,7 @@ from fencepost.store.values import (
     rebucketed,
     result_refused,
     stats_report,
+    throttle_lookback,
 )
 from fencepost.store.waiting import HintedWatcher, Watcher, timed_out
 from fencepost.timing.planning import HELD, NEVER
@@ -132,6 +144,14 @@ class MemoryStore(Store):
         #: The fingerprint of each schedule's add_schedule arguments.
         self._schedule_hashes: dict[str, str] = {}
         self._seq = 0
+        #: Flow control: limits and paused queues by scope, token buckets by (scope,
+        #: key), throttled claims and the audit of changes (see store.flow).
+        self._limits: dict[str, Limit] = {}
+        self._flow_buckets: dict[tuple[str, str], Bucket] = {}
+        self._throttles: list[Throttle] = []
+        #: Every throttle ever recorded per scope: [count, seconds held] (never pruned).
+        self._throttle_totals: dict[str, list[float]] = {}
+        self._flow_log: list[FlowChange] = []
 
     # -- writing helpers -----------------------------------------------------------------
 
@@ -294,38 +314,47 @@ class MemoryStore(Store):
             return list(self._audit.get(execution_id, []))
 
     def _claim(self, request: ClaimRequest) -> list[Lease]:
-        jobs, ids, buckets, versions = request.jobs, request.ids, request.buckets, request.versions
-        limit, cap = request.limit, request.max_per_bucket
-        rooms = None if request.queues is None else dict(request.queues)
         with self._lock:
             now = self.clock.now()
-            ordered = sorted(
-                (
-                    e
-                    for e in self._rows.values()
-                    if _claimable(e, now)
-                    and (jobs is None or e.job in jobs)
-                    and (ids is None or e.id in ids)
-                    and (buckets is None or e.bucket in buckets)
-                    and (rooms is None or e.queue in rooms)
-                    and (
-                        versions is None
-                        or e.job_version is None
-                        or (e.job, e.job_version) in versions
-                    )
-                ),
-                key=lambda e: (-e.priority, e.due_at, e.id),
-            )
-            if cap is not None:
-                ordered = self._within_cap(ordered, cap)
-            if rooms is not None:
-                ordered = _within_rooms(ordered, rooms)
-            candidates = ordered[:limit]
-            event = ExecutionClaimed(owner=request.owner, lease_until=now + request.ttl)
-            return [
-                _lease(self._apply(e.id, event, now), self._trace_contexts.get(e.id))
-                for e in candidates
-            ]
+            limits = applying(list(self._limits.values()), request)
+            if not limits:
+                self._flow_wait = None
+                return self._claim_now(request, now)
+            leases, self._flow_wait = claim_limited(_MemoryFlow(self, now), request, limits)
+            return leases
+
+    def _claimable_now(self, request: ClaimRequest, now: datetime) -> list[Execution]:
+        """The executions ``request`` admits, in claim order (queues' rooms not applied)."""
+        jobs, ids, buckets, versions = request.jobs, request.ids, request.buckets, request.versions
+        rooms = None if request.queues is None else dict(request.queues)
+        return sorted(
+            (
+                e
+                for e in self._rows.values()
+                if _claimable(e, now)
+                and (jobs is None or e.job in jobs)
+                and (ids is None or e.id in ids)
+                and (buckets is None or e.bucket in buckets)
+                and (rooms is None or e.queue in rooms)
+                and (
+                    versions is None or e.job_version is None or (e.job, e.job_version) in versions
+                )
+            ),
+            key=lambda e: (-e.priority, e.due_at, e.id),
+        )
+
+    def _claim_now(self, request: ClaimRequest, now: datetime) -> list[Lease]:
+        """Claim under the lock, at ``now``, without limits."""
+        ordered = self._claimable_now(request, now)
+        if request.max_per_bucket is not None:
+            ordered = self._within_cap(ordered, request.max_per_bucket)
+        if request.queues is not None:
+            ordered = _within_rooms(ordered, dict(request.queues))
+        event = ExecutionClaimed(owner=request.owner, lease_until=now + request.ttl)
+        return [
+            _lease(self._apply(e.id, event, now), self._trace_contexts.get(e.id))
+            for e in ordered[: request.limit]
+        ]
 
     def _within_cap(self, ordered: list[Execution], cap: int) -> list[Execution]:
         running = Counter(e.bucket for e in self._rows.values() if e.state is State.RUNNING)
@@ -401,6 +430,136 @@ class MemoryStore(Store):
     def _transition(self, execution_id: str, event: ExecutionEvent) -> Execution:
         with self._lock:
             return self._apply(execution_id, event, self.clock.now())
+
+    # -- flow control ----------------------------------------------------------------------
+
+    def _set_limit(self, limit: Limit) -> Limit:
+        with self._lock:
+            now = self.clock.now()
+            old = self._limits.get(limit.scope)
+            stored = replace(limit, paused=old is not None and old.paused, updated_at=now)
+            self._limits[limit.scope] = stored
+            self._log_flow(now, stored.updated_by, "set", stored.scope, describe(stored))
+            return stored
+
+    def _read_limits(self) -> list[Limit]:
+        with self._lock:
+            return list(self._limits.values())
+
+    def _remove_limit(self, scope: str, actor: str) -> bool:
+        with self._lock:
+            old = self._limits.get(scope)
+            if old is None or (old.rate is None and old.concurrency is None):
+                return False
+            now = self.clock.now()
+            if old.paused:
+                self._limits[scope] = Limit(
+                    scope=scope, paused=True, updated_by=old.updated_by, updated_at=old.updated_at
+                )
+            else:
+                del self._limits[scope]
+            self._log_flow(now, actor, "remove", scope, describe(old))
+            return True
+
+    def _pause_queue(self, queue: str, actor: str, paused: bool) -> Limit:
+        scope = f"queue:{queue}"
+        with self._lock:
+            now = self.clock.now()
+            old = self._limits.get(scope)
+            if paused:
+                if old is not None and old.paused:
+                    return old
+                new = replace(
+                    old or Limit(scope=scope), paused=True, updated_by=actor, updated_at=now
+                )
+                self._limits[scope] = new
+                self._log_flow(now, actor, "pause", scope, "")
+                return new
+            if old is None or not old.paused:
+                return old or Limit(scope=scope)
+            since = old.updated_at or now
+            self._record_throttles(
+                [
+                    Throttle(e.id, scope, held_for(now, max(e.due_at, since)), now)
+                    for e in self._rows.values()
+                    if e.queue == queue and e.state in WAITING_STATES and e.due_at <= now
+                ]
+            )
+            self._log_flow(now, actor, "resume", scope, "")
+            if old.rate is None and old.concurrency is None:
+                del self._limits[scope]
+                return Limit(scope=scope)
+            new = replace(old, paused=False, updated_by=actor, updated_at=now)
+            self._limits[scope] = new
+            return new
+
+    def _declare_limits(self, limits: Sequence[Limit]) -> None:
+        with self._lock:
+            now = self.clock.now()
+            for limit in limits:
+                old = self._limits.get(limit.scope)
+                if old is not None and (old.source != "code" or old.paused):
+                    continue
+                if old is not None and replace(old, updated_at=None, updated_by=None) == replace(
+                    limit, updated_at=None, updated_by=None
+                ):
+                    continue
+                self._limits[limit.scope] = replace(limit, updated_at=now)
+                self._log_flow(
+                    now, limit.updated_by or "publisher", "declare", limit.scope, describe(limit)
+                )
+
+    def _prune_flow(self, cutoff: datetime) -> None:
+        with self._lock:
+            now = self.clock.now()
+            self._throttles = [t for t in self._throttles if t.at > cutoff]
+            for key, bucket in list(self._flow_buckets.items()):
+                lim = self._limits.get(key[0])
+                if bucket.denied_at is not None and bucket.denied_at > cutoff:
+                    continue
+                full = (
+                    lim is None
+                    or lim.rate is None
+                    or lim.burst is None
+                    or bucket.level(now, lim.rate.per_second, lim.burst) >= lim.burst
+                )
+                if full:
+                    del self._flow_buckets[key]
+
+    def _flow_changes(self, limit: int) -> list[FlowChange]:
+        with self._lock:
+            return list(reversed(self._flow_log[-limit:]))
+
+    def _record_throttles(self, throttles: Sequence[Throttle]) -> None:
+        self._throttles.extend(throttles)
+        for t in throttles:
+            total = self._throttle_totals.setdefault(t.scope, [0, 0.0])
+            total[0] += 1
+            total[1] += t.held.total_seconds()
+
+    def _throttled(self, window: timedelta | None) -> list[ThrottleCount]:
+        with self._lock:
+            if window is None:
+                return [
+                    ThrottleCount(s, int(c), timedelta(seconds=h))
+                    for s, (c, h) in sorted(self._throttle_totals.items())
+                ]
+            since = self.clock.now() - window
+            counts: dict[str, list[float]] = {}
+            for t in self._throttles:
+                if t.at >= since:
+                    got = counts.setdefault(t.scope, [0, 0.0])
+                    got[0] += 1
+                    got[1] += t.held.total_seconds()
+            return [
+                ThrottleCount(s, int(c), timedelta(seconds=h))
+                for s, (c, h) in sorted(counts.items())
+            ]
+
+    def _log_flow(
+        self, now: datetime, actor: str | None, action: str, scope: str, detail: str
+    ) -> None:
+        self._flow_log.append(FlowChange(now, actor or "operator", action, scope, detail))
 
     # -- commands --------------------------------------------------------------------------
 
@@ -605,6 +764,16 @@ class MemoryStore(Store):
             )
             late: list[timedelta] = []
             refused = expiries = 0
+            # Throttle records read back to tell throttled claims from late ones.
+            lookback = throttle_lookback(now, window)
+            throttled_at: dict[str, list[datetime]] = {}
+            held: dict[str, tuple[int, timedelta]] = {}
+            for th in self._throttles:
+                if lookback < th.at <= now:
+                    throttled_at.setdefault(th.execution_id, []).append(th.at)
+                if start < th.at <= now:
+                    n, total = held.get(th.scope, (0, _ZERO))
+                    held[th.scope] = (n + 1, total + th.held)
             for trail in self._audit.values():
                 for t in trail:
                     if not start < t.at <= now:
@@ -614,9 +783,15 @@ class MemoryStore(Store):
                     elif t.event is Event.LEASE_EXPIRED:
                         expiries += 1
                     elif t.event is Event.CLAIMED:
-                        late.append(max(t.at - self._rows[t.execution_id].due_at, _ZERO))
+                        due_at = self._rows[t.execution_id].due_at
                         expiries += t.from_state is State.RUNNING
-        return stats_report(now, window, counts, backlog, lateness(late), refused, expiries)
+                        marks = throttled_at.get(t.execution_id, ())
+                        if not any(due_at <= mark <= t.at for mark in marks):
+                            late.append(max(t.at - due_at, _ZERO))
+        throttled = [(scope, n, total) for scope, (n, total) in held.items()]
+        return stats_report(
+            now, window, counts, backlog, lateness(late), refused, expiries, throttled
+        )
 
     def _due_groups(self) -> tuple[datetime, list[DueCount], int]:
         with self._lock:
@@ -855,7 +1030,7 @@ class MemoryStore(Store):
             self._rows[o.id] = execution
             self._request_hashes[o.id] = None
             self._by_key[o.idempotency_key] = o.id
-            self._record_submitted(o.id, now)
+            self._record_submitted(o.id, now, o.actor)
             if o.skipped is not None:
                 execution = self._apply(o.id, ExecutionSkipped(reason=o.skipped), now)
             found[o.idempotency_key] = execution
@@ -945,3 +1120,74 @@ def _adopted(defaults: JobDefaults, unset: str, fields: tuple[str, ...]) -> dict
         for name in fields
         if name in listed and getattr(defaults, name) is not None
     }
+
+
+class _MemoryFlow:
+    """The memory store's side of a limited claim (see store.flow.FlowTransaction),
+    under the store's lock."""
+
+    def __init__(self, store: MemoryStore, now: datetime) -> None:
+        self.store, self.now = store, now
+
+    def state(
+        self, limits: Sequence[Limit]
+    ) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], Bucket]]:
+        counted = [lim for lim in limits if lim.concurrency is not None]
+        return self.running(counted), self.buckets(limits, None)
+
+    def running(self, limits: Sequence[Limit]) -> dict[tuple[str, str], int]:
+        counts: Counter[tuple[str, str]] = Counter()
+        for e in self.store._rows.values():
+            if e.state is not State.RUNNING or not lease_is_live(e.lease_until, self.now):
+                continue
+            for lim in limits:
+                if lim.applies_to(e.job, e.queue):
+                    counts[flow_pair(lim, e.limit_key)] += 1
+        return dict(counts)
+
+    def buckets(
+        self, limits: Sequence[Limit], pairs: Iterable[tuple[str, str]] | None
+    ) -> dict[tuple[str, str], Bucket]:
+        stored = self.store._flow_buckets
+        if pairs is not None:
+            return {p: stored[p] for p in pairs if p in stored}
+        by_scope = {lim.scope: lim for lim in limits}
+        out = {}
+        for (scope, key), bucket in stored.items():
+            lim = by_scope.get(scope)
+            if lim is None:
+                continue
+            if key == NO_KEY or ready_at(lim, bucket) > self.now:
+                out[(scope, key)] = bucket
+        return out
+
+    def candidates(self, request: ClaimRequest, held: Held, n: int) -> list[Candidate]:
+        jobs, queues = set(held.jobs), set(held.queues)
+        job_keys, queue_keys = set(held.job_keys), set(held.queue_keys)
+        cap = request.max_per_bucket
+        running: Counter[int] = Counter()
+        if cap is not None:
+            running.update(e.bucket for e in self.store._rows.values() if e.state is State.RUNNING)
+        out = []
+        for e in self.store._claimable_now(request, self.now):
+            key = e.limit_key or NO_KEY
+            if (
+                e.job in jobs
+                or e.queue in queues
+                or (e.job, key) in job_keys
+                or (e.queue, key) in queue_keys
+                # The claim's cap: none of a bucket already at it (takeovers are counted).
+                or (cap is not None and e.state is not State.RUNNING and running[e.bucket] >= cap)
+            ):
+                continue
+            out.append(Candidate(e.id, e.job, e.queue, e.limit_key, e.due_at))
+            if len(out) >= n:
+                break
+        return out
+
+    def lease(self, request: ClaimRequest) -> list[Lease]:
+        return self.store._claim_now(request, self.now)
+
+    def write(self, buckets: dict[tuple[str, str], Bucket], throttles: Sequence[Throttle]) -> None:
+        self.store._flow_buckets.update(buckets)
+        self.store._record_throttles(throttles)

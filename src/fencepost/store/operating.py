@@ -234,9 +234,17 @@ class OperatingVerbs(CatalogueVerbs):
           ``claim_lateness`` over CLAIMED transitions (``t.at - due_at``, clamped at
           zero, against the execution's *current* ``due_at``: for a retried
           execution that is the latest attempt's due time, so earlier claims count
-          as on time; a takeover is late by the time since the execution fell due);
+          as on time; a takeover is late by the time since the execution fell due),
+          leaving out *throttled* claims: those of an execution with a throttle
+          record (:meth:`throttled`) at or after its current ``due_at`` and no later
+          than the claim, recorded in ``(at - 2 * window, at]`` (a limit or a paused
+          queue held it on purpose; a paused queue's records are written when it
+          is resumed, so one of its executions claimed in the window after a resume
+          at or before ``at - 2 * window`` counts as late);
           ``stale_refused`` (STALE_REFUSED transitions); ``lease_expiries``
           (LEASE_EXPIRED transitions plus takeovers: CLAIMED from RUNNING).
+        * ``throttled``: the throttle records with ``at - window < record <= at``,
+          per scope (scopes without one left out): how many, and the seconds held.
 
         * ``unserved``: :meth:`unserved`, read just after the figures above.
 
@@ -379,6 +387,8 @@ class OperatingVerbs(CatalogueVerbs):
         SQLite's lock get it. On PostgreSQL, rows a concurrent
         transaction holds (a replay) are skipped and left for a later prune; a
         replay that comes second finds the execution gone (:class:`NotFound`).
+        Throttle records at or before the cutoff go too, with the token buckets of
+        keys that are full again (a missing bucket is a full one).
         ``on_batch(deleted_so_far)`` is called after each batch that deleted
         something; if it raises, the batches already done stay done. The call ends
         after a batch deletes fewer than ``batch``.
@@ -402,12 +412,18 @@ class OperatingVerbs(CatalogueVerbs):
             if deleted and on_batch is not None:
                 on_batch(total)
             if deleted < size:
+                self._prune_flow(cutoff)
                 return total
             # Step aside as long as the batch took: a claim waiting for SQLite's write
             # lock polls with growing sleeps and would otherwise find the next batch
             # holding it again and again. bench/prune_under_load.py: claim p99 during
             # a 1,000,000-execution prune 130 ms without the pause, 21 ms with it.
             time.sleep(min(PRUNE_YIELD_CAP, time.monotonic() - started))
+
+    @abstractmethod
+    def _prune_flow(self, cutoff: datetime) -> None:
+        """With a prune: delete throttle records at or before ``cutoff``, and the token
+        buckets that are full again and held nothing back since (see store.flow)."""
 
     @abstractmethod
     def _store_now(self) -> datetime:

@@ -60,6 +60,7 @@ def execution(row: tuple[Any, ...], columns: Columns = NATIVE) -> Execution:
         error,
         progress,
         queue,
+        limit_key,
     ) = row
     return Execution(
         id=id_,
@@ -70,6 +71,7 @@ def execution(row: tuple[Any, ...], columns: Columns = NATIVE) -> Execution:
         due_at=instant(due_at),
         priority=priority,
         queue=queue,
+        limit_key=limit_key,
         attempt=attempt,
         max_attempts=max_attempts,
         epoch=epoch,
@@ -140,12 +142,13 @@ def command(row: tuple[Any, ...], columns: Columns = NATIVE) -> Command:
 
 
 def schedule(row: tuple[Any, ...], columns: Columns = NATIVE) -> Schedule:
-    """A :class:`Schedule` from the first 25 columns of a backend's schedule statements.
+    """A :class:`Schedule` from the first 26 columns of a backend's schedule statements.
 
     Column order: id, job, job_version, inputs, cron, every, timezone, dst_gap,
     dst_fold, misfire, misfire_grace, max_catch_up, overlap, start_at, end_at,
     max_attempts, priority, paused, watermark, next_due, materializer,
-    lease_until, created_at, updated_at, queue (any further columns are ignored).
+    lease_until, created_at, updated_at, queue, limit_key (any further columns
+    are ignored).
     """
     instant, duration, payload = columns.instant, columns.duration, columns.payload
     (
@@ -174,7 +177,8 @@ def schedule(row: tuple[Any, ...], columns: Columns = NATIVE) -> Schedule:
         created_at,
         updated_at,
         queue,
-    ) = row[:25]
+        limit_key,
+    ) = row[:26]
     return Schedule(
         id=id_,
         job=job,
@@ -194,6 +198,7 @@ def schedule(row: tuple[Any, ...], columns: Columns = NATIVE) -> Schedule:
         max_attempts=max_attempts,
         priority=priority,
         queue=queue,
+        limit_key=limit_key,
         paused=bool(paused),
         watermark=instant(watermark),
         next_due=instant(next_due),

@@ -10,7 +10,7 @@ from typing import Any
 from fencepost.domain import schedules as plans
 from fencepost.domain.checks import require_int, require_name, storable
 from fencepost.domain.durations import as_aware_utc, as_duration
-from fencepost.domain.errors import NotFound, StaleLease, ValidationError
+from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, ValidationError
 from fencepost.domain.models import JSON, Execution, Occurrence, Schedule, SchedulePage
 from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
@@ -56,6 +56,7 @@ class ScheduleVerbs(CatalogueVerbs):
         id: str | None = None,
         paused: bool = False,
         queue: str | None = None,
+        limit_key: str | None = None,
         **deprecated: Any,
     ) -> Schedule:
         """Store a schedule of ``job`` and return it.
@@ -73,7 +74,10 @@ class ScheduleVerbs(CatalogueVerbs):
         and waits in ``queue`` (a name like a job's, at most 100 characters; None
         means the job's catalogue entry's, else ``"default"``);
         ``version`` pins them to a version of the job (``job_version=`` is its
-        deprecated name, a :class:`DeprecationWarning`). Bad arguments raise
+        deprecated name, a :class:`DeprecationWarning`). Every materialized
+        execution carries ``limit_key`` (None: none; else 1 to 200 characters without
+        control characters), the key a per-key limit counts it under (see
+        :meth:`~fencepost.store.flow.FlowVerbs.set_limit`). Bad arguments raise
         :class:`ValidationError` naming the field; nothing is written.
 
         The job catalogue's rules apply as for :meth:`~fencepost.store.base.Store.submit`:
@@ -114,6 +118,7 @@ class ScheduleVerbs(CatalogueVerbs):
                 "id": id,
                 "paused": paused,
                 "queue": queue,
+                "limit_key": limit_key,
             },
             deprecated,
             stacklevel=3,
@@ -172,6 +177,7 @@ class ScheduleVerbs(CatalogueVerbs):
             priority=resolved["priority"],
             queue=resolved["queue"],
             paused=a["paused"],
+            limit_key=a.get("limit_key"),
         )
         if a["id"] is None:
             return spec, self._ids.new(int(self.clock.now().timestamp() * 1000))
@@ -489,6 +495,62 @@ class ScheduleVerbs(CatalogueVerbs):
         ``schedule_id`` can be stored; :class:`NotFound` if no schedule has it.
         """
 
+    def run_schedule(self, schedule_id: str, *, actor: str = "client") -> Execution:
+        """Run a schedule once, now, besides its slots; return the new execution.
+
+        One execution is stored as :meth:`materialize` stores an occurrence, in one
+        transaction: the schedule's job, job_version, inputs, max_attempts, priority
+        and queue as stored now, ``schedule_id`` set, no timeout, SCHEDULED, due at
+        the store clock's now (its planned time, which the SLO measures from; on
+        PostgreSQL this process's clock, as the materializer's plans), its bucket
+        from its execution id. Its SUBMITTED audit record names ``actor``.
+
+        It is no slot of the rule: its ``slot`` is None (so is a handler's
+        ``ctx.slot``: make side effects idempotent on the execution id), and its
+        ``idempotency_key`` is ``"{schedule_id}:run:{execution_id}"``
+        (:func:`~fencepost.domain.schedules.run_now_key`), which no slot's key
+        ``"{schedule_id}:{slot}"`` can equal: the slot of the same instant is stored
+        and run all the same, and each call stores one more execution (the verb is
+        not idempotent). The schedule itself (watermark, next_due, materializer
+        lease) does not change.
+
+        A paused schedule runs too: an operator's explicit request is honoured while
+        the schedule's slots are skipped. No overlap policy applies to the run
+        itself, but while it waits or runs it is the schedule's run in flight for
+        the policy of later slots (``skip`` skips them, ``buffer_one`` and
+        ``buffer_all`` hold them, ``replace`` cancels it), and pausing the schedule
+        skips it if it has not started, as it skips an occurrence.
+
+        Raises :class:`NotFound` (``subject="schedule"``) when no schedule has the
+        id — an id no schedule can have (with NUL or a lone surrogate, blank, longer
+        than 200 characters) included — and :class:`ValidationError` for an id that
+        is not a string or an ``actor`` that is not a name. Nothing is written then
+        (nor when a submit forged the new key first: :class:`IdempotencyConflict`).
+        """
+        occurrence = self._run_now(schedule_id, actor)
+        [execution] = self._add_occurrences(occurrence.schedule_id, (occurrence,))
+        return ran_now(occurrence, execution)
+
+    def _run_now(self, schedule_id: object, actor: object) -> NewOccurrence:
+        """:meth:`run_schedule`'s arguments validated: the occurrence it stores."""
+        who = require_name(actor, "actor")
+        if not isinstance(schedule_id, str):
+            raise ValidationError("schedule_id", f"must be a schedule id, got {schedule_id!r}")
+        if (
+            not storable(schedule_id)
+            or not schedule_id.strip()
+            or len(schedule_id) > plans.MAX_SCHEDULE_ID
+        ):
+            raise NotFound(schedule_id, subject="schedule")  # no schedule can have this id
+        now = self.clock.now()
+        return plans.run_now(
+            schedule_id,
+            new_id=self._ids.new(int(now.timestamp() * 1000)),
+            due_at=now,
+            num_buckets=self.config.num_buckets,
+            actor=who,
+        )
+
     def release_schedules(self, schedules: Iterable[Schedule]) -> None:
         """Give materializer leases back unchanged (a materializer stopping).
 
@@ -528,3 +590,15 @@ class ScheduleVerbs(CatalogueVerbs):
             )
             out.append(by_key.setdefault(new.idempotency_key, new))
         return tuple(out)
+
+
+def ran_now(occurrence: NewOccurrence, execution: Execution) -> Execution:
+    """The execution :meth:`ScheduleVerbs.run_schedule` stored for ``occurrence``.
+
+    Insert-if-absent returns what holds the key: an execution of another id means
+    the new key was taken already (only a submit that forged it can have taken it),
+    and nothing was stored.
+    """
+    if execution.id != occurrence.id:
+        raise IdempotencyConflict(occurrence.idempotency_key, execution.id)
+    return execution

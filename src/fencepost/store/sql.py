@@ -120,3 +120,11 @@ def require_migrated(applied: set[int] | None, package: str, location: str) -> N
             f"the fencepost schema in {location} is at version {max(applied)}, this "
             f"fencepost needs {latest} (`fencepost db migrate --db URL` upgrades it)"
         )
+    # Every version, not only the latest: a migration missing from the middle (a
+    # database restored from parts, a table dropped by hand) is not migrated either.
+    missing = sorted({version for version, _, _ in migration_files(package)} - applied)
+    if missing:
+        raise NotMigrated(
+            f"the fencepost schema in {location} lacks migration(s) "
+            f"{', '.join(map(str, missing))} (`fencepost db migrate --db URL` applies them)"
+        )

@@ -66,6 +66,7 @@ from fencepost.domain.events import (
     LeaseExpired,
 )
 from fencepost.domain.ids import id_floor
+from fencepost.domain.limits import Limit
 from fencepost.domain.machine import RECORDS_ERROR, Change, apply, holds
 from fencepost.domain.models import (
     Command,
@@ -79,6 +80,7 @@ from fencepost.domain.models import (
 )
 from fencepost.domain.reports import JobCounts, SloOffender, SloReport, tabulate
 from fencepost.domain.states import CommandKind, CommandState, Event, State
+from fencepost.store import sqlflow
 from fencepost.store.base import (
     UNFINISHED_STATES,
     ClaimRequest,
@@ -91,6 +93,7 @@ from fencepost.store.base import (
     set_aside,
 )
 from fencepost.store.executors import Execute, Plan, Statement, Steps, run
+from fencepost.store.flow import FlowChange, Throttle, ThrottleCount
 from fencepost.store.rows import version_keys
 from fencepost.store.values import (
     ID_CLOCK_SLACK,
@@ -143,6 +146,7 @@ ENDED_BY: Mapping[str, tuple[Event, ...]] = {
     "complete": (Event.FAILED,),
     "fail": (Event.FAILED, Event.TIMED_OUT),
     "release": (Event.RELEASED,),
+    "snooze": (Event.SNOOZED, Event.FAILED),  # FAILED: a snooze past its bound
     "abort": (Event.CANCELLED,),
 }
 
@@ -390,6 +394,58 @@ class SqlStore(Store):
             "queues": None if queues is None else self._array([name for name, _ in queues]),
             "queue_limits": None if queues is None else self._array([n for _, n in queues]),
         }
+
+    # -- flow control (see store.flow and store.sqlflow) ------------------------------------
+
+    def _set_limit(self, limit: Limit) -> Limit:
+        return self._run(sqlflow.set_limit_plan(self, limit))
+
+    def _read_limits(self) -> list[Limit]:
+        return self._run_read(lambda: sqlflow.read_limits_plan(self), "limits")
+
+    def _remove_limit(self, scope: str, actor: str) -> bool:
+        return self._run(sqlflow.remove_limit_plan(self, scope, actor))
+
+    def _pause_queue(self, queue: str, actor: str, paused: bool) -> Limit:
+        return self._run(sqlflow.pause_plan(self, queue, actor, paused))
+
+    def _declare_limits(self, limits: Sequence[Limit]) -> None:
+        self._run(sqlflow.declare_plan(self, limits))
+
+    def _flow_changes(self, limit: int) -> list[FlowChange]:
+        return self._run_read(lambda: sqlflow.changes_plan(self, limit), "flow_changes")
+
+    def _throttled(self, window: timedelta | None) -> list[ThrottleCount]:
+        return self._run_read(lambda: sqlflow.throttled_plan(self, window), "throttled")
+
+    def _text(self, conn: Any, block: str) -> str:
+        """The text of ``block`` to run on ``conn`` (PostgreSQL bounds it to the live days
+        of history, so that its plan holds only their partitions)."""
+        return self._q(block)
+
+    def _flow_candidates(
+        self, conn: Any, params: dict[str, Any], request: ClaimRequest
+    ) -> list[tuple[Any, ...]]:
+        """The rows of ``flow_candidates`` for a limited claim (a dialect may ask in parts)."""
+        return list(
+            run(
+                _fetch(Statement(self._text(conn, "flow_candidates"), params, "all")),
+                self._executor(conn),
+            )
+        )
+
+    def _prune_flow(self, cutoff: datetime) -> None:
+        self._run(sqlflow.prune_plan(self, cutoff))
+
+    @abstractmethod
+    def _write_flow(
+        self,
+        conn: Any,
+        buckets: Sequence[tuple[str, str, float, datetime, datetime, datetime | None]],
+        throttles: Sequence[Throttle],
+    ) -> None:
+        """Store a limited claim's buckets (upsert, with their ``ready_at``) and throttle
+        records, in its transaction."""
 
     # -- changes through the state machine -----------------------------------------------
 
@@ -782,6 +838,7 @@ class SqlStore(Store):
             "max_attempts": s.max_attempts,
             "priority": s.priority,
             "queue": s.queue,
+            "limit_key": s.limit_key,
             "paused": s.paused,
             "watermark": self._t(s.watermark),
             "next_due": self._t(s.next_due),
@@ -914,3 +971,9 @@ def claimed_leases(
         ) in enumerate(claimed)
     ]
     return leases, unreadable
+
+
+def _fetch(statement: Statement) -> Steps[Any]:
+    """A plan of one statement: its answer."""
+    found = yield statement
+    return found

@@ -19,6 +19,7 @@ from fencepost.domain.defaults import DEFAULT_COMMAND_TTL as DEFAULT_COMMAND_TTL
 from fencepost.domain.defaults import DEFAULT_TTL as DEFAULT_TTL
 from fencepost.domain.errors import StaleLease, ValidationError
 from fencepost.domain.events import ExecutionEvent, ExecutionFailed, ExecutionTimedOut
+from fencepost.domain.limits import ThrottleCount
 from fencepost.domain.models import JSON, Execution, Fence, LiveFence, Schedule
 from fencepost.domain.nodes import default_node_id as default_node_id
 from fencepost.domain.reports import (
@@ -247,9 +248,11 @@ def stats_report(
     lateness: Lateness,
     refused: int | None,
     expiries: int | None,
+    throttled: Iterable[tuple[str, int, timedelta]] = (),
 ) -> Stats:
     """:class:`Stats` at ``now`` from the figures a backend read: executions by
-    ``(job, queue, state, count)``, the due backlog, claim lateness and the lease events."""
+    ``(job, queue, state, count)``, the due backlog, claim lateness, the lease events
+    and the window's throttle records as ``(scope, count, total held)``."""
     rows = [(job, queue, State(state), n) for job, queue, state, n in counts]
     by_state, by_job = tabulate((job, state, n) for job, _, state, n in rows)
     _, by_queue = tabulate((queue, state, n) for _, queue, state, n in rows)
@@ -263,7 +266,21 @@ def stats_report(
         claim_lateness=lateness,
         stale_refused=refused or 0,
         lease_expiries=expiries or 0,
+        throttled=[ThrottleCount(scope, int(n), held) for scope, n, held in sorted(throttled) if n],
     )
+
+
+def throttle_lookback(now: datetime, window: timedelta) -> datetime:
+    """The earliest throttle record (exclusive) that :meth:`Store.stats` reads to tell
+    throttled claims from late ones: one more window before the window's start.
+
+    A claim's own throttle record is written with it; a paused queue's, when it is
+    resumed, before its executions are claimed. Reading back a whole extra window
+    keeps the cost in proportion to the window (the records are indexed by time
+    only) while still recognising executions claimed up to a window after their
+    queue was resumed.
+    """
+    return now - 2 * window
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

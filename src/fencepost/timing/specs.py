@@ -23,6 +23,7 @@ from fencepost.domain import payloads
 from fencepost.domain.checks import INT32_MAX, require_int, require_name, require_queue
 from fencepost.domain.durations import as_aware_utc, as_duration
 from fencepost.domain.errors import ValidationError
+from fencepost.domain.limits import require_limit_key
 from fencepost.domain.models import Schedule
 from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap, parse_policy
 from fencepost.domain.schedules import (
@@ -58,6 +59,7 @@ def define(
     priority: object = 0,
     queue: object = None,
     paused: object = False,
+    limit_key: object = None,
 ) -> ScheduleSpec:
     """Validate a schedule definition; every error names its field, nothing is guessed."""
     name = require_name(job, "job")
@@ -118,6 +120,7 @@ def define(
         priority=prio,
         queue=require_queue(queue),
         paused=paused,
+        limit_key=require_limit_key(limit_key),
     )
 
 

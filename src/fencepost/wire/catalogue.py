@@ -15,6 +15,8 @@ from pydantic import BaseModel, Field, StrictInt
 
 from fencepost.domain import catalogue
 from fencepost.domain.checks import INT32_MAX
+from fencepost.domain.errors import ValidationError
+from fencepost.domain.limits import Limit, new_limit, scope_of
 from fencepost.wire.fields import (
     MAX_DURATION_SECONDS,
     MIN_SECONDS,
@@ -24,6 +26,7 @@ from fencepost.wire.fields import (
     Name,
     Payload,
 )
+from fencepost.wire.flow import LimitRequest
 from fencepost.wire.mapping import RequestModel
 
 #: The most definitions one ``POST /jobs`` carries (what the store takes in one call).
@@ -78,6 +81,49 @@ class JobDefinition(RequestModel):
     def of(cls, entry: catalogue.JobEntry) -> dict[str, Any]:
         """The JSON body item of ``entry`` (what a client sends)."""
         return {**entry.definition(), "digest": entry.digest}
+
+
+class DeclaredLimit(LimitRequest):
+    """A limit declared with a job (``@app.job(rate_limit=..., concurrency=...)``), as a
+    worker that publishes the job declares it; see ``Store.declare_limits``.
+
+    ``job`` names the job (the limit's scope is ``job:NAME``); the rest is a
+    ``PUT /limits/{scope}`` body's: a ``rate``, a ``concurrency`` or both, ``burst``
+    only with a ``rate``.
+    """
+
+    job: Name
+
+    def to_domain(self) -> Limit:
+        """The declared limit (a ValidationError names the field)."""
+        return new_limit(
+            scope_of("job", self.job),
+            rate=self.rate,
+            burst=self.burst,
+            concurrency=self.concurrency,
+            per_key=self.per_key,
+            source="code",
+        )
+
+    @classmethod
+    def of(cls, limit: Limit) -> dict[str, Any]:
+        """The JSON body item of a declared ``job:NAME`` limit (what a client sends)."""
+        if limit.kind != "job":
+            raise ValidationError("limits", f"only a job's limit is declared, got {limit.scope!r}")
+        item = {
+            "job": limit.name,
+            "rate": None if limit.rate is None else str(limit.rate),
+            "burst": limit.burst,
+            "concurrency": limit.concurrency,
+            "per_key": limit.per_key,
+        }
+        return {key: value for key, value in item.items() if value is not None}
+
+
+class DeclareLimitsRequest(RequestModel):
+    """The body of ``POST /jobs/limits``: the limits the jobs a worker publishes declare."""
+
+    limits: list[DeclaredLimit] = Field(min_length=1, max_length=MAX_PUBLISH)
 
 
 class PublishRequest(RequestModel):

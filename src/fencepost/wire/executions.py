@@ -16,6 +16,7 @@ from fencepost.wire.fields import (
     Count,
     Inputs,
     Instant,
+    LimitKey,
     Name,
     QueueName,
     name,
@@ -66,6 +67,8 @@ class SubmitRequest(RequestModel):
     priority: _Priority | None = None
     #: The queue it waits in; None: the job's own (from the job catalogue), else "default".
     queue: QueueName | None = None
+    #: The key a per-key limit counts it under (a tenant, a host); None: none.
+    limit_key: LimitKey | None = None
 
 
 class SubmitItem(SubmitRequest):
@@ -109,6 +112,9 @@ class Execution(WireModel[models.Execution]):
     progress: Any
     created_at: datetime
     updated_at: datetime
+    #: The key a per-key limit counts it under; null: none. (Absent from an older
+    #: service's answers: read as null.)
+    limit_key: str | None = None
 
 
 class Page(WireModel[models.Page]):

@@ -26,6 +26,7 @@ from typing_extensions import TypeAliasType
 
 from fencepost.domain import payloads
 from fencepost.domain.checks import INT32_MAX, MAX_QUEUE
+from fencepost.domain.limits import MAX_LIMIT_KEY
 from fencepost.timing.durations import MAX_DURATION
 
 #: The longest duration the store keeps (100 years), in seconds: the most a delay,
@@ -71,6 +72,8 @@ def name_pattern(refused: str = "") -> str:
 NAME_PATTERN = name_pattern()
 #: Free text a store keeps (an error message): anything but U+0000.
 TEXT_PATTERN = r"^[^\u0000]*$"
+#: What ``require_limit_key`` accepts: a name without control characters.
+LIMIT_KEY_PATTERN = name_pattern(r"\u0001-\u001f\u007f")
 
 
 #: What a problem's detail says of a value a pattern refused (the regex is for machines).
@@ -78,6 +81,7 @@ PATTERN_MEANINGS = {
     NAME_PATTERN: "must be a name: not blank, without U+0000",
     name_pattern("/"): "must be a name: not blank, without U+0000 or '/'",
     TEXT_PATTERN: "must not contain U+0000",
+    LIMIT_KEY_PATTERN: "must be a name: not blank, without control characters or U+0000",
 }
 
 
@@ -90,6 +94,10 @@ def name(max_length: int = MAX_NAME, **extra: Any) -> Any:
 Name = Annotated[str, name()]
 #: A queue's name: a name of at most ``MAX_QUEUE`` characters.
 QueueName = Annotated[str, name(MAX_QUEUE)]
+#: A limit key: a name of at most ``MAX_LIMIT_KEY`` characters, without control characters.
+LimitKey = Annotated[
+    str, Field(min_length=1, max_length=MAX_LIMIT_KEY, pattern=LIMIT_KEY_PATTERN, strict=True)
+]
 
 # -- integers ---------------------------------------------------------------------------
 

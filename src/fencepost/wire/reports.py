@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from fencepost.domain import nodes, reports
 from fencepost.wire.executions import Execution
+from fencepost.wire.flow import ThrottleCount
 from fencepost.wire.mapping import WireModel
 
 # -- nodes and buckets ---------------------------------------------------------------------
@@ -164,12 +165,14 @@ class Stats(WireModel[reports.Stats]):
     by_queue: dict[str, dict[str, int]]
     #: SCHEDULED and RETRY_WAIT executions already due and not yet claimed.
     due_backlog: int
-    #: Claims in the window: claim time minus due time.
+    #: Claims in the window: claim time minus due time (throttled claims left out).
     claim_lateness: Lateness
     #: Completions and failures from stale workers refused in the window.
     stale_refused: int
     #: Leases that ran out in the window (reaped or taken over).
     lease_expiries: int
+    #: Throttle records in the window, per scope (scopes with none left out).
+    throttled: list[ThrottleCount] = Field(default_factory=list)
     #: Due work and schedules no live process serves.
     unserved: Unserved | None = None
 

@@ -34,6 +34,7 @@ from fencepost.wire.fields import (
     Count,
     Inputs,
     Instant,
+    LimitKey,
     Name,
     QueueName,
     name_pattern,
@@ -182,6 +183,8 @@ class ScheduleCreate(RequestModel):
     queue: QueueName | None = None
     #: Store it paused (its slots are recorded SKIPPED until it is resumed).
     paused: StrictBool = False
+    #: The key a per-key limit counts each of its executions under; None: none.
+    limit_key: LimitKey | None = None
     #: Makes the request idempotent: the same id and body again return the schedule.
     #: It becomes a path segment (/schedules/{id}), so it holds no "/": that would make
     #: the schedule unreachable through this API.
@@ -220,6 +223,8 @@ class ScheduleUpdate(RequestModel):
     #: null: back to "default".
     queue: QueueName | None = None
     paused: StrictBool | None = None
+    #: null: no limit key for its later executions.
+    limit_key: LimitKey | None = None
 
     @field_validator(*_NEVER_NULL, mode="before")
     @classmethod
@@ -263,6 +268,9 @@ class Schedule(WireModel[models.Schedule]):
     updated_at: datetime
     #: The next slot after the store's now; null when paused or when none is left.
     next_fire_at: datetime | None
+    #: The key a per-key limit counts its executions under; null: none. (Absent from
+    #: an older service's answers: read as null.)
+    limit_key: str | None = None
 
 
 class ScheduleAdded(Schedule):

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, StrictBool, StrictInt
 
 from fencepost.domain import models
 from fencepost.domain.checks import INT32_MAX, MAX_ERROR_CHARS
+from fencepost.domain.machine import MAX_SNOOZE, MAX_SNOOZE_REASON
 from fencepost.wire.executions import Command
 from fencepost.wire.fields import (
     MAX_DURATION_SECONDS,
@@ -89,6 +90,10 @@ class Leases(BaseModel):
     """The leases one claim took (possibly none)."""
 
     leases: list[Lease]
+    #: Seconds until work this claim held back by a rate limit may start (the store's
+    #: ``next_start_in``): a worker may sleep that long (at most a second) rather than
+    #: claim again at once. null: nothing held back by a rate (or an older service).
+    next_start_in: float | None = None
 
 
 class LeaseReport(RequestModel):
@@ -125,6 +130,14 @@ class ReasonRequest(LeaseReport):
     """Give a lease back (release) or stop to honour a cancel (abort)."""
 
     reason: Annotated[str, name(MAX_ERROR_CHARS)] | None = None
+
+
+class SnoozeRequest(LeaseReport):
+    """Give a lease back until ``seconds`` from now, the attempt not counted; see
+    ``Store.snooze`` (the store's bound of snoozes per execution applies)."""
+
+    seconds: float = Field(ge=MIN_SECONDS, le=MAX_SNOOZE.total_seconds(), strict=True)
+    reason: Annotated[str, name(MAX_SNOOZE_REASON)] | None = None
 
 
 class CompletionItem(CompleteRequest):

@@ -13,6 +13,8 @@ What a worker exports, besides what ``fencepost serve`` counts:
   by job and outcome). Outcomes are the service's ``fencepost_attempts_total``
   ones, as the handler left them: the store may still refuse the write (counted in
   ``fencepost_stale_refused_total``).
+* **Held back**: claims from which a rate limit held work back
+  (``fencepost_worker_claims_held_back_total``, from the store's ``next_start_in``).
 * **Now** (:class:`WorkerCollector`, read at each scrape): leases waiting in the
   claim buffer, handlers running and their number, outcomes not yet written, and
   whether the worker's store answers.
@@ -89,6 +91,7 @@ _OUTCOME_OF_VERB = {
     "timeout": "timed_out",
     "abort": "cancelled",
     "release": "released",
+    "snooze": "snoozed",
 }
 
 
@@ -99,6 +102,7 @@ class WorkerInstruments:
     duration: Histogram
     started: Counter
     claimed: Counter
+    held_back: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry, jobs: list[str]) -> WorkerInstruments:
@@ -122,6 +126,14 @@ class WorkerInstruments:
                 "fencepost_leases_claimed",
                 "Leases this worker claimed, by job (started at once or buffered first).",
                 ["job"],
+                registry=registry,
+            ),
+            held_back=Counter(
+                "fencepost_worker_claims_held_back",
+                "Claims of this worker from which a rate limit held work back (the store "
+                "said when it may start). A concurrency limit or a paused queue does not "
+                "tell the worker: fencepost_throttled_total counts every throttled "
+                "execution, per scope.",
                 registry=registry,
             ),
         )
@@ -214,6 +226,11 @@ class WorkerMetrics:
         assert self.instruments is not None
         for lease in leases:
             self.instruments.claimed.labels(job=lease.job).inc()
+
+    def held_back(self) -> None:
+        """A claim's store said a rate limit held some of its work back."""
+        assert self.instruments is not None
+        self.instruments.held_back.inc()
 
     def started(self, run: Run) -> None:
         """A handler started ``run``."""

@@ -20,6 +20,7 @@ from functools import partial
 from fencepost import tracing
 from fencepost.domain.checks import MAX_ERROR_CHARS, sanitize_text
 from fencepost.domain.errors import StaleLease, StoreUnavailable, ValidationError
+from fencepost.domain.machine import MAX_SNOOZE_REASON
 from fencepost.domain.models import JSON, Lease
 from fencepost.domain.payloads import RESULT_INVALID
 from fencepost.domain.states import State
@@ -53,6 +54,10 @@ class Outbox(WorkerState):
                     outcome.verb = "abort"
                 else:
                     outcome.verb = "fail"
+            elif outcome.verb == "snooze" and run.cancel_requested:
+                # The cancel command was delivered (and completed): a snooze must not
+                # put the execution back to run again as if nobody had asked.
+                outcome.verb = "abort"
             if self.metrics is not None:
                 self.metrics.finished(outcome, self._monotonic())
             self._outbox.append(outcome)
@@ -197,23 +202,17 @@ class Outbox(WorkerState):
             timed_out = outcome.verb == "timeout"
             if not timed_out:  # a timeout was logged when it fired
                 self._log_failure(outcome)
+            retry_in = outcome.retry_in  # the handler's Retry(after=), else the backoff
+            if retry_in is None and retry is not None:
+                retry_in = retry.delay(lease.attempt).total_seconds()
             execution = self.store.fail(
                 lease,
                 error,
                 retryable=outcome.retryable,  # True for a timeout: it retries like a failure
                 timed_out=timed_out,
-                retry_in=None if retry is None else retry.delay(lease.attempt),
+                retry_in=retry_in,
             )
-            if execution.state is State.FAILED:
-                log.error(
-                    "execution %s (job %s) dead-lettered after attempt %d of %d: %s",
-                    lease.execution_id,
-                    lease.job,
-                    lease.attempt,
-                    lease.max_attempts,
-                    first_line(error),
-                    extra=about(lease),
-                )
+            self._log_dead_letter(lease, execution.state, error)
             if timed_out:
                 self.counters.timed_out += 1
             else:
@@ -229,12 +228,69 @@ class Outbox(WorkerState):
             execution = self.store.abort(lease, reason=CANCEL_REQUESTED)
             self.counters.cancelled += 1
             tracing.end_attempt(outcome.run, "cancelled", state=execution.state.value)
+        elif outcome.verb == "snooze":
+            self._snooze(outcome)
         elif outcome.verb == "release":
             execution = self.store.release(lease, reason=outcome.error or SHUTTING_DOWN)
             self.counters.released += 1
             tracing.end_attempt(outcome.run, "released", state=execution.state.value)
         else:  # pragma: no cover - the verbs are ours
             raise AssertionError(outcome.verb)
+
+    def _snooze(self, outcome: Outcome) -> None:
+        """Write a snooze; past its bound the store fails the attempt instead (logged so)."""
+        lease = outcome.run.lease
+        # A handler's reason is run-time text: made storable, never refused.
+        text = sanitize_text(outcome.error, max_len=MAX_SNOOZE_REASON)
+        reason = text if text.strip() else None
+        execution = self.store.snooze(lease, outcome.snooze, reason=reason)
+        if execution.state is State.SCHEDULED:
+            self.counters.snoozed += 1
+            log.info(
+                "execution %s (job %s) snoozed for %g s (attempt %d, epoch %d)",
+                lease.execution_id,
+                lease.job,
+                outcome.snooze,
+                lease.attempt,
+                lease.epoch,
+                extra=about(lease),
+            )
+            tracing.end_attempt(outcome.run, "snoozed", state=execution.state.value)
+            return
+        # Snoozed too often: the store failed the attempt (its error says so).
+        error = execution.error or ""
+        self.counters.failed += 1
+        log.warning(
+            "execution %s (job %s) attempt %d of %d failed (epoch %d, owner %s): %s",
+            lease.execution_id,
+            lease.job,
+            lease.attempt,
+            lease.max_attempts,
+            lease.epoch,
+            self.owner,
+            first_line(error),
+            extra=about(lease),
+        )
+        self._log_dead_letter(lease, execution.state, error)
+        failed = Outcome(outcome.run, "fail", error=error)
+        tracing.end_attempt(
+            outcome.run,
+            _failed_outcome(failed, execution.state, lease),
+            state=execution.state.value,
+            error=error,
+        )
+
+    def _log_dead_letter(self, lease: Lease, state: State, error: str) -> None:
+        if state is State.FAILED:
+            log.error(
+                "execution %s (job %s) dead-lettered after attempt %d of %d: %s",
+                lease.execution_id,
+                lease.job,
+                lease.attempt,
+                lease.max_attempts,
+                first_line(error),
+                extra=about(lease),
+            )
 
     def _log_failure(self, outcome: Outcome) -> None:
         """One WARNING line per failed attempt, with the handler's traceback on the record."""

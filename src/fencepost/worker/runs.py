@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fencepost.domain.checks import MAX_ERROR_CHARS, sanitize_text
-from fencepost.domain.errors import Cancelled, PermanentFailure, ValidationError
+from fencepost.domain.errors import Cancelled, PermanentFailure, Retry, Snooze, ValidationError
 from fencepost.domain.models import JSON, Lease
 from fencepost.domain.payloads import RESULT_INVALID
 from fencepost.jobs.context import Context
@@ -67,13 +67,17 @@ class Run:
 
 @dataclass
 class Outcome:
-    """A result to write: ``verb`` is complete, fail, timeout, abort or release."""
+    """A result to write: ``verb`` is complete, fail, timeout, abort, release or snooze."""
 
     run: Run
     verb: str
     result: JSON = None
-    error: str = ""
+    error: str = ""  #: a fail's error; a release's or snooze's reason ("": none)
     retryable: bool = True
+    #: A fail's retry delay in seconds, chosen by the handler (``Retry(after=)``);
+    #: None: the job's backoff.
+    retry_in: float | None = None
+    snooze: float = 0.0  #: a snooze's seconds
     exc: BaseException | None = None  #: what the handler raised (for the log's traceback)
     logged: bool = False  #: the failed attempt's log line is out (an outage may retry the write)
     ended_at: float | None = None  #: when the handler returned or raised (monotonic)
@@ -89,6 +93,7 @@ class WorkerCounters:
     timed_out: int = 0
     cancelled: int = 0
     released: int = 0
+    snoozed: int = 0  #: snoozes written (a snooze past its bound counts as failed instead)
     refused: int = 0  #: outcomes refused because the lease was lost
     rejected: int = 0  #: outcomes whose values the store refused (each logged)
     dropped: int = 0  #: outcomes given up because their lease expired while the store was down
@@ -158,11 +163,18 @@ def failure(run: Run, exc: BaseException) -> Outcome:
     """What ``exc``, raised by ``run``'s handler, makes of the attempt.
 
     :class:`Cancelled` is sorted out when collected (release, abort or fail);
+    :class:`Snooze` snoozes (the attempt does not count); :class:`Retry` fails,
+    retryable, due again after its ``after`` instead of the backoff;
     :class:`PermanentFailure` fails without a retry; anything else fails with the
     traceback's last lines, retryable.
     """
     if isinstance(exc, Cancelled):
         return Outcome(run, "cancelled", error=str(exc), retryable=True, exc=exc)
+    if isinstance(exc, Snooze):
+        return Outcome(run, "snooze", error=exc.reason or "", snooze=exc.seconds, exc=exc)
+    if isinstance(exc, Retry):
+        error = f"{type(exc).__name__}: {exc}"
+        return Outcome(run, "fail", error=error, retry_in=exc.after, exc=exc)
     if isinstance(exc, PermanentFailure):
         error = f"{type(exc).__name__}: {exc}"
         return Outcome(run, "fail", error=error, retryable=False, exc=exc)

@@ -50,7 +50,7 @@ from fencepost.domain.checks import require_int
 from fencepost.domain.errors import FencepostError, StoreUnavailable, ValidationError
 from fencepost.domain.models import Lease
 from fencepost.domain.nodes import default_node_id
-from fencepost.jobs.catalogue import entries_of
+from fencepost.jobs.catalogue import entries_of, publish
 from fencepost.jobs.context import Context
 from fencepost.jobs.registry import JobRegistry
 from fencepost.scheduler.reaper import reap_all
@@ -141,6 +141,9 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         self._healthy = True
         self._clock_agrees = True  # see _check_clock
         self._published = False  # this worker's jobs are in the store's catalogue
+        # Seconds until work the last claim pass took nothing of, held back by a rate
+        # limit, may start (the store's next_start_in); None: nothing held by a rate.
+        self._held_for: float | None = None
         # Built now: a job whose schema cannot be derived is refused before anything runs.
         self._entries = entries_of(registry)
         self._backoff = 0.0
@@ -317,6 +320,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
                         self._store_call(partial(reap_all, self.store, batches=1))
                         next_reap = now + opts.reap_interval
                 claimed = 0
+                self._held_for = None
                 if (
                     not self._stopping.is_set()
                     and self._healthy
@@ -338,6 +342,14 @@ class Worker(HandlerPool, Outbox, HeldRuns):
 
     def _idle_wait(self, now: float) -> float:
         wait = self.options.poll_interval if self._healthy else max(0.0, self._retry_at - now)
+        if self._healthy and self._held_for is not None:
+            # The last pass took nothing because a rate held work back: sleep until its
+            # next token rather than asking again every poll interval (a busy loop of
+            # empty claims), but never longer than _HELD_WAIT_MAX, so that a limit
+            # raised or removed (and work of other jobs, where nothing wakes us) is
+            # seen within a second. Never sooner than the poll interval: a bucket
+            # holds a tenth of a second's worth, so claiming at that pace loses no start.
+            wait = min(max(self._held_for, self.options.poll_interval), _HELD_WAIT_MAX)
         if self._runs:  # held runs have heartbeats and timeouts: look again at the next scan
             wait = min(wait, self._next_scan - now)
         return max(wait, 0.001)
@@ -400,7 +412,28 @@ class Worker(HandlerPool, Outbox, HeldRuns):
                 arrived = self._monotonic()
                 self._buffer.add([self._begin(lease, ttl, sent, arrived) for lease in leases])
                 claimed += len(leases)
+            self._note_held()
+        if claimed:
+            self._held_for = None
         return claimed
+
+    def _note_held(self) -> None:
+        """Keep the soonest time a claim of this pass says held-back work may start.
+
+        The store's ``next_start_in`` (the HTTP client's too, from the service's
+        answer); a source without it holds nothing back that we know of.
+        """
+        next_start_in = getattr(self.store, "next_start_in", None)
+        if next_start_in is None:
+            return
+        try:
+            held = next_start_in()
+        except Exception:  # a hint only: polling stays the source of truth
+            return
+        if isinstance(held, int | float) and held >= 0:
+            self._held_for = held if self._held_for is None else min(self._held_for, held)
+            if self.metrics is not None:
+                self.metrics.held_back()
 
     def _queue_rooms(self, limit: int) -> list[str] | dict[str, int] | None:
         """The ``queues`` of the next claim: None (every queue), names, or names to room.
@@ -464,7 +497,8 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         :class:`~fencepost.domain.errors.CatalogueConflict`, which stops the worker.
         """
         if not self._published:
-            self.store.publish_jobs(self._entries)
+            # The jobs' declared limits go with them (an operator's limit stays).
+            publish(self.store, self.registry, self._entries)
             self._published = True
         node = self.store.register_node(
             self.owner,
@@ -579,6 +613,9 @@ class Worker(HandlerPool, Outbox, HeldRuns):
 _WAITED_TOO_LONG = "not started within half its lease; handed back"
 _HAND_BACK_CHECK = 0.1  # seconds between looks for buffered leases that waited too long
 _SCAN_EVERY = 0.02  # seconds between scans of held runs (timeouts fire at most this late)
+#: The longest a worker held back by a rate limit sleeps before claiming again: a limit
+#: changed by an operator takes effect within a second (docs/explanation/flow-control.md).
+_HELD_WAIT_MAX = 1.0
 
 
 def describe(store: object) -> str:

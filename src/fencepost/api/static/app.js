@@ -22,6 +22,8 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 const JOBS_WINDOW_SECONDS = 86400;
 // The warning about work nobody serves lists this many job versions, then a count.
 const UNSERVED_SHOWN = 10;
+// The Queues & limits view counts throttled executions over this trailing window.
+const THROTTLED_WINDOW_SECONDS = 3600;
 
 // -- DOM helpers -------------------------------------------------------------------------
 
@@ -405,11 +407,11 @@ function currentRoute() {
   const params = new URLSearchParams(search);
   if (name === "executions" && id) return { name: "execution", id: decode(id), params };
   if (name === "jobs" && id) return { name: "job", id: decode(id), params };
-  if (["executions", "schedules", "dead-letters", "jobs", "nodes"].includes(name)) return { name, id: null, params };
+  if (["executions", "schedules", "dead-letters", "jobs", "nodes", "queues"].includes(name)) return { name, id: null, params };
   return { name: "executions", id: null, params };
 }
 
-const VIEWS = ["executions", "execution", "schedules", "dead-letters", "jobs", "job", "nodes"];
+const VIEWS = ["executions", "execution", "schedules", "dead-letters", "jobs", "job", "nodes", "queues"];
 // A detail view's tab is its list's.
 const TABS = { execution: "executions", job: "jobs" };
 
@@ -576,7 +578,8 @@ async function loadExecution(route) {
       ["priority", e.priority],
       ["queue", e.queue],
       ["bucket", e.bucket_key === null ? e.bucket : `${e.bucket} (key ${e.bucket_key})`],
-      ["schedule", e.schedule_id === null ? "–" : `${e.schedule_id} @ ${e.slot}`],
+      // A run asked for now (run_schedule) has no slot of the rule.
+      ["schedule", e.schedule_id === null ? "–" : e.slot === null ? `${e.schedule_id} (run now)` : `${e.schedule_id} @ ${e.slot}`],
       ["idempotency key", e.idempotency_key ?? "–"],
       ["timeout", formatSeconds(e.timeout_seconds)],
       ["created", formatTime(e.created_at)],
@@ -867,6 +870,95 @@ async function loadJob(route) {
   };
 }
 
+// -- queues and limits ----------------------------------------------------------------------
+
+const present = (value) => value !== null && value !== undefined;
+
+// A limit in a few words: "50/s (burst 5), 3 at once, per key" ("–": none).
+function limitText(limit) {
+  if (!limit) return "–";
+  const parts = [];
+  if (present(limit.rate)) parts.push(`${limit.rate} (burst ${limit.burst})`);
+  if (present(limit.concurrency)) parts.push(`${limit.concurrency} at once`);
+  if (limit.per_key) parts.push("per key");
+  return parts.length ? parts.join(", ") : "–";
+}
+
+// A scope's throttled executions in the window: "12 (held 3.5 min)", or "0".
+function throttledText(count) {
+  return count ? `${count.count} (held ${formatSeconds(count.held_seconds)})` : "0";
+}
+
+function queueToggle(queue) {
+  const where = path("queues", queue.name);
+  return queue.paused
+    ? actionButton("Resume", "claim from this queue again", () => api("POST", `${where}/resume`), "Queue resumed.")
+    : actionButton("Pause", "claim nothing more from this queue until resumed (running executions finish)", () => api("POST", `${where}/pause`), "Queue paused.");
+}
+
+async function loadQueues() {
+  const [limits, queues, throttled] = await Promise.all([
+    api("GET", "/limits"),
+    api("GET", "/queues"),
+    api("GET", `/throttled${query({ window: THROTTLED_WINDOW_SECONDS })}`),
+  ]);
+  return () => {
+    if (!changed("queues", [limits, queues, throttled])) return;
+    for (const span of document.querySelectorAll(".throttled-window")) {
+      span.textContent = formatSeconds(THROTTLED_WINDOW_SECONDS);
+    }
+    const held = new Map(throttled.map((t) => [t.scope, t]));
+    // A queue that is only paused has no rate nor concurrency: the Queues table shows it.
+    const limitRows = limits
+      .filter((limit) => present(limit.rate) || present(limit.concurrency))
+      .map((limit) =>
+        h(
+          "tr",
+          { "data-scope": limit.scope },
+          h("td", { class: "scope" }, limit.scope),
+          h("td", { class: "rate" }, limit.rate ?? "–"),
+          h("td", { class: "num burst" }, limit.burst ?? "–"),
+          h("td", { class: "num concurrency" }, limit.concurrency ?? "–"),
+          h("td", { class: "per-key" }, limit.per_key ? "yes" : "no"),
+          h("td", { class: "source" }, limit.source),
+          h("td", { class: "updated-by" }, limit.updated_by ?? "–"),
+          timeCell(limit.updated_at, true),
+          h("td", { class: "num throttled" }, throttledText(held.get(limit.scope))),
+        ),
+      );
+    $("limits").replaceChildren(...(limitRows.length ? limitRows : [emptyRow(9, "No limits.")]));
+    const queueRows = queues.map((queue) => {
+      const counts = queue.counts || {};
+      return h(
+        "tr",
+        { "data-queue": queue.name, class: queue.paused ? "paused" : undefined },
+        h("td", { class: "queue" }, h("a", { href: `#/executions${query({ queue: queue.name })}`, class: "queue-link" }, queue.name)),
+        h("td", { class: "status" }, h("span", { class: queue.paused ? "flag paused" : "flag active" }, queue.paused ? "paused" : "active")),
+        h("td", { class: "paused-by" }, queue.paused_by ?? "–"),
+        queue.paused ? timeCell(queue.paused_at, true) : h("td", {}, "–"),
+        h("td", { class: "limit" }, limitText(queue.limit)),
+        h("td", { class: "num waiting" }, (counts.SCHEDULED ?? 0) + (counts.RETRY_WAIT ?? 0)),
+        h("td", { class: "num running" }, counts.RUNNING ?? 0),
+        h("td", { class: "num throttled" }, throttledText(held.get(`queue:${queue.name}`))),
+        h("td", {}, queueToggle(queue)),
+      );
+    });
+    $("queues").replaceChildren(...(queueRows.length ? queueRows : [emptyRow(9, "No queues yet.")]));
+    const throttledRows = throttled.map((t) =>
+      h(
+        "tr",
+        { "data-scope": t.scope },
+        h("td", { class: "scope" }, t.scope),
+        h("td", { class: "num count" }, t.count),
+        h("td", { class: "num held" }, formatSeconds(t.held_seconds)),
+      ),
+    );
+    $("throttled").replaceChildren(
+      ...(throttledRows.length ? throttledRows : [emptyRow(3, "Nothing was throttled.")]),
+    );
+  };
+}
+
 const LOADERS = {
   executions: loadExecutions,
   execution: loadExecution,
@@ -875,6 +967,7 @@ const LOADERS = {
   jobs: loadJobs,
   job: loadJob,
   nodes: loadNodes,
+  queues: loadQueues,
 };
 
 // -- overview: counts and the lateness chart -----------------------------------------------
@@ -890,10 +983,12 @@ async function loadStats() {
     $("counts").replaceChildren(
       ...STATES.map((s) => h("li", {}, stateBadge(s), h("span", { class: "count", "data-state": s }, stats.by_state[s] ?? 0))),
     );
+    // Throttled claims (a limit or a paused queue held them) are not in the lateness.
+    const throttled = (stats.throttled || []).reduce((sum, t) => sum + t.count, 0);
     $("figures").textContent =
       `due backlog ${stats.due_backlog} · claims in the last ${formatSeconds(stats.window_seconds)}: ` +
-      `${late.count} (max ${formatSeconds(late.max)}) · stale completions refused ${stats.stale_refused} · ` +
-      `lease expiries ${stats.lease_expiries}`;
+      `${late.count} (max ${formatSeconds(late.max)}) · throttled ${throttled} · ` +
+      `stale completions refused ${stats.stale_refused} · lease expiries ${stats.lease_expiries}`;
     renderUnserved(stats.unserved);
     drawChart();
   };

@@ -13,7 +13,8 @@ Errors they raise, besides :class:`~fencepost.domain.errors.Cancelled` and
 
     FencepostError
      ├── CommandFailed   non-zero exit or killed by a signal (retryable)
-     └── HttpFailed      5xx, 408, 429, network error or timeout (retryable)
+     ├── HttpFailed      5xx, 408, 429, network error or timeout (retryable)
+     └── Retry           429 or 503 with a Retry-After: retried exactly then
 """
 
 from fencepost.domain.errors import CommandFailed, HttpFailed

@@ -5,10 +5,13 @@ The request carries the attempt's identity in ``X-Fencepost-Execution-Id``,
 ``X-Fencepost-Slot``, so the receiving service can de-duplicate retries.
 
 Outcomes: a 2xx response is the result (its JSON when the content type says
-JSON, else its text, cut to :data:`TEXT_CHARS`); 5xx, 408, 429, network errors
-and timeouts raise the retryable :class:`HttpFailed`; any other status
-(other 4xx, and 3xx: redirects are not followed, because following them can
-silently turn a POST into a GET) raises :class:`PermanentFailure`.
+JSON, else its text, cut to :data:`TEXT_CHARS`); a 429 or 503 with a
+``Retry-After`` header (seconds or an HTTP date) raises :class:`Retry`, so the
+next attempt is due exactly then instead of after the job's backoff; 5xx, 408,
+429, network errors and timeouts raise the retryable :class:`HttpFailed`; any
+other status (other 4xx, and 3xx: redirects are not followed, because following
+them can silently turn a POST into a GET) raises :class:`PermanentFailure`.
+Either retryable kind still counts as an attempt.
 """
 
 from __future__ import annotations
@@ -23,9 +26,17 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from fencepost.domain.errors import Cancelled, HttpFailed, PermanentFailure, ValidationError
+from fencepost.domain.durations import MAX_DURATION
+from fencepost.domain.errors import (
+    Cancelled,
+    HttpFailed,
+    PermanentFailure,
+    Retry,
+    ValidationError,
+)
 from fencepost.domain.models import JSON
 from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
+from fencepost.domain.retry import retry_after
 from fencepost.jobs.context import Context
 from fencepost.jobs.runners import templates
 
@@ -43,6 +54,10 @@ TEXT_CHARS = 4096
 
 #: Statuses worth another attempt besides 5xx: the server said "later" or timed out on us.
 _RETRYABLE_4XX = frozenset({408, 429})
+
+#: Statuses whose ``Retry-After`` says when the next attempt is due (RFC 9110 15.5.4, 15.6.4
+#: and RFC 6585 4): "too many requests" and "unavailable".
+RETRY_AFTER_STATUSES = frozenset({429, 503})
 
 #: Header names the runner sets itself (lower case).
 _OWN_HEADERS = ("x-fencepost-",)
@@ -107,17 +122,17 @@ class HttpRunner:
             body = inputs
         where = f"{self.method} {url}"
         try:
-            status, content_type, data = self._send(ctx, url, headers, body)
+            status, content_type, data, wait = self._send(ctx, url, headers, body)
         except httpx.InvalidURL as exc:  # only possible through substituted values
             raise PermanentFailure(f"{where}: invalid URL: {exc}") from exc
         except httpx.RequestError as exc:
             raise HttpFailed(f"{where}: {type(exc).__name__}: {exc}") from exc
-        return _outcome(where, status, content_type, data)
+        return _outcome(where, status, content_type, data, wait)
 
     def _send(
         self, ctx: Context, url: str, headers: dict[str, str], body: Any
-    ) -> tuple[int, str, bytes]:
-        """(status, content type, body up to the size limit) of one request."""
+    ) -> tuple[int, str, bytes, str | None]:
+        """(status, content type, body up to the size limit, ``Retry-After``) of one request."""
         deadline = time.monotonic() + self.timeout
         kwargs: dict[str, Any] = {} if body is None else {"json": body}
         with (
@@ -135,7 +150,12 @@ class HttpRunner:
                     raise httpx.ReadTimeout(f"response took longer than {self.timeout:g} s")
                 if len(data) > _MAX_BODY:
                     break
-            return response.status_code, response.headers.get("content-type", ""), bytes(data)
+            return (
+                response.status_code,
+                response.headers.get("content-type", ""),
+                bytes(data),
+                response.headers.get("retry-after"),
+            )
 
 
 def _identity_headers(ctx: Context) -> dict[str, str]:
@@ -149,13 +169,20 @@ def _identity_headers(ctx: Context) -> dict[str, str]:
     return headers
 
 
-def _outcome(where: str, status: int, content_type: str, data: bytes) -> JSON:
+def _outcome(
+    where: str, status: int, content_type: str, data: bytes, wait: str | None = None
+) -> JSON:
     if 200 <= status < 300:
         return _result(content_type, data)
     excerpt = _text(data)[:_EXCERPT].strip()
     message = f"{where}: HTTP {status}" + (f": {excerpt}" if excerpt else "")
     if status >= 500 or status in _RETRYABLE_4XX:
-        raise HttpFailed(message, status=status)
+        failed = HttpFailed(message, status=status)
+        after = retry_after(wait) if status in RETRY_AFTER_STATUSES else None
+        # Past the longest delay the store keeps (100 years) it reads as a mistake: backoff.
+        if after is not None and after <= MAX_DURATION.total_seconds():
+            raise Retry(message, after=after) from failed
+        raise failed
     raise PermanentFailure(message)
 
 

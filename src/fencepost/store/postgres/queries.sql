@@ -128,20 +128,20 @@ new AS (
         %(max_attempts)b::integer[], %(timeouts)b::interval[], %(keys)b::text[],
         %(hashes)b::text[], %(buckets)b::integer[], %(bucket_keys)b::text[],
         %(inputs)b::jsonb[], %(queues)b::text[], %(trace_contexts)b::text[],
-        %(unset_defaults)b::text[]
+        %(unset_defaults)b::text[], %(limit_keys)b::text[]
     ) AS n(id, job, job_version, execute_at, delay, priority, max_attempts, timeout,
            idempotency_key, request_hash, bucket, bucket_key, inputs, queue, trace_context,
-           unset_defaults)
+           unset_defaults, limit_key)
 ),
 unkeyed AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
         timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at,
-        queue, trace_context, unset_defaults
+        queue, trace_context, unset_defaults, limit_key
     )
     SELECT id, job, job_version, 'SCHEDULED', due_at, priority, 0, max_attempts, 0,
            timeout, NULL, NULL, bucket, bucket_key, created_at, created_at, queue, trace_context,
-           unset_defaults
+           unset_defaults, limit_key
     FROM new WHERE idempotency_key IS NULL
 ),
 -- A key is claimed in execution_keys (unique across the history's partitions,
@@ -159,11 +159,11 @@ keyed AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
         timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at,
-        queue, trace_context, unset_defaults
+        queue, trace_context, unset_defaults, limit_key
     )
     SELECT id, job, job_version, 'SCHEDULED', due_at, priority, 0, max_attempts, 0,
            timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, created_at,
-           queue, trace_context, unset_defaults
+           queue, trace_context, unset_defaults, limit_key
     FROM new JOIN claimed USING (id)
     RETURNING id
 ),
@@ -615,7 +615,7 @@ WHERE (SELECT count(*) FROM finished) >= 0  -- a join would be removed, and fini
 SELECT c.id, c.job, c.job_version, c.state, c.due_at, c.priority, c.attempt, c.max_attempts,
        c.epoch, c.lease_owner, c.lease_until, c.timeout, c.idempotency_key, c.schedule_id,
        c.slot, c.bucket, c.bucket_key, c.created_at, c.updated_at,
-       d.inputs, c.result, d.error, d.progress, c.queue
+       d.inputs, c.result, d.error, d.progress, c.queue, c.limit_key
 FROM done AS c JOIN execution_data AS d
     ON d.execution_id = c.id
    AND d.execution_id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
@@ -822,14 +822,15 @@ LIMIT %(limit)s
 INSERT INTO schedules (
     id, job, job_version, inputs, cron, every, timezone, dst_gap, dst_fold, misfire,
     misfire_grace, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
-    watermark, next_due, materializer, lease_until, request_hash, created_at, updated_at, queue
+    watermark, next_due, materializer, lease_until, request_hash, created_at, updated_at, queue,
+    limit_key
 ) VALUES (
     %(id)s, %(job)s, %(job_version)s, %(inputs)s::jsonb, %(cron)s, %(every)s::interval,
     %(timezone)s, %(dst_gap)s, %(dst_fold)s, %(misfire)s, %(misfire_grace)s::interval,
     %(max_catch_up)s, %(overlap)s, %(start_at)s::timestamptz, %(end_at)s::timestamptz,
     %(max_attempts)s, %(priority)s, %(paused)s, %(watermark)s::timestamptz,
     %(next_due)s::timestamptz, NULL, NULL, %(request_hash)s, %(created_at)s::timestamptz,
-    %(updated_at)s::timestamptz, %(queue)s
+    %(updated_at)s::timestamptz, %(queue)s, %(limit_key)s
 )
 ON CONFLICT (id) DO NOTHING
 RETURNING id
@@ -839,14 +840,15 @@ RETURNING id
 SELECT id, job, job_version, inputs, cron, every, timezone, dst_gap, dst_fold, misfire,
        misfire_grace, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
        watermark, next_due, materializer, lease_until, created_at, updated_at, queue,
-       request_hash
+       limit_key, request_hash
 FROM schedules WHERE id = %(id)s
 
 -- name: lock_schedule
 -- Read-decide-write verbs (update, pause, resume) hold the row until they commit.
 SELECT id, job, job_version, inputs, cron, every, timezone, dst_gap, dst_fold, misfire,
        misfire_grace, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
-       watermark, next_due, materializer, lease_until, created_at, updated_at, queue
+       watermark, next_due, materializer, lease_until, created_at, updated_at, queue,
+       limit_key
 FROM schedules WHERE id = %(id)s
 FOR UPDATE
 
@@ -859,7 +861,8 @@ SELECT id FROM schedules WHERE id = %(id)s FOR KEY SHARE
 -- name: list_schedules
 SELECT id, job, job_version, inputs, cron, every, timezone, dst_gap, dst_fold, misfire,
        misfire_grace, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
-       watermark, next_due, materializer, lease_until, created_at, updated_at, queue
+       watermark, next_due, materializer, lease_until, created_at, updated_at, queue,
+       limit_key
 FROM schedules
 WHERE (%(after)s::text IS NULL OR id > %(after)s::text)
   AND (%(job)s::text IS NULL OR job = %(job)s::text)
@@ -880,7 +883,7 @@ SET job = %(job)s, job_version = %(job_version)s, inputs = %(inputs)s::jsonb, cr
     max_attempts = %(max_attempts)s, priority = %(priority)s, paused = %(paused)s,
     next_due = %(next_due)s::timestamptz, materializer = %(materializer)s,
     lease_until = %(lease_until)s::timestamptz, updated_at = %(updated_at)s::timestamptz,
-    queue = %(queue)s
+    queue = %(queue)s, limit_key = %(limit_key)s
 WHERE id = %(id)s
 
 -- name: delete_schedule
@@ -939,7 +942,7 @@ WHERE s.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING s.id, s.job, s.job_version, s.inputs, s.cron, s.every, s.timezone, s.dst_gap,
           s.dst_fold, s.misfire, s.misfire_grace, s.max_catch_up, s.overlap, s.start_at,
           s.end_at, s.max_attempts, s.priority, s.paused, s.watermark, s.next_due,
-          s.materializer, s.lease_until, s.created_at, s.updated_at, s.queue
+          s.materializer, s.lease_until, s.created_at, s.updated_at, s.queue, s.limit_key
 
 -- name: materialize_fenced
 -- The fence is the WHERE clause: same materializer, same lease_until (the lease
@@ -973,14 +976,17 @@ RETURNING s.id
 -- the SUBMITTED transition and, for an occurrence policy skipped, the SKIPPED
 -- transition with its reason. Inserts go in key order, so two transactions
 -- racing for the same keys wait for each other rather than deadlock. Returns the
--- inserted executions in execution_rows order.
+-- inserted executions in execution_rows order. actors: the SUBMITTED record's
+-- actor of each (NULL: the schedule's own; run_schedule's caller for a run now).
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 new AS (
-    SELECT o.*, s.job, s.job_version, s.inputs, s.max_attempts, s.priority, s.queue, clock.now
+    SELECT o.*, s.job, s.job_version, s.inputs, s.max_attempts, s.priority, s.queue, s.limit_key,
+           clock.now
     FROM unnest(
         %(ids)b::uuid[], %(schedule_ids)b::text[], %(slots)b::text[], %(keys)b::text[],
-        %(due_ats)b::timestamptz[], %(skipped)b::text[], %(buckets)b::integer[]
-    ) AS o(id, schedule_id, slot, idempotency_key, due_at, skipped, bucket)
+        %(due_ats)b::timestamptz[], %(skipped)b::text[], %(buckets)b::integer[],
+        %(actors)b::text[]
+    ) AS o(id, schedule_id, slot, idempotency_key, due_at, skipped, bucket, actor)
     JOIN schedules AS s ON s.id = o.schedule_id
     CROSS JOIN clock
 ),
@@ -994,15 +1000,15 @@ claimed AS (
 inserted AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
-        idempotency_key, schedule_id, slot, bucket, created_at, updated_at, queue
+        idempotency_key, schedule_id, slot, bucket, created_at, updated_at, queue, limit_key
     )
     SELECT id, job, job_version, CASE WHEN skipped IS NULL THEN 'SCHEDULED' ELSE 'SKIPPED' END,
            due_at, priority, 0, max_attempts, 0, idempotency_key, schedule_id, slot, bucket,
-           now, now, queue
+           now, now, queue, limit_key
     FROM new JOIN claimed USING (id)
     RETURNING id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
               lease_owner, lease_until, timeout, idempotency_key, schedule_id, slot, bucket,
-              bucket_key, created_at, updated_at, queue
+              bucket_key, created_at, updated_at, queue, limit_key
 ),
 data AS (
     INSERT INTO execution_data (execution_id, inputs)
@@ -1010,14 +1016,14 @@ data AS (
 ),
 -- One INSERT, ordered, so that each execution's SUBMITTED gets the lower seq.
 audit AS (
-    INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, reason, at)
-    SELECT t.id, t.event, t.from_state, t.to_state, 0, t.reason, t.at
+    INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
+    SELECT t.id, t.event, t.from_state, t.to_state, 0, t.actor, t.reason, t.at
     FROM (
         SELECT i.id, 1 AS step, 'SUBMITTED' AS event, NULL AS from_state,
-               'SCHEDULED' AS to_state, NULL AS reason, i.created_at AS at
-        FROM inserted AS i
+               'SCHEDULED' AS to_state, n.actor, NULL AS reason, i.created_at AS at
+        FROM inserted AS i JOIN new AS n ON n.id = i.id
         UNION ALL
-        SELECT i.id, 2, 'SKIPPED', 'SCHEDULED', 'SKIPPED', n.skipped, i.created_at
+        SELECT i.id, 2, 'SKIPPED', 'SCHEDULED', 'SKIPPED', NULL, n.skipped, i.created_at
         FROM inserted AS i JOIN new AS n ON n.id = i.id
         WHERE n.skipped IS NOT NULL
     ) AS t
@@ -1034,7 +1040,8 @@ woken AS (
 SELECT i.id, i.job, i.job_version, i.state, i.due_at, i.priority, i.attempt, i.max_attempts,
        i.epoch, i.lease_owner, i.lease_until, i.timeout, i.idempotency_key, i.schedule_id,
        i.slot, i.bucket, i.bucket_key, i.created_at, i.updated_at,
-       n.inputs, NULL::jsonb AS result, NULL::text AS error, NULL::jsonb AS progress, i.queue
+       n.inputs, NULL::jsonb AS result, NULL::text AS error, NULL::jsonb AS progress, i.queue,
+       i.limit_key
 FROM inserted AS i JOIN new AS n ON n.id = i.id LEFT JOIN woken ON true
 
 -- name: executions_by_keys
@@ -1065,6 +1072,10 @@ ORDER BY bucket
 -- due_at >= %(held)s, are not due), the lease events in (%(start)s, %(now)s] read
 -- through transitions_lease_events, and claim lateness against the execution's
 -- current due_at, clamped at 0, with nearest-rank percentiles (percentile_disc).
+-- Throttled claims are left out of the lateness: those of an execution with a
+-- throttle record in [due_at, claim], read from (%(lookback)s, %(now)s] once
+-- (MATERIALIZED: hashed by execution, not searched again per claim; the table's
+-- index is by time only); the records of the window itself are counted per scope.
 WITH counts AS (
     SELECT job, queue, state, count(*) AS n FROM executions GROUP BY job, queue, state
 ),
@@ -1074,10 +1085,18 @@ events AS (
     WHERE t.event IN ('CLAIMED', 'LEASE_EXPIRED', 'STALE_REFUSED')
       AND t.at > %(start)s::timestamptz AND t.at <= %(now)s::timestamptz
 ),
+throttled AS MATERIALIZED (
+    SELECT execution_id, scope, held, at FROM throttles
+    WHERE at > %(lookback)s::timestamptz AND at <= %(now)s::timestamptz
+),
 late AS (
     SELECT greatest(ev.at - e.due_at, interval '0') AS v
     FROM events AS ev JOIN executions AS e ON e.id = ev.execution_id
     WHERE ev.event = 'CLAIMED'
+      AND NOT EXISTS (
+          SELECT 1 FROM throttled AS th
+          WHERE th.execution_id = e.id AND th.at >= e.due_at AND th.at <= ev.at
+      )
 )
 SELECT
     (SELECT coalesce(json_agg(json_build_array(job, queue, state, n)), '[]'::json) FROM counts),
@@ -1090,7 +1109,12 @@ SELECT
     (SELECT count(*) FROM late),
     (SELECT percentile_disc(ARRAY[0.5, 0.9, 0.99]::float8[]) WITHIN GROUP (ORDER BY v)
      FROM late),
-    (SELECT max(v) FROM late)
+    (SELECT max(v) FROM late),
+    (SELECT coalesce(json_agg(json_build_array(scope, n, us) ORDER BY scope), '[]'::json)
+     FROM (SELECT scope, count(*) AS n,
+                  (extract(epoch FROM sum(held)) * 1000000)::bigint AS us
+           FROM throttled WHERE at > %(start)s::timestamptz
+           GROUP BY scope) AS by_scope)
 
 -- name: due_groups
 -- Store.unserved in one statement (one snapshot): the due executions (as stats counts
@@ -1285,3 +1309,227 @@ WHERE job = %(job)s AND unset_defaults IS NOT NULL
 
 -- name: mark_schedule_unset
 UPDATE schedules SET unset_defaults = %(unset)s WHERE id = %(id)s AND job_version IS NULL
+
+-- Flow control (fencepost.store.flow): limits, paused queues, token buckets, throttles.
+
+-- fragment: limit_columns
+scope, rate_count, rate_period, burst, concurrency, per_key, paused, source, updated_by,
+updated_at
+
+-- name: flow_limits
+SELECT
+-- include: limit_columns
+FROM flow_limits ORDER BY scope
+
+-- name: flow_limits_locked
+-- A limited claim holds every limit for its transaction, in scope order: limited
+-- claims take turns, so no two spend the same token or the same place. For the rest
+-- of the transaction its statements run on generic plans once prepared: planning
+-- flow_candidates afresh each time cost more than running it (about 1 ms of 1.4).
+SELECT
+-- include: limit_columns
+FROM flow_limits
+WHERE set_config('plan_cache_mode', 'force_generic_plan', true) IS NOT NULL
+ORDER BY scope FOR UPDATE
+
+-- name: flow_state
+-- What a limited claim reads once it holds the limits, in one round trip: the
+-- store's now (read after the lock, so that no claim stamps its starts earlier than
+-- one that spent tokens before it), the live leases per (scope, key) of the limits
+-- with a concurrency (%(counted)s), and the buckets of flow_buckets_held.
+WITH clock AS MATERIALIZED (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+l AS (
+    SELECT * FROM unnest(%(scopes)s::text[], %(kinds)s::text[], %(names)s::text[],
+                         %(per_keys)s::boolean[], %(counted)s::boolean[])
+        AS l(scope, kind, name, per_key, counted)
+)
+SELECT 'now', NULL::text, NULL::text, NULL::double precision, clock.now, NULL::timestamptz
+FROM clock
+UNION ALL
+SELECT 'running', l.scope, CASE WHEN l.per_key THEN coalesce(e.limit_key, '') ELSE '' END,
+       count(*)::double precision, NULL, NULL
+FROM l JOIN executions AS e
+  ON l.counted AND e.state = 'RUNNING' AND e.lease_until > (SELECT now FROM clock)
+ AND ((l.kind = 'job' AND e.job = l.name) OR (l.kind = 'queue' AND e.queue = l.name))
+WHERE e.id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
+GROUP BY l.scope, 3
+UNION ALL
+SELECT 'bucket', b.scope, b.key, b.tokens, b.at, b.denied_at
+FROM flow_buckets AS b
+WHERE b.scope = ANY(%(scopes)s::text[]) AND (b.key = '' OR b.ready_at > (SELECT now FROM clock))
+
+-- name: flow_buckets_of
+SELECT b.scope, b.key, b.tokens, b.at, b.denied_at
+FROM unnest(%(scopes)s::text[], %(keys)s::text[]) AS p(scope, key)
+JOIN flow_buckets AS b ON b.scope = p.scope AND b.key = p.key
+
+-- fragment: flow_filters
+      AND (%(queues)s::text[] IS NULL OR e.queue = ANY(%(queues)s::text[]))
+      AND e.job <> ALL(%(held_jobs)s::text[])
+      AND e.queue <> ALL(%(held_queues)s::text[])
+      AND (e.job || chr(31) || coalesce(e.limit_key, '')) <> ALL(%(held_job_keys)s::text[])
+      AND (e.queue || chr(31) || coalesce(e.limit_key, '')) <> ALL(%(held_queue_keys)s::text[])
+
+-- name: flow_candidates
+-- Claimable executions (due waiting ones, then expired leases with attempts left) in
+-- claim order, within the claim's filters and queues, leaving out the paused and
+-- spent scopes and keys (the held_* arrays; a key pair is name || chr(31) || key).
+WITH waiting AS (
+    SELECT e.id, e.job, e.queue, e.limit_key, e.priority, e.due_at
+    FROM executions AS e
+    WHERE e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= %(now)s::timestamptz
+      -- include: claim_filters
+      -- include: flow_filters
+      -- The claim's max_per_bucket (%(cap)s): none of a bucket already at its cap.
+      AND (%(cap)s::integer IS NULL OR (
+          SELECT count(*) FROM executions AS r
+          WHERE r.bucket = e.bucket AND r.state = 'RUNNING'
+            AND r.id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
+      ) < %(cap)s::integer)
+    ORDER BY e.priority DESC, e.due_at, e.id
+    LIMIT %(n)s
+),
+expired AS (
+    SELECT e.id, e.job, e.queue, e.limit_key, e.priority, e.due_at
+    FROM executions AS e
+    WHERE e.state = 'RUNNING' AND e.lease_until <= %(now)s::timestamptz
+      AND e.attempt < e.max_attempts
+      -- include: claim_filters
+      -- include: flow_filters
+    ORDER BY e.lease_until
+    LIMIT %(n)s
+)
+SELECT id, job, queue, limit_key, due_at
+FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired) AS c
+ORDER BY priority DESC, due_at, id
+LIMIT %(n)s
+
+-- fragment: add_throttle_totals
+INSERT INTO throttle_totals AS t (scope, count, held)
+SELECT scope, count(*), sum(held) FROM throttled GROUP BY scope
+ON CONFLICT (scope) DO UPDATE SET count = t.count + excluded.count, held = t.held + excluded.held
+
+-- name: flow_put
+-- A limited claim's writes in one round trip: its buckets (upserted), its throttle
+-- records, and their per-scope totals.
+WITH buckets AS (
+    INSERT INTO flow_buckets AS b (scope, key, tokens, at, ready_at, denied_at)
+    SELECT * FROM unnest(
+        %(scopes)s::text[], %(keys)s::text[], %(tokens)s::double precision[],
+        %(ats)s::timestamptz[], %(ready_ats)s::timestamptz[], %(denied_ats)s::timestamptz[]
+    )
+    ON CONFLICT (scope, key) DO UPDATE
+    SET tokens = excluded.tokens, at = excluded.at, ready_at = excluded.ready_at,
+        denied_at = excluded.denied_at
+),
+throttled AS (
+    INSERT INTO throttles (execution_id, scope, held, at)
+    SELECT * FROM unnest(
+        %(ids)s::uuid[], %(throttle_scopes)s::text[], %(helds)s::interval[],
+        %(throttle_ats)s::timestamptz[]
+    )
+    RETURNING scope, held
+)
+-- include: add_throttle_totals
+
+-- name: flow_set_limit
+-- An operator's limit: replaces whatever the scope had, keeping a queue's pause.
+INSERT INTO flow_limits AS f (
+-- include: limit_columns
+) VALUES (
+    %(scope)s, %(rate_count)s, %(rate_period)s, %(burst)s, %(concurrency)s, %(per_key)s,
+    false, 'operator', %(updated_by)s, %(now)s
+)
+ON CONFLICT (scope) DO UPDATE
+SET rate_count = excluded.rate_count, rate_period = excluded.rate_period,
+    burst = excluded.burst, concurrency = excluded.concurrency, per_key = excluded.per_key,
+    source = 'operator', updated_by = excluded.updated_by, updated_at = excluded.updated_at
+RETURNING
+-- include: limit_columns
+
+-- name: flow_declare_limit
+-- A limit declared with a job: written unless an operator set the scope (or paused
+-- it), and only when it differs from the declaration stored.
+INSERT INTO flow_limits AS f (
+-- include: limit_columns
+) VALUES (
+    %(scope)s, %(rate_count)s, %(rate_period)s, %(burst)s, %(concurrency)s, %(per_key)s,
+    false, 'code', %(updated_by)s, %(now)s
+)
+ON CONFLICT (scope) DO UPDATE
+SET rate_count = excluded.rate_count, rate_period = excluded.rate_period,
+    burst = excluded.burst, concurrency = excluded.concurrency, per_key = excluded.per_key,
+    updated_by = excluded.updated_by, updated_at = excluded.updated_at
+WHERE f.source = 'code' AND NOT f.paused
+  AND (f.rate_count, f.rate_period, f.burst, f.concurrency, f.per_key)
+      IS DISTINCT FROM (excluded.rate_count, excluded.rate_period, excluded.burst,
+                        excluded.concurrency, excluded.per_key)
+RETURNING scope
+
+-- name: flow_get_limit
+SELECT
+-- include: limit_columns
+FROM flow_limits WHERE scope = %(scope)s FOR UPDATE
+
+-- name: flow_clear_limit
+-- remove_limit on a paused queue: the pause stays, its rate and concurrency go.
+UPDATE flow_limits
+SET rate_count = NULL, rate_period = NULL, burst = NULL, concurrency = NULL, per_key = false
+WHERE scope = %(scope)s
+
+-- name: flow_delete_limit
+DELETE FROM flow_limits WHERE scope = %(scope)s
+
+-- name: flow_pause
+INSERT INTO flow_limits (scope, paused, source, updated_by, updated_at)
+VALUES (%(scope)s, true, 'operator', %(updated_by)s, %(now)s)
+ON CONFLICT (scope) DO UPDATE
+SET paused = true, updated_by = excluded.updated_by, updated_at = excluded.updated_at
+
+-- name: flow_unpause
+UPDATE flow_limits SET paused = false, updated_by = %(updated_by)s, updated_at = %(now)s
+WHERE scope = %(scope)s
+
+-- name: flow_resume_throttles
+-- Resuming a queue: each execution the pause kept waiting past its due time is
+-- recorded as throttled by the queue, for the time since it was due (or paused).
+WITH throttled AS (
+    INSERT INTO throttles (execution_id, scope, held, at)
+    SELECT e.id, %(scope)s, %(now)s::timestamptz - greatest(e.due_at, %(since)s::timestamptz),
+           %(now)s::timestamptz
+    FROM executions AS e
+    WHERE e.queue = %(queue)s AND e.state IN ('RETRY_WAIT', 'SCHEDULED')
+      AND e.due_at <= %(now)s::timestamptz
+    RETURNING scope, held
+)
+-- include: add_throttle_totals
+
+-- name: flow_log_change
+INSERT INTO flow_changes (at, actor, action, scope, detail)
+VALUES (%(now)s, %(actor)s, %(action)s, %(scope)s, %(detail)s)
+
+-- name: flow_changes
+SELECT at, actor, action, scope, detail FROM flow_changes ORDER BY seq DESC LIMIT %(limit)s
+
+-- name: flow_throttle_totals
+SELECT scope, count, extract(epoch FROM held)::double precision FROM throttle_totals
+ORDER BY scope
+
+-- name: flow_throttled
+SELECT scope, count(*), coalesce(sum(extract(epoch FROM held)), 0)::double precision
+FROM throttles WHERE at >= %(since)s::timestamptz
+GROUP BY scope ORDER BY scope
+
+-- name: flow_prune
+-- With a prune (same cutoff): throttle records at or before it, and the buckets that
+-- are full again and held nothing back since it (a missing bucket is a full one), or
+-- whose scope has no limit any more.
+WITH gone AS (DELETE FROM throttles WHERE at <= %(cutoff)s::timestamptz)
+DELETE FROM flow_buckets AS b
+WHERE (b.denied_at IS NULL OR b.denied_at <= %(cutoff)s::timestamptz)
+  AND NOT EXISTS (
+      SELECT 1 FROM flow_limits AS l
+      WHERE l.scope = b.scope AND l.rate_count IS NOT NULL
+        AND b.tokens + extract(epoch FROM %(now)s::timestamptz - b.at)
+                       * l.rate_count / l.rate_period < l.burst
+  )

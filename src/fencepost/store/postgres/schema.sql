@@ -48,6 +48,7 @@ CREATE TABLE executions (
     queue text DEFAULT 'default'::text NOT NULL,
     trace_context text,
     unset_defaults text,
+    limit_key text,
     CONSTRAINT executions_state_known CHECK ((state = ANY (ARRAY['SCHEDULED'::text, 'RUNNING'::text, 'RETRY_WAIT'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text, 'SKIPPED'::text])))
 )
 PARTITION BY RANGE (id);
@@ -75,7 +76,8 @@ CREATE VIEW execution_rows AS
     d.result,
     d.error,
     d.progress,
-    e.queue
+    e.queue,
+    e.limit_key
    FROM (executions e
      JOIN execution_data d ON ((d.execution_id = e.id)));
 CREATE TABLE fencepost_settings (
@@ -84,6 +86,42 @@ CREATE TABLE fencepost_settings (
     changed_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     CONSTRAINT fencepost_settings_id_check CHECK ((id = 1)),
     CONSTRAINT fencepost_settings_num_buckets_check CHECK (((num_buckets >= 1) AND (num_buckets <= 65536)))
+);
+CREATE TABLE flow_buckets (
+    scope text NOT NULL,
+    key text NOT NULL,
+    tokens double precision NOT NULL,
+    at timestamp with time zone NOT NULL,
+    ready_at timestamp with time zone NOT NULL,
+    denied_at timestamp with time zone
+);
+CREATE TABLE flow_changes (
+    seq bigint NOT NULL,
+    at timestamp with time zone NOT NULL,
+    actor text NOT NULL,
+    action text NOT NULL,
+    scope text NOT NULL,
+    detail text NOT NULL
+);
+ALTER TABLE flow_changes ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME flow_changes_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+CREATE TABLE flow_limits (
+    scope text NOT NULL,
+    rate_count double precision,
+    rate_period double precision,
+    burst integer,
+    concurrency integer,
+    per_key boolean DEFAULT false NOT NULL,
+    paused boolean DEFAULT false NOT NULL,
+    source text NOT NULL,
+    updated_by text,
+    updated_at timestamp with time zone NOT NULL
 );
 CREATE TABLE job_catalogue (
     name text NOT NULL COLLATE pg_catalog."C",
@@ -129,7 +167,19 @@ CREATE TABLE schedules (
     updated_at timestamp with time zone NOT NULL,
     queue text DEFAULT 'default'::text NOT NULL,
     unset_defaults text,
+    limit_key text,
     CONSTRAINT schedules_one_rule CHECK (((cron IS NULL) <> (every IS NULL)))
+);
+CREATE TABLE throttle_totals (
+    scope text NOT NULL,
+    count bigint NOT NULL,
+    held interval NOT NULL
+);
+CREATE TABLE throttles (
+    execution_id uuid NOT NULL,
+    scope text NOT NULL,
+    held interval NOT NULL,
+    at timestamp with time zone NOT NULL
 );
 CREATE TABLE transitions (
     seq bigint NOT NULL,
@@ -161,12 +211,20 @@ ALTER TABLE ONLY executions
     ADD CONSTRAINT executions_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY fencepost_settings
     ADD CONSTRAINT fencepost_settings_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY flow_buckets
+    ADD CONSTRAINT flow_buckets_pkey PRIMARY KEY (scope, key);
+ALTER TABLE ONLY flow_changes
+    ADD CONSTRAINT flow_changes_pkey PRIMARY KEY (seq);
+ALTER TABLE ONLY flow_limits
+    ADD CONSTRAINT flow_limits_pkey PRIMARY KEY (scope);
 ALTER TABLE ONLY job_catalogue
     ADD CONSTRAINT job_catalogue_pkey PRIMARY KEY (name, version);
 ALTER TABLE ONLY nodes
     ADD CONSTRAINT nodes_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY schedules
     ADD CONSTRAINT schedules_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY throttle_totals
+    ADD CONSTRAINT throttle_totals_pkey PRIMARY KEY (scope);
 CREATE INDEX commands_execution ON commands USING btree (execution_id, requested_at, id);
 CREATE INDEX execution_keys_execution ON execution_keys USING btree (execution_id);
 CREATE INDEX executions_active_bucket ON ONLY executions USING btree (bucket, updated_at) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'RUNNING'::text, 'SCHEDULED'::text]));
@@ -179,7 +237,9 @@ CREATE INDEX executions_running_bucket ON ONLY executions USING btree (bucket) W
 CREATE INDEX executions_schedule ON ONLY executions USING btree (schedule_id, slot) WHERE (schedule_id IS NOT NULL);
 CREATE INDEX executions_schedule_state ON ONLY executions USING btree (schedule_id, state, id) WHERE (schedule_id IS NOT NULL);
 CREATE INDEX executions_unpublished ON ONLY executions USING btree (job) WHERE (unset_defaults IS NOT NULL);
+CREATE INDEX flow_buckets_ready ON flow_buckets USING btree (scope, ready_at);
 CREATE INDEX schedules_due ON schedules USING btree (next_due, id);
+CREATE INDEX throttles_at ON throttles USING btree (at);
 CREATE INDEX transitions_execution ON ONLY transitions USING btree (execution_id, seq);
 CREATE INDEX transitions_lease_events ON ONLY transitions USING btree (at) WHERE (event = ANY (ARRAY['CLAIMED'::text, 'LEASE_EXPIRED'::text, 'STALE_REFUSED'::text]));
 CREATE STATISTICS executions_version_key ON ((job || ':'::text) || job_version) FROM executions;

@@ -62,6 +62,7 @@ from fencepost.store.executors import (
     returning,
     run,
 )
+from fencepost.store.flow import FlowView, Throttle, applying, claim_limited
 from fencepost.store.postgres import rows
 from fencepost.store.postgres.connection import (
     MIGRATIONS_PACKAGE,
@@ -86,6 +87,7 @@ from fencepost.store.postgres.history import (
 from fencepost.store.postgres.outages import is_outage, lost_race, retried, unsent
 from fencepost.store.postgres.waiting import NotifiedWatcher
 from fencepost.store.sql import latest_version, require_migrated
+from fencepost.store.sqlflow import SqlFlow
 from fencepost.store.sqlstore import SqlStore, claimed_leases, fence_key, stale
 from fencepost.store.values import (
     BucketsResized,
@@ -93,6 +95,7 @@ from fencepost.store.values import (
     live_nodes_refusal,
     rebucketed,
     stats_report,
+    throttle_lookback,
 )
 from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.planning import HELD, NEVER
@@ -155,6 +158,8 @@ class PostgresStore(SqlStore):
         self._history = History(self._db.connection)
         #: The live days the hot statements name (see LiveWindow).
         self._live = LiveWindow(Q)
+        #: Whether any limit could hold a claim, read at most once a second (store.flow).
+        self._flow_view = FlowView()
         self._own_session: tuple[Any, ...] | None = None
         try:
             if migrate:
@@ -556,6 +561,7 @@ class PostgresStore(SqlStore):
             "queues": [n.queue for n in batch],
             "trace_contexts": _nullable([n.trace_context for n in batch]),
             "unset_defaults": _nullable([n.unset_defaults for n in batch]),
+            "limit_keys": _nullable([n.limit_key for n in batch]),
             "actor": batch[0].actor if batch else None,  # one submitter per batch
         }
 
@@ -575,6 +581,9 @@ class PostgresStore(SqlStore):
             if not ids:
                 return []
             request = replace(request, ids=ids)
+        if applying(self._flow_view.get(self._read_limits), request):
+            return self._claim_limited(request)
+        self._flow_wait = None
         owner, buckets, max_per_bucket = request.owner, request.buckets, request.max_per_bucket
         params = self._claim_params(request) | {
             "now": self._pinned_now(),
@@ -599,6 +608,74 @@ class PostgresStore(SqlStore):
         with self._db.transaction() as conn:
             self._set_aside(conn, leases, unreadable, self._now(conn))
         return [lease for i, lease in enumerate(leases) if i not in unreadable]
+
+    def _claim_limited(self, request: ClaimRequest) -> list[Lease]:
+        """A claim some limit or paused queue may hold (see store.flow): one transaction
+        that holds the limits, reads their state, chooses, leases and spends."""
+
+        def attempt(again: bool) -> tuple[list[Lease], float | None]:
+            with self._db.transaction() as conn:
+                # The limits are locked first, and now read after (by flow.state):
+                # a claim that waited for another must not stamp its starts earlier.
+                flow = SqlFlow(self, conn, None, self._lease_in)
+                limits = applying(flow.locked_limits(), request)
+                if not limits:  # removed since this process last looked
+                    return self._lease_in(conn, request, self._tx_now(conn)), None
+                return claim_limited(flow, request, limits)
+
+        # Retried only when no statement reached the server, as a plain claim (_claim).
+        leases, self._flow_wait = self._retried(attempt, "claim", retry_if=unsent)
+        return leases
+
+    def _lease_in(self, conn: Connection, request: ClaimRequest, now: datetime) -> list[Lease]:
+        """Claim in the caller's transaction at ``now`` (the limited claim's lease of
+        the executions it chose), setting aside those whose inputs cannot be read."""
+        params = self._claim_params(request) | {
+            "now": now,
+            "owner": request.owner,
+            "ttl": request.ttl,
+            "takeover_reason": TAKEOVER_REASON_FORMAT,
+        }
+        if request.max_per_bucket is None:
+            claimed = conn.execute(self._hot(conn, "claim"), params).fetchall()
+        else:
+            locked = sorted(
+                request.buckets if request.buckets is not None else range(self.config.num_buckets)
+            )
+            conn.execute(Q["lock_buckets"], {"buckets": locked})
+            claimed = conn.execute(self._hot(conn, "claim_capped"), params).fetchall()
+        leases, unreadable = claimed_leases(request.owner, claimed)
+        if unreadable:
+            self._set_aside(conn, leases, unreadable, now)
+            return [lease for i, lease in enumerate(leases) if i not in unreadable]
+        return leases
+
+    def _text(self, conn: Connection, block: str) -> str:
+        return self._hot(conn, block)
+
+    def _write_flow(
+        self,
+        conn: Connection,
+        buckets: Sequence[tuple[str, str, float, datetime, datetime, datetime | None]],
+        throttles: Sequence[Throttle],
+    ) -> None:
+        # One round trip for both (empty arrays insert nothing).
+        columns: list[tuple[Any, ...]] = list(zip(*buckets, strict=True)) or [()] * 6
+        conn.execute(
+            Q["flow_put"],
+            {
+                "scopes": list(columns[0]),
+                "keys": list(columns[1]),
+                "tokens": list(columns[2]),
+                "ats": list(columns[3]),
+                "ready_ats": list(columns[4]),
+                "denied_ats": list(columns[5]),
+                "ids": [t.execution_id for t in throttles],
+                "throttle_scopes": [t.scope for t in throttles],
+                "helds": [t.held for t in throttles],
+                "throttle_ats": [t.at for t in throttles],
+            },
+        )
 
     def _claim_rows(
         self,
@@ -844,14 +921,19 @@ class PostgresStore(SqlStore):
     def _stats(self, window: timedelta) -> Stats:
         with self._db.connection() as conn:
             now = self._now(conn)
-            row = conn.execute(
-                Q["stats"], {"now": now, "start": now - window, "held": HELD}
-            ).fetchone()
+            params = {
+                "now": now,
+                "start": now - window,
+                "held": HELD,
+                "lookback": throttle_lookback(now, window),
+            }
+            row = conn.execute(Q["stats"], params).fetchone()
         assert row is not None
-        counts, backlog, refused, expiries, count, ranks, longest = row
+        counts, backlog, refused, expiries, count, ranks, longest, throttled = row
         p50, p90, p99 = ranks if ranks is not None else (None, None, None)
         lateness = Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest)
-        return stats_report(now, window, counts, backlog, lateness, refused, expiries)
+        held = [(scope, n, timedelta(microseconds=us)) for scope, n, us in throttled]
+        return stats_report(now, window, counts, backlog, lateness, refused, expiries, held)
 
     def _due_groups(self) -> tuple[datetime, list[DueCount], int]:
         with self._db.connection() as conn:
@@ -1032,6 +1114,7 @@ class PostgresStore(SqlStore):
                 "due_ats": [o.due_at for o in occurrences],
                 "skipped": _nullable([o.skipped for o in occurrences]),
                 "buckets": [o.bucket for o in occurrences],
+                "actors": _nullable([o.actor for o in occurrences]),
             },
         ).fetchall()
         by_key = {e.idempotency_key: e for e in map(rows.execution, found)}

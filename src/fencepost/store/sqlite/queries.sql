@@ -134,14 +134,14 @@ WHERE idempotency_key IN (SELECT value FROM json_each(:keys))
 -- name: insert_execution
 -- executemany: ?1 id, ?2 job, ?3 job_version, ?4 due_at, ?5 priority, ?6 max_attempts,
 -- ?7 timeout_us, ?8 idempotency_key, ?9 request_hash, ?10 bucket, ?11 bucket_key, ?12 now,
--- ?13 queue, ?14 trace_context, ?15 unset_defaults.
+-- ?13 queue, ?14 trace_context, ?15 unset_defaults, ?16 limit_key.
 INSERT INTO executions (
     id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
     timeout_us, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at, queue,
-    trace_context, unset_defaults
+    trace_context, unset_defaults, limit_key
 ) VALUES (
     ?1, ?2, ?3, 'SCHEDULED', ?4, ?5, 0, ?6, 0,
-    ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14, ?15
+    ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14, ?15, ?16
 )
 
 -- name: insert_execution_data
@@ -265,25 +265,21 @@ SELECT * FROM (
     FROM ranked AS r
     JOIN execution_data AS d ON d.execution_id = r.id
     LEFT JOIN running AS n ON n.bucket = r.bucket
-    WHERE r.bucket_rank <= :cap - coalesce(n.n, 0)
+    WHERE r.queue = :queue AND r.bucket_rank <= :cap - coalesce(n.n, 0)
     ORDER BY r.priority DESC, r.due_at, r.id
     LIMIT :limit
 )
 
 -- name: claim_candidates_capped_queue
 -- claim_candidates_queue under max_per_bucket (:cap): a bucket gives at most
--- :cap - (its RUNNING executions) waiting rows, and the waiting rows this claim
--- already chose in other queues (:chosen, a JSON array of ids) count as RUNNING
--- in their buckets. Ranking within buckets reads every due row of the queue, so
--- capped claims cost more than plain ones. Takeovers are not capped: an expired
--- execution is already counted as RUNNING.
+-- :cap - (its RUNNING executions) waiting rows over all the claim's queues
+-- (:rank_queues, a JSON array), the first in claim order across them, as one
+-- claim over them all would; this queue's share of them is the answer. Ranking
+-- within buckets reads every due row of those queues, so capped claims cost more
+-- than plain ones. Takeovers are not capped: an expired execution is already
+-- counted as RUNNING.
 WITH running AS (
-    SELECT bucket, count(*) AS n FROM (
-        SELECT bucket FROM executions WHERE state = 'RUNNING'
-        UNION ALL
-        SELECT bucket FROM executions WHERE id IN (SELECT value FROM json_each(:chosen))
-    )
-    GROUP BY bucket
+    SELECT bucket, count(*) AS n FROM executions WHERE state = 'RUNNING' GROUP BY bucket
 ),
 ranked AS (
     SELECT e.id, e.state, e.epoch, e.attempt, e.max_attempts, e.lease_owner, e.job,
@@ -292,7 +288,8 @@ ranked AS (
            row_number() OVER (PARTITION BY e.bucket ORDER BY e.priority DESC, e.due_at, e.id)
                AS bucket_rank
     FROM executions AS e
-    WHERE e.queue = :queue AND e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
+    WHERE e.queue IN (SELECT value FROM json_each(:rank_queues))
+      AND e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
       -- include: claim_filters
 )
 -- include: claim_capped_pick
@@ -476,11 +473,13 @@ LIMIT :limit
 INSERT INTO schedules (
     id, job, job_version, inputs, cron, every_us, timezone, dst_gap, dst_fold, misfire,
     misfire_grace_us, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
-    watermark, next_due, materializer, lease_until, request_hash, created_at, updated_at, queue
+    watermark, next_due, materializer, lease_until, request_hash, created_at, updated_at, queue,
+    limit_key
 ) VALUES (
     :id, :job, :job_version, :inputs, :cron, :every, :timezone, :dst_gap, :dst_fold, :misfire,
     :misfire_grace, :max_catch_up, :overlap, :start_at, :end_at, :max_attempts, :priority,
-    :paused, :watermark, :next_due, NULL, NULL, :request_hash, :created_at, :updated_at, :queue
+    :paused, :watermark, :next_due, NULL, NULL, :request_hash, :created_at, :updated_at, :queue,
+    :limit_key
 )
 
 -- name: get_schedule
@@ -488,13 +487,14 @@ INSERT INTO schedules (
 SELECT id, job, job_version, inputs, cron, every_us, timezone, dst_gap, dst_fold, misfire,
        misfire_grace_us, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
        watermark, next_due, materializer, lease_until, created_at, updated_at, queue,
-       request_hash
+       limit_key, request_hash
 FROM schedules WHERE id = :id
 
 -- name: list_schedules
 SELECT id, job, job_version, inputs, cron, every_us, timezone, dst_gap, dst_fold, misfire,
        misfire_grace_us, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
-       watermark, next_due, materializer, lease_until, created_at, updated_at, queue
+       watermark, next_due, materializer, lease_until, created_at, updated_at, queue,
+       limit_key
 FROM schedules
 WHERE id > coalesce(:after, '')
   AND (:job IS NULL OR job = :job)
@@ -512,7 +512,8 @@ SET job = :job, job_version = :job_version, inputs = :inputs, cron = :cron, ever
     misfire_grace_us = :misfire_grace, max_catch_up = :max_catch_up, overlap = :overlap,
     start_at = :start_at, end_at = :end_at, max_attempts = :max_attempts, priority = :priority,
     paused = :paused, next_due = :next_due, materializer = :materializer,
-    lease_until = :lease_until, updated_at = :updated_at, queue = :queue
+    lease_until = :lease_until, updated_at = :updated_at, queue = :queue,
+    limit_key = :limit_key
 WHERE id = :id
 
 -- name: delete_schedule
@@ -546,7 +547,8 @@ WHERE id IN (
 )
 RETURNING id, job, job_version, inputs, cron, every_us, timezone, dst_gap, dst_fold, misfire,
           misfire_grace_us, max_catch_up, overlap, start_at, end_at, max_attempts, priority,
-          paused, watermark, next_due, materializer, lease_until, created_at, updated_at, queue
+          paused, watermark, next_due, materializer, lease_until, created_at, updated_at, queue,
+          limit_key
 
 -- name: materialize_fenced
 -- The fence is the WHERE clause: same materializer, same lease_until (the lease
@@ -575,7 +577,7 @@ RETURNING schedules.id, schedules.job, schedules.job_version, schedules.inputs, 
           schedules.overlap, schedules.start_at, schedules.end_at, schedules.max_attempts,
           schedules.priority, schedules.paused, schedules.watermark, schedules.next_due,
           schedules.materializer, schedules.lease_until, schedules.created_at,
-          schedules.updated_at, schedules.queue
+          schedules.updated_at, schedules.queue, schedules.limit_key
 
 -- name: release_schedules
 -- Only a lease still held as acquired is given back. :items is a JSON array of
@@ -600,12 +602,12 @@ WHERE idempotency_key IN (SELECT value FROM json_each(:keys))
 -- A schedule's occurrence as a new execution (SCHEDULED, or already SKIPPED as
 -- fencepost.domain.machine decided). executemany: ?1 id, ?2 job, ?3 job_version,
 -- ?4 state, ?5 due_at, ?6 priority, ?7 max_attempts, ?8 idempotency_key,
--- ?9 schedule_id, ?10 slot, ?11 bucket, ?12 now, ?13 queue.
+-- ?9 schedule_id, ?10 slot, ?11 bucket, ?12 now, ?13 queue, ?14 limit_key.
 INSERT INTO executions (
     id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
-    idempotency_key, schedule_id, slot, bucket, created_at, updated_at, queue
+    idempotency_key, schedule_id, slot, bucket, created_at, updated_at, queue, limit_key
 ) VALUES (
-    ?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, 0, ?8, ?9, ?10, ?11, ?12, ?12, ?13
+    ?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, 0, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14
 )
 
 -- Reports and housekeeping. Times are microseconds, so differences of two
@@ -645,16 +647,32 @@ SELECT count(*) FILTER (WHERE event = 'STALE_REFUSED'),
 FROM transitions
 WHERE event IN ('CLAIMED', 'LEASE_EXPIRED', 'STALE_REFUSED') AND at > :start AND at <= :now
 
+-- name: stats_throttled
+-- Throttle records in (:start, :now] per scope: how many, and the time they were held.
+SELECT scope, count(*), sum(held_us) FROM throttles
+WHERE at > :start AND at <= :now
+GROUP BY scope ORDER BY scope
+
 -- name: stats_lateness
 -- Claim lateness in (:start, :now] against the execution's current due_at,
 -- clamped at 0: count, the nearest-rank 50th, 90th and 99th percentiles and the
 -- maximum, all in SQL (nothing per claim reaches Python). The rank of fraction f
 -- of n values is ceil(f * n) in floating point, exactly as PostgreSQL's
 -- percentile_disc computes it, so that both backends pick the same value.
-WITH late AS (
+-- Throttled claims are left out: those of an execution with a throttle record in
+-- [due_at, claim], read from (:lookback, :now] once (MATERIALIZED: SQLite then
+-- indexes it by execution for the lookups; the table's own index is by time only).
+WITH throttled AS MATERIALIZED (
+    SELECT execution_id, at FROM throttles WHERE at > :lookback AND at <= :now
+),
+late AS (
     SELECT max(t.at - e.due_at, 0) AS v
     FROM transitions AS t JOIN executions AS e ON e.id = t.execution_id
     WHERE t.event = 'CLAIMED' AND t.at > :start AND t.at <= :now
+      AND NOT EXISTS (
+          SELECT 1 FROM throttled AS th
+          WHERE th.execution_id = e.id AND th.at >= e.due_at AND th.at <= t.at
+      )
 ),
 ranked AS (
     SELECT v, row_number() OVER (ORDER BY v) AS rn, count(*) OVER () AS n FROM late
@@ -814,3 +832,204 @@ SELECT * FROM execution_rows
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND (state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
        OR id IN (SELECT value FROM json_each(:fresh)))
+
+-- Flow control (fencepost.store.flow): limits, paused queues, token buckets, throttles.
+-- SQLite has one writer: a limited claim's write transaction alone serializes it.
+
+-- fragment: limit_columns
+scope, rate_count, rate_period, burst, concurrency, per_key, paused, source, updated_by,
+updated_at
+
+-- name: flow_limits
+SELECT
+-- include: limit_columns
+FROM flow_limits ORDER BY scope
+
+-- name: flow_limits_locked
+SELECT
+-- include: limit_columns
+FROM flow_limits ORDER BY scope
+
+-- name: flow_running
+-- Live leases per (scope, key) of the limits with a concurrency (:scopes, their
+-- kinds, names and per_key flags, as JSON arrays of one length): RUNNING with
+-- lease_until > now, through the executions_leased index.
+SELECT json_extract(:scopes, '$[' || l.key || ']'),
+       CASE WHEN json_extract(:per_keys, '$[' || l.key || ']') THEN coalesce(e.limit_key, '')
+            ELSE '' END,
+       count(*)
+FROM json_each(:names) AS l
+JOIN executions AS e
+  ON e.state = 'RUNNING' AND e.lease_until > :now
+ AND (CASE WHEN json_extract(:kinds, '$[' || l.key || ']') = 'job' THEN e.job ELSE e.queue END)
+     = l.value
+GROUP BY 1, 2
+
+-- name: flow_buckets_held
+SELECT scope, key, tokens, at, denied_at FROM flow_buckets
+WHERE scope IN (SELECT value FROM json_each(:scopes)) AND (key = '' OR ready_at > :now)
+
+-- name: flow_buckets_of
+SELECT b.scope, b.key, b.tokens, b.at, b.denied_at
+FROM json_each(:scopes) AS s
+JOIN json_each(:keys) AS k ON k.key = s.key
+JOIN flow_buckets AS b ON b.scope = s.value AND b.key = k.value
+
+-- fragment: flow_filters
+      AND (:queues IS NULL OR e.queue IN (SELECT value FROM json_each(:queues)))
+      AND e.job NOT IN (SELECT value FROM json_each(:held_jobs))
+      AND e.queue NOT IN (SELECT value FROM json_each(:held_queues))
+      AND (e.job || char(31) || coalesce(e.limit_key, ''))
+          NOT IN (SELECT value FROM json_each(:held_job_keys))
+      AND (e.queue || char(31) || coalesce(e.limit_key, ''))
+          NOT IN (SELECT value FROM json_each(:held_queue_keys))
+
+-- name: flow_candidates
+-- Claimable executions of one queue (:queue; the store asks each live queue in turn
+-- and merges, as claim_candidates_queue) in claim order: due waiting ones through
+-- executions_claimable, then expired leases with attempts left; within the claim's
+-- filters, leaving out the paused and spent scopes and keys (:held_*; a key pair is
+-- name || char(31) || key). Rows: id, job, queue, limit_key, due_at, priority. As in
+-- claim_candidates_queue, no ORDER BY over the union (the store merges): it made
+-- SQLite sort every due row in a temporary B-tree.
+SELECT * FROM (
+    SELECT e.id, e.job, e.queue, e.limit_key, e.due_at, e.priority
+    FROM executions AS e
+    WHERE e.queue = :queue AND e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
+      -- include: claim_filters
+      -- include: flow_filters
+      -- The claim's max_per_bucket (:cap): none of a bucket already at its cap.
+      AND (:cap IS NULL OR (
+          SELECT count(*) FROM executions AS r WHERE r.bucket = e.bucket AND r.state = 'RUNNING'
+      ) < :cap)
+    ORDER BY e.priority DESC, e.due_at, e.id
+    LIMIT :n
+)
+UNION ALL
+SELECT * FROM (
+    SELECT e.id, e.job, e.queue, e.limit_key, e.due_at, e.priority
+    FROM executions AS e
+    WHERE e.state = 'RUNNING' AND e.lease_until <= :now AND e.attempt < e.max_attempts
+      AND e.queue = :queue
+      -- include: claim_filters
+      -- include: flow_filters
+    ORDER BY e.lease_until
+    LIMIT :n
+)
+
+-- name: flow_put_bucket
+-- executemany.
+INSERT INTO flow_buckets (scope, key, tokens, at, ready_at, denied_at)
+VALUES (:scope, :key, :tokens, :at, :ready_at, :denied_at)
+ON CONFLICT (scope, key) DO UPDATE
+SET tokens = excluded.tokens, at = excluded.at, ready_at = excluded.ready_at,
+    denied_at = excluded.denied_at
+
+-- name: flow_put_throttle
+-- executemany.
+INSERT INTO throttles (execution_id, scope, held_us, at) VALUES (:id, :scope, :held, :at)
+
+-- name: flow_set_limit
+INSERT INTO flow_limits (
+-- include: limit_columns
+) VALUES (
+    :scope, :rate_count, :rate_period, :burst, :concurrency, :per_key, 0, 'operator',
+    :updated_by, :now
+)
+ON CONFLICT (scope) DO UPDATE
+SET rate_count = excluded.rate_count, rate_period = excluded.rate_period,
+    burst = excluded.burst, concurrency = excluded.concurrency, per_key = excluded.per_key,
+    source = 'operator', updated_by = excluded.updated_by, updated_at = excluded.updated_at
+RETURNING
+-- include: limit_columns
+
+-- name: flow_declare_limit
+INSERT INTO flow_limits AS f (
+-- include: limit_columns
+) VALUES (
+    :scope, :rate_count, :rate_period, :burst, :concurrency, :per_key, 0, 'code',
+    :updated_by, :now
+)
+ON CONFLICT (scope) DO UPDATE
+SET rate_count = excluded.rate_count, rate_period = excluded.rate_period,
+    burst = excluded.burst, concurrency = excluded.concurrency, per_key = excluded.per_key,
+    updated_by = excluded.updated_by, updated_at = excluded.updated_at
+WHERE f.source = 'code' AND NOT f.paused
+  AND (f.rate_count IS NOT excluded.rate_count OR f.rate_period IS NOT excluded.rate_period
+       OR f.burst IS NOT excluded.burst OR f.concurrency IS NOT excluded.concurrency
+       OR f.per_key IS NOT excluded.per_key)
+RETURNING scope
+
+-- name: flow_get_limit
+SELECT
+-- include: limit_columns
+FROM flow_limits WHERE scope = :scope
+
+-- name: flow_clear_limit
+UPDATE flow_limits
+SET rate_count = NULL, rate_period = NULL, burst = NULL, concurrency = NULL, per_key = 0
+WHERE scope = :scope
+
+-- name: flow_delete_limit
+DELETE FROM flow_limits WHERE scope = :scope
+
+-- name: flow_pause
+INSERT INTO flow_limits (scope, paused, source, updated_by, updated_at)
+VALUES (:scope, 1, 'operator', :updated_by, :now)
+ON CONFLICT (scope) DO UPDATE
+SET paused = 1, updated_by = excluded.updated_by, updated_at = excluded.updated_at
+
+-- name: flow_unpause
+UPDATE flow_limits SET paused = 0, updated_by = :updated_by, updated_at = :now
+WHERE scope = :scope
+
+-- name: flow_resume_throttles
+INSERT INTO throttles (execution_id, scope, held_us, at)
+SELECT e.id, :scope, :now - max(e.due_at, :since), :now
+FROM executions AS e
+WHERE e.queue = :queue AND e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
+
+-- name: flow_add_totals
+-- executemany: one scope's throttled claims of a write, added to its totals.
+INSERT INTO throttle_totals (scope, count, held_us) VALUES (:scope, :count, :held)
+ON CONFLICT (scope) DO UPDATE
+SET count = count + excluded.count, held_us = held_us + excluded.held_us
+
+-- name: flow_resume_totals
+-- flow_resume_throttles' records (this resume's scope, at its now), added to the totals.
+INSERT INTO throttle_totals (scope, count, held_us)
+SELECT scope, count(*), sum(held_us) FROM throttles WHERE scope = :scope AND at = :now
+GROUP BY scope
+ON CONFLICT (scope) DO UPDATE
+SET count = throttle_totals.count + excluded.count,
+    held_us = throttle_totals.held_us + excluded.held_us
+
+-- name: flow_throttle_totals
+SELECT scope, count, held_us / 1e6 FROM throttle_totals ORDER BY scope
+
+-- name: flow_log_change
+INSERT INTO flow_changes (at, actor, action, scope, detail)
+VALUES (:now, :actor, :action, :scope, :detail)
+
+-- name: flow_changes
+SELECT at, actor, action, scope, detail FROM flow_changes ORDER BY seq DESC LIMIT :limit
+
+-- name: flow_throttled
+SELECT scope, count(*), coalesce(sum(held_us), 0) / 1e6
+FROM throttles WHERE at >= :since
+GROUP BY scope ORDER BY scope
+
+-- name: flow_prune_throttles
+DELETE FROM throttles WHERE at <= :cutoff
+
+-- name: flow_prune_buckets
+-- With a prune (same cutoff): the buckets that are full again and held nothing back
+-- since it (a missing bucket is a full one), or whose scope has no limit any more.
+DELETE FROM flow_buckets
+WHERE (denied_at IS NULL OR denied_at <= :cutoff)
+  AND NOT EXISTS (
+      SELECT 1 FROM flow_limits AS l
+      WHERE l.scope = flow_buckets.scope AND l.rate_count IS NOT NULL
+        AND flow_buckets.tokens + (:now - flow_buckets.at) / 1e6 * l.rate_count / l.rate_period
+            < l.burst
+  )

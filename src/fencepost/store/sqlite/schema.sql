@@ -44,8 +44,14 @@ CREATE INDEX executions_schedule_state
 -- index: executions_unpublished
 CREATE INDEX executions_unpublished ON executions (job) WHERE unset_defaults IS NOT NULL;
 
+-- index: flow_buckets_ready
+CREATE INDEX flow_buckets_ready ON flow_buckets (scope, ready_at);
+
 -- index: schedules_due
 CREATE INDEX schedules_due ON schedules (next_due, id);
+
+-- index: throttles_at
+CREATE INDEX throttles_at ON throttles (at);
 
 -- index: transitions_execution
 CREATE INDEX transitions_execution ON transitions (execution_id, seq);
@@ -95,13 +101,48 @@ CREATE TABLE executions (
     bucket_key      TEXT,
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL
-, queue TEXT NOT NULL DEFAULT 'default', trace_context TEXT, unset_defaults TEXT) WITHOUT ROWID;
+, queue TEXT NOT NULL DEFAULT 'default', trace_context TEXT, unset_defaults TEXT, limit_key TEXT) WITHOUT ROWID;
 
 -- table: fencepost_settings
 CREATE TABLE fencepost_settings (
     id          INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),  -- one row
     num_buckets INTEGER NOT NULL CHECK (num_buckets BETWEEN 1 AND 65536),
     changed_at  INTEGER NOT NULL                               -- microseconds
+);
+
+-- table: flow_buckets
+CREATE TABLE flow_buckets (
+    scope     TEXT    NOT NULL,
+    key       TEXT    NOT NULL,
+    tokens    REAL    NOT NULL,
+    at        INTEGER NOT NULL,
+    ready_at  INTEGER NOT NULL,
+    denied_at INTEGER,
+    PRIMARY KEY (scope, key)
+);
+
+-- table: flow_changes
+CREATE TABLE flow_changes (
+    seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+    at     INTEGER NOT NULL,
+    actor  TEXT    NOT NULL,
+    action TEXT    NOT NULL,
+    scope  TEXT    NOT NULL,
+    detail TEXT    NOT NULL
+);
+
+-- table: flow_limits
+CREATE TABLE flow_limits (
+    scope        TEXT    NOT NULL PRIMARY KEY,
+    rate_count   REAL,
+    rate_period  REAL,
+    burst        INTEGER,
+    concurrency  INTEGER,
+    per_key      INTEGER NOT NULL DEFAULT 0,
+    paused       INTEGER NOT NULL DEFAULT 0,
+    source       TEXT    NOT NULL,
+    updated_by   TEXT,
+    updated_at   INTEGER NOT NULL                -- microseconds
 );
 
 -- table: job_catalogue
@@ -150,9 +191,24 @@ CREATE TABLE schedules (
     lease_until      INTEGER,
     request_hash     TEXT    NOT NULL,
     created_at       INTEGER NOT NULL,
-    updated_at       INTEGER NOT NULL, queue TEXT NOT NULL DEFAULT 'default', unset_defaults TEXT,
+    updated_at       INTEGER NOT NULL, queue TEXT NOT NULL DEFAULT 'default', unset_defaults TEXT, limit_key TEXT,
     CHECK ((cron IS NULL) <> (every_us IS NULL))
 ) WITHOUT ROWID;
+
+-- table: throttle_totals
+CREATE TABLE throttle_totals (
+    scope   TEXT    NOT NULL PRIMARY KEY,
+    count   INTEGER NOT NULL,
+    held_us INTEGER NOT NULL
+);
+
+-- table: throttles
+CREATE TABLE throttles (
+    execution_id TEXT    NOT NULL,
+    scope        TEXT    NOT NULL,
+    held_us      INTEGER NOT NULL,
+    at           INTEGER NOT NULL
+);
 
 -- table: transitions
 CREATE TABLE transitions (
@@ -172,5 +228,5 @@ CREATE VIEW execution_rows AS
 SELECT e.id, e.job, e.job_version, e.state, e.due_at, e.priority, e.attempt, e.max_attempts,
        e.epoch, e.lease_owner, e.lease_until, e.timeout_us, e.idempotency_key, e.schedule_id,
        e.slot, e.bucket, e.bucket_key, e.created_at, e.updated_at,
-       d.inputs, d.result, d.error, d.progress, e.queue
+       d.inputs, d.result, d.error, d.progress, e.queue, e.limit_key
 FROM executions AS e JOIN execution_data AS d ON d.execution_id = e.id;

@@ -53,7 +53,9 @@ from fencepost.store.executors import (
     run,
     sqlite_execute,
 )
+from fencepost.store.flow import FlowView, Throttle, applying, claim_limited
 from fencepost.store.sql import latest_version, require_migrated
+from fencepost.store.sqlflow import SqlFlow
 from fencepost.store.sqlite import rows
 from fencepost.store.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
@@ -75,6 +77,7 @@ from fencepost.store.values import (
     live_nodes_refusal,
     rebucketed,
     stats_report,
+    throttle_lookback,
 )
 from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.clock import SystemClock
@@ -156,6 +159,8 @@ class SqliteStore(SqlStore):
         self._db = Connections(path, busy_timeout=busy_timeout, synchronous=synchronous)
         #: (cutoff, last id deleted) of the prune in progress; see _prune_batch.
         self._prune_cursor: tuple[datetime | None, str] = (None, "")
+        #: Whether any limit could hold a claim, read at most once a second (store.flow).
+        self._flow_view = FlowView()
         try:
             with self._db.read() as conn:
                 if migrate:
@@ -393,52 +398,129 @@ class SqliteStore(SqlStore):
     # -- leasing ---------------------------------------------------------------------------
 
     def _claim(self, request: ClaimRequest) -> list[Lease]:
-        owner = request.owner
+        # Whether any limit could hold this claim: this process's view, read again at
+        # most once a second (a limit set elsewhere holds within that second; set
+        # through this store, at once). Reading the limits in every claim cost a plain
+        # claim of one execution 3-5%. A limited claim reads them again, in its
+        # transaction.
+        limited = bool(applying(self._flow_view.get(self._read_limits), request))
         with self._db.write() as conn:
             now = self.clock.now()
             if not self._may_judge_leases(now):
                 return []
-            now_us = rows.to_us(now)
-            until = now + request.ttl
-            params = self._claim_params(request) | {"now": now_us}
-            queues: Sequence[tuple[str, int]]
-            if request.queues is None:  # every queue with something to claim, up to limit each
-                live = conn.execute(Q["claim_live_queues"], {"now": now_us}).fetchall()
-                queues = [(queue, request.limit) for (queue,) in live]
-            else:
-                queues = request.queues
-            candidates = _queue_candidates(conn, queues, request, params)
-            if not candidates:
-                return []
-            conn.execute(
-                Q["claim_update"],
-                {
-                    "ids": json.dumps([c[0] for c in candidates]),
-                    "owner": owner,
-                    "until": rows.to_us(until),
-                    "now": now_us,
-                },
-            )
-            conn.executemany(
-                Q["insert_claimed"],
-                [
-                    (
-                        id_,
-                        state,
-                        epoch + 1,
-                        owner,
-                        takeover_reason(old_owner, epoch) if state == State.RUNNING else None,
-                        now_us,
-                    )
-                    for id_, state, epoch, _, _, old_owner, *_ in candidates
-                ],
-            )
-            claimed = [_after_claim(row, until) for row in candidates]
-            leases, unreadable = claimed_leases(owner, claimed)
-            self._set_aside(conn, leases, unreadable, now)
+            if limited:
+                flow = SqlFlow(self, conn, now, self._claim_in)
+                limits = applying(flow.locked_limits(), request)
+                if limits:
+                    leases, self._flow_wait = claim_limited(flow, request, limits)
+                    return leases
+            self._flow_wait = None
+            return self._claim_in(conn, request, now)
+
+    def _claim_in(
+        self, conn: sqlite3.Connection, request: ClaimRequest, now: datetime
+    ) -> list[Lease]:
+        """Claim in the caller's write transaction, at ``now``, without limits."""
+        owner = request.owner
+        now_us = rows.to_us(now)
+        until = now + request.ttl
+        params = self._claim_params(request) | {"now": now_us}
+        queues: Sequence[tuple[str, int]]
+        if request.queues is None:  # every queue with something to claim, up to limit each
+            live = conn.execute(Q["claim_live_queues"], {"now": now_us}).fetchall()
+            queues = [(queue, request.limit) for (queue,) in live]
+        else:
+            queues = request.queues
+        candidates = _queue_candidates(conn, queues, request, params)
+        if not candidates:
+            return []
+        conn.execute(
+            Q["claim_update"],
+            {
+                "ids": json.dumps([c[0] for c in candidates]),
+                "owner": owner,
+                "until": rows.to_us(until),
+                "now": now_us,
+            },
+        )
+        conn.executemany(
+            Q["insert_claimed"],
+            [
+                (
+                    id_,
+                    state,
+                    epoch + 1,
+                    owner,
+                    takeover_reason(old_owner, epoch) if state == State.RUNNING else None,
+                    now_us,
+                )
+                for id_, state, epoch, _, _, old_owner, *_ in candidates
+            ],
+        )
+        claimed = [_after_claim(row, until) for row in candidates]
+        leases, unreadable = claimed_leases(owner, claimed)
+        self._set_aside(conn, leases, unreadable, now)
         if unreadable:
             return [lease for i, lease in enumerate(leases) if i not in unreadable]
         return leases
+
+    def _flow_candidates(
+        self, conn: sqlite3.Connection, params: dict[str, Any], request: ClaimRequest
+    ) -> list[tuple[Any, ...]]:
+        # One indexed walk per queue (executions_claimable leads with the queue), merged
+        # in claim order, as a plain claim does.
+        if request.queues is None:
+            live = conn.execute(Q["claim_live_queues"], {"now": params["now"]}).fetchall()
+            queues = [queue for (queue,) in live]
+        else:
+            queues = [queue for queue, _ in request.queues]
+        found: list[tuple[Any, ...]] = []
+        for queue in queues:
+            found.extend(conn.execute(Q["flow_candidates"], params | {"queue": queue}))
+        found.sort(key=lambda row: (-row[5], row[4], row[0]))
+        return found[: params["n"]]
+
+    def _write_flow(
+        self,
+        conn: sqlite3.Connection,
+        buckets: Sequence[tuple[str, str, float, datetime, datetime, datetime | None]],
+        throttles: Sequence[Throttle],
+    ) -> None:
+        conn.executemany(
+            Q["flow_put_bucket"],
+            [
+                {
+                    "scope": scope,
+                    "key": key,
+                    "tokens": tokens,
+                    "at": rows.to_us(at),
+                    "ready_at": rows.to_us(ready),
+                    "denied_at": rows.opt_us(denied),
+                }
+                for scope, key, tokens, at, ready, denied in buckets
+            ],
+        )
+        conn.executemany(
+            Q["flow_put_throttle"],
+            [
+                {
+                    "id": t.execution_id,
+                    "scope": t.scope,
+                    "held": t.held // _MICROSECOND,
+                    "at": rows.to_us(t.at),
+                }
+                for t in throttles
+            ],
+        )
+        totals: dict[str, list[int]] = {}
+        for t in throttles:
+            total = totals.setdefault(t.scope, [0, 0])
+            total[0] += 1
+            total[1] += t.held // _MICROSECOND
+        conn.executemany(
+            Q["flow_add_totals"],
+            [{"scope": s, "count": n, "held": held} for s, (n, held) in totals.items()],
+        )
 
     def _heartbeat(
         self, beats: Sequence[tuple[Fence, str | None]], *, ttl: timedelta
@@ -587,6 +669,7 @@ class SqliteStore(SqlStore):
             "now": rows.to_us(now),
             "start": rows.to_us(now - window),
             "held": rows.to_us(HELD),
+            "lookback": rows.to_us(throttle_lookback(now, window)),
         }
         # One read transaction: every figure comes from the same snapshot.
         with self._db.snapshot() as conn:
@@ -594,9 +677,11 @@ class SqliteStore(SqlStore):
             (backlog,) = conn.execute(Q["stats_backlog"], params).fetchone()
             refused, expiries = conn.execute(Q["stats_events"], params).fetchone()
             count, *ranks = conn.execute(Q["stats_lateness"], params).fetchone()
+            throttled = conn.execute(Q["stats_throttled"], params).fetchall()
         p50, p90, p99, longest = (None if v is None else rows.us_duration(v) for v in ranks)
         lateness = Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest)
-        return stats_report(now, window, counts, backlog, lateness, refused, expiries)
+        held = [(scope, n, rows.us_duration(us)) for scope, n, us in throttled]
+        return stats_report(now, window, counts, backlog, lateness, refused, expiries, held)
 
     def _due_groups(self) -> tuple[datetime, list[DueCount], int]:
         now = self.clock.now()
@@ -770,12 +855,20 @@ def _insert_occurrences(
                 e.bucket,
                 now_us,
                 e.queue,
+                e.limit_key,
             )
             for e, _, _ in fresh
         ],
     )
     conn.executemany(Q["insert_execution_data"], [(e.id, inputs) for e, inputs, _ in fresh])
-    conn.execute(Q["insert_submitted"], (json.dumps([e.id for e, _, _ in fresh]), now_us, None))
+    # One statement per submitter: None (the schedule) for what a materializer or a
+    # backfill stores; run_schedule's caller for the run it asks for.
+    actors = {o.id: o.actor for _, o in planned}
+    by_actor: dict[str | None, list[str]] = {}
+    for e, _, _ in fresh:
+        by_actor.setdefault(actors[e.id], []).append(e.id)
+    for actor, ids in by_actor.items():
+        conn.execute(Q["insert_submitted"], (json.dumps(ids), now_us, actor))
     skipped = [change.transition(0, now) for _, _, change in fresh if change is not None]
     conn.executemany(
         Q["insert_transition"],
@@ -812,22 +905,20 @@ def _queue_candidates(
     claim order.
 
     One indexed query per queue (at most that queue's room each), merged; with one
-    queue, its answer as it is. A capped claim counts the waiting rows it chose in
-    earlier queues as RUNNING in their buckets, so that no bucket gets more than its
-    room over all the queues.
+    queue, its answer as it is. A capped claim ranks each bucket's rows over all the
+    queues together, so that a bucket's room goes to its first rows in claim order,
+    whatever their queue (the cap first, then each queue's room, then the limit).
     """
     capped = request.max_per_bucket is not None
     block = "claim_candidates_capped_queue" if capped else "claim_candidates_queue"
     found: list[Any] = []
-    chosen: list[str] = []
     for queue, room in queues:
         extra: dict[str, Any] = {"queue": queue, "limit": room}
         if capped:
-            extra["chosen"] = json.dumps(chosen)
+            extra["rank_queues"] = json.dumps([name for name, _ in queues])
         picked = _in_claim_order(conn.execute(Q[block], params | extra).fetchall(), room)
         if len(queues) == 1:
             return picked[: request.limit]
-        chosen.extend(row[0] for row in picked if row[1] != State.RUNNING)
         found.extend(picked)
     found.sort(key=_claim_order)
     return found[: request.limit]
@@ -920,6 +1011,7 @@ def _insert_params(n: NewExecution) -> tuple[Any, ...]:
         n.queue,
         n.trace_context,
         n.unset_defaults,
+        n.limit_key,
     )
 
 

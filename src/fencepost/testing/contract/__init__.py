@@ -32,13 +32,23 @@ One module a section, each a mixin on the shared fixtures of :mod:`.support`
   it decides.
 * :mod:`.queues` — :class:`QueuesContract`: named queues and queue-restricted claims.
 * :mod:`.resizing` — :class:`BucketCountContract`: changing the bucket count.
+* :mod:`.running_now` — :class:`RunningNowContract`: running a schedule now.
+* :mod:`.snoozing` — :class:`SnoozingContract`: snooze, its fence and its bound.
+* :mod:`.limit_keys` — :class:`LimitKeysContract`: limit keys on executions and schedules.
+* :mod:`.flow_limits` — :class:`FlowLimitsContract`: rates, concurrency and per-key
+  limits as every claim obeys them.
+* :mod:`.flow_queues` — :class:`FlowQueuesContract`: paused queues, setting, removing
+  and declaring limits, bad values.
 """
 
 from __future__ import annotations
 
 from fencepost.testing.contract.catalogue import CatalogueContract
 from fencepost.testing.contract.commands import CommandsContract
+from fencepost.testing.contract.flow_limits import FlowLimitsContract
+from fencepost.testing.contract.flow_queues import FlowQueuesContract
 from fencepost.testing.contract.leasing import LeasingContract
+from fencepost.testing.contract.limit_keys import LimitKeysContract
 from fencepost.testing.contract.materializing import MaterializingContract
 from fencepost.testing.contract.outcomes import OutcomesContract
 from fencepost.testing.contract.pruning import PruningContract
@@ -46,7 +56,9 @@ from fencepost.testing.contract.queues import QueuesContract
 from fencepost.testing.contract.reading import ReadingContract
 from fencepost.testing.contract.reports import ReportsContract
 from fencepost.testing.contract.resizing import BucketCountContract
+from fencepost.testing.contract.running_now import RunningNowContract
 from fencepost.testing.contract.schedules import SchedulesContract
+from fencepost.testing.contract.snoozing import SnoozingContract
 from fencepost.testing.contract.submitting import SubmittingContract
 from fencepost.testing.contract.support import (
     ContractFixtures,
@@ -61,14 +73,19 @@ __all__ = [
     "CatalogueContract",
     "CommandsContract",
     "ContractFixtures",
+    "FlowLimitsContract",
+    "FlowQueuesContract",
     "LeasingContract",
+    "LimitKeysContract",
     "MaterializingContract",
     "OutcomesContract",
     "PruningContract",
     "QueuesContract",
     "ReadingContract",
     "ReportsContract",
+    "RunningNowContract",
     "SchedulesContract",
+    "SnoozingContract",
     "StoreContract",
     "StoreFactory",
     "SubmittingContract",
@@ -91,5 +108,10 @@ class StoreContract(
     CatalogueContract,
     QueuesContract,
     BucketCountContract,
+    RunningNowContract,
+    SnoozingContract,
+    LimitKeysContract,
+    FlowLimitsContract,
+    FlowQueuesContract,
 ):
     """The behavioural specification of :class:`~fencepost.store.base.Store`: every section."""

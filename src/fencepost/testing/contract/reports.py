@@ -18,6 +18,7 @@ import pytest
 from fencepost.domain.buckets import bucket_for
 from fencepost.domain.catalogue import job_entry
 from fencepost.domain.errors import StaleLease, ValidationError
+from fencepost.domain.limits import ThrottleCount
 from fencepost.domain.models import Lease, Occurrence
 from fencepost.domain.reports import DueCount, Lateness, SloOffender, SloShare, Stats, Unserved
 from fencepost.domain.states import State
@@ -389,6 +390,59 @@ class ReportsContract(ContractFixtures):
         )
         wide = store.stats(window=7)  # (-1, 6]
         assert (wide.stale_refused, wide.lease_expiries, wide.claim_lateness.count) == (2, 2, 3)
+
+    def test_stats_count_throttled_claims_apart_from_late_ones(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        store.set_limit("job:mail", rate="1/s", burst=1)
+        store.submit_many([{"job": "mail"} for _ in range(3)] + [{"job": "other"}])
+        assert len(store.claim("w", limit=10)) == 2  # one mail (the burst), and other
+        clock.set(5)
+        (second,) = store.claim("w", limit=10)  # held 5 s by the rate
+        clock.set(10)
+        store.claim("w", limit=10)  # the last mail, held 10 s
+        stats = store.stats(window=60)
+        assert stats.claim_lateness == Lateness(
+            count=2, p50=timedelta(0), p90=timedelta(0), p99=timedelta(0), max=timedelta(0)
+        ), "the throttled claims are not late ones"
+        assert stats.throttled == [ThrottleCount("job:mail", 2, timedelta(seconds=15.0))]
+        assert store.stats(window=6).throttled == [  # (4, 10]: both records
+            ThrottleCount("job:mail", 2, timedelta(seconds=15.0))
+        ]
+        assert store.stats(window=5).throttled == [  # (5, 10]: the claim at 5 is out
+            ThrottleCount("job:mail", 1, timedelta(seconds=10.0))
+        ]
+        # A retry is due again later: its claim is measured from then, and is late.
+        store.fail(second, "boom", retry_in=10)  # due at 20
+        clock.set(25)
+        (retried,) = store.claim("w", jobs=["mail"])
+        assert retried.execution_id == second.execution_id
+        late = store.stats(window=60).claim_lateness
+        # 0, 0, 0 (the first claim of the retried one, before its current due time), 5.
+        assert (late.count, late.max) == (4, timedelta(seconds=5))
+
+    def test_stats_count_a_paused_queues_claims_as_throttled(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        store.pause_queue("slow", actor="ops")
+        store.submit_many([{"job": "job", "queue": "slow"} for _ in range(2)])
+        store.submit("job")
+        clock.set(20)
+        assert len(store.claim("w", limit=10)) == 1, "the paused queue's wait"
+        store.resume_queue("slow", actor="ops")  # records both as throttled, 20 s each
+        clock.set(30)
+        assert len(store.claim("w", limit=10)) == 2  # 30 s after due
+        stats = store.stats(window=60)
+        assert stats.claim_lateness.count == 1, "only the other queue's claim"
+        assert stats.claim_lateness.max == timedelta(seconds=20)
+        assert stats.throttled == [ThrottleCount("queue:slow", 2, timedelta(seconds=40.0))]
+        # Throttle records are read back one window before the window's start: from
+        # a 10 s window at 30, those after 10 (the resume at 20 is one); from a 5 s
+        # window, those after 20 only, so the claims at 30 count as late.
+        assert store.stats(window=10).claim_lateness.count == 0
+        assert store.stats(window=10).throttled == []
+        late = store.stats(window=5).claim_lateness
+        assert (late.count, late.max) == (2, timedelta(seconds=30))
 
     # -- job counts ------------------------------------------------------------------------
 
