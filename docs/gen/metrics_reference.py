@@ -51,9 +51,13 @@ def worker_families(store: fencepost.Store) -> dict[str, object]:
 
 def page() -> str:
     # An empty store shows which label values are exported from the start (at zero);
-    # one with an execution in a named queue makes every label appear on some sample.
+    # one with an execution in a named queue, a limit and a throttle record makes every
+    # label appear on some sample.
     with fencepost.connect("memory://") as empty, fencepost.connect("memory://") as used:
+        used.pause_queue("example")
         used.submit("example", queue="example")
+        used.resume_queue("example")  # a throttle record: its wait
+        used.set_limit("queue:example", rate="10/s", concurrency=2)
         fresh = families(empty)
         seen = families(used)
         from_store = {family.name for family in StoreCollector(empty).describe()}
