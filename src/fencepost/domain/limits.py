@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from fencepost.domain.checks import INT32_MAX, MAX_QUEUE, require_int, require_name
@@ -234,11 +234,6 @@ def new_limit(
     )
 
 
-def paused_queue(name: str, *, by: str | None, at: datetime | None) -> Limit:
-    """The limit a paused queue is: nothing starts in ``queue:name``."""
-    return Limit(scope=scope_of("queue", name), paused=True, updated_by=by, updated_at=at)
-
-
 @dataclass(frozen=True, slots=True)
 class FlowChange:
     """One operator or publisher change to a limit or a queue, as audited."""
@@ -309,9 +304,6 @@ class FlowState:
     buckets: dict[tuple[str, str], Bucket] = field(default_factory=dict)
     running: dict[tuple[str, str], int] = field(default_factory=dict)
 
-    def active(self) -> list[Limit]:
-        return self.limits
-
 
 @dataclass(frozen=True, slots=True)
 class Held:
@@ -322,9 +314,6 @@ class Held:
     queues: tuple[str, ...] = ()
     job_keys: tuple[tuple[str, str], ...] = ()
     queue_keys: tuple[tuple[str, str], ...] = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.jobs or self.queues or self.job_keys or self.queue_keys)
 
     def scopes(self) -> list[str]:
         return [scope_of("job", j) for j in self.jobs] + [scope_of("queue", q) for q in self.queues]
@@ -343,7 +332,6 @@ class Decision:
     chosen: list[Candidate]
     spent: dict[tuple[str, str], Bucket]
     denied: set[tuple[str, str]]
-    throttled_by: dict[str, str]  #: execution id -> the scope it waited on (filled later)
 
 
 def pair(limit: Limit, candidate_key: str | None) -> tuple[str, str]:
@@ -449,7 +437,6 @@ def choose(
         chosen=chosen,
         spent={key: Bucket(tokens=levels[key], at=_stamp(state, key, now)) for key in spent_pairs},
         denied=denied,
-        throttled_by={},
     )
 
 
@@ -532,10 +519,6 @@ def throttled(
                 out[c.id] = scope
                 break
     return out
-
-
-def with_timestamp(limit: Limit, at: datetime) -> Limit:
-    return replace(limit, updated_at=at)
 
 
 def held_for(at: datetime, due_at: datetime) -> timedelta:

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from fencepost.domain.checks import INT32_MAX, MAX_QUEUE, require_name
-from fencepost.domain.errors import NotFound, ValidationError
+from fencepost.domain.errors import NotFound
 from fencepost.domain.limits import (
     CANDIDATES_PER_SLOT,
     NO_KEY,
@@ -486,12 +486,6 @@ def describe(limit: Limit) -> str:
     return " ".join(parts) or "none"
 
 
-def check_limit_key(value: object) -> str | None:
-    from fencepost.domain.limits import require_limit_key
-
-    return require_limit_key(value)
-
-
 __all__ = [
     "FLOW_REFRESH",
     "FlowChange",
@@ -500,7 +494,6 @@ __all__ = [
     "FlowView",
     "Throttle",
     "ThrottleCount",
-    "ValidationError",
     "applying",
     "claim_limited",
     "describe",

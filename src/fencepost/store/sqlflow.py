@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from fencepost.domain.limits import NO_KEY, Bucket, Candidate, Held, Limit, Rate, scope_of
+from fencepost.domain.limits import Bucket, Candidate, Held, Limit, Rate, scope_of
 from fencepost.store.executors import Plan, Statement, Steps, run
 from fencepost.store.flow import FlowChange, Throttle, ThrottleCount, describe, ready_at
 from fencepost.store.values import ClaimRequest
@@ -215,7 +215,7 @@ class SqlFlow:
 
     def _all(self, block: str, params: dict[str, Any]) -> list[Any]:
         text = self.store._text(self.conn, block)
-        return run(_one_statement(Statement(text, params, "all")), self._execute)
+        return run(fetched(Statement(text, params, "all")), self._execute)
 
     def locked_limits(self) -> list[Limit]:
         """Every limit, held for the transaction (PostgreSQL: FOR UPDATE)."""
@@ -320,7 +320,8 @@ class SqlFlow:
         self.store._write_flow(self.conn, bucket_rows(buckets, self.by_scope), throttles)
 
 
-def _one_statement(statement: Statement) -> Steps[Any]:
+def fetched(statement: Statement) -> Steps[Any]:
+    """A plan's steps of one statement: its answer."""
     found = yield statement
     return found
 
@@ -335,4 +336,4 @@ def bucket_rows(
     ]
 
 
-__all__ = ["NO_KEY", "SqlFlow", "bucket_rows"]
+__all__ = ["SqlFlow", "bucket_rows", "fetched"]

@@ -429,7 +429,7 @@ class SqlStore(Store):
         """The rows of ``flow_candidates`` for a limited claim (a dialect may ask in parts)."""
         return list(
             run(
-                _fetch(Statement(self._text(conn, "flow_candidates"), params, "all")),
+                sqlflow.fetched(Statement(self._text(conn, "flow_candidates"), params, "all")),
                 self._executor(conn),
             )
         )
@@ -971,9 +971,3 @@ def claimed_leases(
         ) in enumerate(claimed)
     ]
     return leases, unreadable
-
-
-def _fetch(statement: Statement) -> Steps[Any]:
-    """A plan of one statement: its answer."""
-    found = yield statement
-    return found
