@@ -141,9 +141,12 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         self._healthy = True
         self._clock_agrees = True  # see _check_clock
         self._published = False  # this worker's jobs are in the store's catalogue
-        # Seconds until work the last claim pass took nothing of, held back by a rate
-        # limit, may start (the store's next_start_in); None: nothing held by a rate.
+        # Seconds until the work a rate limit held back in the last claim pass may
+        # start (the store's next_start_in); None: that pass held nothing back.
         self._held_for: float | None = None
+        # The monotonic time before which no claim is made, because a rate held work
+        # back (see _hold); None: claim whenever there is room.
+        self._held_until: float | None = None
         # Built now: a job whose schema cannot be derived is refused before anything runs.
         self._entries = entries_of(registry)
         self._backoff = 0.0
@@ -320,16 +323,16 @@ class Worker(HandlerPool, Outbox, HeldRuns):
                         self._store_call(partial(reap_all, self.store, batches=1))
                         next_reap = now + opts.reap_interval
                 claimed = 0
-                self._held_for = None
                 if (
                     not self._stopping.is_set()
                     and self._healthy
                     and self._clock_agrees
                     and self._published  # the catalogue knows this worker's jobs first
+                    and (self._held_until is None or now >= self._held_until)
                 ):
                     claimed = self._claim(now)
                     self._dispatch()
-                if claimed and self._room(min(self._groups)) > 0:
+                if claimed and self._held_until is None and self._room(min(self._groups)) > 0:
                     continue  # more may be due: claim again before sleeping
                 if not self._buffer:
                     self._flush(now)  # no work waiting: write everything before waiting
@@ -340,16 +343,28 @@ class Worker(HandlerPool, Outbox, HeldRuns):
             if self.metrics is not None:
                 self.metrics.close()
 
+    def _hold(self, now: float) -> None:
+        """Set when claiming may resume, from the last pass's ``_held_for``.
+
+        A pass a rate held work back in (whether or not it took some) claims again
+        at the rate's next token, not at once nor each time a handler finishes and
+        wakes the loop: those claims would find nothing, and on SQLite each takes
+        the one write lock the other workers' completions wait for. Never sooner
+        than the poll interval (a bucket holds a tenth of a second's worth, so
+        claiming at that pace loses no start), never later than _HELD_WAIT_MAX, so
+        that a limit raised or removed (and work of other jobs, where nothing wakes
+        us) is seen within a second.
+        """
+        if self._held_for is None:
+            self._held_until = None
+            return
+        wait = min(max(self._held_for, self.options.poll_interval), _HELD_WAIT_MAX)
+        self._held_until = now + wait
+
     def _idle_wait(self, now: float) -> float:
         wait = self.options.poll_interval if self._healthy else max(0.0, self._retry_at - now)
-        if self._healthy and self._held_for is not None:
-            # The last pass took nothing because a rate held work back: sleep until its
-            # next token rather than asking again every poll interval (a busy loop of
-            # empty claims), but never longer than _HELD_WAIT_MAX, so that a limit
-            # raised or removed (and work of other jobs, where nothing wakes us) is
-            # seen within a second. Never sooner than the poll interval: a bucket
-            # holds a tenth of a second's worth, so claiming at that pace loses no start.
-            wait = min(max(self._held_for, self.options.poll_interval), _HELD_WAIT_MAX)
+        if self._healthy and self._held_until is not None:
+            wait = self._held_until - now  # see _hold
         if self._runs:  # held runs have heartbeats and timeouts: look again at the next scan
             wait = min(wait, self._next_scan - now)
         return max(wait, 0.001)
@@ -380,6 +395,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         opts = self.options
         self._rate.observe(now, self._buffer.freed)
         claimed = 0
+        self._held_for = None
         for ttl, (names, versions) in self._groups.items():
             limit = self._room(ttl)
             if limit <= 0:
@@ -413,8 +429,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
                 self._buffer.add([self._begin(lease, ttl, sent, arrived) for lease in leases])
                 claimed += len(leases)
             self._note_held()
-        if claimed:
-            self._held_for = None
+        self._hold(now)
         return claimed
 
     def _note_held(self) -> None:
