@@ -59,13 +59,13 @@ hot AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
         lease_owner, lease_until, timeout, idempotency_key, request_hash, schedule_id,
-        slot, bucket, bucket_key, created_at, updated_at
+        slot, bucket, bucket_key, created_at, updated_at, planned_at
     )
     SELECT id, 'job-' || i %% 16, NULL, 'SUCCEEDED', at, 0, 1, 3, 1,
            NULL, NULL, NULL,
            CASE WHEN i %% 4 = 0 THEN 'order-' || i END,
            CASE WHEN i %% 4 = 0 THEN md5('request-' || i) END,
-           NULL, NULL, (i %% 64)::integer, NULL, at, at + interval '40 ms'
+           NULL, NULL, (i %% 64)::integer, NULL, at, at + interval '40 ms', at
     FROM s
 ),
 cold AS (

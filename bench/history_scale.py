@@ -119,10 +119,10 @@ _GENERATED = """
 SEED_EXECUTIONS = f"""
 INSERT INTO {{part}} (
     id, job, state, due_at, priority, attempt, max_attempts, epoch, bucket,
-    created_at, updated_at, queue
+    created_at, updated_at, queue, planned_at
 )
 SELECT id, 'bench', 'SUCCEEDED', created, 0, 1, 3, 1, mod(g, 64)::int,
-       created, created + interval '{FINISH_AFTER}', 'default'
+       created, created + interval '{FINISH_AFTER}', 'default', created
 FROM ({_GENERATED}) AS s
 """
 SEED_DATA = f"""

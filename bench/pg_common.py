@@ -69,9 +69,9 @@ WITH new AS (SELECT * FROM unnest(%s::uuid[], %s::jsonb[]) AS n(id, inputs)),
 hot AS (
     INSERT INTO executions (
         id, job, state, due_at, priority, attempt, max_attempts, epoch, bucket,
-        created_at, updated_at
+        created_at, updated_at, planned_at
     )
-    SELECT id, 'bench', 'SCHEDULED', now(), 0, 0, 3, 0, 0, now(), now() FROM new
+    SELECT id, 'bench', 'SCHEDULED', now(), 0, 0, 3, 0, 0, now(), now(), now() FROM new
 )
 INSERT INTO execution_data (execution_id, inputs) SELECT id, inputs FROM new
 """

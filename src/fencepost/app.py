@@ -23,9 +23,9 @@ from typing import Any, TypeVar, cast
 
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.limits import Limit, ThrottleCount
-from fencepost.domain.models import JSON, Command, Execution
+from fencepost.domain.models import JSON, Command, Execution, Page
 from fencepost.domain.retry import RetryPolicy
-from fencepost.domain.states import CommandKind
+from fencepost.domain.states import AttemptOutcome, CommandKind, State
 from fencepost.jobs.catalogue import publish
 from fencepost.jobs.registry import JobRegistry
 from fencepost.jobs.spec import (
@@ -243,6 +243,40 @@ class App:
     ) -> Command:
         """Ask the worker running ``execution_id`` to cancel, pause or resume it."""
         return self.store.request(execution_id, kind, actor=actor)
+
+    def query(
+        self,
+        *,
+        state: State | str | Iterable[State | str] | None = None,
+        job: str | None = None,
+        schedule: str | None = None,
+        bucket: int | None = None,
+        due_after: datetime | None = None,
+        due_before: datetime | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        buckets: Iterable[int] | None = None,
+        newest_first: bool = False,
+        queue: str | None = None,
+        outcome: AttemptOutcome | str | None = None,
+    ) -> Page:
+        """Executions matching every given filter, by id: :meth:`Store.query
+        <fencepost.store.base.Store.query>` (``due_after <= due_at < due_before``;
+        ``outcome``: those any of whose attempts ended with it, e.g. ``timed_out``)."""
+        return self.store.query(
+            state=state,
+            job=job,
+            schedule=schedule,
+            bucket=bucket,
+            due_after=due_after,
+            due_before=due_before,
+            limit=limit,
+            after=after,
+            buckets=buckets,
+            newest_first=newest_first,
+            queue=queue,
+            outcome=outcome,
+        )
 
     # -- schedules -------------------------------------------------------------------
 

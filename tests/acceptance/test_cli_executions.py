@@ -55,6 +55,7 @@ def test_submit_prints_the_execution_and_a_repeat_with_its_key_returns_it(
         "owner": None,
         "lease_until": None,
         "lease_remaining": None,
+        "planned_at": "2030-01-01T08:00:00Z",
         "due_at": "2030-01-01T08:00:00Z",
         "held": False,
         "lateness": None,

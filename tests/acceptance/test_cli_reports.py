@@ -14,7 +14,8 @@ execution is due at ``base``):
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import json
+from datetime import UTC, datetime, time, timedelta
 
 import pytest
 
@@ -87,18 +88,74 @@ def test_stats_and_slo_report_the_prepared_history(database: Database) -> None:
         "max": 36.0,
     }
     assert (stats["stale_refused"], stats["lease_expiries"]) == (1, 2)
+    assert stats["errors"] == {
+        "late_claim": 1,  # b, first claimed 30 s after its planned time
+        "renewal_failed": 2,  # e reaped, b taken over
+        "timed_out": 0,
+        "handler_failed": 0,
+        "stale_completion_refused": 1,  # w1's completion of b
+        "throttled": 0,
+    }
 
     table = stats_table.ok()
     assert table.row("due backlog") == ["due backlog", "1"]
-    assert table.row("stale completions refused") == ["stale completions refused", "1"]
-    assert table.row("lease expiries") == ["lease expiries", "2"]
+    # Each error class by its name; the old "stale completions refused" line (which
+    # counted refused heartbeats too) is gone.
+    assert table.row("late_claim")[:2] == ["late_claim", "1"]
+    assert table.row("renewal_failed")[:2] == ["renewal_failed", "2"]
+    assert table.row("stale_completion_refused")[:2] == ["stale_completion_refused", "1"]
+    assert table.row("timed_out")[:2] == ["timed_out", "0"]
+    assert "stale completions refused" not in table.stdout
     assert table.row("4") == ["4", "2s", "36s", "36s", "36s"]
     assert table.row("(all)") == ["(all)", "1", "0", "0", "2", "1", "0", "0", "4"]
 
-    slo = slo_json.json()
+    # Both objectives are missed: exit 1, with --json as without (it used to be 0).
+    assert (slo_json.returncode, slo_table.returncode) == (1, 1), slo_json.stderr
+    assert slo_json.stderr == slo_table.stderr == ""
+    slo = json.loads(slo_json.stdout)
     assert (slo["window"], slo["claim_within"], slo["finish_within"]) == (86400.0, 10.0, 300.0)
-    assert slo["claimed"] == {"met": 2, "total": 4, "share": 0.5, "target": 0.99, "ok": False}
-    assert slo["finished"] == {"met": 3, "total": 4, "share": 0.75, "target": 0.999, "ok": False}
+    assert (slo["rolled_up"], slo["missed"]) == (0, True)
+    # A window of a day or more starts at the UTC midnight at or before at - window.
+    at, start = datetime.fromisoformat(slo["at"]), datetime.fromisoformat(slo["start"])
+    assert start.time() == time(0)
+    assert start <= at - timedelta(days=1) < start + timedelta(days=1)
+    claimed, finished = slo["claimed"], slo["finished"]
+    assert claimed == {
+        "met": 2,
+        "total": 4,
+        "share": 0.5,
+        "target": 0.99,
+        "ok": False,
+        "within": 10.0,
+        "missed": True,
+        "misses": {"late_claim": 2},
+        "excluded": {"backfill": 0, "replay": 0, "throttled": 0},
+        "budget": pytest.approx(0.04),
+        "consumed": 2,
+        "remaining": pytest.approx(-1.96),
+        "burn": [
+            {"window": 3600.0, "met": 2, "total": 4, "rate": pytest.approx(50)},
+            {"window": 21600.0, "met": 2, "total": 4, "rate": pytest.approx(50)},
+        ],
+    }
+    assert {k: finished[k] for k in ("met", "total", "share", "target", "ok", "missed")} == {
+        "met": 3,
+        "total": 4,
+        "share": 0.75,
+        "target": 0.999,
+        "ok": False,
+        "missed": True,
+    }
+    # c, never claimed, misses the finish by its late claim; b, taken over and its
+    # stale completion refused, still finished in time.
+    assert finished["misses"] == {
+        "late_claim": 1,
+        "renewal_failed": 0,
+        "timed_out": 0,
+        "handler_failed": 0,
+        "stale_completion_refused": 0,
+        "ran_long": 0,
+    }
     never, late = slo["worst"]
     assert (never["execution_id"], never["state"], never["claimed_at"]) == (
         ids["c"],
@@ -106,32 +163,90 @@ def test_stats_and_slo_report_the_prepared_history(database: Database) -> None:
         None,
     )
     assert never["lateness"] >= 600
+    assert never["verdict"] == "late_claim"
     assert late == {
         "execution_id": ids["b"],
         "job": "b",
         "state": "SUCCEEDED",
-        "due_at": f"{base.isoformat().removesuffix('+00:00')}Z",
-        "claimed_at": f"{(base + timedelta(seconds=30)).isoformat().removesuffix('+00:00')}Z",
+        "planned_at": iso(base),
+        "claimed_at": iso(base + timedelta(seconds=30)),
         "lateness": 30.0,
+        "verdict": "late_claim",
     }
 
-    report = slo_table.ok()
-    assert report.row("claimed within 10s of due")[1:] == ["2", "4", "50.00%", "99.00%", "MISSED"]
-    assert report.row("SUCCEEDED or FAILED within 5m of due")[1:] == [
+    report = slo_table
+    assert report.row("claimed within 10s of planned")[1:] == [
+        "2",
+        "4",
+        "50.00%",
+        "99.00%",
+        "MISSED",
+    ]
+    assert report.row("SUCCEEDED or FAILED within 5m of planned")[1:] == [
         "3",
         "4",
         "75.00%",
         "99.90%",
         "MISSED",
     ]
+    assert report.row("claim")[1:] == ["0.04", "2", "-1.96", "50.00", "50.00"]
+    assert report.row("finish")[1:] == ["0.004", "1", "-0.996", "250.00", "250.00"]
+    assert report.row("late_claim")[1:] == ["2", "1"]
+    assert report.row("renewal_failed")[1:] == ["-", "0"]
+    assert report.row("backfill")[1:] == ["0", "0"]
+    assert report.row("rolled up")[1] == "0 pruned executions, counted from prune's daily rollups"
     assert report.row(ids["b"])[1:] == [
         "b",
         "SUCCEEDED",
         base.strftime("%Y-%m-%d %H:%M:%SZ"),
         (base + timedelta(seconds=30)).strftime("%Y-%m-%d %H:%M:%SZ"),
         "30s",
+        "late_claim",
     ]
-    assert report.row(ids["a"])[-1] == "2s"
+    assert report.row(ids["a"])[-2:] == ["2s", "met"]
+
+
+def iso(instant: datetime) -> str:
+    """An instant as ``--json`` writes it."""
+    return f"{instant.isoformat().removesuffix('+00:00')}Z"
+
+
+def test_slo_exits_0_when_both_objectives_are_met_and_takes_targets(database: Database) -> None:
+    """Exit 1 only when an objective is below its target: at 40% and 70% the prepared
+    history meets both (50%, 75%), at the defaults it misses both."""
+    prepare(database)
+    lowered = ("--claim-target", "0.4", "--finish-target", "0.7")
+    as_json, table, raised = fencepost_all(
+        ("slo", "--window", "1d", *lowered, "--json"),
+        ("slo", "--window", "1d", *lowered),
+        ("slo", "--window", "1d", "--finish-target", "0.75", "--claim-target", "0.51"),
+        db=database.url,
+    )
+    report = as_json.json()  # exit 0
+    assert (report["missed"], report["claimed"]["ok"], report["finished"]["ok"]) == (
+        False,
+        True,
+        True,
+    )
+    assert (report["claimed"]["target"], report["finished"]["target"]) == (0.4, 0.7)
+    assert report["claimed"]["budget"] == pytest.approx(0.6 * 4)
+    assert table.ok().row("claimed within 10s of planned")[-2:] == ["40.00%", "MET"]
+    assert raised.returncode == 1, "the claim objective, at 50%, misses 51%"
+    assert raised.row("SUCCEEDED or FAILED within 5m of planned")[-1] == "MET"
+    assert raised.row("claimed within 10s of planned")[-1] == "MISSED"
+
+
+def test_slo_with_nothing_in_the_window_exits_0(database: Database) -> None:
+    database.store()  # the schema, nothing in it
+    as_json, table = fencepost_all(("slo", "--json"), ("slo",), db=database.url)
+    report = as_json.json()
+    assert (report["claimed"]["share"], report["claimed"]["ok"], report["missed"]) == (
+        None,
+        None,
+        False,
+    )
+    assert table.ok().row("claimed within 10s of planned")[-1] == "no data"
+    assert "no executions planned in the window" in table.stdout
 
 
 def test_stats_print_throttled_claims_per_scope(database: Database) -> None:
@@ -163,4 +278,7 @@ def test_stats_print_throttled_claims_per_scope(database: Database) -> None:
     assert rows == [
         ["throttled", "job:mail: 1 claim held 1m04s"],
         ["throttled", "queue:slow: 2 claims held 40s"],
+        # The error classes' table: the three records, by the class's name.
+        ["throttled", "3", "claims a limit or a paused queue held back"],
     ]
+    assert stats["errors"]["throttled"] == 3

@@ -340,6 +340,25 @@ BAD_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any], type[Exception], str
     ("wait", ("missing",), {"timeout": math.nan}, ValidationError, "timeout"),
     ("wait", ("missing",), {"timeout": "soon"}, ValidationError, "timeout"),
     ("wait", ("missing",), {"timeout": True}, ValidationError, "timeout"),
+    # The service-level report's targets and window: refused naming the argument,
+    # before sending, but for a window only the service bounds (ten years).
+    *[
+        ("slo", (), {name: bad}, ValidationError, name)
+        for name in ("claim_target", "finish_target")
+        for bad in (math.nan, math.inf, -math.inf, -1, 0, 1, 1.0, 1e308, True, None)
+    ],
+    *[
+        ("slo", (), {"claim_target": bad}, ValidationError, "claim_target")
+        for bad in ("abc", "", "\x00", "\ud800", "0.99")
+    ],
+    *[
+        ("slo", (), {"window": bad}, ValidationError, "window")
+        for bad in (0, -1, timedelta(seconds=-5), 1e308, math.nan, math.inf, "30d", "\x00")
+    ],
+    ("slo", (), {"window": 20 * 366 * 86400}, ValidationError, "window"),
+    ("slo", (), {"claim_within": -1}, ValidationError, "claim_within"),
+    ("slo", (), {"finish_within": math.inf}, ValidationError, "finish_within"),
+    ("slo", (), {"worst": -1}, ValidationError, "worst"),
 ]
 
 

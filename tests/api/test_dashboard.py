@@ -486,9 +486,12 @@ def test_slo_reports_the_shares(client: TestClient, store: Store, clock: ManualC
     store.submit("email")
     clock.advance(15)  # the second is now 15 s late and unclaimed
     body = client.get("/slo", params={"window": 3600, "claim_within": 10}).json()
-    assert body["claimed"] == {"met": 1, "total": 2, "share": 0.5}
-    assert body["claim_within_seconds"] == 10
+    claimed = body["claimed"]
+    assert (claimed["met"], claimed["total"], claimed["share"]) == (1, 2, 0.5)
+    assert (claimed["misses"], claimed["missed"]) == ({"late_claim": 1}, True)
+    assert body["claim_within_seconds"] == claimed["within_seconds"] == 10
     assert [o["lateness_seconds"] for o in body["worst"]] == [15.0, 0.0]
+    assert [o["verdict"] for o in body["worst"]] == ["late_claim", "met"]
 
 
 @pytest.mark.parametrize(

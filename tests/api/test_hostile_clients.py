@@ -23,6 +23,7 @@ from fencepost.api.auth import CSRF_COOKIE, SESSION_COOKIE, Auth, Scope
 from fencepost.api.guard import ANONYMOUS_MAX_BODY_BYTES, RouteScopes
 from fencepost.api.limits import ByteBudget, FailureLimiter, client_key
 from fencepost.store.base import Store
+from fencepost.testing import ManualClock
 from tests.api.support import PROBLEMS, TestClient, assert_problem
 from tests.api.test_auth import PRINCIPALS, ROUTE_IDS, ROUTES, TOKENS, UNKNOWN_TOKEN, policy
 
@@ -498,3 +499,66 @@ def test_an_unexpected_error_is_a_problem_without_its_detail(memory: Store) -> N
         response = client.get("/stats")
     assert_problem(response, 500, "internal")
     assert "secret" not in response.text
+
+
+# -- hostile report parameters ---------------------------------------------------------
+
+#: Query values no target may be, as a client puts them in the URL: NaN and the
+#: infinities in every spelling a float parser takes, the bounds and beyond, text, an
+#: empty value, an escaped NUL and the UTF-8 of a lone surrogate (which no valid
+#: UTF-8 holds).
+HOSTILE_TARGETS = [
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "Infinity",
+    "-1",
+    "0",
+    "0.0",
+    "1",
+    "1.0",
+    "1e308",
+    "1e309",
+    "abc",
+    "",
+    "%00",
+    "0.5%00",
+    "%ED%A0%80",
+    "0x1p-1",
+]
+#: Windows no report takes: none, negative, beyond ten years, not finite, not a number.
+HOSTILE_WINDOWS = ["0", "-1", "-0.5", "1e308", "316224001", "nan", "inf", "abc", "", "%00"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        *[("claim_target", v) for v in HOSTILE_TARGETS],
+        *[("finish_target", v) for v in HOSTILE_TARGETS],
+        *[("window", v) for v in HOSTILE_WINDOWS],
+    ],
+)
+def test_a_hostile_slo_parameter_is_a_422_naming_it_and_changes_nothing(
+    field: str, value: str
+) -> None:
+    store = fencepost.connect("memory://", clock=ManualClock())  # one instant: equal reports
+    app = create_app(store)
+    store.submit("ledger")
+    before = (store.query().items, run(app, "GET", "/slo", unread()).json())
+    answer = run(app, "GET", f"/slo?worst=5&{field}={value}", unread())
+    answer.assert_problem(422, "validation")
+    problem = answer.json()
+    assert problem["field"] == field
+    assert problem["detail"].startswith(f"{field}: ")
+    after = run(app, "GET", "/slo", unread())
+    assert after.status == 200
+    assert (store.query().items, after.json()) == before
+
+
+def test_the_targets_boundaries_inside_are_taken(memory: Store) -> None:
+    app = create_app(memory)
+    answer = run(app, "GET", "/slo?claim_target=5e-324&finish_target=0.9999999999999999", unread())
+    assert answer.status == 200, answer.body
+    body = answer.json()
+    assert (body["claimed"]["target"], body["finished"]["target"]) == (5e-324, 0.9999999999999999)

@@ -198,6 +198,7 @@ _PER_ROW = {
     "execution_id",
     "seq",
     "due_at",
+    "planned_at",
     "created_at",
     "updated_at",
     "requested_at",

@@ -82,8 +82,8 @@ def print_snapshot() -> None:
 
 def test_migrations_equal_the_snapshot(schema: str) -> None:
     with fencepost.connect(postgres.store_url(schema)) as store:
-        assert store.migrations_applied == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
-        assert store.schema_version == 14
+        assert store.migrations_applied == list(range(1, 17))
+        assert store.schema_version == 16
     snapshot = resources.files("fencepost.store.postgres").joinpath("schema.sql").read_text()
     assert dump(schema) == snapshot, REGENERATE
 
@@ -103,13 +103,13 @@ def test_concurrent_migrate_commands(schema: str, tmp_path: Path) -> None:
     results = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0, 0], results
     outputs = sorted(out.strip() for out, _ in results)
-    assert outputs.count("already at version 14; nothing to apply") == 3, outputs
+    assert outputs.count("already at version 16; nothing to apply") == 3, outputs
     assert outputs[-1] == (
-        "migrated to version 14 (applied 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)"
+        "migrated to version 16 (applied 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)"
     )
     with psycopg.connect(postgres.dsn()) as conn:
         versions = conn.execute(f"SELECT version FROM {schema}.fencepost_migrations").fetchall()
-    assert sorted(v for (v,) in versions) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    assert sorted(v for (v,) in versions) == list(range(1, 17))
 
 
 def test_the_hot_table_is_tuned_for_churn(schema: str) -> None:
@@ -183,6 +183,10 @@ def test_every_query_block_compiles_and_is_used(schema: str) -> None:
                 conn.execute(
                     psycopg.sql.SQL(sql).format(channel=psycopg.sql.Identifier("fp_probe"))
                 )
+                continue
+            if name == "roll_up_day":  # a template: it names a detached day's partition
+                sql = psycopg.sql.SQL(sql).format(day=psycopg.sql.Identifier("executions"))
+                conn.execute(psycopg.sql.SQL("EXPLAIN ") + sql, defaultdict(lambda: None))
                 continue
             # EXPLAIN plans the statement against the real schema without running it.
             conn.execute(f"EXPLAIN {sql}", defaultdict(lambda: None))

@@ -71,6 +71,8 @@ def test_reports_and_prune_read_their_indexes(schema: str) -> None:
     assert "executions_finished" in plan(schema, "count_prunable", params)
     stats = plan(schema, "stats", params)
     assert "transitions_lease_events" in stats
+    # The window's TIMED_OUT and FAILED transitions (stats' error classes), by time too.
+    assert "transitions_failure_events" in stats
     # The due backlog reads a claimable partial index: the plain one or the queues' (same
     # WHERE clause, ordered by queue first), whichever the planner finds cheaper.
     assert "executions_claimable" in stats or "executions_queue_claimable" in stats

@@ -160,10 +160,10 @@ def test_schedule_lookups_read_their_indexes_even_in_generic_plans() -> None:
             made = int(time.time() * 1000)
             conn.execute(
                 "INSERT INTO executions (id, job, state, due_at, max_attempts, bucket, created_at,"
-                " updated_at, schedule_id, slot, idempotency_key) "
+                " updated_at, schedule_id, slot, idempotency_key, planned_at) "
                 "SELECT i, 'j', CASE WHEN g %% 3 = 0 THEN 'SUCCEEDED' "
                 "ELSE 'SCHEDULED' END, now(), 3, 0, now(), now(), 's' || (g %% 2000), g::text, "
-                "'k' || g FROM unnest(%s::uuid[]) WITH ORDINALITY AS t(i, g)",
+                "'k' || g, now() FROM unnest(%s::uuid[]) WITH ORDINALITY AS t(i, g)",
                 ([ids.new(made) for _ in range(40000)],),
             )
             conn.execute("INSERT INTO execution_data SELECT id, '{}' FROM executions")

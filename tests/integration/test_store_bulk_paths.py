@@ -95,6 +95,7 @@ def test_slot_builder_makes_what_the_constructor_makes() -> None:
         "created_at": now,
         "updated_at": now,
         "limit_key": "tenant-a",
+        "planned_at": now,
     }
     assert [f.name for f in dataclasses.fields(Execution)] == list(values)
     built = slot_builder(Execution)(**values)

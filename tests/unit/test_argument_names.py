@@ -57,3 +57,15 @@ def test_app_schedule_can_store_a_schedule_paused() -> None:
 
     handle = app.schedule("tick", every=60, paused=True)
     assert handle.schedule.paused
+
+
+#: A client pages through one filter at a time; several buckets at once is for workers.
+WORKER_ONLY = {"buckets"}
+
+
+def test_the_queries_take_the_same_names() -> None:
+    from fencepost.client.aio import AsyncClient
+    from fencepost.store.asyncstore import AsyncStore
+
+    assert names(App.query) == names(Store.query) == names(AsyncStore.query)
+    assert names(Client.query) == names(AsyncClient.query) == names(Store.query) - WORKER_ONLY

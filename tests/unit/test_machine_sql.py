@@ -163,6 +163,8 @@ NO_TRANSITION = frozenset(
         "due_groups",
         "active_schedules",
         "slo",
+        "slo_worst",
+        "slo_rollups_between",
         "count_prunable",
         "prunable",
         # payload columns and leases renewed (no state change)
@@ -204,6 +206,11 @@ NO_TRANSITION = frozenset(
         "acquire_schedules",
         "materialize_fenced",
         "release_schedules",
+        # the SLO's facts on the row (no state change) and prune's rollups of them
+        "mark_stale_refusal",
+        "flow_hold",
+        "flow_resume_held",
+        "slo_rollup",
         # pruning
         "prune_batch",
         "prune_commands",
@@ -211,6 +218,7 @@ NO_TRANSITION = frozenset(
         "prune_execution_data",
         "prune_executions",
         "day_being_pruned",
+        "roll_up_day",
         # a pause's occurrences not yet started, read and locked (SKIPPED by write_change)
         "unstarted_schedule_executions",
     }

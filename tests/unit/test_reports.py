@@ -10,10 +10,8 @@ from fencepost import Lateness, State
 from fencepost.domain.reports import (
     NO_LATENESS,
     PERCENTILES,
-    SloShare,
     lateness,
     nearest_rank,
-    share,
     tabulate,
 )
 
@@ -60,13 +58,6 @@ def test_floating_point_ranks_equal_exact_ranks() -> None:
             exact = -(-percent * n // 100)
             ordered = range(1, n + 1)
             assert nearest_rank(ordered, fraction) == exact, (fraction, n)
-
-
-def test_share() -> None:
-    assert share(3, 4) == SloShare(met=3, total=4, share=0.75)
-    assert share(0, 0) == SloShare(0, 0, None)
-    met, total, ratio = share(1, 3)
-    assert (met, total, ratio) == (1, 3, 1 / 3)
 
 
 def test_tabulate_lists_every_state_and_sorts_jobs() -> None:

@@ -26,7 +26,13 @@ from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import MAX_KEY
 from fencepost.wire import executions as schemas
 from fencepost.wire.executions import MAX_WAIT_HEADER
-from fencepost.wire.fields import BUCKET_EXTENSION, NAME_PATTERN
+from fencepost.wire.fields import (
+    BUCKET_EXTENSION,
+    NAME_PATTERN,
+    OUTCOME_PATTERN,
+    PATTERN_MEANINGS,
+    Instant,
+)
 
 router = APIRouter()
 
@@ -151,10 +157,21 @@ def list_executions(
     limit: Limit = 100,
     order: Order = "asc",
     queue: str | None = None,
+    due_after: Annotated[
+        Instant | None, Query(description="only due_at >= this (ISO 8601 with offset)")
+    ] = None,
+    due_before: Annotated[
+        Instant | None, Query(description="only due_at < this (ISO 8601 with offset)")
+    ] = None,
+    outcome: Annotated[
+        str | None, Query(pattern=OUTCOME_PATTERN, description=PATTERN_MEANINGS[OUTCOME_PATTERN])
+    ] = None,
 ) -> schemas.Page:
     """Executions matching every filter, oldest first (``order=desc``: newest first).
 
-    ``state`` may repeat. Pass ``next_cursor`` as ``cursor`` with the same ``order``.
+    ``state`` may repeat. ``due_after <= due_at < due_before``. ``outcome``: those any
+    of whose attempts ended with it (``timed_out`` includes a lease that expired).
+    Pass ``next_cursor`` as ``cursor`` with the same ``order`` and filters.
     """
     page = store.query(
         state=state,
@@ -165,6 +182,9 @@ def list_executions(
         limit=limit,
         newest_first=order == "desc",
         queue=queue,
+        due_after=due_after,
+        due_before=due_before,
+        outcome=outcome,
     )
     return schemas.Page.from_domain(page)
 

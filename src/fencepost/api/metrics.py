@@ -11,6 +11,10 @@ The figures come from two places, because they answer different questions:
   replica of the service reports the same, true value for the whole cluster.
   ``fencepost_store_up`` says whether they could be read; an unreachable store
   never turns the scrape into an error.
+* **The service-level report**, from the store too (:class:`SloCollector`):
+  ``Store.slo()`` at its defaults, taken at most once every
+  :data:`SLO_CACHE_SECONDS` however often it is scraped, so every process's work
+  counts, not only this one's. Left out of a scrape whose report failed.
 * **This process, counted as it works**
   (:class:`~fencepost.api.metered_store.MeteredStore`): claim lateness, attempts by
   outcome, stale calls refused, lease expiries reaped, misfires and occurrences
@@ -25,7 +29,10 @@ never the global default one: a process (a test run) may build many apps.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import cast
@@ -41,6 +48,7 @@ from fencepost.api.deps import guarded
 from fencepost.api.metered_store import Instruments, MeteredStore
 from fencepost.domain.errors import StoreUnavailable
 from fencepost.domain.limits import Limit, ThrottleCount
+from fencepost.domain.reports import SloReport
 from fencepost.domain.states import State
 from fencepost.store.base import Store
 
@@ -233,6 +241,142 @@ def _flow_samples(
         paused.add_metric([queue], 1 if is_paused else 0)
 
 
+# -- the service-level report ------------------------------------------------------------
+
+#: How long one service-level report serves scrapes, in seconds. A report reads the
+#: window's executions (30 days); several Prometheus servers, or a storm of scrapes,
+#: then cost one report in this time, not one each.
+SLO_CACHE_SECONDS = 30.0
+
+
+class SloCollector(Collector):
+    """The service-level report as gauges: :meth:`Store.slo` at its defaults (30 days;
+    claimed within 10 s, 99%; finished within 5 min, 99.9%), read from the store, so
+    every process's work counts, and the same on every replica.
+
+    One report serves the scrapes of :data:`SLO_CACHE_SECONDS`; concurrent scrapes
+    wait for the one being taken. A report that fails (the store unreachable, or
+    anything else) is logged, once until one succeeds again, and that scrape has no
+    SLO families: the others are served as ever.
+
+    A share or a burn rate with nothing decided (no execution in its window) is left
+    out rather than exposed as NaN: a NaN in an alert's comparison is silently false,
+    where ``absent()`` can say it.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        cache_seconds: float = SLO_CACHE_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.cache_seconds = cache_seconds
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._report: SloReport | None = None
+        self._taken = -math.inf
+        self._failing = False
+
+    def describe(self) -> Iterator[Metric]:
+        """The metric families, without reading the store (used at registration)."""
+        yield from _slo_families()
+
+    def collect(self) -> Iterator[Metric]:
+        """The families with the latest report's samples; none if it cannot be taken."""
+        report = self.report()
+        if report is None:
+            return
+        families = _slo_families()
+        share, target, remaining, burn, misses, excluded = families
+        for o in (report.claimed, report.finished):
+            if o.share is not None:
+                share.add_metric([o.name], o.share)
+            target.add_metric([o.name], o.target)
+            remaining.add_metric([o.name], o.remaining)
+            for b in o.burn:
+                if b.rate is not None:
+                    burn.add_metric([o.name, _hours(b.window.total_seconds())], b.rate)
+            for error_class, count in o.misses.items():
+                misses.add_metric([o.name, error_class.value], count)
+            for reason, count in o.excluded.items():
+                excluded.add_metric([o.name, reason], count)
+        yield from families
+
+    def report(self) -> SloReport | None:
+        """The report of the last :attr:`cache_seconds`, taking one if it is older;
+        None if it cannot be taken."""
+        with self._lock:
+            now = self._monotonic()
+            if self._report is not None and now - self._taken < self.cache_seconds:
+                return self._report
+            try:
+                report = self.store.slo(worst=0)
+            # Any error: a broken report must not take the rest of /metrics with it.
+            except Exception as exc:
+                if not self._failing:  # once per outage, not once per scrape
+                    log.warning("metrics: SLO report failed, SLO figures left out: %r", exc)
+                self._failing = True
+                return None
+            if self._failing:
+                log.info("metrics: SLO report taken again")
+            self._failing = False
+            self._report, self._taken = report, now
+            return report
+
+
+def _hours(seconds: float) -> str:
+    """A burn window as its label: ``1h``, ``6h``."""
+    return f"{int(seconds // 3600)}h"
+
+
+def _slo_families() -> tuple[GaugeMetricFamily, ...]:
+    """The SLO gauges (see :class:`SloCollector`), each labelled by ``objective``:
+    ``claim`` or ``finish``."""
+    return (
+        GaugeMetricFamily(
+            "fencepost_slo_share",
+            "The share of the executions planned in the last 30 days that met the "
+            "objective (claim: claimed within 10 s of the planned time; finish: "
+            "SUCCEEDED or FAILED within 5 min), decided ones only, exclusions left out. "
+            "Absent while nothing is decided.",
+            labels=["objective"],
+        ),
+        GaugeMetricFamily(
+            "fencepost_slo_target",
+            "The share the objective must reach (0.99 claim, 0.999 finish).",
+            labels=["objective"],
+        ),
+        GaugeMetricFamily(
+            "fencepost_slo_budget_remaining",
+            "Misses the error budget still allows over the window: (1 - target) * "
+            "decided - misses. Negative once overspent.",
+            labels=["objective"],
+        ),
+        GaugeMetricFamily(
+            "fencepost_slo_burn_rate",
+            "How fast the budget burned over the last hour or six hours: that "
+            "window's miss share over (1 - target); 1 spends exactly the budget over "
+            "the report's window. Absent while nothing in the window is decided.",
+            labels=["objective", "window"],
+        ),
+        GaugeMetricFamily(
+            "fencepost_slo_misses",
+            "Misses of the objective over the window, by error class (late_claim, "
+            "renewal_failed, timed_out, handler_failed, stale_completion_refused, "
+            "ran_long; those the objective can miss by), zeros included.",
+            labels=["objective", "class"],
+        ),
+        GaugeMetricFamily(
+            "fencepost_slo_excluded",
+            "Executions left out of the objective over the window, by reason "
+            "(backfill, replay, throttled), zeros included.",
+            labels=["objective", "reason"],
+        ),
+    )
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Metrics:
     """One application's metrics: its registry, instruments and metered store."""
@@ -248,6 +392,7 @@ def create_metrics(store: Store) -> Metrics:
     """A fresh registry with the store's gauges and this process's counters over ``store``."""
     registry = CollectorRegistry()
     registry.register(StoreCollector(store))
+    registry.register(SloCollector(store))
     instruments = Instruments.create(registry)
     return Metrics(
         registry=registry,

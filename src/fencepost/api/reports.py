@@ -13,6 +13,13 @@ from fastapi import APIRouter, Query
 from fencepost.api import problems as p
 from fencepost.api.auth import Scope
 from fencepost.api.deps import Limit, StoreDep, guarded
+from fencepost.domain.slo import (
+    DEFAULT_CLAIM_TARGET,
+    DEFAULT_CLAIM_WITHIN,
+    DEFAULT_FINISH_TARGET,
+    DEFAULT_FINISH_WITHIN,
+)
+from fencepost.store.base import DEFAULT_SLO_WINDOW
 from fencepost.wire.fields import MIN_SECONDS
 from fencepost.wire.reports import BucketReport, Node, Slo, Stats
 
@@ -34,6 +41,17 @@ def _seconds(description: str, *, zero: bool) -> object:
 
 
 Window = Annotated[float, _seconds("the span of the figures, in seconds", zero=False)]
+
+
+# The report's defaults, in the seconds the query parameters take.
+_SLO_WINDOW = DEFAULT_SLO_WINDOW.total_seconds()
+_CLAIM_WITHIN = DEFAULT_CLAIM_WITHIN.total_seconds()
+_FINISH_WITHIN = DEFAULT_FINISH_WITHIN.total_seconds()
+
+
+def _target(description: str) -> object:
+    """A query parameter of a target share: a finite number strictly between 0 and 1."""
+    return Query(description=description, gt=0.0, lt=1.0, allow_inf_nan=False)
 
 
 # -- nodes and buckets ---------------------------------------------------------------------
@@ -75,8 +93,9 @@ def bucket_report(
     **guarded(Scope.READ, p.VALIDATION, p.STORE_UNAVAILABLE),
 )
 def stats(store: StoreDep, window: Window = 3600.0) -> Stats:
-    """Counts by state, due backlog, and the window's claim lateness, refusals, expiries
-    and throttled executions per scope (throttled claims are not in the lateness)."""
+    """Counts by state, due backlog, and the window's claim lateness, refusals, expiries,
+    throttled executions per scope (throttled claims are not in the lateness) and
+    error classes (``errors``: the names of the SLO report's classes)."""
     return Stats.from_domain(store.stats(window=window))
 
 
@@ -87,15 +106,32 @@ def stats(store: StoreDep, window: Window = 3600.0) -> Stats:
 )
 def slo(
     store: StoreDep,
-    window: Window = 30 * 86400.0,
-    claim_within: Annotated[float, _seconds("the claim objective, in seconds", zero=True)] = 10.0,
+    window: Window = _SLO_WINDOW,
+    claim_within: Annotated[
+        float, _seconds("the claim objective, in seconds", zero=True)
+    ] = _CLAIM_WITHIN,
     finish_within: Annotated[
         float, _seconds("the finish objective, in seconds", zero=True)
-    ] = 300.0,
+    ] = _FINISH_WITHIN,
+    claim_target: Annotated[
+        float, _target("the share the claim objective must reach")
+    ] = DEFAULT_CLAIM_TARGET,
+    finish_target: Annotated[
+        float, _target("the share the finish objective must reach")
+    ] = DEFAULT_FINISH_TARGET,
     worst: Annotated[int, Query(ge=0, le=1000, description="offenders listed")] = 10,
 ) -> Slo:
-    """Shares claimed within ``claim_within`` and finished within ``finish_within`` of due."""
+    """Both objectives over the executions planned in the window (claimed within
+    ``claim_within`` and finished within ``finish_within`` of the planned time), each
+    miss in its error class, the exclusions, the error budgets at ``claim_target`` and
+    ``finish_target`` with their 1 h and 6 h burn rates, and the executions claimed
+    latest; see ``Store.slo``."""
     report = store.slo(
-        window=window, claim_within=claim_within, finish_within=finish_within, worst=worst
+        window=window,
+        claim_within=claim_within,
+        finish_within=finish_within,
+        claim_target=claim_target,
+        finish_target=finish_target,
+        worst=worst,
     )
     return Slo.from_domain(report)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from fencepost.cli import common, records, show
 from fencepost.cli.output import Output, span, when
+from fencepost.domain.checks import attempt_outcome
+from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import FencepostError, InvalidTransition, ValidationError
-from fencepost.domain.states import CommandKind, State
+from fencepost.domain.slo import DEFAULT_CLAIM_WITHIN
+from fencepost.domain.states import WAITING_STATES, AttemptOutcome, CommandKind, State
 
 if TYPE_CHECKING:
     import argparse
@@ -24,6 +28,9 @@ UNFINISHED = (State.SCHEDULED, State.RETRY_WAIT, State.RUNNING)
 #: Dead letters replayed per page by ``replay --all-dead``.
 _REPLAY_PAGE = 500
 
+#: ``ps --overdue``'s SECONDS when left out: the claim objective (claimed within 10 s).
+_OVERDUE_DEFAULT = f"{DEFAULT_CLAIM_WITHIN.total_seconds():g}"
+
 
 def add_parsers(commands: Any) -> None:
     """Register ``ps``, ``cancel``, ``replay`` and ``dead-letters``."""
@@ -35,6 +42,20 @@ def add_parsers(commands: Any) -> None:
     which.add_argument("--all", action="store_true", help="every state, finished ones too")
     which.add_argument(
         "--state", action="append", metavar="STATE", help="only these states (repeat or a,b)"
+    )
+    which.add_argument(
+        "--overdue",
+        nargs="?",
+        const=_OVERDUE_DEFAULT,
+        metavar="SECONDS",
+        help="only waiting executions (SCHEDULED, RETRY_WAIT) due more than SECONDS ago "
+        f"(default {_OVERDUE_DEFAULT}: the claim objective)",
+    )
+    p.add_argument(
+        "--outcome",
+        metavar="OUTCOME",
+        help="only executions with an attempt that ended so, in every state unless --state "
+        "narrows it (any case): " + ", ".join(o.value.lower() for o in AttemptOutcome),
     )
     p.add_argument("--job", metavar="JOB", help="only this job")
     p.add_argument("--queue", metavar="QUEUE", help="only this queue's")
@@ -69,12 +90,23 @@ def ps(args: argparse.Namespace, out: Output) -> int:
     """list executions: state, attempt, epoch, owner, lease left, due, lateness
 
     List executions (by default the unfinished ones: SCHEDULED, RETRY_WAIT, RUNNING),
-    oldest first, or newest first with --recent (by creation). With an ID, that one
-    execution in full, exactly as show ID prints it (filters do not apply to it).
+    oldest first, or newest first with --recent (by creation). --overdue lists the
+    waiting ones due more than SECONDS ago (10 unless given): work no worker took in
+    time. --outcome lists those with an attempt that ended so (timed_out: ran past
+    its timeout or lost its lease), in every state unless --state narrows it. With
+    an ID, that one execution in full, exactly as show ID prints it (filters do not
+    apply to it).
     """
     if args.id is not None:
         return _ps_one(args, out)
-    chosen = None if args.all else (common.states(args.state) or UNFINISHED)
+    overdue = None if args.overdue is None else _overdue(args.overdue)
+    outcome = None if args.outcome is None else attempt_outcome(args.outcome, "--outcome")
+    if overdue is not None:
+        chosen: tuple[State, ...] | None = WAITING_STATES
+    elif args.all or (outcome is not None and not args.state):
+        chosen = None  # an attempt's outcome is mostly asked of finished executions too
+    else:
+        chosen = common.states(args.state) or UNFINISHED
     buckets = common.num_buckets(args)
     owned = common.bucket_spec(args.owned_buckets, "--owned-buckets", buckets)
     if args.mine and owned is None:
@@ -82,6 +114,7 @@ def ps(args: argparse.Namespace, out: Output) -> int:
     count = common.limit(_DEFAULT_LIMIT if args.limit is None else args.limit)
     common.require_db(args)
     with common.open_store(args, read_only=True) as store:
+        now = store.clock.now()
         page = store.query(
             state=chosen,
             job=args.job,
@@ -89,8 +122,9 @@ def ps(args: argparse.Namespace, out: Output) -> int:
             buckets=list(owned) if args.mine and owned is not None else None,
             limit=count,
             newest_first=args.recent,
+            due_before=None if overdue is None else now - overdue,
+            outcome=outcome,
         )
-        now = store.clock.now()
     mine = None if owned is None else set(owned)
     if out.as_json:
         docs = []
@@ -123,6 +157,8 @@ def ps(args: argparse.Namespace, out: Output) -> int:
             row.append("*" if e.bucket in mine else "")
         rows.append(row)
     shown = f"{len(rows)} execution{'' if len(rows) == 1 else 's'}"
+    if overdue is not None:
+        shown += f" waiting, due more than {span(overdue)} ago"
     if args.recent:
         shown += ", newest first"
     caption = f"first {shown}; more match (raise --limit)" if page.next_cursor else shown
@@ -134,6 +170,17 @@ def ps(args: argparse.Namespace, out: Output) -> int:
 _DEFAULT_LIMIT = 100
 
 
+def _overdue(text: str) -> timedelta:
+    """``--overdue SECONDS``: a finite number of seconds >= 0 (at most 100 years)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ValidationError(
+            "--overdue", f"must be a number of seconds >= 0, got {text[:40]!r}"
+        ) from None
+    return as_duration(seconds, field="--overdue", allow_zero=True)
+
+
 def _ps_one(args: argparse.Namespace, out: Output) -> int:
     """``ps ID``: what ``show ID`` prints; a listing's options with an ID are refused."""
     given = [
@@ -141,6 +188,8 @@ def _ps_one(args: argparse.Namespace, out: Output) -> int:
         for name, value in (
             ("--all", args.all),
             ("--state", args.state),
+            ("--overdue", args.overdue is not None),
+            ("--outcome", args.outcome is not None),
             ("--job", args.job),
             ("--queue", args.queue),
             ("--owned-buckets", args.owned_buckets),

@@ -52,6 +52,7 @@ def execution(e: Execution, now: datetime) -> dict[str, Any]:
         "owner": e.lease_owner,
         "lease_until": e.lease_until,
         "lease_remaining": lease_remaining(e, now),
+        "planned_at": e.planned_at,
         "due_at": e.due_at,
         "held": is_held(e),
         "lateness": lateness(e, now),

@@ -203,6 +203,7 @@ def render(read_: dict[str, Any], out: Output) -> None:
         ("job", f"{e.job} ({version})"),
         ("state", e.state.value),
         ("outcome", "-" if last is None else f"{e.state.value} at {when(last.at)}"),
+        ("planned", when(e.planned_at)),
         ("due", "held (waits for the previous run)" if records.is_held(e) else when(e.due_at)),
         ("late", span(records.lateness(e, now))),
         ("attempt", f"{e.attempt}/{e.max_attempts}"),

@@ -45,7 +45,13 @@ from fencepost.domain.models import (
 from fencepost.domain.nodes import BucketReport, Node
 from fencepost.domain.queueviews import QueueView
 from fencepost.domain.reports import SloReport, Stats
-from fencepost.domain.states import CommandKind, State
+from fencepost.domain.slo import (
+    DEFAULT_CLAIM_TARGET,
+    DEFAULT_CLAIM_WITHIN,
+    DEFAULT_FINISH_TARGET,
+    DEFAULT_FINISH_WITHIN,
+)
+from fencepost.domain.states import AttemptOutcome, CommandKind, State
 
 T = TypeVar("T")
 
@@ -227,8 +233,12 @@ class AsyncClient:
         after: str | None = None,
         newest_first: bool = False,
         queue: str | None = None,
+        due_after: datetime | None = None,
+        due_before: datetime | None = None,
+        outcome: AttemptOutcome | str | None = None,
     ) -> Page:
-        """Executions matching every given filter, by id; see ``Store.query``."""
+        """Executions matching every given filter, by id; see ``Store.query``
+        (``due_after <= due_at < due_before``; ``outcome``: any attempt ended so)."""
         return await self._run(
             verbs.query(
                 state=state,
@@ -239,6 +249,9 @@ class AsyncClient:
                 after=after,
                 newest_first=newest_first,
                 queue=queue,
+                due_after=due_after,
+                due_before=due_before,
+                outcome=outcome,
             )
         )
 
@@ -279,14 +292,26 @@ class AsyncClient:
         self,
         *,
         window: float | timedelta = 30 * 86400.0,
-        claim_within: float | timedelta = 10.0,
-        finish_within: float | timedelta = 300.0,
+        claim_within: float | timedelta = DEFAULT_CLAIM_WITHIN,
+        finish_within: float | timedelta = DEFAULT_FINISH_WITHIN,
+        claim_target: float = DEFAULT_CLAIM_TARGET,
+        finish_target: float = DEFAULT_FINISH_TARGET,
         worst: int = 10,
     ) -> SloReport:
-        """The scheduler's service-level report; see ``Store.slo``."""
+        """The service-level report (``GET /slo``): both objectives, their misses by
+        error class, exclusions, error budgets and burn rates; see ``Store.slo``.
+
+        An argument ``Store.slo`` would refuse is refused before anything is sent, as a
+        :class:`ValidationError` naming it.
+        """
         return await self._run(
             verbs.slo(
-                window=window, claim_within=claim_within, finish_within=finish_within, worst=worst
+                window=window,
+                claim_within=claim_within,
+                finish_within=finish_within,
+                claim_target=claim_target,
+                finish_target=finish_target,
+                worst=worst,
             )
         )
 

@@ -40,8 +40,9 @@ from fencepost.client.arguments import OLD_VERSION, claim_queues, renamed, submi
 from fencepost.client.errors import error_of
 from fencepost.domain import payloads
 from fencepost.domain.catalogue import JobEntry
-from fencepost.domain.checks import MAX_QUEUE, require_name
+from fencepost.domain.checks import MAX_QUEUE, attempt_outcome, require_name
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
+from fencepost.domain.durations import as_aware_utc, as_duration
 from fencepost.domain.errors import (
     RemoteStaleLease,
     ResultInvalid,
@@ -73,7 +74,14 @@ from fencepost.domain.models import (
 from fencepost.domain.nodes import BucketReport, Node, default_node_id
 from fencepost.domain.queueviews import QueueView
 from fencepost.domain.reports import SloReport, Stats
-from fencepost.domain.states import CommandKind, State
+from fencepost.domain.slo import (
+    DEFAULT_CLAIM_TARGET,
+    DEFAULT_CLAIM_WITHIN,
+    DEFAULT_FINISH_TARGET,
+    DEFAULT_FINISH_WITHIN,
+    require_target,
+)
+from fencepost.domain.states import AttemptOutcome, CommandKind, State
 from fencepost.wire import catalogue, executions, reports, work
 from fencepost.wire import flow as flow_wire
 from fencepost.wire import jobs as jobs_wire
@@ -358,8 +366,12 @@ def query(
     after: str | None = None,
     newest_first: bool = False,
     queue: str | None = None,
+    due_after: datetime | None = None,
+    due_before: datetime | None = None,
+    outcome: AttemptOutcome | str | None = None,
 ) -> Verb[Page]:
-    """``GET /executions``; see ``Client.query``."""
+    """``GET /executions``; see ``Client.query``. The due bounds and the outcome are
+    checked as the store checks them (nothing is sent if one is bad)."""
     states = [state] if isinstance(state, str) else None if state is None else list(state)
     params = {
         "state": states,
@@ -370,9 +382,17 @@ def query(
         "cursor": after,
         "order": "desc" if newest_first else "asc",
         "queue": queue,
+        "due_after": _instant_param(due_after, "due_after"),
+        "due_before": _instant_param(due_before, "due_before"),
+        "outcome": None if outcome is None else attempt_outcome(outcome).value,
     }
     request = Request("GET", "/executions", params=params)
     return (yield from _read(executions.Page, request)).to_domain()
+
+
+def _instant_param(value: datetime | None, field: str) -> str | None:
+    """An instant as a query parameter: ISO 8601 in UTC; naive ones refused, naming ``field``."""
+    return None if value is None else as_aware_utc(value, field=field).isoformat()
 
 
 def dead_letters(
@@ -421,15 +441,25 @@ def job(name: str, *, window: float | timedelta = 86400.0) -> Verb[JobView]:
 def slo(
     *,
     window: float | timedelta = 30 * 86400.0,
-    claim_within: float | timedelta = 10.0,
-    finish_within: float | timedelta = 300.0,
+    claim_within: float | timedelta = DEFAULT_CLAIM_WITHIN,
+    finish_within: float | timedelta = DEFAULT_FINISH_WITHIN,
+    claim_target: float = DEFAULT_CLAIM_TARGET,
+    finish_target: float = DEFAULT_FINISH_TARGET,
     worst: int = 10,
 ) -> Verb[SloReport]:
-    """``GET /slo``."""
+    """``GET /slo``. Arguments the store would refuse (see ``Store.slo``) are refused
+    here, naming them, before anything is sent; the service refuses the rest (a window
+    past ten years) naming them too."""
     params = {
-        "window": seconds(window),
-        "claim_within": seconds(claim_within),
-        "finish_within": seconds(finish_within),
+        "window": as_duration(window, field="window").total_seconds(),
+        "claim_within": as_duration(
+            claim_within, field="claim_within", allow_zero=True
+        ).total_seconds(),
+        "finish_within": as_duration(
+            finish_within, field="finish_within", allow_zero=True
+        ).total_seconds(),
+        "claim_target": require_target(claim_target, "claim_target"),
+        "finish_target": require_target(finish_target, "finish_target"),
         "worst": worst,
     }
     return (yield from _read(reports.Slo, Request("GET", "/slo", params=params))).to_domain()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from fencepost.domain.errors import ValidationError
+from fencepost.domain.states import AttemptOutcome
 
 _MAX_NAME = 200
 
@@ -70,6 +71,23 @@ def require_text(value: object, field: str, *, max_len: int) -> str:
     if "\x00" in value or (not value.isascii() and not _is_text(value)):
         raise ValidationError(field, "must be text without U+0000 or lone surrogates")
     return value[:max_len]
+
+
+def attempt_outcome(value: object, field: str = "outcome") -> AttemptOutcome:
+    """An :class:`AttemptOutcome` from itself or its name in any case (``timed_out``,
+    ``TIMED_OUT``); anything else is a ValidationError on ``field`` listing the outcomes."""
+    if isinstance(value, AttemptOutcome):
+        return value
+    known = ", ".join(o.value.lower() for o in AttemptOutcome)
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be an attempt outcome ({known}), got {_short(value)}")
+    # Only ASCII can name an outcome: upper() of other text could turn it into one.
+    name = value.upper() if value.isascii() else ""
+    if name not in AttemptOutcome.__members__:
+        raise ValidationError(
+            field, f"unknown attempt outcome {_short(value)} (one of {known}, in any case)"
+        )
+    return AttemptOutcome[name]
 
 
 def sanitize_text(value: str, *, max_len: int) -> str:

@@ -52,7 +52,10 @@ def as_aware_utc(value: object, *, field: str) -> datetime:
         raise ValidationError(field, f"must be a datetime, got {value!r}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValidationError(field, "must be timezone-aware (got a naive datetime)")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+05:00 is before datetime.min in UTC
+        raise ValidationError(field, f"is out of range in UTC: {value.isoformat()}") from None
 
 
 def parse_duration(

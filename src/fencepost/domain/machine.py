@@ -260,6 +260,23 @@ _OUTCOMES: Mapping[Event, AttemptOutcome] = {
 _GIVEN_BACK = frozenset({Event.RELEASED, Event.SNOOZED})
 
 
+def ending_events(outcome: AttemptOutcome) -> frozenset[Event]:
+    """The events of the audit transitions *from RUNNING* that end an attempt with
+    ``outcome``, as :func:`attempts_from_transitions` decides it: an execution had an
+    attempt that ended with ``outcome`` exactly when its trail holds a transition from
+    RUNNING with one of these events.
+
+    TIMED_OUT includes CLAIMED (a takeover of an expired lease ends the previous
+    attempt TIMED_OUT). This holds because every write that leaves RUNNING is fenced
+    by the current epoch, which is the open attempt's: stores filter attempts by
+    outcome with it (``Store.query(outcome=...)``) without rebuilding the attempts.
+    """
+    ending = {event for event, ended in _OUTCOMES.items() if ended is outcome}
+    if outcome is AttemptOutcome.TIMED_OUT:
+        ending.add(Event.CLAIMED)
+    return frozenset(ending)
+
+
 def attempts_from_transitions(transitions: Iterable[Transition]) -> list[Attempt]:
     """Derive the attempts of one execution from its audit trail (ordered by ``seq``).
 

@@ -50,6 +50,11 @@ class Execution:
     #: The key its limits count it under, in a per-key scope (a tenant, a customer,
     #: a downstream host); None shares the scope's keyless allowance.
     limit_key: str | None = None
+    #: Its planned time, which nothing moves (retries, takeovers and replays move
+    #: ``due_at``): the slot of a schedule's occurrence, the requested time of a
+    #: submit. The service-level report measures from it. None only in an Execution
+    #: built by hand.
+    planned_at: datetime | None = None
 
 
 class Runs(Protocol):
@@ -136,6 +141,11 @@ def scheduled_execution(
         error=None,
         progress=None,
         limit_key=runs.limit_key,
+        # An occurrence's planned time is its slot even when an overlap policy holds
+        # it (due_at far ahead until the run before it ends); a submit's, its due time.
+        planned_at=(placed.due_at if due_at is None else due_at)
+        if slot is None
+        else datetime.fromisoformat(slot),
     )
 
 

@@ -12,12 +12,13 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import NamedTuple, TypeVar
+from typing import TypeVar
 
 from fencepost.domain.catalogue import served_by
 from fencepost.domain.limits import ThrottleCount
 from fencepost.domain.nodes import SCHEDULER, Node
-from fencepost.domain.states import State
+from fencepost.domain.slo import ErrorClass, Mark, Objective, Verdict, mark_for
+from fencepost.domain.states import Event, State
 
 _T = TypeVar("_T")
 
@@ -80,10 +81,57 @@ class Stats:
     #: executions a limit or a paused queue held past their due time, and for how long.
     #: Each is one scope's; see :class:`~fencepost.domain.limits.ThrottleCount`.
     throttled: list[ThrottleCount] = field(default_factory=list)
+    #: The error classes of the window (:data:`STATS_ERROR_CLASSES`, zeros included),
+    #: the names every surface uses (:class:`~fencepost.domain.slo.ErrorClass`), each
+    #: counting events with ``at`` in ``(at - window, at]``:
+    #:
+    #: * ``renewal_failed``: leases lost while running: refused heartbeats
+    #:   (STALE_REFUSED of verb heartbeat), LEASE_EXPIRED, takeovers (CLAIMED from
+    #:   RUNNING);
+    #: * ``stale_completion_refused``: the other STALE_REFUSED (complete, fail,
+    #:   release, snooze, abort...);
+    #: * ``timed_out``: TIMED_OUT transitions (a worker stopped an attempt for
+    #:   running past its job's timeout);
+    #: * ``handler_failed``: FAILED transitions (retried or dead-lettered);
+    #: * ``throttled``: the window's throttle records (``throttled``, summed);
+    #: * ``late_claim``: first claims in the window (an execution's
+    #:   ``first_claimed_at``) more than ``DEFAULT_CLAIM_WITHIN`` (10 s) after its
+    #:   planned time net of the time limits held it, backfills and replays left out:
+    #:   the claim objective's misses, as they happen.
+    #:
+    #: Each transition counts in the class :func:`event_class` gives it. Empty only in
+    #: a Stats built by hand.
+    errors: dict[ErrorClass, int] = field(default_factory=dict)
     #: Due work and schedules no live process serves (``Store.unserved``, read just after
     #: the other figures). ``Store.stats`` always fills it; None only in a Stats built
     #: by hand or by a backend's ``_stats``.
     unserved: Unserved | None = None
+
+
+#: The error classes :attr:`Stats.errors` counts: every one but RAN_LONG, which is a
+#: finish verdict (claimed on time, nothing failed, the handler ran long), not an event.
+STATS_ERROR_CLASSES = tuple(c for c in ErrorClass if c is not ErrorClass.RAN_LONG)
+
+#: The error class of each mark an audit transition sets (see :func:`event_class`).
+_MARK_CLASSES: Mapping[Mark, ErrorClass] = {
+    Mark.RENEWAL_FAILED: ErrorClass.RENEWAL_FAILED,
+    Mark.STALE_COMPLETION: ErrorClass.STALE_COMPLETION_REFUSED,
+    Mark.TIMED_OUT: ErrorClass.TIMED_OUT,
+    Mark.HANDLER_FAILED: ErrorClass.HANDLER_FAILED,
+}
+
+
+def event_class(event: Event, from_state: State | None, reason: str | None) -> ErrorClass | None:
+    """The error class an audit transition counts in for :attr:`Stats.errors` (None for
+    most): the class of the :class:`~fencepost.domain.slo.Mark` it sets on its execution
+    (:func:`~fencepost.domain.slo.mark_for`), so that ``stats`` and the SLO's verdicts
+    name an event alike."""
+    return _MARK_CLASSES.get(mark_for(event, from_state, reason))
+
+
+def error_counts(counted: Mapping[ErrorClass, int]) -> dict[ErrorClass, int]:
+    """:attr:`Stats.errors` from the counts a backend read: every class, zeros included."""
+    return {c: int(counted.get(c, 0)) for c in STATS_ERROR_CLASSES}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -182,57 +230,60 @@ class JobCounts:
     by_job: dict[str, dict[State, int]]
 
 
-class SloShare(NamedTuple):
-    """One objective of a :class:`SloReport`: ``met`` out of ``total``, and their ratio."""
-
-    met: int
-    total: int
-    share: float | None  #: ``met / total``; None when ``total`` is 0
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SloOffender:
     """One of the executions claimed latest (or not claimed yet) in an SLO window."""
 
     execution_id: str
     job: str
-    due_at: datetime
+    planned_at: datetime  #: its planned time (see :mod:`fencepost.domain.slo`)
     claimed_at: datetime | None  #: its first claim; None while never claimed
-    lateness: timedelta  #: ``claimed_at - due_at`` (at least zero), or ``now - due_at``
+    #: ``claimed_at - planned_at`` (at least zero), or ``at - planned_at`` while unclaimed.
+    lateness: timedelta
     state: State
+    #: Its claim objective's verdict (``met``, ``late_claim``, ``throttled``,
+    #: ``backfill``, ``replay``); None while undecided.
+    verdict: Verdict | None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SloReport:
-    """The scheduler's own service-level report, computed from stored timestamps.
+    """The service-level report: both objectives over the window, with their budgets.
 
-    Due executions: ``due_at`` in ``(at - window, at]``, meant to run (not SKIPPED,
-    and not CANCELLED before any claim). ``due_at`` is the execution's current one:
-    after a retry or a replay it is the due time of the latest attempt, so earlier
-    attempts are measured against it (and count as on time).
-
-    * ``claimed``: met when the first claim came at most ``claim_within`` after
-      ``due_at``. Decided once claimed, or once ``at - due_at > claim_within``
-      (unclaimed, then a miss); undecided executions are left out of ``total``.
-    * ``finished``: met when the execution reached SUCCEEDED or FAILED at most
-      ``finish_within`` after ``due_at`` (its ``updated_at``, the instant of that
-      terminal transition). Decided once finished, or once ``at - due_at >
-      finish_within``. An execution cancelled while running never finishes.
+    Executions planned in ``[start, at]`` and meant to run (not SKIPPED, not
+    CANCELLED before a claim) are decided as :mod:`fencepost.domain.slo` defines;
+    the undecided are left out. Executions ``prune`` deleted count through its daily
+    rollups (``rolled_up`` of them), which hold the verdicts at the default
+    objectives (10 s, 5 min): a report at other ``within`` values counts only the
+    executions still stored (``rolled_up`` is then 0).
     """
 
     at: datetime  #: the store's now when the report was taken
     window: timedelta
-    claim_within: timedelta
-    finish_within: timedelta
-    claimed: SloShare
-    finished: SloShare
-    #: Due executions by claim lateness, latest first (then by ``due_at``, then id).
+    #: The window's first instant: executions planned in ``[start, at]`` count;
+    #: ``at - window``, at a UTC midnight for windows of a day or more (see
+    #: :func:`~fencepost.domain.slo.window_start`).
+    start: datetime
+    claimed: Objective
+    finished: Objective
+    #: Executions by claim lateness, latest first (then by planned time, then id):
+    #: stored ones only (pruned ones are counted, not listed).
     worst: list[SloOffender]
+    #: Executions counted from prune's rollups (no longer stored).
+    rolled_up: int = 0
 
+    @property
+    def claim_within(self) -> timedelta:
+        return self.claimed.within
 
-def share(met: int, total: int) -> SloShare:
-    """A :class:`SloShare` from its counts."""
-    return SloShare(met=met, total=total, share=met / total if total else None)
+    @property
+    def finish_within(self) -> timedelta:
+        return self.finished.within
+
+    @property
+    def missed(self) -> bool:
+        """Whether either objective is below its target."""
+        return self.claimed.missed or self.finished.missed
 
 
 def nearest_rank(ordered: Sequence[_T], fraction: float) -> _T:

@@ -24,7 +24,8 @@ the operator's verbs (``cancel``, ``replay``, ``reschedule``) and command reques
 (``request``); schedules (``add_schedule``, ``get_schedule``, ``schedules``,
 ``update_schedule``, ``pause_schedule``, ``resume_schedule``, ``delete_schedule``,
 ``run_schedule``); flow control (``set_limit``, ``limits``, ``remove_limit``,
-``pause_queue``, ``resume_queue``, ``paused_queues``, ``flow_changes``, ``throttled``).
+``pause_queue``, ``resume_queue``, ``paused_queues``, ``flow_changes``, ``throttled``);
+the service-level report (``slo``, the sync store's report run off the loop).
 Each validates with the sync store's code, takes the store's plan and awaits
 :meth:`AsyncStore._execute` (:meth:`AsyncStore._verb` chooses by backend). The
 worker's verbs (claim, heartbeat, complete, ...) are not here. ``run_schedule``
@@ -59,11 +60,18 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
+from fencepost.domain.reports import SloReport
 from fencepost.domain.schedules import DEFAULT_MAX_CATCH_UP, DEFAULT_MISFIRE_GRACE
-from fencepost.domain.states import CommandKind, State
+from fencepost.domain.slo import (
+    DEFAULT_CLAIM_TARGET,
+    DEFAULT_CLAIM_WITHIN,
+    DEFAULT_FINISH_TARGET,
+    DEFAULT_FINISH_WITHIN,
+)
+from fencepost.domain.states import AttemptOutcome, CommandKind, State
 from fencepost.domain.submission import SUBMIT_ARGUMENTS, NewExecution, canonical, submit_arguments
 from fencepost.store import sqlflow
-from fencepost.store.base import Store
+from fencepost.store.base import DEFAULT_SLO_WINDOW, Store
 from fencepost.store.callers import async_driver_connection, check_psycopg, refuse
 from fencepost.store.catalogue import CATALOGUE_REFRESH
 from fencepost.store.executors import Plan, Steps, psycopg_async_execute, returning, run_async
@@ -302,6 +310,7 @@ class AsyncStore:
         buckets: Iterable[int] | None = None,
         newest_first: bool = False,
         queue: str | None = None,
+        outcome: AttemptOutcome | str | None = None,
     ) -> Page:
         """:meth:`Store.query <fencepost.store.base.Store.query>`, awaited."""
         arguments: dict[str, Any] = {
@@ -316,6 +325,7 @@ class AsyncStore:
             "buckets": buckets,
             "newest_first": newest_first,
             "queue": queue,
+            "outcome": outcome,
         }
 
         def plan(store: Any) -> Plan[Page]:
@@ -631,6 +641,36 @@ class AsyncStore:
             lambda s: s.throttled(window=window),
             lambda s: sqlflow.throttled_plan(s, as_duration(window, field="window")),
         )
+
+    # -- reports -------------------------------------------------------------------------
+
+    async def slo(
+        self,
+        *,
+        window: float | timedelta = DEFAULT_SLO_WINDOW,
+        claim_within: float | timedelta = DEFAULT_CLAIM_WITHIN,
+        finish_within: float | timedelta = DEFAULT_FINISH_WITHIN,
+        claim_target: float = DEFAULT_CLAIM_TARGET,
+        finish_target: float = DEFAULT_FINISH_TARGET,
+        worst: int = 10,
+    ) -> SloReport:
+        """:meth:`Store.slo <fencepost.store.operating.OperatingVerbs.slo>`, awaited."""
+
+        def report(store: Any) -> SloReport:
+            return store.slo(  # type: ignore[no-any-return]
+                window=window,
+                claim_within=claim_within,
+                finish_within=finish_within,
+                claim_target=claim_target,
+                finish_target=finish_target,
+                worst=worst,
+            )
+
+        if self._is_postgres():
+            # A few reads in one snapshot, not a plan: the sync store's own report, on
+            # a worker thread (and a connection of its pool), keeps the loop free.
+            return await asyncio.to_thread(report, self.store)
+        return await self._verb(report, _no_plan)
 
     def _flow_changed(self) -> None:
         """The sync store's view of the limits is stale: on PostgreSQL a plan changed

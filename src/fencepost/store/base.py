@@ -33,6 +33,7 @@ from fencepost.domain import payloads
 from fencepost.domain.checks import (
     INT32_MAX,
     MAX_ERROR_CHARS,
+    attempt_outcome,
     require_int,
     require_name,
     require_text,
@@ -61,7 +62,7 @@ from fencepost.domain.models import (
     Page,
     Transition,
 )
-from fencepost.domain.states import CommandKind, State
+from fencepost.domain.states import AttemptOutcome, CommandKind, State
 from fencepost.domain.submission import (
     SUBMIT_ARGUMENTS,
     NewExecution,
@@ -470,13 +471,20 @@ class Store(OperatingVerbs, ScheduleVerbs, FlowVerbs):
         buckets: Iterable[int] | None = None,
         newest_first: bool = False,
         queue: str | None = None,
+        outcome: AttemptOutcome | str | None = None,
     ) -> Page:
         """Executions matching every given filter, ordered by id (creation order).
 
         ``state`` is one state or several; ``bucket`` one bucket, ``buckets`` any of
         several (each in ``[0, num_buckets)``; an empty collection matches nothing;
         giving both is a :class:`ValidationError` on ``buckets``);
-        ``due_after <= due_at < due_before``; ``queue`` one queue's;
+        ``due_after <= due_at < due_before`` (aware datetimes; naive ones are a
+        :class:`ValidationError` naming the argument); ``queue`` one queue's;
+        ``outcome`` (an :class:`~fencepost.domain.states.AttemptOutcome` or its name,
+        in any case) the executions any of whose attempts (:meth:`attempts`) ended
+        with it, read from the audit trail (a transition from RUNNING with one of
+        :func:`~fencepost.domain.machine.ending_events`; TIMED_OUT includes an
+        expired lease reaped or taken over), the current attempt's or an earlier one's.
         ``after`` is the ``next_cursor`` of the previous page (keyset pagination:
         ids strictly greater). ``next_cursor`` is None on the last page.
         ``newest_first`` orders by id descending instead (ids are time-ordered), and
@@ -494,6 +502,7 @@ class Store(OperatingVerbs, ScheduleVerbs, FlowVerbs):
             buckets=buckets,
             newest_first=newest_first,
             queue=queue,
+            outcome=outcome,
         )
         return Page(items=[], next_cursor=None) if filters is None else self._query(filters)
 
@@ -511,8 +520,10 @@ class Store(OperatingVerbs, ScheduleVerbs, FlowVerbs):
         buckets: Iterable[int] | None,
         newest_first: bool,
         queue: str | None,
+        outcome: AttemptOutcome | str | None = None,
     ) -> ExecutionFilter | None:
         """:meth:`query`'s arguments validated; None when no stored row can match."""
+        ended = None if outcome is None else attempt_outcome(outcome)
         if bucket is not None and buckets is not None:
             raise ValidationError("buckets", "give bucket or buckets, not both")
         named = (("job", job), ("schedule", schedule), ("after", after), ("queue", queue))
@@ -537,6 +548,7 @@ class Store(OperatingVerbs, ScheduleVerbs, FlowVerbs):
             limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
             after=after,
             newest_first=bool(newest_first),
+            outcome=ended,
         )
 
     @abstractmethod

@@ -26,7 +26,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -45,7 +45,14 @@ from fencepost.domain.events import (
 )
 from fencepost.domain.limits import NO_KEY, Bucket, Candidate, Held, Limit, held_for
 from fencepost.domain.limits import pair as flow_pair
-from fencepost.domain.machine import Change, apply, holds, lease_is_live, stale_reason
+from fencepost.domain.machine import (
+    Change,
+    apply,
+    ending_events,
+    holds,
+    lease_is_live,
+    stale_reason,
+)
 from fencepost.domain.models import (
     Command,
     Execution,
@@ -63,10 +70,30 @@ from fencepost.domain.reports import (
     SloOffender,
     SloReport,
     Stats,
+    event_class,
     lateness,
     tabulate,
 )
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
+from fencepost.domain.slo import (
+    BURN_WINDOWS,
+    DAY,
+    DEFAULT_CLAIM_WITHIN,
+    ErrorClass,
+    Mark,
+    SloFacts,
+    Tally,
+    Verdict,
+    claim_verdict,
+    counted,
+    day_number,
+    finish_verdict,
+    is_backfill,
+    mark_for,
+    merge,
+    rollup_verdicts,
+    tally,
+)
 from fencepost.domain.states import (
     TERMINAL_STATES,
     WAITING_STATES,
@@ -101,6 +128,7 @@ from fencepost.store.values import (
     BucketsResized,
     ScheduleFilter,
     SloRequest,
+    burn_key,
     live_nodes_refusal,
     rebucketed,
     result_refused,
@@ -113,6 +141,27 @@ from fencepost.timing.planning import HELD, NEVER
 _ZERO = timedelta(0)
 #: The states in which an execution has finished, for the SLO (a cancel is not an outcome).
 _FINISHED = (State.SUCCEEDED, State.FAILED)
+
+
+@dataclass(slots=True)
+class _Facts:
+    """What the SQL stores keep on an execution's row for the SLO (see domain.slo)."""
+
+    first_claimed_at: datetime | None = None
+    first_finished_at: datetime | None = None
+    held: timedelta = _ZERO
+    marks: Mark = Mark.NONE
+
+    def of(self, e: Execution) -> SloFacts:
+        assert e.planned_at is not None  # every stored execution has one
+        return SloFacts(
+            state=e.state,
+            planned_at=e.planned_at,
+            first_claimed_at=self.first_claimed_at,
+            first_finished_at=self.first_finished_at,
+            held=self.held,
+            marks=self.marks,
+        )
 
 
 class MemoryStore(Store):
@@ -152,11 +201,28 @@ class MemoryStore(Store):
         #: Every throttle ever recorded per scope: [count, seconds held] (never pruned).
         self._throttle_totals: dict[str, list[float]] = {}
         self._flow_log: list[FlowChange] = []
+        #: The SLO's facts by execution id, and prune's rollups: (day, job, objective,
+        #: verdict) -> count (see fencepost.domain.slo).
+        self._facts: dict[str, _Facts] = {}
+        self._rollups: Counter[tuple[int, str, str, Verdict]] = Counter()
 
     # -- writing helpers -----------------------------------------------------------------
 
     def _record(self, transition: Transition) -> None:
         self._audit.setdefault(transition.execution_id, []).append(transition)
+        # The SLO's facts, kept as the SQL stores keep them on the row: set by the
+        # event that changes them, never recomputed from a trail prune may delete.
+        facts = self._facts.setdefault(transition.execution_id, _Facts())
+        facts.marks |= mark_for(transition.event, transition.from_state, transition.reason)
+        if transition.event is Event.CLAIMED and facts.first_claimed_at is None:
+            facts.first_claimed_at = transition.at
+        if transition.to_state in _FINISHED and facts.first_finished_at is None:
+            facts.first_finished_at = transition.at
+
+    def _mark_backfill(self, execution: Execution, now: datetime) -> None:
+        """Mark a caller's execution planned for a time already past (domain.slo)."""
+        if execution.planned_at is not None and is_backfill(execution.planned_at, now):
+            self._facts.setdefault(execution.id, _Facts()).marks |= Mark.BACKFILL
 
     def _record_submitted(self, execution_id: str, at: datetime, actor: str | None = None) -> None:
         """The SUBMITTED transition of a new execution (the SQL stores insert it with the row)."""
@@ -263,6 +329,7 @@ class MemoryStore(Store):
                 if item.idempotency_key is not None:
                     self._by_key[item.idempotency_key] = item.id
                 self._record_submitted(item.id, item.created_at, item.actor)
+                self._mark_backfill(execution, item.created_at)
                 out.append(replace(execution, inputs=item.inputs))
             return out
 
@@ -298,9 +365,15 @@ class MemoryStore(Store):
             return None if found is None else self._rows[found]
 
     def _query(self, filters: ExecutionFilter) -> Page:
+        ending = None if filters.outcome is None else ending_events(filters.outcome)
         with self._lock:
             rows = sorted(
-                (e for e in self._rows.values() if _matches(e, filters)),
+                (
+                    e
+                    for e in self._rows.values()
+                    if _matches(e, filters)
+                    and (ending is None or _ended_with(self._audit.get(e.id, ()), ending))
+                ),
                 key=lambda e: e.id,
                 reverse=filters.newest_first,
             )
@@ -533,6 +606,12 @@ class MemoryStore(Store):
     def _record_throttles(self, throttles: Sequence[Throttle]) -> None:
         self._throttles.extend(throttles)
         for t in throttles:
+            # Before the first claim only (epoch 0 waiting at a resume, epoch 1 just
+            # leased), the larger record: see the SQL stores' flow_hold.
+            e = self._rows.get(t.execution_id)
+            if e is not None and (e.epoch == 0 or (e.epoch == 1 and e.state is State.RUNNING)):
+                facts = self._facts.setdefault(t.execution_id, _Facts())
+                facts.held = max(facts.held, t.held)
             total = self._throttle_totals.setdefault(t.scope, [0, 0.0])
             total[0] += 1
             total[1] += t.held.total_seconds()
@@ -764,6 +843,7 @@ class MemoryStore(Store):
             )
             late: list[timedelta] = []
             refused = expiries = 0
+            errors: Counter[ErrorClass] = Counter()
             # Throttle records read back to tell throttled claims from late ones.
             lookback = throttle_lookback(now, window)
             throttled_at: dict[str, list[datetime]] = {}
@@ -778,6 +858,9 @@ class MemoryStore(Store):
                 for t in trail:
                     if not start < t.at <= now:
                         continue
+                    error = event_class(t.event, t.from_state, t.reason)
+                    if error is not None:
+                        errors[error] += 1
                     if t.event is Event.STALE_REFUSED:
                         refused += 1
                     elif t.event is Event.LEASE_EXPIRED:
@@ -788,9 +871,18 @@ class MemoryStore(Store):
                         marks = throttled_at.get(t.execution_id, ())
                         if not any(due_at <= mark <= t.at for mark in marks):
                             late.append(max(t.at - due_at, _ZERO))
+            # Late first claims, from the facts the SLO keeps (as the SQL stores read
+            # them off the row): the claim objective's verdict at its default.
+            for execution_id, facts in self._facts.items():
+                claimed = facts.first_claimed_at
+                row = self._rows.get(execution_id)
+                if row is None or claimed is None or not start < claimed <= now:
+                    continue
+                verdict = claim_verdict(facts.of(row), now, DEFAULT_CLAIM_WITHIN)
+                errors[ErrorClass.LATE_CLAIM] += verdict is Verdict.LATE_CLAIM
         throttled = [(scope, n, total) for scope, (n, total) in held.items()]
         return stats_report(
-            now, window, counts, backlog, lateness(late), refused, expiries, throttled
+            now, window, counts, backlog, lateness(late), refused, expiries, throttled, errors
         )
 
     def _due_groups(self) -> tuple[datetime, list[DueCount], int]:
@@ -816,47 +908,64 @@ class MemoryStore(Store):
         return JobCounts(at=now, window=window, by_job=tabulate(found)[1])
 
     def _slo(self, request: SloRequest) -> SloReport:
-        window, claim_within, finish_within = (
-            request.window,
-            request.claim_within,
-            request.finish_within,
-        )
         with self._lock:
             now = self.clock.now()
-            due = []
-            for e in self._rows.values():
-                if not (now - window < e.due_at <= now) or e.state is State.SKIPPED:
-                    continue
-                claims = (t.at for t in self._audit[e.id] if t.event is Event.CLAIMED)
-                claimed_at = next(claims, None)
-                if e.state is State.CANCELLED and claimed_at is None:
-                    continue  # cancelled before it ever ran: not meant to run
-                due.append((e, claimed_at))
-        claim_met = claim_total = finish_met = finish_total = 0
+            start = request.start(now)
+            recent = {w: now - w for w in BURN_WINDOWS}
+            since = min(start, *recent.values())
+            rows = [
+                (e, self._facts.get(e.id, _Facts()).of(e))
+                for e in self._rows.values()
+                if e.planned_at is not None and since <= e.planned_at <= now
+            ]
+            rolled = (
+                [
+                    (objective, verdict, n)
+                    for (day, _, objective, verdict), n in self._rollups.items()
+                    if day_number(start) <= day <= day_number(now)
+                ]
+                if request.at_defaults and request.window >= DAY
+                else []
+            )
+        verdicts: dict[str, list[Verdict | None]] = {}
         offenders = []
-        for e, claimed_at in due:
-            age = now - e.due_at
-            if claimed_at is not None or age > claim_within:
-                claim_total += 1
-                claim_met += claimed_at is not None and claimed_at - e.due_at <= claim_within
-            finished_at = e.updated_at if e.state in _FINISHED else None
-            if finished_at is not None or age > finish_within:
-                finish_total += 1
-                finish_met += finished_at is not None and finished_at - e.due_at <= finish_within
-            late = max((now if claimed_at is None else claimed_at) - e.due_at, _ZERO)
+        for e, facts in rows:
+            if not counted(facts):
+                continue
+            claim = claim_verdict(facts, now, request.claim_within)
+            finish = finish_verdict(facts, now, request.finish_within, request.claim_within)
+            for objective, verdict in (("claim", claim), ("finish", finish)):
+                names = [objective] if facts.planned_at >= start else []
+                names += [
+                    burn_key(objective, w) for w, at in recent.items() if facts.planned_at >= at
+                ]
+                for name in names:
+                    verdicts.setdefault(name, []).append(verdict)
+            if facts.planned_at < start:
+                continue
+            claimed_at = facts.first_claimed_at
             offenders.append(
                 SloOffender(
                     execution_id=e.id,
                     job=e.job,
-                    due_at=e.due_at,
+                    planned_at=facts.planned_at,
                     claimed_at=claimed_at,
-                    lateness=late,
+                    lateness=max(
+                        (now if claimed_at is None else claimed_at) - facts.planned_at, _ZERO
+                    ),
                     state=e.state,
+                    verdict=claim,
                 )
             )
-        offenders.sort(key=lambda o: (-o.lateness, o.due_at, o.execution_id))
-        counts = (claim_met, claim_total, finish_met, finish_total)
-        return request.report(now, counts, offenders[: request.worst])
+        offenders.sort(key=lambda o: (-o.lateness, o.planned_at, o.execution_id))
+        tallies = {name: tally(vs) for name, vs in verdicts.items()}
+        from_rollups: dict[str, Counter[Verdict]] = {"claim": Counter(), "finish": Counter()}
+        for objective, verdict, n in rolled:
+            from_rollups[objective][verdict] += n
+        for name, counts in from_rollups.items():
+            tallies[name] = merge(tallies.get(name, Tally()), Tally(counts=counts))
+        rolled_up = sum(from_rollups["claim"].values())
+        return request.report(now, tallies, offenders[: request.worst], rolled_up)
 
     def _store_now(self) -> datetime:
         return self.clock.now()
@@ -871,7 +980,12 @@ class MemoryStore(Store):
                 (e for e in self._rows.values() if _prunable(e, cutoff)),
                 key=lambda e: (e.updated_at, e.id),
             )[:batch]
+            now = self.clock.now()
             for e in doomed:
+                # Its verdicts outlive it, in the day's rollups (domain.slo).
+                facts = self._facts.pop(e.id, _Facts()).of(e)
+                for objective, verdict in rollup_verdicts(facts, now):
+                    self._rollups[(day_number(facts.planned_at), e.job, objective, verdict)] += 1
                 del self._rows[e.id]
                 del self._request_hashes[e.id]
                 self._trace_contexts.pop(e.id, None)
@@ -1013,13 +1127,24 @@ class MemoryStore(Store):
     ) -> list[Execution]:
         with self._lock:
             schedule = self._schedule(schedule_id)
-            found = self._insert_occurrences(schedule, occurrences, self.clock.now())
+            found = self._insert_occurrences(
+                schedule, occurrences, self.clock.now(), by_caller=True
+            )
             return [found[o.idempotency_key] for o in occurrences]
 
     def _insert_occurrences(
-        self, schedule: Schedule, occurrences: Sequence[NewOccurrence], now: datetime
+        self,
+        schedule: Schedule,
+        occurrences: Sequence[NewOccurrence],
+        now: datetime,
+        *,
+        by_caller: bool = False,
     ) -> dict[str, Execution]:
-        """Insert the occurrences whose key is new; every one's execution by key."""
+        """Insert the occurrences whose key is new; every one's execution by key.
+
+        ``by_caller``: a caller's (a backfill, a run now), not the materializer's own:
+        one planned in the past is a backfill for the SLO.
+        """
         found: dict[str, Execution] = {}
         for o in occurrences:
             existing_id = self._by_key.get(o.idempotency_key)
@@ -1031,6 +1156,8 @@ class MemoryStore(Store):
             self._request_hashes[o.id] = None
             self._by_key[o.idempotency_key] = o.id
             self._record_submitted(o.id, now, o.actor)
+            if by_caller and o.slot is not None:  # a run now has no slot: never a backfill
+                self._mark_backfill(execution, now)
             if o.skipped is not None:
                 execution = self._apply(o.id, ExecutionSkipped(reason=o.skipped), now)
             found[o.idempotency_key] = execution
@@ -1082,6 +1209,12 @@ def _within_rooms(ordered: list[Execution], rooms: dict[str, int]) -> list[Execu
 
 def _prunable(e: Execution, cutoff: datetime) -> bool:
     return e.state in TERMINAL_STATES and e.updated_at <= cutoff
+
+
+def _ended_with(trail: Iterable[Transition], ending: frozenset[Event]) -> bool:
+    """Whether an attempt in ``trail`` ended with the outcome of ``ending``
+    (:func:`~fencepost.domain.machine.ending_events`)."""
+    return any(t.from_state is State.RUNNING and t.event in ending for t in trail)
 
 
 def _matches(e: Execution, f: ExecutionFilter) -> bool:

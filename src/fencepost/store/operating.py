@@ -28,6 +28,13 @@ from fencepost.domain.reports import (
     Unserved,
     unserved_work,
 )
+from fencepost.domain.slo import (
+    DEFAULT_CLAIM_TARGET,
+    DEFAULT_CLAIM_WITHIN,
+    DEFAULT_FINISH_TARGET,
+    DEFAULT_FINISH_WITHIN,
+    require_target,
+)
 from fencepost.domain.states import State
 from fencepost.store.catalogue import CatalogueVerbs
 from fencepost.store.values import (
@@ -245,6 +252,14 @@ class OperatingVerbs(CatalogueVerbs):
           (LEASE_EXPIRED transitions plus takeovers: CLAIMED from RUNNING).
         * ``throttled``: the throttle records with ``at - window < record <= at``,
           per scope (scopes without one left out): how many, and the seconds held.
+        * ``errors``: the window's events by error class
+          (:attr:`~fencepost.domain.reports.Stats.errors`, every class but RAN_LONG,
+          zeros included): refused heartbeats, LEASE_EXPIRED and takeovers are
+          ``renewal_failed``; the other refusals ``stale_completion_refused``;
+          TIMED_OUT ``timed_out``; FAILED ``handler_failed``; the throttle records
+          ``throttled``; first claims (``first_claimed_at`` in the window) more than
+          ``DEFAULT_CLAIM_WITHIN`` after the planned time net of the held time,
+          backfills and replays left out, ``late_claim``.
 
         * ``unserved``: :meth:`unserved`, read just after the figures above.
 
@@ -294,37 +309,43 @@ class OperatingVerbs(CatalogueVerbs):
         self,
         *,
         window: float | timedelta = DEFAULT_SLO_WINDOW,
-        claim_within: float | timedelta = 10.0,
-        finish_within: float | timedelta = 300.0,
+        claim_within: float | timedelta = DEFAULT_CLAIM_WITHIN,
+        finish_within: float | timedelta = DEFAULT_FINISH_WITHIN,
+        claim_target: float = DEFAULT_CLAIM_TARGET,
+        finish_target: float = DEFAULT_FINISH_TARGET,
         worst: int = 10,
     ) -> SloReport:
-        """The scheduler's own service-level report, computed from stored timestamps.
+        """The service-level report at the store's now ``at``: both objectives over the
+        window, each miss in its error class, the exclusions, the error budgets and
+        their burn rates (see :mod:`fencepost.domain.slo` for every rule).
 
-        At the store's now ``at``, over the *due executions*: ``due_at`` in
-        ``(at - window, at]``, excluding SKIPPED ones and CANCELLED ones that were
-        never claimed (they were not meant to run). ``due_at`` is the execution's
-        current one: after a retry or a replay, the due time of its latest attempt.
-
-        * ``claimed``: an execution counts in ``total`` once it was claimed or
-          ``at - due_at > claim_within``; it is ``met`` if its first CLAIMED
-          transition came at most ``claim_within`` after ``due_at`` (``<=``).
-        * ``finished``: in ``total`` once it is SUCCEEDED or FAILED, or ``at -
-          due_at > finish_within``; ``met`` if it reached SUCCEEDED or FAILED (its
-          terminal transition, at ``updated_at``) at most ``finish_within`` after
-          ``due_at``.
-        * ``share = met / total``, None when ``total`` is 0.
-        * ``worst``: up to ``worst`` due executions by claim lateness, largest first
-          (then ``due_at``, then id): ``first claim - due_at`` (at least zero), or
-          ``at - due_at`` for those never claimed.
+        * Counted: executions planned in ``[start, at]``
+          (:func:`~fencepost.domain.slo.window_start`: ``at - window``, at a UTC
+          midnight for a window of a day or more), not SKIPPED, not CANCELLED
+          before a claim; each decided per objective, the undecided left out.
+        * ``claimed``: the first claim at most ``claim_within`` after the planned
+          time; ``finished``: the first SUCCEEDED or FAILED at most
+          ``finish_within`` after it. ``share = met / total`` (None when 0);
+          ``missed`` when below ``claim_target`` / ``finish_target``.
+        * Budget: ``(1 - target) * total`` misses, ``consumed``, ``remaining``; burn
+          rates over the last 1 h and 6 h (stored executions only).
+        * Executions ``prune`` deleted count through its daily rollups when the
+          objectives are the defaults (10 s, 5 min): the report equals the one taken
+          before the prune.
+        * ``worst``: up to ``worst`` stored executions by claim lateness, largest
+          first (then planned time, then id).
 
         ``window`` > 0, ``claim_within`` and ``finish_within`` >= 0 (seconds or
-        timedeltas), ``0 <= worst <= 10000``; else :class:`ValidationError`.
+        timedeltas), targets strictly between 0 and 1, ``0 <= worst <= 10000``; else
+        :class:`ValidationError` naming the argument.
         """
         return self._slo(
             SloRequest(
                 window=as_duration(window, field="window"),
                 claim_within=as_duration(claim_within, field="claim_within", allow_zero=True),
                 finish_within=as_duration(finish_within, field="finish_within", allow_zero=True),
+                claim_target=require_target(claim_target, "claim_target"),
+                finish_target=require_target(finish_target, "finish_target"),
                 worst=require_int(worst, "worst", low=0, high=MAX_LIMIT),
             )
         )

@@ -61,6 +61,7 @@ def execution(row: tuple[Any, ...], columns: Columns = NATIVE) -> Execution:
         progress,
         queue,
         limit_key,
+        planned_at,
     ) = row
     return Execution(
         id=id_,
@@ -88,6 +89,7 @@ def execution(row: tuple[Any, ...], columns: Columns = NATIVE) -> Execution:
         progress=None if progress is None else payload(progress),
         created_at=instant(created_at),
         updated_at=instant(updated_at),
+        planned_at=instant(planned_at),
     )
 
 

@@ -11,24 +11,6 @@ WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
 GROUP BY bucket
 ORDER BY bucket
 
--- fragment: slo_due
--- The start of slo: each execution with its first claim and, once SUCCEEDED or
--- FAILED, its finish. The dialect's slo goes on with the WHERE clause of the window.
-WITH due AS MATERIALIZED (
-    SELECT e.id, e.job, e.state, e.due_at,
-           CASE WHEN e.state IN ('FAILED', 'SUCCEEDED') THEN e.updated_at END AS finished_at,
-           (SELECT t.at FROM transitions AS t
-            WHERE t.execution_id = e.id AND t.event = 'CLAIMED'
-            ORDER BY t.seq LIMIT 1) AS claimed_at
-    FROM executions AS e
-
--- fragment: slo_answer
--- The end of slo: the counts on every row, with one worst offender each.
-SELECT c.claim_met, c.claim_total, c.finish_met, c.finish_total,
-       w.id, w.job, w.due_at, w.claimed_at, w.lateness, w.state
-FROM counts AS c LEFT JOIN worst AS w ON true
-ORDER BY w.lateness DESC, w.due_at, w.id
-
 -- name: caller_savepoint
 -- A submit inside a caller's transaction (Store.submit(connection=...)) runs in a
 -- savepoint of it, rolled back on any error so the caller's transaction stays usable.
@@ -39,3 +21,46 @@ RELEASE SAVEPOINT fencepost_submit
 
 -- name: caller_rollback_to_savepoint
 ROLLBACK TO SAVEPOINT fencepost_submit
+
+-- fragment: slo_verdicts
+-- Each execution's verdict on both objectives (fencepost.domain.slo.claim_verdict and
+-- finish_verdict, spelled in SQL): NULL while undecided, 'met', a miss's error class,
+-- or an exclusion ('backfill', 'replay', 'throttled'). The dialect's query defines
+-- before it the CTEs p(now, claim_within, finish_within) and facts(id, job, state,
+-- planned_at, first_claimed_at, first_finished_at, held, marks) of the counted
+-- executions (not SKIPPED, not CANCELLED before a claim); times and durations in the
+-- dialect's own types (SQLite: microseconds; PostgreSQL: timestamptz and interval).
+-- The bit values are fencepost.domain.slo.Mark's.
+verdicts AS (
+    SELECT f.*,
+        CASE
+            WHEN f.first_claimed_at IS NULL AND p.now - f.planned_at <= p.claim_within
+                THEN NULL
+            WHEN (f.marks & 16) <> 0 THEN 'backfill'
+            WHEN (f.marks & 32) <> 0 THEN 'replay'
+            WHEN coalesce(f.first_claimed_at, p.now) - f.planned_at <= p.claim_within
+                THEN 'met'
+            WHEN coalesce(f.first_claimed_at, p.now) - f.planned_at - f.held <= p.claim_within
+                THEN 'throttled'
+            ELSE 'late_claim'
+        END AS claim_verdict,
+        CASE
+            WHEN f.first_finished_at IS NULL AND p.now - f.planned_at <= p.finish_within
+                THEN NULL
+            WHEN (f.marks & 16) <> 0 THEN 'backfill'
+            WHEN (f.marks & 32) <> 0 THEN 'replay'
+            WHEN coalesce(f.first_finished_at, p.now) - f.planned_at <= p.finish_within
+                THEN 'met'
+            WHEN coalesce(f.first_finished_at, p.now) - f.planned_at - f.held
+                    <= p.finish_within
+                THEN 'throttled'
+            WHEN (f.marks & 1) <> 0 THEN 'renewal_failed'
+            WHEN (f.marks & 2) <> 0 THEN 'stale_completion_refused'
+            WHEN (f.marks & 4) <> 0 THEN 'timed_out'
+            WHEN (f.marks & 8) <> 0 THEN 'handler_failed'
+            WHEN coalesce(f.first_claimed_at, p.now) - f.planned_at - f.held > p.claim_within
+                THEN 'late_claim'
+            ELSE 'ran_long'
+        END AS finish_verdict
+    FROM facts AS f CROSS JOIN p
+)

@@ -123,10 +123,15 @@ def pause_plan(store: SqlStore, queue: str, actor: str, paused: bool) -> Plan[Li
             if old is None or not old.paused:
                 return old or Limit(scope=scope)
             since = old.updated_at or now
-            yield Statement(
-                store._q("flow_resume_throttles"),
-                {"scope": scope, "queue": queue, "now": store._t(now), "since": store._t(since)},
-            )
+            resumed = {
+                "scope": scope,
+                "queue": queue,
+                "now": store._t(now),
+                "since": store._t(since),
+            }
+            yield Statement(store._q("flow_resume_throttles"), resumed)
+            if "flow_resume_held" in store.queries:  # the held time, on the executions' rows
+                yield Statement(store._q("flow_resume_held"), resumed)
             if "flow_resume_totals" in store.queries:  # PostgreSQL adds them in one statement
                 yield Statement(
                     store._q("flow_resume_totals"), {"scope": scope, "now": store._t(now)}

@@ -67,7 +67,7 @@ from fencepost.domain.events import (
 )
 from fencepost.domain.ids import id_floor
 from fencepost.domain.limits import Limit
-from fencepost.domain.machine import RECORDS_ERROR, Change, apply, holds
+from fencepost.domain.machine import RECORDS_ERROR, Change, apply, ending_events, holds
 from fencepost.domain.models import (
     Command,
     Execution,
@@ -79,6 +79,16 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.reports import JobCounts, SloOffender, SloReport, tabulate
+from fencepost.domain.slo import (
+    BURN_WINDOWS,
+    DAY,
+    DEFAULT_CLAIM_WITHIN,
+    DEFAULT_FINISH_WITHIN,
+    Mark,
+    Tally,
+    Verdict,
+    day_number,
+)
 from fencepost.domain.states import CommandKind, CommandState, Event, State
 from fencepost.store import sqlflow
 from fencepost.store.base import (
@@ -99,6 +109,7 @@ from fencepost.store.values import (
     ID_CLOCK_SLACK,
     ScheduleFilter,
     SloRequest,
+    burn_key,
     result_refused,
     unix_ms,
 )
@@ -151,6 +162,25 @@ ENDED_BY: Mapping[str, tuple[Event, ...]] = {
 }
 
 
+#: The :class:`~fencepost.domain.slo.Mark` each event a change persists sets on its
+#: execution's row (``write_change``'s ``marks``).
+EVENT_MARKS: Mapping[Event, Mark] = {
+    Event.LEASE_EXPIRED: Mark.RENEWAL_FAILED,
+    Event.TIMED_OUT: Mark.TIMED_OUT,
+    Event.FAILED: Mark.HANDLER_FAILED,
+    Event.REPLAYED: Mark.REPLAYED,
+}
+
+#: The states whose first reaching is an execution's finish (``first_finished_at``).
+FINISHED_STATES = (State.SUCCEEDED, State.FAILED)
+
+
+def refusal_mark(verb: str) -> Mark:
+    """What a refused fenced ``verb`` (its STALE_REFUSED audit) marks on the execution:
+    a refused heartbeat is a renewal failed; any other verb a stale completion refused."""
+    return Mark.RENEWAL_FAILED if verb == "heartbeat" else Mark.STALE_COMPLETION
+
+
 def fence_key(fence: Fence) -> tuple[str, str, int]:
     """A fence's three fields (a :class:`Lease` itself is not hashable: its inputs)."""
     return (fence.execution_id, fence.owner, fence.epoch)
@@ -182,6 +212,13 @@ class SqlStore(Store):
     @abstractmethod
     def _write(self) -> AbstractContextManager[Any]:
         """A connection inside a write transaction, committed on a clean exit."""
+
+    def _snapshot(self) -> AbstractContextManager[Any]:
+        """A connection on which several reads see one snapshot (a report's statements).
+
+        :meth:`_read` here; a dialect whose reads each see their own overrides it.
+        """
+        return self._read()
 
     def _tx_now(self, conn: Any) -> datetime:
         """The store's now, read inside the transaction ``conn`` holds."""
@@ -331,6 +368,9 @@ class SqlStore(Store):
             "buckets": None if filters.buckets is None else self._array(filters.buckets),
             "due_after": self._t_opt(filters.due_after),
             "due_before": self._t_opt(filters.due_before),
+            "outcome_events": None
+            if filters.outcome is None
+            else self._array(sorted(ending_events(filters.outcome))),
             "limit": filters.limit + 1,
         }
         query = self._q(_QUERY_BLOCKS[filters.schedule is not None, filters.newest_first])
@@ -469,6 +509,9 @@ class SqlStore(Store):
                 "updated_at": self._t(new.updated_at),
                 "from_state": str(change.from_state),
                 "from_epoch": change.from_epoch,
+                # The facts of the SLO (fencepost.domain.slo), on the same statement.
+                "marks": int(EVENT_MARKS.get(change.event, Mark.NONE)),
+                "finished_at": self._t(new.updated_at) if new.state in FINISHED_STATES else None,
             },
             "count",
         )
@@ -674,35 +717,73 @@ class SqlStore(Store):
         return JobCounts(at=now, window=window, by_job=counts)
 
     def _slo(self, request: SloRequest) -> SloReport:
-        with self._read() as conn:
+        # One snapshot: the counts, the offenders and the rollups agree (a prune that
+        # commits in between moves rows into rollups, which a later read would count
+        # twice or not at all).
+        short, long = BURN_WINDOWS
+        with self._snapshot() as conn:
             now = self._tx_now(conn)
-            found = conn.execute(
-                self._q("slo"),
-                {
-                    "now": self._t(now),
-                    "start": self._t(now - request.window),
-                    "claim_within": self._d(request.claim_within),
-                    "finish_within": self._d(request.finish_within),
-                    "worst": request.worst,
-                },
-            ).fetchall()
+            start = request.start(now)
+            params = {
+                "now": self._t(now),
+                "start": self._t(start),
+                "since": self._t(min(start, now - long)),
+                "h6": self._t(now - long),
+                "h1": self._t(now - short),
+                "claim_within": self._d(request.claim_within),
+                "finish_within": self._d(request.finish_within),
+                "worst": request.worst,
+            }
+            found = conn.execute(self._q("slo"), params).fetchall()
+            worst = conn.execute(self._q("slo_worst"), params).fetchall() if request.worst else []
+            rolled: list[Any] = []
+            # The rollups hold whole days at the default objectives: only a report of
+            # whole days at those objectives may add them.
+            if request.at_defaults and request.window >= DAY:
+                days = {"first_day": day_number(start), "last_day": day_number(now)}
+                rolled = conn.execute(self._q("slo_rollups_between"), days).fetchall()
+        counts: dict[str, dict[Verdict, int]] = {}
+
+        def add(name: str, verdict: str, n: Any) -> None:
+            if n:
+                tally = counts.setdefault(name, {})
+                tally[Verdict(verdict)] = tally.get(Verdict(verdict), 0) + int(n)
+
+        for objective, verdict, in_window, in_long, in_short in found:
+            if verdict is None:  # undecided
+                continue
+            add(objective, verdict, in_window)
+            add(burn_key(objective, long), verdict, in_long)
+            add(burn_key(objective, short), verdict, in_short)
+        for objective, verdict, n in rolled:
+            add(objective, verdict, n)
         instant, duration = self.rows.instant, self.rows.duration
         return request.report(
             now,
-            found[0][:4],
+            {name: Tally(counts=tally) for name, tally in counts.items()},
             [
                 SloOffender(
-                    execution_id=id_,
+                    execution_id=str(id_),
                     job=job,
-                    due_at=instant(due_at),
+                    planned_at=instant(planned_at),
                     claimed_at=None if claimed_at is None else instant(claimed_at),
                     lateness=duration(lateness),
                     state=State(state),
+                    verdict=None if verdict is None else Verdict(verdict),
                 )
-                for *_, id_, job, due_at, claimed_at, lateness, state in found
-                if id_ is not None
+                for id_, job, planned_at, claimed_at, lateness, state, verdict in worst
             ],
+            rolled_up=sum(int(n) for objective, _, n in rolled if objective == "claim"),
         )
+
+    def _rollup_params(self, now: datetime) -> dict[str, Any]:
+        """The parameters of ``slo_rollup`` (with the batch's ids) at prune's ``now``: the
+        verdicts at the default objectives, which reports add the rollups to."""
+        return {
+            "now": self._t(now),
+            "claim_within": self._d(DEFAULT_CLAIM_WITHIN),
+            "finish_within": self._d(DEFAULT_FINISH_WITHIN),
+        }
 
     # -- the job catalogue -----------------------------------------------------------------
 

@@ -115,6 +115,9 @@ class Execution(WireModel[models.Execution]):
     #: The key a per-key limit counts it under; null: none. (Absent from an older
     #: service's answers: read as null.)
     limit_key: str | None = None
+    #: Its planned time, which retries, takeovers and replays never move (the SLO
+    #: measures from it). Absent from an older service's answers: read as null.
+    planned_at: datetime | None = None
 
 
 class Page(WireModel[models.Page]):

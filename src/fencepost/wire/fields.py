@@ -27,6 +27,7 @@ from typing_extensions import TypeAliasType
 from fencepost.domain import payloads
 from fencepost.domain.checks import INT32_MAX, MAX_QUEUE
 from fencepost.domain.limits import MAX_LIMIT_KEY
+from fencepost.domain.states import AttemptOutcome
 from fencepost.timing.durations import MAX_DURATION
 
 #: The longest duration the store keeps (100 years), in seconds: the most a delay,
@@ -76,12 +77,24 @@ TEXT_PATTERN = r"^[^\u0000]*$"
 LIMIT_KEY_PATTERN = name_pattern(r"\u0001-\u001f\u007f")
 
 
+def _any_case(word: str) -> str:
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in word)
+
+
+#: What ``attempt_outcome`` accepts: an attempt outcome's name in any case
+#: (``timed_out``, ``TIMED_OUT``), spelled out letter by letter: a spec's pattern
+#: has no flag for case.
+OUTCOME_PATTERN = "^(" + "|".join(_any_case(o.value) for o in AttemptOutcome) + ")$"
+
+
 #: What a problem's detail says of a value a pattern refused (the regex is for machines).
 PATTERN_MEANINGS = {
     NAME_PATTERN: "must be a name: not blank, without U+0000",
     name_pattern("/"): "must be a name: not blank, without U+0000 or '/'",
     TEXT_PATTERN: "must not contain U+0000",
     LIMIT_KEY_PATTERN: "must be a name: not blank, without control characters or U+0000",
+    OUTCOME_PATTERN: "must be an attempt outcome, in any case: "
+    + ", ".join(o.value.lower() for o in AttemptOutcome),
 }
 
 

@@ -11,7 +11,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
-from fencepost.domain import nodes, reports
+from fencepost.domain import nodes, reports, slo
 from fencepost.wire.executions import Execution
 from fencepost.wire.flow import ThrottleCount
 from fencepost.wire.mapping import WireModel
@@ -167,7 +167,8 @@ class Stats(WireModel[reports.Stats]):
     due_backlog: int
     #: Claims in the window: claim time minus due time (throttled claims left out).
     claim_lateness: Lateness
-    #: Completions and failures from stale workers refused in the window.
+    #: Fenced calls from stale workers refused in the window, heartbeats included
+    #: (``errors`` tells renewal failures from stale completions).
     stale_refused: int
     #: Leases that ran out in the window (reaped or taken over).
     lease_expiries: int
@@ -175,6 +176,12 @@ class Stats(WireModel[reports.Stats]):
     throttled: list[ThrottleCount] = Field(default_factory=list)
     #: Due work and schedules no live process serves.
     unserved: Unserved | None = None
+    #: The window's error classes, zeros included: ``late_claim`` (first claims more
+    #: than 10 s after the planned time, net of held time), ``renewal_failed``
+    #: (heartbeats refused, leases expired or taken over), ``timed_out``,
+    #: ``handler_failed``, ``stale_completion_refused`` (refused calls other than
+    #: heartbeats), ``throttled`` (throttle records).
+    errors: dict[str, int] = Field(default_factory=dict)
 
     @classmethod
     def from_domain(cls, obj: reports.Stats, /, **given: Any) -> Self:
@@ -188,12 +195,52 @@ class Stats(WireModel[reports.Stats]):
         return super().to_domain(**{"unserved": unserved, **given})
 
 
-class SloShare(WireModel[reports.SloShare]):
-    """One objective: ``met`` out of ``total``; ``share`` is None when ``total`` is 0."""
+class BurnRate(WireModel[slo.BurnRate]):
+    """How fast an objective's budget burned over a recent window (1 h, 6 h)."""
 
+    window_seconds: float
     met: int
+    #: Decided and counted in the window: met plus misses.
     total: int
+    #: The window's miss share over ``1 - target``: 1.0 spends exactly the budget
+    #: over the report's window; null when nothing in the window was decided.
+    rate: float | None
+
+
+class SloObjective(WireModel[slo.Objective]):
+    """One objective over the report's window, its misses by class and its error budget."""
+
+    #: ``claim`` or ``finish``.
+    name: str
+    within_seconds: float
+    #: The share it must reach, between 0 and 1 (exclusive).
+    target: float
+    met: int
+    #: Decided and counted: met plus misses (exclusions are not in it).
+    total: int
+    #: ``met / total``; null when ``total`` is 0.
     share: float | None
+    #: Whether ``share`` is below ``target`` (false while nothing was decided).
+    missed: bool
+    #: Misses by error class (``late_claim``, ``renewal_failed``, ``timed_out``,
+    #: ``handler_failed``, ``stale_completion_refused``, ``ran_long``: those the
+    #: objective can miss by), zeros included.
+    misses: dict[str, int]
+    #: Left out of ``total`` and counted here: ``backfill``, ``replay``, ``throttled``.
+    excluded: dict[str, int]
+    #: The misses the target allows over the window: ``(1 - target) * total``.
+    budget: float
+    #: Misses so far.
+    consumed: int
+    #: ``budget - consumed``: negative once overspent.
+    remaining: float
+    #: Over the last hour, then the last six hours.
+    burn: list[BurnRate]
+
+    @classmethod
+    def from_domain(cls, obj: slo.Objective, /, **given: Any) -> Self:
+        """The body of an objective, with whether it is missed."""
+        return super().from_domain(obj, **{"missed": obj.missed, **given})
 
 
 class SloOffender(WireModel[reports.SloOffender]):
@@ -202,18 +249,42 @@ class SloOffender(WireModel[reports.SloOffender]):
     execution_id: str
     job: str
     state: str
-    due_at: datetime
+    #: Its planned time, which retries, takeovers and replays never move.
+    planned_at: datetime
+    #: Its first claim; null while never claimed.
     claimed_at: datetime | None
+    #: ``claimed_at - planned_at`` (at least 0), or up to the report's ``at`` while unclaimed.
     lateness_seconds: float
+    #: Its claim objective's verdict (``met``, ``late_claim``, ``throttled``,
+    #: ``backfill``, ``replay``); null while undecided.
+    verdict: str | None
 
 
 class Slo(WireModel[reports.SloReport]):
-    """The scheduler's service-level report over the executions due in the window."""
+    """The service-level report: both objectives over the executions planned in the
+    window, each miss in its error class, the exclusions, the error budgets."""
 
     at: datetime
     window_seconds: float
+    #: The window's first instant: executions planned in ``[start, at]`` count (a UTC
+    #: midnight for a window of a day or more).
+    start: datetime
+    #: ``claimed.within_seconds``, kept at the top level for existing readers.
     claim_within_seconds: float
+    #: ``finished.within_seconds``, likewise.
     finish_within_seconds: float
-    claimed: SloShare
-    finished: SloShare
+    claimed: SloObjective
+    finished: SloObjective
+    #: By claim lateness, latest first (stored executions only).
     worst: list[SloOffender]
+    #: Executions counted from prune's daily rollups (no longer stored).
+    rolled_up: int = 0
+
+    @classmethod
+    def from_domain(cls, obj: reports.SloReport, /, **given: Any) -> Self:
+        """The body of the report, each objective's ``within`` also at the top level."""
+        within = {
+            "claim_within_seconds": obj.claim_within.total_seconds(),
+            "finish_within_seconds": obj.finish_within.total_seconds(),
+        }
+        return super().from_domain(obj, **{**within, **given})

@@ -24,6 +24,9 @@ const JOBS_WINDOW_SECONDS = 86400;
 const UNSERVED_SHOWN = 10;
 // The Queues & limits view counts throttled executions over this trailing window.
 const THROTTLED_WINDOW_SECONDS = 3600;
+// The SLO view reads the service-level report (30 days of executions) at most this
+// often while it stays open: the report is the heaviest read the page makes.
+const SLO_REFRESH_MS = 30000;
 
 // -- DOM helpers -------------------------------------------------------------------------
 
@@ -407,11 +410,11 @@ function currentRoute() {
   const params = new URLSearchParams(search);
   if (name === "executions" && id) return { name: "execution", id: decode(id), params };
   if (name === "jobs" && id) return { name: "job", id: decode(id), params };
-  if (["executions", "schedules", "dead-letters", "jobs", "nodes", "queues"].includes(name)) return { name, id: null, params };
+  if (["executions", "schedules", "dead-letters", "jobs", "nodes", "queues", "slo"].includes(name)) return { name, id: null, params };
   return { name: "executions", id: null, params };
 }
 
-const VIEWS = ["executions", "execution", "schedules", "dead-letters", "jobs", "job", "nodes", "queues"];
+const VIEWS = ["executions", "execution", "schedules", "dead-letters", "jobs", "job", "nodes", "queues", "slo"];
 // A detail view's tab is its list's.
 const TABS = { execution: "executions", job: "jobs" };
 
@@ -959,6 +962,110 @@ async function loadQueues() {
   };
 }
 
+// -- service level -------------------------------------------------------------------------
+
+// The last report and when it was read; kept while the view stays open (SLO_REFRESH_MS).
+const slo = { report: null, readAt: 0 };
+
+const percent = (share) => (present(share) ? `${(share * 100).toFixed(2)}%` : "–");
+
+// A number of misses, often a fraction of one: "0.004", "-1.96", "1234.5".
+function misses(count) {
+  return Math.abs(count) >= 10 ? count.toFixed(1) : String(Number(count.toPrecision(3)));
+}
+
+function burnCell(burn) {
+  const hours = Math.round(burn.window_seconds / 3600);
+  const missed = burn.total - burn.met;
+  return h(
+    "td",
+    {
+      class: `num burn burn-${hours}h`,
+      title: `${missed} of ${burn.total} decided in the last ${hours} h missed`,
+    },
+    present(burn.rate) ? burn.rate.toFixed(2) : "–",
+  );
+}
+
+function verdictFlag(objective) {
+  if (!present(objective.share)) return h("span", { class: "flag no-data" }, "no data");
+  return objective.missed
+    ? h("span", { class: "flag missed" }, "MISSED")
+    : h("span", { class: "flag met" }, "MET");
+}
+
+// Rows of one figure per objective: misses by class, or exclusions by reason.
+function breakdownRows(objectives, key, attribute) {
+  const names = [...new Set(objectives.flatMap((o) => Object.keys(o[key])))];
+  return names.map((name) =>
+    h(
+      "tr",
+      { [attribute]: name },
+      h("td", { class: "name" }, name),
+      ...objectives.map((o) => h("td", { class: `num ${o.name}` }, o[key][name] ?? "–")),
+    ),
+  );
+}
+
+async function loadSlo(route) {
+  // Read again when the view was just opened, else at most every SLO_REFRESH_MS.
+  if (route.opened || !slo.report || Date.now() - slo.readAt >= SLO_REFRESH_MS) {
+    slo.report = await api("GET", "/slo");
+    slo.readAt = Date.now();
+  }
+  const report = slo.report;
+  return () => {
+    if (!changed("slo", report)) return;
+    const objectives = [report.claimed, report.finished];
+    $("slo-window").textContent = formatSeconds(report.window_seconds);
+    $("slo-start").textContent = formatTime(report.start);
+    $("slo-at").textContent = formatTime(report.at);
+    $("slo-claim-within").textContent = formatSeconds(report.claimed.within_seconds);
+    $("slo-finish-within").textContent = formatSeconds(report.finished.within_seconds);
+    $("slo-rolled-up").textContent = String(report.rolled_up);
+    $("slo-objectives").replaceChildren(
+      ...objectives.map((o) =>
+        h(
+          "tr",
+          { "data-objective": o.name, class: o.missed ? "missed" : undefined },
+          h("td", { class: "name" }, o.name),
+          h("td", { class: "num met" }, o.met),
+          h("td", { class: "num total" }, o.total),
+          h("td", { class: "num share" }, percent(o.share)),
+          h("td", { class: "num target" }, percent(o.target)),
+          h("td", { class: "verdict" }, verdictFlag(o)),
+          h("td", { class: "num budget", title: String(o.budget) }, misses(o.budget)),
+          h("td", { class: "num consumed" }, o.consumed),
+          h(
+            "td",
+            { class: o.remaining < 0 ? "num remaining overspent" : "num remaining", title: String(o.remaining) },
+            misses(o.remaining),
+          ),
+          ...o.burn.map(burnCell),
+        ),
+      ),
+    );
+    $("slo-misses").replaceChildren(...breakdownRows(objectives, "misses", "data-class"));
+    $("slo-excluded").replaceChildren(...breakdownRows(objectives, "excluded", "data-reason"));
+    const worst = report.worst.map((o) =>
+      h(
+        "tr",
+        { "data-id": o.execution_id },
+        h("td", {}, executionLink(o.execution_id)),
+        h("td", { class: "job" }, o.job),
+        h("td", {}, stateBadge(o.state)),
+        timeCell(o.planned_at),
+        timeCell(o.claimed_at),
+        h("td", { class: "num lateness" }, formatSeconds(o.lateness_seconds)),
+        h("td", { class: "verdict" }, o.verdict ?? "undecided"),
+      ),
+    );
+    $("slo-worst").replaceChildren(
+      ...(worst.length ? worst : [emptyRow(7, "No executions planned in the window.")]),
+    );
+  };
+}
+
 const LOADERS = {
   executions: loadExecutions,
   execution: loadExecution,
@@ -968,6 +1075,7 @@ const LOADERS = {
   job: loadJob,
   nodes: loadNodes,
   queues: loadQueues,
+  slo: loadSlo,
 };
 
 // -- overview: counts and the lateness chart -----------------------------------------------
@@ -985,10 +1093,14 @@ async function loadStats() {
     );
     // Throttled claims (a limit or a paused queue held them) are not in the lateness.
     const throttled = (stats.throttled || []).reduce((sum, t) => sum + t.count, 0);
+    // The window's other error classes, by the names the SLO view gives them.
+    const errors = Object.entries(stats.errors || {})
+      .filter(([name]) => name !== "throttled")
+      .map(([name, count]) => `${name} ${count}`);
     $("figures").textContent =
       `due backlog ${stats.due_backlog} · claims in the last ${formatSeconds(stats.window_seconds)}: ` +
       `${late.count} (max ${formatSeconds(late.max)}) · throttled ${throttled} · ` +
-      `stale completions refused ${stats.stale_refused} · lease expiries ${stats.lease_expiries}`;
+      errors.join(" · ");
     renderUnserved(stats.unserved);
     drawChart();
   };
@@ -1086,6 +1198,8 @@ function drawChart() {
 let timer = null;
 let generation = 0;
 let shownRoute = null;
+// The view the latest refresh was for: a refresh for another one opens a view.
+let refreshedView = null;
 
 // Opening another execution empties the detail view first: until its own data
 // arrives, the previous execution's buttons must not be there to click.
@@ -1112,6 +1226,8 @@ async function refresh() {
   if (ui.signingIn) return;
   const mine = ++generation;
   const route = currentRoute();
+  route.opened = route.name !== refreshedView;
+  refreshedView = route.name;
   clearStaleDetail(route);
   showView(route.name);
   try {

@@ -262,6 +262,20 @@ class Database:
             self._last_used.clear()
             raise
 
+    @contextmanager
+    def snapshot(self) -> Iterator[Connection]:
+        """A pooled connection inside one read-only REPEATABLE READ transaction: each of
+        its statements sees the snapshot the first one took (a report read in parts)."""
+        begin = SNAPSHOT_BEGIN + (self.begin or b"").removeprefix(b"BEGIN")
+        try:
+            with translate_errors(), self.pool.connection() as conn, _on_standby_close(conn):
+                with pooled_transaction(conn, begin):
+                    yield conn
+                self._last_used[conn] = time.monotonic()
+        except StoreUnavailable:
+            self._last_used.clear()
+            raise
+
     def close(self) -> None:
         """Close every pooled connection."""
         self.pool.close()
@@ -278,6 +292,11 @@ def _on_standby_close(conn: Connection) -> Iterator[None]:
         if exc.sqlstate == READ_ONLY:
             conn.close()
         raise
+
+
+#: What starts a transaction of :meth:`Database.snapshot` (behind a transaction pooler,
+#: followed by the rest of :func:`begin_statement`'s query).
+SNAPSHOT_BEGIN = b"BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 
 
 def begin_statement(schema: str | None) -> bytes:

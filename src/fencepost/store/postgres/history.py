@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from fencepost.domain.ids import id_floor, id_ms
+from fencepost.store.postgres.connection import QUERIES
 
 DAY_MS = 86_400_000
 
@@ -260,6 +262,7 @@ def drop_finished_days(
     *,
     concurrently: bool = True,
     on_drop: object = None,
+    rollup: Mapping[str, Any],
 ) -> int:
     """Drop every whole partition of history older than ``cutoff``; return its row count.
 
@@ -269,8 +272,10 @@ def drop_finished_days(
     claims and completions never wait), checked again once detached (a replay may
     have revived an execution in it meanwhile: such a day is attached back), marked
     as being dropped (:data:`DROPPING`), and only then are its idempotency keys and
-    commands deleted and its tables dropped. ``on_drop(rows)`` is called after each
-    day dropped.
+    commands deleted and its tables dropped: its executions in one transaction with
+    the verdicts of its counted executions added to the SLO's rollups (``roll_up_day``
+    in queries.sql, with the parameters ``rollup``: the store's now and the default
+    objectives). ``on_drop(rows)`` is called after each day dropped.
 
     First it finishes what an interrupted prune left: a detach under way
     (``DETACH ... FINALIZE``), then every day whose tables it left detached but not
@@ -289,7 +294,7 @@ def drop_finished_days(
 
     with connect() as conn:  # type: ignore[operator]
         _finalize_pending(conn)
-        settle_leftovers(conn, cutoff, concurrently=concurrently, on_drop=counted)
+        settle_leftovers(conn, cutoff, concurrently=concurrently, on_drop=counted, rollup=rollup)
         candidates = [p for p in partitions(conn) if _ends_by(p, cutoff_ms)]
         for p in candidates:
             if not all_prunable(conn, p.name, cutoff):
@@ -298,7 +303,7 @@ def drop_finished_days(
             if not all_prunable(conn, p.name, cutoff):
                 _attach(conn, p)
                 continue
-            counted(_forget_and_drop(conn, p))
+            counted(_forget_and_drop(conn, p, rollup))
     return dropped
 
 
@@ -406,6 +411,7 @@ def settle_leftovers(
     *,
     concurrently: bool = True,
     on_drop: object = None,
+    rollup: Mapping[str, Any],
 ) -> None:
     """Drop, or attach back, every day an interrupted prune left detached (:func:`leftovers`).
 
@@ -431,6 +437,12 @@ def settle_leftovers(
     - its executions partition dropped (stopped between dropping its tables, its keys
       and commands deleted before the first): the other tables are dropped.
 
+    The SLO's rollups follow the executions partition: a day's verdicts are added to
+    them in the transaction that drops it (see :func:`_forget_and_drop`), so a day
+    whose executions partition still exists has added nothing (it is rolled up when
+    it is dropped, or never if it is attached back), and one whose executions
+    partition is gone has added its verdicts once.
+
     The siblings still attached of a day that goes are detached first (``CONCURRENTLY``
     as told). ``on_drop(rows)`` is called after each day whose executions were dropped.
     """
@@ -443,7 +455,7 @@ def settle_leftovers(
             _drop(conn, p, left.detached)
         elif left.dropping or (_ends_by(p, cutoff_ms) and all_prunable(conn, p.name, cutoff)):
             _detach(conn, p, concurrently, left.attached)
-            rows = _forget_and_drop(conn, p)
+            rows = _forget_and_drop(conn, p, rollup)
             if callable(on_drop):
                 on_drop(rows)
         else:
@@ -498,9 +510,9 @@ def _in_order(tables: Iterable[str]) -> list[str]:
     return [table for table, _column in TABLES if table in wanted]
 
 
-def _forget_and_drop(conn: psycopg.Connection, p: Partition) -> int:
+def _forget_and_drop(conn: psycopg.Connection, p: Partition, rollup: Mapping[str, Any]) -> int:
     """Mark a detached day :data:`DROPPING`, delete its keys and commands, then drop its
-    tables (executions first); its row count.
+    tables (executions first, with its rollups: :func:`_roll_up_and_drop`); its row count.
 
     The mark comes first: a prune stopped after it leaves a day that the next one
     finishes dropping (see :func:`settle_leftovers`). Keys and commands are found by
@@ -510,14 +522,31 @@ def _forget_and_drop(conn: psycopg.Connection, p: Partition) -> int:
     conn.execute(
         sql.SQL("COMMENT ON TABLE {} IS {}").format(sql.Identifier(p.name), sql.Literal(DROPPING))
     )
-    rows = _count(conn, p)
     lower, upper = _id_range(p)
     _forget_keys(conn, lower, upper)
     conn.execute(
         "DELETE FROM commands WHERE execution_id >= %s AND execution_id < %s", (lower, upper)
     )
-    _drop(conn, p, ALL_TABLES)
+    rows = _roll_up_and_drop(conn, p, rollup)
+    _drop(conn, p, ALL_TABLES - {"executions"})
     return rows
+
+
+def _roll_up_and_drop(conn: psycopg.Connection, p: Partition, rollup: Mapping[str, Any]) -> int:
+    """In one transaction: add the verdicts of the detached day ``p``'s counted executions
+    to the SLO's rollups (``roll_up_day``, which counts its rows too) and drop its
+    executions partition; its row count.
+
+    One transaction, so that the rollups hold a day's verdicts exactly when its
+    executions are gone: a prune stopped before it commits left the day's executions,
+    which the next prune rolls up as it drops them (or attaches back); one stopped
+    after left nothing of them to roll up again.
+    """
+    query = sql.SQL(QUERIES["roll_up_day"]).format(day=sql.Identifier(p.name))
+    with conn.transaction():
+        found = conn.execute(query, dict(rollup)).fetchone()
+        _drop(conn, p, ["executions"])
+    return int(found[0]) if found else 0
 
 
 def _drop(conn: psycopg.Connection, p: Partition, tables: Iterable[str]) -> None:
@@ -551,14 +580,6 @@ def _id_range(p: Partition) -> tuple[str, str]:
     lower = "00000000-0000-0000-0000-000000000000" if p.lower_ms is None else id_floor(p.lower_ms)
     upper = "ffffffff-ffff-ffff-ffff-ffffffffffff" if p.upper_ms is None else id_floor(p.upper_ms)
     return lower, upper
-
-
-def _count(conn: psycopg.Connection, p: Partition) -> int:
-    """The rows of the detached executions partition ``p``."""
-    found = conn.execute(
-        sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(p.name))
-    ).fetchone()
-    return int(found[0]) if found else 0
 
 
 def _finalize_pending(conn: psycopg.Connection) -> None:

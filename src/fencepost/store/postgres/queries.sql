@@ -120,8 +120,13 @@ SELECT coalesce(%(now)s::timestamptz, clock_timestamp())
 -- statement. The arrays travel in binary: quoting thirteen arrays of 1,000 as
 -- text, and parsing them again, cost more than the inserts.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
+-- The planned time is the due_at inserted; one more than %(backfill_slack)s before now
+-- is a backfill (fencepost.domain.slo.is_backfill: Mark.BACKFILL, 16).
 new AS (
-    SELECT n.*, coalesce(n.execute_at, clock.now + n.delay) AS due_at, clock.now AS created_at
+    SELECT n.*, coalesce(n.execute_at, clock.now + n.delay) AS due_at, clock.now AS created_at,
+           CASE WHEN coalesce(n.execute_at, clock.now + n.delay)
+                     < clock.now - %(backfill_slack)s::interval
+                THEN 16 ELSE 0 END AS marks
     FROM clock, unnest(
         %(ids)b::uuid[], %(jobs)b::text[], %(job_versions)b::integer[],
         %(execute_ats)b::timestamptz[], %(delays)b::interval[], %(priorities)b::integer[],
@@ -137,11 +142,11 @@ unkeyed AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
         timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at,
-        queue, trace_context, unset_defaults, limit_key
+        queue, trace_context, unset_defaults, limit_key, planned_at, slo_marks
     )
     SELECT id, job, job_version, 'SCHEDULED', due_at, priority, 0, max_attempts, 0,
            timeout, NULL, NULL, bucket, bucket_key, created_at, created_at, queue, trace_context,
-           unset_defaults, limit_key
+           unset_defaults, limit_key, due_at, marks
     FROM new WHERE idempotency_key IS NULL
 ),
 -- A key is claimed in execution_keys (unique across the history's partitions,
@@ -159,11 +164,11 @@ keyed AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
         timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at,
-        queue, trace_context, unset_defaults, limit_key
+        queue, trace_context, unset_defaults, limit_key, planned_at, slo_marks
     )
     SELECT id, job, job_version, 'SCHEDULED', due_at, priority, 0, max_attempts, 0,
            timeout, idempotency_key, request_hash, bucket, bucket_key, created_at, created_at,
-           queue, trace_context, unset_defaults, limit_key
+           queue, trace_context, unset_defaults, limit_key, due_at, marks
     FROM new JOIN claimed USING (id)
     RETURNING id
 ),
@@ -255,10 +260,23 @@ WHERE k.key = %(key)s
 SELECT * FROM execution_rows WHERE id = %(id)s::uuid FOR UPDATE
 
 -- fragment: query_filters
--- The state, job and queue filters of Store.query, in every query_* block.
+-- The state, job, queue and attempt outcome filters of Store.query, in every
+-- query_* block (each reads execution_rows unaliased). An attempt ended with the
+-- outcome when a transition from RUNNING has one of %(outcome_events)s
+-- (fencepost.domain.machine.ending_events): one probe of transitions_execution per
+-- row the other filters kept, in the one partition holding that execution's trail
+-- (pruned at run time). OFFSET 0 keeps it that: without it the planner may hash
+-- the subquery instead, reading every partition's matching transitions to fill a
+-- page the probes fill after a few rows.
   AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
   AND (%(job)s::text IS NULL OR job = %(job)s::text)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(outcome_events)s::text[] IS NULL OR EXISTS (
+      SELECT 1 FROM transitions AS t
+      WHERE t.execution_id = execution_rows.id AND t.from_state = 'RUNNING'
+        AND t.event = ANY(%(outcome_events)s::text[])
+      OFFSET 0
+  ))
 
 -- fragment: query_ranges
 -- The bucket and due_at filters of Store.query, in every query_* block.
@@ -306,13 +324,15 @@ SELECT 1 FROM executions WHERE id = %(id)s::uuid
            OR e.job || ':' || e.job_version = ANY(%(versions)s::text[]))
 
 -- fragment: claim_write
--- The end of every claim block, after its picked rows: the lease, its audit, the
--- answer in claim order.
+-- The end of every claim block, after its picked rows: the lease (and the first claim,
+-- see fencepost.domain.slo), its audit, the answer in claim order.
 claimed AS (
     UPDATE executions AS e
     SET state = 'RUNNING', epoch = e.epoch + 1, attempt = e.attempt + 1,
         lease_owner = %(owner)s, lease_until = clock.now + %(ttl)s::interval,
-        updated_at = clock.now
+        updated_at = clock.now, first_claimed_at = coalesce(e.first_claimed_at, clock.now),
+        -- A takeover of an expired lease: a renewal failed (Mark.RENEWAL_FAILED).
+        slo_marks = e.slo_marks | CASE WHEN p.state = 'RUNNING' THEN 1 ELSE 0 END
     FROM picked AS p, clock
     WHERE e.id = p.id AND e.id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
     RETURNING e.id, p.state AS from_state, p.lease_owner AS from_owner, e.epoch, e.attempt,
@@ -565,7 +585,8 @@ l AS MATERIALIZED (
 ),
 done AS (
     UPDATE executions AS e
-    SET state = 'SUCCEEDED', lease_owner = NULL, lease_until = NULL, updated_at = clock.now
+    SET state = 'SUCCEEDED', lease_owner = NULL, lease_until = NULL, updated_at = clock.now,
+        first_finished_at = coalesce(e.first_finished_at, clock.now)
     -- include: lease_fence
 
 -- fragment: complete_records
@@ -615,7 +636,7 @@ WHERE (SELECT count(*) FROM finished) >= 0  -- a join would be removed, and fini
 SELECT c.id, c.job, c.job_version, c.state, c.due_at, c.priority, c.attempt, c.max_attempts,
        c.epoch, c.lease_owner, c.lease_until, c.timeout, c.idempotency_key, c.schedule_id,
        c.slot, c.bucket, c.bucket_key, c.created_at, c.updated_at,
-       d.inputs, c.result, d.error, d.progress, c.queue, c.limit_key
+       d.inputs, c.result, d.error, d.progress, c.queue, c.limit_key, c.planned_at
 FROM done AS c JOIN execution_data AS d
     ON d.execution_id = c.id
    AND d.execution_id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
@@ -648,7 +669,21 @@ SELECT id, lease_until FROM renewed
 -- Audit refused fenced calls. A statement of its own, after the fenced one in
 -- the same transaction: under READ COMMITTED it sees the row as it is now (a
 -- concurrent completion may just have committed), not as the refusing
--- statement's snapshot saw it.
+-- statement's snapshot saw it. Each refused execution gains %(marks)s (a
+-- fencepost.domain.slo.Mark: a refused heartbeat, a renewal failed; any other
+-- verb, a stale completion refused), OR-ed in, so a retry's second time changes
+-- nothing. SKIP LOCKED: this transaction already holds the rows its fenced statement
+-- wrote, and another worker's may hold these (its own renewals) while it waits for
+-- ours; waiting here could deadlock two heartbeat batches. A row skipped so keeps
+-- the mark its lease's loss set already (the takeover or the expiry that made this
+-- call stale), or at worst loses one class hint of a refusal, never a state change.
+WITH marked AS (
+    UPDATE executions AS e SET slo_marks = e.slo_marks | %(marks)s::integer
+    WHERE e.id IN (
+        SELECT x.id FROM executions AS x WHERE x.id = ANY(%(ids)s::uuid[])
+        ORDER BY x.id FOR NO KEY UPDATE SKIP LOCKED
+    )
+)
 INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
 SELECT e.id, 'STALE_REFUSED', e.state, e.state, r.epoch, r.owner, %(reason)s,
        coalesce(%(now)s::timestamptz, clock_timestamp())
@@ -667,10 +702,14 @@ WHERE NOT (%(again)s::boolean AND EXISTS (
 -- state and epoch it was decided from. A change to a terminal state (fail to
 -- dead letter, cancel, abort, skip, a lease expired with no attempt left...)
 -- tells the waiters of Store.wait, in every process, on the schema's done
--- channel (see done_channel): delivered when this transaction commits.
+-- channel (see done_channel): delivered when this transaction commits. With it, the
+-- marks its event sets (%(marks)s) and, when it finishes the execution (SUCCEEDED or
+-- FAILED), the first finish (%(finished_at)s, else NULL): see SqlStore._persist_steps.
 UPDATE executions
 SET state = %(state)s, due_at = %(due_at)s, attempt = %(attempt)s, epoch = %(epoch)s,
-    lease_owner = %(lease_owner)s, lease_until = %(lease_until)s, updated_at = %(updated_at)s
+    lease_owner = %(lease_owner)s, lease_until = %(lease_until)s, updated_at = %(updated_at)s,
+    slo_marks = slo_marks | %(marks)s::integer,
+    first_finished_at = coalesce(first_finished_at, %(finished_at)s::timestamptz)
 WHERE id = %(id)s::uuid AND state = %(from_state)s AND epoch = %(from_epoch)s
 RETURNING CASE WHEN state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
                THEN pg_notify(left('fencepost_done_' || current_schema(), 63), id::text) END
@@ -978,10 +1017,19 @@ RETURNING s.id
 -- racing for the same keys wait for each other rather than deadlock. Returns the
 -- inserted executions in execution_rows order. actors: the SUBMITTED record's
 -- actor of each (NULL: the schedule's own; run_schedule's caller for a run now).
+-- The planned time is the slot (an overlap policy may hold the occurrence with a
+-- due_at far ahead), else the due_at inserted. %(by_caller)s: a caller's occurrences
+-- (add_occurrences), of which those planned more than %(backfill_slack)s before now are
+-- backfills (Mark.BACKFILL, 16; see insert_executions); never the materializer's own,
+-- nor a run now (no slot: planned at its caller's now).
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 new AS (
     SELECT o.*, s.job, s.job_version, s.inputs, s.max_attempts, s.priority, s.queue, s.limit_key,
-           clock.now
+           clock.now,
+           coalesce(o.slot::timestamptz, o.due_at) AS planned_at,
+           CASE WHEN %(by_caller)s::boolean AND o.slot IS NOT NULL
+                     AND o.slot::timestamptz < clock.now - %(backfill_slack)s::interval
+                THEN 16 ELSE 0 END AS marks
     FROM unnest(
         %(ids)b::uuid[], %(schedule_ids)b::text[], %(slots)b::text[], %(keys)b::text[],
         %(due_ats)b::timestamptz[], %(skipped)b::text[], %(buckets)b::integer[],
@@ -1000,15 +1048,16 @@ claimed AS (
 inserted AS (
     INSERT INTO executions (
         id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
-        idempotency_key, schedule_id, slot, bucket, created_at, updated_at, queue, limit_key
+        idempotency_key, schedule_id, slot, bucket, created_at, updated_at, queue, limit_key,
+        planned_at, slo_marks
     )
     SELECT id, job, job_version, CASE WHEN skipped IS NULL THEN 'SCHEDULED' ELSE 'SKIPPED' END,
            due_at, priority, 0, max_attempts, 0, idempotency_key, schedule_id, slot, bucket,
-           now, now, queue, limit_key
+           now, now, queue, limit_key, planned_at, marks
     FROM new JOIN claimed USING (id)
     RETURNING id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
               lease_owner, lease_until, timeout, idempotency_key, schedule_id, slot, bucket,
-              bucket_key, created_at, updated_at, queue, limit_key
+              bucket_key, created_at, updated_at, queue, limit_key, planned_at
 ),
 data AS (
     INSERT INTO execution_data (execution_id, inputs)
@@ -1041,7 +1090,7 @@ SELECT i.id, i.job, i.job_version, i.state, i.due_at, i.priority, i.attempt, i.m
        i.epoch, i.lease_owner, i.lease_until, i.timeout, i.idempotency_key, i.schedule_id,
        i.slot, i.bucket, i.bucket_key, i.created_at, i.updated_at,
        n.inputs, NULL::jsonb AS result, NULL::text AS error, NULL::jsonb AS progress, i.queue,
-       i.limit_key
+       i.limit_key, i.planned_at
 FROM inserted AS i JOIN new AS n ON n.id = i.id LEFT JOIN woken ON true
 
 -- name: executions_by_keys
@@ -1076,13 +1125,32 @@ ORDER BY bucket
 -- throttle record in [due_at, claim], read from (%(lookback)s, %(now)s] once
 -- (MATERIALIZED: hashed by execution, not searched again per claim; the table's
 -- index is by time only); the records of the window itself are counted per scope.
+-- Then the error classes' counts the lease events do not give: the refused
+-- heartbeats among the refusals (%(heartbeat_refused)s, their audit reason), the
+-- TIMED_OUT and FAILED transitions of the window (through transitions_failure_events),
+-- and the late first claims, counted in the scan that counts by state: first claimed
+-- in the window more than %(claim_within)s after the planned time net of the held
+-- time, backfills and replays (%(excluded_marks)s) left out.
 WITH counts AS (
-    SELECT job, queue, state, count(*) AS n FROM executions GROUP BY job, queue, state
+    SELECT job, queue, state, count(*) AS n,
+           count(*) FILTER (
+               WHERE first_claimed_at > %(start)s::timestamptz
+                 AND first_claimed_at <= %(now)s::timestamptz
+                 AND first_claimed_at - planned_at - held > %(claim_within)s::interval
+                 AND slo_marks & %(excluded_marks)s::integer = 0
+           ) AS late_claims
+    FROM executions GROUP BY job, queue, state
 ),
 events AS (
-    SELECT t.execution_id, t.event, t.from_state, t.at
+    SELECT t.execution_id, t.event, t.from_state, t.reason, t.at
     FROM transitions AS t
     WHERE t.event IN ('CLAIMED', 'LEASE_EXPIRED', 'STALE_REFUSED')
+      AND t.at > %(start)s::timestamptz AND t.at <= %(now)s::timestamptz
+),
+failures AS (
+    SELECT t.event
+    FROM transitions AS t
+    WHERE t.event IN ('FAILED', 'TIMED_OUT')
       AND t.at > %(start)s::timestamptz AND t.at <= %(now)s::timestamptz
 ),
 throttled AS MATERIALIZED (
@@ -1114,7 +1182,12 @@ SELECT
      FROM (SELECT scope, count(*) AS n,
                   (extract(epoch FROM sum(held)) * 1000000)::bigint AS us
            FROM throttled WHERE at > %(start)s::timestamptz
-           GROUP BY scope) AS by_scope)
+           GROUP BY scope) AS by_scope),
+    (SELECT count(*) FROM events
+     WHERE event = 'STALE_REFUSED' AND reason = %(heartbeat_refused)s::text),
+    (SELECT count(*) FROM failures WHERE event = 'TIMED_OUT'),
+    (SELECT count(*) FROM failures WHERE event = 'FAILED'),
+    (SELECT coalesce(sum(late_claims), 0) FROM counts)
 
 -- name: due_groups
 -- Store.unserved in one statement (one snapshot): the due executions (as stats counts
@@ -1142,43 +1215,126 @@ WHERE id >= %(first_id)s::uuid
   AND (%(job)s::text IS NULL OR job = %(job)s::text)
 GROUP BY job, state
 
+-- fragment: slo_facts
+-- The columns of the facts CTE of slo_verdicts (see store/shared.sql), from the
+-- executions (or their rows deleted) as e.
+    SELECT e.id, e.job, e.state, e.planned_at, e.first_claimed_at, e.first_finished_at,
+           e.held, e.slo_marks AS marks
+
+-- fragment: slo_counted
+-- The executions the service-level report counts (fencepost.domain.slo.counted): not
+-- SKIPPED, not CANCELLED before a claim. A condition of a WHERE clause over e.
+      e.state <> 'SKIPPED' AND (e.state <> 'CANCELLED' OR e.first_claimed_at IS NOT NULL)
+
+-- fragment: slo_few_groups
+-- FROM the verdicts, for a GROUP BY of them. The planner takes the number of verdict
+-- pairs for the number of distinct times they are computed from (every execution),
+-- and sorted a million executions on disk to group them; through a subquery it
+-- cannot look into (OFFSET 0) it assumes a few hundred groups, and hashes them.
+    FROM (SELECT * FROM verdicts OFFSET 0) AS v
+
+-- fragment: slo_objectives
+-- The p CTE of slo_verdicts: the report's now and objectives.
+p AS (
+    SELECT %(now)s::timestamptz AS now, %(claim_within)s::interval AS claim_within,
+           %(finish_within)s::interval AS finish_within
+),
+
 -- name: slo
--- The due executions of the SLO window: due_at in (%(start)s, %(now)s], not
--- SKIPPED, not CANCELLED unless claimed; claimed_at is the first CLAIMED
--- transition, finished_at the terminal transition (updated_at of a SUCCEEDED or
--- FAILED row). A NULL claimed_at or finished_at makes "met" NULL: not met. One
--- statement, so that the counts and the worst offenders agree: one row per
--- offender, latest claimed first, each carrying the four counts (and with no
--- offenders one row of counts, the offender columns NULL). MATERIALIZED: each
--- execution's first claim is looked up once, not once per use of claimed_at. No
--- index on due_at: the window (30 days by default) is usually most of the table,
--- which prune keeps small, and every insert would pay for one.
--- include: slo_due
-    WHERE e.due_at > %(start)s::timestamptz AND e.due_at <= %(now)s::timestamptz
-      AND e.state <> 'SKIPPED'
+-- Store.slo's counts (SqlStore._slo) in one scan of the counted executions planned in
+-- [%(since)s, %(now)s] (since = min(start, now - 6 h): the report's window and its
+-- burn windows): per objective and verdict (NULL: undecided), how many were planned
+-- in the window (>= %(start)s), in the last 6 h (>= %(h6)s) and in the last hour
+-- (>= %(h1)s). No index on planned_at: the window (30 days by default) is most of the
+-- table, which prune keeps small, and every insert would pay for one.
+WITH
+-- include: slo_objectives
+facts AS (
+    -- include: slo_facts
+    FROM executions AS e
+    WHERE e.planned_at >= %(since)s::timestamptz AND e.planned_at <= %(now)s::timestamptz
+      AND
+      -- include: slo_counted
 ),
-meant AS (
-    SELECT *, greatest(coalesce(claimed_at, %(now)s::timestamptz) - due_at, interval '0')
-               AS lateness
-    FROM due WHERE state <> 'CANCELLED' OR claimed_at IS NOT NULL
-),
-counts AS (
-    SELECT
-        count(*) FILTER (WHERE claimed_at - due_at <= %(claim_within)s::interval) AS claim_met,
-        count(*) FILTER (WHERE claimed_at IS NOT NULL
-                            OR %(now)s::timestamptz - due_at > %(claim_within)s::interval)
-            AS claim_total,
-        count(*) FILTER (WHERE finished_at - due_at <= %(finish_within)s::interval)
-            AS finish_met,
-        count(*) FILTER (WHERE finished_at IS NOT NULL
-                            OR %(now)s::timestamptz - due_at > %(finish_within)s::interval)
-            AS finish_total
-    FROM meant
-),
-worst AS (
-    SELECT * FROM meant ORDER BY lateness DESC, due_at, id LIMIT %(worst)s
+-- include: slo_verdicts
+-- Counted by both verdicts at once, then per objective from those few rows: an
+-- execution turned into a row per objective (a LATERAL VALUES) cost six times more.
+, pairs AS MATERIALIZED (
+    SELECT claim_verdict, finish_verdict,
+           count(*) FILTER (WHERE planned_at >= %(start)s::timestamptz) AS in_window,
+           count(*) FILTER (WHERE planned_at >= %(h6)s::timestamptz) AS in_6h,
+           count(*) FILTER (WHERE planned_at >= %(h1)s::timestamptz) AS in_1h
+    -- include: slo_few_groups
+    GROUP BY claim_verdict, finish_verdict
 )
--- include: slo_answer
+SELECT 'claim', claim_verdict, sum(in_window)::bigint, sum(in_6h)::bigint, sum(in_1h)::bigint
+FROM pairs GROUP BY claim_verdict
+UNION ALL
+SELECT 'finish', finish_verdict, sum(in_window)::bigint, sum(in_6h)::bigint, sum(in_1h)::bigint
+FROM pairs GROUP BY finish_verdict
+
+-- name: slo_worst
+-- Store.slo's worst offenders: the %(worst)s counted executions planned in [%(start)s,
+-- %(now)s] claimed latest (never claimed: late until now), then by planned time and
+-- id, with their claim verdict (NULL: undecided).
+WITH
+-- include: slo_objectives
+facts AS (
+    -- include: slo_facts
+           , greatest(coalesce(e.first_claimed_at, %(now)s::timestamptz) - e.planned_at,
+                      interval '0') AS lateness
+    FROM executions AS e
+    WHERE e.planned_at >= %(start)s::timestamptz AND e.planned_at <= %(now)s::timestamptz
+      AND
+      -- include: slo_counted
+    ORDER BY lateness DESC, e.planned_at, e.id
+    LIMIT %(worst)s
+),
+-- include: slo_verdicts
+SELECT id, job, planned_at, first_claimed_at, lateness, state, claim_verdict
+FROM verdicts
+ORDER BY lateness DESC, planned_at, id
+
+-- name: slo_rollups_between
+-- What prune rolled up of the days [%(first_day)s, %(last_day)s] (days since 1970-01-01,
+-- UTC), per objective and verdict.
+SELECT objective, verdict, sum(count)::bigint FROM slo_rollups
+WHERE day >= %(first_day)s::integer AND day <= %(last_day)s::integer
+GROUP BY objective, verdict
+
+-- fragment: slo_rollup
+-- Prune's rollups (migration 15), after a CTE facts of the counted executions it is
+-- deleting (slo_verdicts): their verdicts at the default objectives (%(claim_within)s,
+-- %(finish_within)s) at the store's now, added to slo_rollups by the UTC day of the
+-- planned time (days since 1970-01-01: fencepost.domain.slo.day_number), job,
+-- objective and verdict; the undecided are left out. In key order: two prunes adding
+-- to the same rows wait for each other rather than deadlock. The end of a WITH list:
+-- its last CTE is rolled.
+p AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now,
+           %(claim_within)s::interval AS claim_within,
+           %(finish_within)s::interval AS finish_within
+),
+-- include: slo_verdicts
+, pairs AS MATERIALIZED (  -- by both verdicts at once: see slo
+    SELECT (planned_at AT TIME ZONE 'UTC')::date - date '1970-01-01' AS day, job,
+           claim_verdict, finish_verdict, count(*) AS n
+    -- include: slo_few_groups
+    GROUP BY 1, 2, 3, 4
+),
+rolled AS (
+    INSERT INTO slo_rollups AS r (day, job, objective, verdict, count)
+    SELECT day, job, objective, verdict, sum(n)
+    FROM (
+        SELECT day, job, 'claim' AS objective, claim_verdict AS verdict, n FROM pairs
+        UNION ALL
+        SELECT day, job, 'finish', finish_verdict, n FROM pairs
+    ) AS o
+    WHERE verdict IS NOT NULL
+    GROUP BY day, job, objective, verdict
+    ORDER BY day, job, objective, verdict
+    ON CONFLICT (day, job, objective, verdict) DO UPDATE SET count = r.count + excluded.count
+)
 
 -- name: count_prunable
 SELECT count(*) FROM executions
@@ -1189,9 +1345,9 @@ WHERE state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED')
 -- One batch of prune, one statement (its own short transaction): the oldest
 -- finished executions, read through executions_finished, skipping rows another
 -- transaction holds (a replay, a concurrent prune). Their payloads, transitions,
--- commands and idempotency keys go by id or key. The ids come as arrays, so each
--- table is read by key (see acquire_schedules). Whole days of history go faster:
--- see store/postgres/history.py.
+-- commands and idempotency keys go by id or key, and their verdicts into the
+-- rollups (slo_rollup). The ids come as arrays, so each table is read by key (see
+-- acquire_schedules). Whole days of history go faster: see store/postgres/history.py.
 WITH doomed AS (
     SELECT e.id FROM executions AS e
     WHERE e.state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED')
@@ -1202,7 +1358,8 @@ WITH doomed AS (
 ),
 gone AS (
     DELETE FROM executions AS e WHERE e.id = ANY(ARRAY(SELECT id FROM doomed))
-    RETURNING e.id, e.idempotency_key
+    RETURNING e.id, e.idempotency_key, e.job, e.state, e.planned_at, e.first_claimed_at,
+              e.first_finished_at, e.held, e.slo_marks
 ),
 keys AS (
     DELETE FROM execution_keys AS k
@@ -1216,8 +1373,29 @@ data AS (
 ),
 audit AS (
     DELETE FROM transitions AS t WHERE t.execution_id = ANY(ARRAY(SELECT id FROM gone))
-)
+),
+facts AS (
+    -- include: slo_facts
+    FROM gone AS e
+    WHERE
+      -- include: slo_counted
+),
+-- include: slo_rollup
 SELECT count(*) FROM gone
+
+-- name: roll_up_day
+-- Before prune drops a day of history, in the transaction that drops its executions
+-- (history.drop_finished_days): the verdicts of the day's counted executions into the
+-- rollups (slo_rollup), and how many executions the day holds. {day} is the detached
+-- executions partition (psycopg.sql.Identifier).
+WITH facts AS (
+    -- include: slo_facts
+    FROM {day} AS e
+    WHERE
+      -- include: slo_counted
+),
+-- include: slo_rollup
+SELECT count(*) FROM {day}
 
 -- name: insert_job
 -- A published entry is immutable: one already stored is left as it is (the caller
@@ -1411,7 +1589,9 @@ ON CONFLICT (scope) DO UPDATE SET count = t.count + excluded.count, held = t.hel
 
 -- name: flow_put
 -- A limited claim's writes in one round trip: its buckets (upserted), its throttle
--- records, and their per-scope totals.
+-- records, their per-scope totals, and each throttled execution's held time (its
+-- records' held added: fencepost.domain.slo, the throttled exclusion). The claim
+-- leased those executions in this transaction: their rows are held already.
 WITH buckets AS (
     INSERT INTO flow_buckets AS b (scope, key, tokens, at, ready_at, denied_at)
     SELECT * FROM unnest(
@@ -1428,7 +1608,15 @@ throttled AS (
         %(ids)s::uuid[], %(throttle_scopes)s::text[], %(helds)s::interval[],
         %(throttle_ats)s::timestamptz[]
     )
-    RETURNING scope, held
+    RETURNING execution_id, scope, held
+),
+-- A throttled first claim's held time kept on its execution (epoch 1 after the lease
+-- this transaction wrote): the larger, not the sum (see SQLite's flow_hold).
+held AS (
+    UPDATE executions AS e SET held = greatest(e.held, t.held)
+    FROM (SELECT execution_id, max(held) AS held FROM throttled GROUP BY execution_id) AS t
+    WHERE e.id = t.execution_id AND e.id = ANY(%(ids)s::uuid[]) AND e.epoch = 1
+      AND e.id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
 )
 -- include: add_throttle_totals
 
@@ -1492,7 +1680,8 @@ WHERE scope = %(scope)s
 
 -- name: flow_resume_throttles
 -- Resuming a queue: each execution the pause kept waiting past its due time is
--- recorded as throttled by the queue, for the time since it was due (or paused).
+-- recorded as throttled by the queue, for the time since it was due (or paused),
+-- and held that much longer (see flow_put).
 WITH throttled AS (
     INSERT INTO throttles (execution_id, scope, held, at)
     SELECT e.id, %(scope)s, %(now)s::timestamptz - greatest(e.due_at, %(since)s::timestamptz),
@@ -1500,7 +1689,11 @@ WITH throttled AS (
     FROM executions AS e
     WHERE e.queue = %(queue)s AND e.state IN ('RETRY_WAIT', 'SCHEDULED')
       AND e.due_at <= %(now)s::timestamptz
-    RETURNING scope, held
+    RETURNING execution_id, scope, held
+),
+held AS (
+    UPDATE executions AS e SET held = greatest(e.held, t.held)
+    FROM throttled AS t WHERE e.id = t.execution_id AND e.epoch = 0
 )
 -- include: add_throttle_totals
 

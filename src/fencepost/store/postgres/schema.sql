@@ -49,6 +49,11 @@ CREATE TABLE executions (
     trace_context text,
     unset_defaults text,
     limit_key text,
+    planned_at timestamp with time zone NOT NULL,
+    first_claimed_at timestamp with time zone,
+    first_finished_at timestamp with time zone,
+    held interval DEFAULT '00:00:00'::interval NOT NULL,
+    slo_marks integer DEFAULT 0 NOT NULL,
     CONSTRAINT executions_state_known CHECK ((state = ANY (ARRAY['SCHEDULED'::text, 'RUNNING'::text, 'RETRY_WAIT'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text, 'SKIPPED'::text])))
 )
 PARTITION BY RANGE (id);
@@ -77,7 +82,8 @@ CREATE VIEW execution_rows AS
     d.error,
     d.progress,
     e.queue,
-    e.limit_key
+    e.limit_key,
+    e.planned_at
    FROM (executions e
      JOIN execution_data d ON ((d.execution_id = e.id)));
 CREATE TABLE fencepost_settings (
@@ -170,6 +176,13 @@ CREATE TABLE schedules (
     limit_key text,
     CONSTRAINT schedules_one_rule CHECK (((cron IS NULL) <> (every IS NULL)))
 );
+CREATE TABLE slo_rollups (
+    day integer NOT NULL,
+    job text NOT NULL,
+    objective text NOT NULL,
+    verdict text NOT NULL,
+    count bigint NOT NULL
+);
 CREATE TABLE throttle_totals (
     scope text NOT NULL,
     count bigint NOT NULL,
@@ -223,6 +236,8 @@ ALTER TABLE ONLY nodes
     ADD CONSTRAINT nodes_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY schedules
     ADD CONSTRAINT schedules_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY slo_rollups
+    ADD CONSTRAINT slo_rollups_pkey PRIMARY KEY (day, job, objective, verdict);
 ALTER TABLE ONLY throttle_totals
     ADD CONSTRAINT throttle_totals_pkey PRIMARY KEY (scope);
 CREATE INDEX commands_execution ON commands USING btree (execution_id, requested_at, id);
@@ -241,5 +256,6 @@ CREATE INDEX flow_buckets_ready ON flow_buckets USING btree (scope, ready_at);
 CREATE INDEX schedules_due ON schedules USING btree (next_due, id);
 CREATE INDEX throttles_at ON throttles USING btree (at);
 CREATE INDEX transitions_execution ON ONLY transitions USING btree (execution_id, seq);
+CREATE INDEX transitions_failure_events ON ONLY transitions USING btree (at) WHERE (event = ANY (ARRAY['FAILED'::text, 'TIMED_OUT'::text]));
 CREATE INDEX transitions_lease_events ON ONLY transitions USING btree (at) WHERE (event = ANY (ARRAY['CLAIMED'::text, 'LEASE_EXPIRED'::text, 'STALE_REFUSED'::text]));
 CREATE STATISTICS executions_version_key ON ((job || ':'::text) || job_version) FROM executions;

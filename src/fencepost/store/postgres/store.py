@@ -40,6 +40,12 @@ from fencepost.domain.models import (
 from fencepost.domain.nodes import Node, Registration
 from fencepost.domain.reports import DueCount, Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
+from fencepost.domain.slo import (
+    BACKFILL_SLACK,
+    DEFAULT_CLAIM_WITHIN,
+    DEFAULT_FINISH_WITHIN,
+    ErrorClass,
+)
 from fencepost.domain.states import Event
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
@@ -88,12 +94,13 @@ from fencepost.store.postgres.outages import is_outage, lost_race, retried, unse
 from fencepost.store.postgres.waiting import NotifiedWatcher
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlflow import SqlFlow
-from fencepost.store.sqlstore import SqlStore, claimed_leases, fence_key, stale
+from fencepost.store.sqlstore import SqlStore, claimed_leases, fence_key, refusal_mark, stale
 from fencepost.store.values import (
     BucketsResized,
     adopt_buckets,
     live_nodes_refusal,
     rebucketed,
+    stats_error_params,
     stats_report,
     throttle_lookback,
 )
@@ -286,6 +293,9 @@ class PostgresStore(SqlStore):
     def _write(self) -> AbstractContextManager[Connection]:
         return self._db.transaction()
 
+    def _snapshot(self) -> AbstractContextManager[Connection]:
+        return self._db.snapshot()  # each autocommit read would see its own
+
     def _now_steps(self) -> Steps[datetime]:
         row = yield Statement(Q["store_now"], {"now": self._pinned_now()}, "one")
         assert row is not None
@@ -327,6 +337,7 @@ class PostgresStore(SqlStore):
                 "owners": [fence.owner for fence in fences],
                 "epochs": [fence.epoch for fence in fences],
                 "reason": stale_reason(verb),
+                "marks": int(refusal_mark(verb)),
                 "again": again,
             },
         )
@@ -563,6 +574,7 @@ class PostgresStore(SqlStore):
             "unset_defaults": _nullable([n.unset_defaults for n in batch]),
             "limit_keys": _nullable([n.limit_key for n in batch]),
             "actor": batch[0].actor if batch else None,  # one submitter per batch
+            "backfill_slack": BACKFILL_SLACK,
         }
 
     # -- reading -------------------------------------------------------------------------
@@ -659,10 +671,12 @@ class PostgresStore(SqlStore):
         buckets: Sequence[tuple[str, str, float, datetime, datetime, datetime | None]],
         throttles: Sequence[Throttle],
     ) -> None:
-        # One round trip for both (empty arrays insert nothing).
+        # One round trip for both (empty arrays insert nothing), naming the live days
+        # only: the throttled executions were just leased.
         columns: list[tuple[Any, ...]] = list(zip(*buckets, strict=True)) or [()] * 6
+        ids = [t.execution_id for t in throttles]
         conn.execute(
-            Q["flow_put"],
+            self._hot(conn, "flow_put", ids),
             {
                 "scopes": list(columns[0]),
                 "keys": list(columns[1]),
@@ -670,7 +684,7 @@ class PostgresStore(SqlStore):
                 "ats": list(columns[3]),
                 "ready_ats": list(columns[4]),
                 "denied_ats": list(columns[5]),
-                "ids": [t.execution_id for t in throttles],
+                "ids": ids,
                 "throttle_scopes": [t.scope for t in throttles],
                 "helds": [t.held for t in throttles],
                 "throttle_ats": [t.at for t in throttles],
@@ -767,7 +781,8 @@ class PostgresStore(SqlStore):
         batches = list(rounds([o.lease for _, o in valid]))
         # One statement is atomic by itself: the usual batch (one round, every result
         # valid) runs in autocommit, without the BEGIN and COMMIT round trips. Its
-        # refusals, if any, are audited by the next statement; they change nothing.
+        # refusals, if any, are audited by the next statement; they change no state
+        # (only the SLO's marks, never waiting for a row: see insert_stale_refusals).
         alone = len(batches) == 1 and len(valid) == len(outcomes)
         with self._db.connection() if alone else self._db.transaction() as conn:
             for round_ in batches:
@@ -927,13 +942,21 @@ class PostgresStore(SqlStore):
                 "held": HELD,
                 "lookback": throttle_lookback(now, window),
             }
-            row = conn.execute(Q["stats"], params).fetchone()
+            row = conn.execute(Q["stats"], params | stats_error_params()).fetchone()
         assert row is not None
-        counts, backlog, refused, expiries, count, ranks, longest, throttled = row
+        counts, backlog, refused, expiries, count, ranks, longest, throttled, *more = row
+        heartbeats, timed_out, failed, late_claims = more
         p50, p90, p99 = ranks if ranks is not None else (None, None, None)
         lateness = Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest)
         held = [(scope, n, timedelta(microseconds=us)) for scope, n, us in throttled]
-        return stats_report(now, window, counts, backlog, lateness, refused, expiries, held)
+        errors = {
+            ErrorClass.LATE_CLAIM: late_claims,
+            ErrorClass.RENEWAL_FAILED: expiries + heartbeats,
+            ErrorClass.STALE_COMPLETION_REFUSED: refused - heartbeats,
+            ErrorClass.TIMED_OUT: timed_out,
+            ErrorClass.HANDLER_FAILED: failed,
+        }
+        return stats_report(now, window, counts, backlog, lateness, refused, expiries, held, errors)
 
     def _due_groups(self) -> tuple[datetime, list[DueCount], int]:
         with self._db.connection() as conn:
@@ -969,6 +992,7 @@ class PostgresStore(SqlStore):
             cutoff,
             concurrently=not self._db.transaction_pooled,
             on_drop=dropped,
+            rollup=self._rollup(),
         )
         if total:
             self._history.forget()  # a later insert into a dropped day makes it again
@@ -1011,10 +1035,22 @@ class PostgresStore(SqlStore):
 
         return Plan(steps(), atomic=plan.atomic)
 
+    def _rollup(self) -> dict[str, Any]:
+        """The parameters of prune's rollups (``slo_rollup`` in queries.sql): the verdicts
+        at the default objectives, at the store's now (read by each statement, unless a
+        test pins it), as the reports that add the rollups count them."""
+        return {
+            "now": self._pinned_now(),
+            "claim_within": DEFAULT_CLAIM_WITHIN,
+            "finish_within": DEFAULT_FINISH_WITHIN,
+        }
+
     def _prune_batch(self, cutoff: datetime, batch: int) -> int:
-        # One statement in autocommit: the batch is its own short transaction.
+        # One statement in autocommit: the batch is its own short transaction, its
+        # rollups written by the statement that deletes (the store's now read in it).
+        params = self._rollup() | {"cutoff": cutoff, "batch": batch}
         with self._db.connection() as conn:
-            row = conn.execute(Q["prune_batch"], {"cutoff": cutoff, "batch": batch}).fetchone()
+            row = conn.execute(Q["prune_batch"], params).fetchone()
         assert row is not None
         return int(row[0])
 
@@ -1073,7 +1109,7 @@ class PostgresStore(SqlStore):
                 ).fetchall()
                 accepted = [items[round_[id_]] for (id_,) in found]
                 by_key, fresh = self._insert_occurrences(
-                    conn, [o for item in accepted for o in item.unique()]
+                    conn, [o for item in accepted for o in item.unique()], by_caller=False
                 )
                 inserted += fresh
                 for item in accepted:
@@ -1087,15 +1123,17 @@ class PostgresStore(SqlStore):
         with self._db.transaction() as conn:
             if conn.execute(Q["share_schedule"], {"id": schedule_id}).fetchone() is None:
                 raise NotFound(schedule_id, subject="schedule")
-            by_key, fresh = self._insert_occurrences(conn, list(occurrences))
+            by_key, fresh = self._insert_occurrences(conn, list(occurrences), by_caller=True)
         self._count_inserts(fresh)
         return [by_key[o.idempotency_key] for o in occurrences]
 
     def _insert_occurrences(
-        self, conn: Connection, occurrences: Sequence[NewOccurrence]
+        self, conn: Connection, occurrences: Sequence[NewOccurrence], *, by_caller: bool
     ) -> tuple[dict[str, Execution], int]:
         """Insert occurrences (distinct keys) of schedules this transaction holds, if absent.
 
+        ``by_caller``: a caller's (add_occurrences, run_schedule), not the materializer's
+        own: one of a slot planned in the past is a backfill for the SLO.
         Returns every occurrence's execution by key, and how many were inserted.
         """
         if not occurrences:
@@ -1115,6 +1153,8 @@ class PostgresStore(SqlStore):
                 "skipped": _nullable([o.skipped for o in occurrences]),
                 "buckets": [o.bucket for o in occurrences],
                 "actors": _nullable([o.actor for o in occurrences]),
+                "by_caller": by_caller,
+                "backfill_slack": BACKFILL_SLACK,
             },
         ).fetchall()
         by_key = {e.idempotency_key: e for e in map(rows.execution, found)}

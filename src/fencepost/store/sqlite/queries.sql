@@ -94,10 +94,18 @@ SELECT * FROM execution_rows AS e
 WHERE e.idempotency_key = :key
 
 -- fragment: query_filters
--- The state, job and queue filters of Store.query, in every query_* block.
+-- The state, job, queue and attempt outcome filters of Store.query, in every
+-- query_* block. An attempt ended with the outcome when a transition from RUNNING
+-- has one of :outcome_events (fencepost.domain.machine.ending_events): one probe
+-- of transitions_execution per row the other filters kept.
   AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
   AND (:job IS NULL OR e.job = :job)
   AND (:queue IS NULL OR e.queue = :queue)
+  AND (:outcome_events IS NULL OR EXISTS (
+      SELECT 1 FROM transitions AS t
+      WHERE t.execution_id = e.id AND t.from_state = 'RUNNING'
+        AND t.event IN (SELECT value FROM json_each(:outcome_events))
+  ))
 
 -- fragment: query_ranges
 -- The bucket and due_at filters of Store.query, in every query_* block.
@@ -134,14 +142,16 @@ WHERE idempotency_key IN (SELECT value FROM json_each(:keys))
 -- name: insert_execution
 -- executemany: ?1 id, ?2 job, ?3 job_version, ?4 due_at, ?5 priority, ?6 max_attempts,
 -- ?7 timeout_us, ?8 idempotency_key, ?9 request_hash, ?10 bucket, ?11 bucket_key, ?12 now,
--- ?13 queue, ?14 trace_context, ?15 unset_defaults, ?16 limit_key.
+-- ?13 queue, ?14 trace_context, ?15 unset_defaults, ?16 limit_key, ?17 slo_marks (BACKFILL
+-- for a time already past, see fencepost.domain.slo.is_backfill). The planned time is
+-- the due_at inserted.
 INSERT INTO executions (
     id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
     timeout_us, idempotency_key, request_hash, bucket, bucket_key, created_at, updated_at, queue,
-    trace_context, unset_defaults, limit_key
+    trace_context, unset_defaults, limit_key, planned_at, slo_marks
 ) VALUES (
     ?1, ?2, ?3, 'SCHEDULED', ?4, ?5, 0, ?6, 0,
-    ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14, ?15, ?16
+    ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14, ?15, ?16, ?4, ?17
 )
 
 -- name: insert_execution_data
@@ -176,6 +186,12 @@ VALUES (:execution_id, :event, :from_state, :to_state, :epoch, :actor, :reason, 
 INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
 SELECT id, 'STALE_REFUSED', state, state, :epoch, :actor, :reason, :at
 FROM executions WHERE id = :execution_id
+
+-- name: mark_stale_refusal
+-- With insert_stale_refusal: what the refusal says of the execution (:marks, a
+-- fencepost.domain.slo.Mark: a refused heartbeat, a renewal failed; any other verb,
+-- a stale completion refused).
+UPDATE executions SET slo_marks = slo_marks | :marks WHERE id = :execution_id
 
 -- name: select_transitions
 SELECT seq, execution_id, event, from_state, to_state, epoch, actor, reason, at
@@ -297,10 +313,14 @@ ranked AS (
 
 -- name: claim_update
 -- Runs in the same BEGIN IMMEDIATE transaction as claim_candidates_queue, which
--- holds the database's write lock: no other claim can interleave.
+-- holds the database's write lock: no other claim can interleave. The first claim
+-- is kept; taking over an expired lease (the row still RUNNING: SET reads the old
+-- values) marks a renewal failed (fencepost.domain.slo.Mark.RENEWAL_FAILED).
 UPDATE executions
 SET state = 'RUNNING', epoch = epoch + 1, attempt = attempt + 1,
-    lease_owner = :owner, lease_until = :until, updated_at = :now
+    lease_owner = :owner, lease_until = :until, updated_at = :now,
+    first_claimed_at = coalesce(first_claimed_at, :now),
+    slo_marks = slo_marks | CASE WHEN state = 'RUNNING' THEN 1 ELSE 0 END
 WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: complete_fenced
@@ -309,7 +329,8 @@ WHERE id IN (SELECT value FROM json_each(:ids))
 -- batch order, so a lease repeated in one batch is stale the second time.
 -- executemany: ?1 now, ?2 id, ?3 owner, ?4 epoch.
 UPDATE executions
-SET state = 'SUCCEEDED', lease_owner = NULL, lease_until = NULL, updated_at = ?1
+SET state = 'SUCCEEDED', lease_owner = NULL, lease_until = NULL, updated_at = ?1,
+    first_finished_at = coalesce(first_finished_at, ?1)
 WHERE id = ?2
   AND state = 'RUNNING'
   AND lease_owner = ?3
@@ -345,10 +366,14 @@ UPDATE execution_data SET progress = :progress WHERE execution_id = :id
 
 -- name: write_change
 -- Persist a change decided by fencepost.domain.machine.apply. Guarded by the
--- state and epoch it was decided from; anything else means a lost race.
+-- state and epoch it was decided from; anything else means a lost race. With it,
+-- the marks its event sets (:marks) and, when it finishes the execution (SUCCEEDED
+-- or FAILED), the first finish (:finished_at, else NULL): see SqlStore._persist_steps.
 UPDATE executions
 SET state = :state, due_at = :due_at, attempt = :attempt, epoch = :epoch,
-    lease_owner = :lease_owner, lease_until = :lease_until, updated_at = :updated_at
+    lease_owner = :lease_owner, lease_until = :lease_until, updated_at = :updated_at,
+    slo_marks = slo_marks | :marks,
+    first_finished_at = coalesce(first_finished_at, :finished_at)
 WHERE id = :id AND state = :from_state AND epoch = :from_epoch
 
 -- name: expired_leases
@@ -602,12 +627,14 @@ WHERE idempotency_key IN (SELECT value FROM json_each(:keys))
 -- A schedule's occurrence as a new execution (SCHEDULED, or already SKIPPED as
 -- fencepost.domain.machine decided). executemany: ?1 id, ?2 job, ?3 job_version,
 -- ?4 state, ?5 due_at, ?6 priority, ?7 max_attempts, ?8 idempotency_key,
--- ?9 schedule_id, ?10 slot, ?11 bucket, ?12 now, ?13 queue, ?14 limit_key.
+-- ?9 schedule_id, ?10 slot, ?11 bucket, ?12 now, ?13 queue, ?14 limit_key, ?15 planned_at
+-- (its due_at), ?16 slo_marks (BACKFILL for a caller's occurrence of a time past).
 INSERT INTO executions (
     id, job, job_version, state, due_at, priority, attempt, max_attempts, epoch,
-    idempotency_key, schedule_id, slot, bucket, created_at, updated_at, queue, limit_key
+    idempotency_key, schedule_id, slot, bucket, created_at, updated_at, queue, limit_key,
+    planned_at, slo_marks
 ) VALUES (
-    ?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, 0, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14
+    ?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, 0, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14, ?15, ?16
 )
 
 -- Reports and housekeeping. Times are microseconds, so differences of two
@@ -620,7 +647,15 @@ GROUP BY bucket
 ORDER BY bucket
 
 -- name: stats_counts
-SELECT job, queue, state, count(*) FROM executions GROUP BY job, queue, state
+-- Executions by job, queue and state and, in the same scan, how many of each group
+-- were first claimed in (:start, :now] more than :claim_within after their planned
+-- time net of their held time, backfills and replays (:excluded_marks) left out:
+-- the late_claim class of Store.stats (fencepost.domain.slo.claim_verdict).
+SELECT job, queue, state, count(*),
+       count(*) FILTER (WHERE first_claimed_at > :start AND first_claimed_at <= :now
+                          AND first_claimed_at - planned_at - held_us > :claim_within
+                          AND slo_marks & :excluded_marks = 0)
+FROM executions GROUP BY job, queue, state
 
 -- name: stats_backlog
 -- Due waiting executions; held occurrences (due_at >= :held) are not due.
@@ -639,13 +674,19 @@ GROUP BY job, job_version
 SELECT count(*) FROM schedules WHERE paused = 0 AND next_due < :never
 
 -- name: stats_events
--- Lease events in (:start, :now]. A scan of the audit trail: SQLite keeps no
+-- Lease and error events in (:start, :now]: refusals, expiries (LEASE_EXPIRED and
+-- takeovers), the refusals of heartbeats among them (:heartbeat_refused, their
+-- audit reason), TIMED_OUT and FAILED. A scan of the audit trail: SQLite keeps no
 -- index of it by time (see migrations/0005_housekeeping.sql).
 SELECT count(*) FILTER (WHERE event = 'STALE_REFUSED'),
        count(*) FILTER (WHERE event = 'LEASE_EXPIRED'
-                           OR (event = 'CLAIMED' AND from_state = 'RUNNING'))
+                           OR (event = 'CLAIMED' AND from_state = 'RUNNING')),
+       count(*) FILTER (WHERE event = 'STALE_REFUSED' AND reason = :heartbeat_refused),
+       count(*) FILTER (WHERE event = 'TIMED_OUT'),
+       count(*) FILTER (WHERE event = 'FAILED')
 FROM transitions
-WHERE event IN ('CLAIMED', 'LEASE_EXPIRED', 'STALE_REFUSED') AND at > :start AND at <= :now
+WHERE event IN ('CLAIMED', 'FAILED', 'LEASE_EXPIRED', 'STALE_REFUSED', 'TIMED_OUT')
+  AND at > :start AND at <= :now
 
 -- name: stats_throttled
 -- Throttle records in (:start, :now] per scope: how many, and the time they were held.
@@ -697,37 +738,72 @@ WHERE id >= :first_id AND created_at > :start AND created_at <= :now
   AND (:job IS NULL OR job = :job)
 GROUP BY job, state
 
+-- fragment: slo_facts
+-- The start of the SLO blocks: p, the objectives at :now, and facts, the counted
+-- executions (not SKIPPED, not CANCELLED before a claim) with what their verdicts
+-- are decided from, as the shared fragment slo_verdicts reads them. The block adds
+-- the rows it reads to the WHERE clause, closes facts and includes slo_verdicts.
+WITH p (now, claim_within, finish_within) AS (SELECT :now, :claim_within, :finish_within),
+facts AS (
+    SELECT e.id, e.job, e.state, e.planned_at, e.first_claimed_at, e.first_finished_at,
+           e.held_us AS held, e.slo_marks AS marks
+    FROM executions AS e
+    WHERE e.state <> 'SKIPPED' AND (e.state <> 'CANCELLED' OR e.first_claimed_at IS NOT NULL)
+
 -- name: slo
--- The due executions of the SLO window: due_at in (:start, :now], not SKIPPED,
--- not CANCELLED unless claimed; claimed_at is the first CLAIMED transition,
--- finished_at the terminal transition (updated_at of a SUCCEEDED or FAILED row).
--- A NULL claimed_at or finished_at makes the "met" comparison NULL: not met.
--- One statement, so that the counts and the worst offenders agree: one row per
--- offender, latest claimed first, each carrying the four counts (and with no
--- offenders one row of counts, the offender columns NULL).
--- MATERIALIZED: each execution's first claim is looked up once, not once per use.
--- No index on due_at: the window (30 days by default) is usually most of the
--- table, which prune keeps small, and every insert would pay for one.
--- include: slo_due
-    WHERE e.due_at > :start AND e.due_at <= :now AND e.state <> 'SKIPPED'
+-- Store.slo's counts: the executions planned in [:since, :now] (:since is the
+-- earlier of the window's start and the 6 h burn window's), each objective's
+-- verdicts (NULL: undecided) with how many were planned at or after :start (the
+-- window), :h6 and :h1. One scan of the executions: no index on planned_at (every
+-- insert would pay for one; prune keeps the table to about the window). Grouped by
+-- both verdicts first (a few dozen pairs), then each objective from those: a
+-- third of the time of materializing the pairs and reading them twice.
+-- include: slo_facts
+      AND e.planned_at >= :since AND e.planned_at <= :now
 ),
-meant AS MATERIALIZED (
-    SELECT *, max(coalesce(claimed_at, :now) - due_at, 0) AS lateness
-    FROM due WHERE state <> 'CANCELLED' OR claimed_at IS NOT NULL
+-- include: slo_verdicts
+,
+pairs AS (
+    SELECT claim_verdict, finish_verdict,
+           sum(planned_at >= :start) AS in_window,
+           sum(planned_at >= :h6) AS in_6h,
+           sum(planned_at >= :h1) AS in_1h
+    FROM verdicts
+    GROUP BY claim_verdict, finish_verdict
 ),
-counts AS (
-    SELECT count(*) FILTER (WHERE claimed_at - due_at <= :claim_within) AS claim_met,
-           count(*) FILTER (WHERE claimed_at IS NOT NULL OR :now - due_at > :claim_within)
-               AS claim_total,
-           count(*) FILTER (WHERE finished_at - due_at <= :finish_within) AS finish_met,
-           count(*) FILTER (WHERE finished_at IS NOT NULL OR :now - due_at > :finish_within)
-               AS finish_total
-    FROM meant
+objectives (objective) AS (VALUES ('claim'), ('finish'))
+SELECT o.objective,
+       CASE o.objective WHEN 'claim' THEN r.claim_verdict ELSE r.finish_verdict END AS verdict,
+       sum(r.in_window), sum(r.in_6h), sum(r.in_1h)
+FROM pairs AS r CROSS JOIN objectives AS o
+GROUP BY o.objective, verdict
+
+-- name: slo_worst
+-- Store.slo's worst offenders: the :worst executions planned in [:start, :now] by
+-- claim lateness (first claim, or :now while unclaimed, less the planned time; at
+-- least 0), largest first, then planned time, then id.
+-- include: slo_facts
+      AND e.planned_at >= :start AND e.planned_at <= :now
 ),
-worst AS (
-    SELECT * FROM meant ORDER BY lateness DESC, due_at, id LIMIT :worst
-)
--- include: slo_answer
+-- include: slo_verdicts
+SELECT id, job, planned_at, first_claimed_at,
+       max(coalesce(first_claimed_at, :now) - planned_at, 0) AS lateness, state, claim_verdict
+FROM verdicts
+ORDER BY lateness DESC, planned_at, id
+LIMIT :worst
+
+-- name: slo_rollups_between
+-- The verdicts prune rolled up for the UTC days [:first_day, :last_day].
+SELECT objective, verdict, sum(count) FROM slo_rollups
+WHERE day >= :first_day AND day <= :last_day
+GROUP BY objective, verdict
+
+-- name: slo_rollup
+-- executemany, in the transaction of prune's batch, before its rows go: ?1 day,
+-- ?2 job, ?3 objective, ?4 verdict, ?5 how many of the batch's executions (see
+-- prunable), added to what earlier prunes rolled up.
+INSERT INTO slo_rollups (day, job, objective, verdict, count) VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (day, job, objective, verdict) DO UPDATE SET count = count + excluded.count
 
 -- name: count_prunable
 -- What prune would delete (see prunable): rows created before the cutoff sort below
@@ -741,9 +817,27 @@ WHERE id < :before
 -- time-ordered, so every row created before the cutoff sorts below :before; a
 -- batch walks the primary key from :after (where the previous batch stopped), so
 -- a prune reads each row once, with no index to maintain on the hot path.
-SELECT id FROM executions
-WHERE id > :after AND id < :before
-  AND state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED') AND updated_at <= :cutoff
+-- With each id, what slo_rollups keeps of it: the UTC day of its planned time
+-- (floored: days since 1970-01-01), its job, and its verdicts at the default
+-- objectives (:claim_within, :finish_within) at the prune's :now, NULL when
+-- undecided or not counted (SKIPPED, CANCELLED before a claim). Computed here, on
+-- the rows this walk reads anyway: a second statement reading the batch again by
+-- its ids made prune a third slower, this an eighth (bench/slo_report.py).
+WITH p (now, claim_within, finish_within) AS (SELECT :now, :claim_within, :finish_within),
+facts AS (
+    SELECT e.id, e.job, e.state, e.planned_at, e.first_claimed_at, e.first_finished_at,
+           e.held_us AS held, e.slo_marks AS marks,
+           e.state = 'SKIPPED' OR (e.state = 'CANCELLED' AND e.first_claimed_at IS NULL)
+               AS uncounted
+    FROM executions AS e
+    WHERE e.id > :after AND e.id < :before
+      AND e.state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED') AND e.updated_at <= :cutoff
+),
+-- include: slo_verdicts
+SELECT id, planned_at / 86400000000 - (planned_at % 86400000000 < 0), job,
+       CASE WHEN NOT uncounted THEN claim_verdict END,
+       CASE WHEN NOT uncounted THEN finish_verdict END
+FROM verdicts
 ORDER BY id
 LIMIT :batch
 
@@ -929,6 +1023,14 @@ SET tokens = excluded.tokens, at = excluded.at, ready_at = excluded.ready_at,
 -- executemany.
 INSERT INTO throttles (execution_id, scope, held_us, at) VALUES (:id, :scope, :held, :at)
 
+-- name: flow_hold
+-- executemany, with flow_put_throttle's rows (after the lease): a throttled first
+-- claim's held time kept on its execution (the lateness a limit excuses,
+-- fencepost.domain.slo). First claims only (epoch 1 after it): a hold of a retry must
+-- not excuse a late first claim. The larger, not the sum: a pause's record at the
+-- resume and the claim's record after it measure the same wait from the same due_at.
+UPDATE executions SET held_us = max(held_us, :held) WHERE id = :id AND epoch = 1
+
 -- name: flow_set_limit
 INSERT INTO flow_limits (
 -- include: limit_columns
@@ -988,6 +1090,14 @@ INSERT INTO throttles (execution_id, scope, held_us, at)
 SELECT e.id, :scope, :now - max(e.due_at, :since), :now
 FROM executions AS e
 WHERE e.queue = :queue AND e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= :now
+
+-- name: flow_resume_held
+-- With flow_resume_throttles, the same executions: the time the pause held each one
+-- kept as its held time (as flow_hold keeps a limited claim's), for those never
+-- claimed (epoch 0) only, the larger of the two (see flow_hold).
+UPDATE executions SET held_us = max(held_us, :now - max(due_at, :since))
+WHERE queue = :queue AND state IN ('RETRY_WAIT', 'SCHEDULED') AND due_at <= :now
+  AND epoch = 0
 
 -- name: flow_add_totals
 -- executemany: one scope's throttled claims of a write, added to its totals.

@@ -101,7 +101,7 @@ CREATE TABLE executions (
     bucket_key      TEXT,
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL
-, queue TEXT NOT NULL DEFAULT 'default', trace_context TEXT, unset_defaults TEXT, limit_key TEXT) WITHOUT ROWID;
+, queue TEXT NOT NULL DEFAULT 'default', trace_context TEXT, unset_defaults TEXT, limit_key TEXT, planned_at INTEGER NOT NULL DEFAULT 0, first_claimed_at INTEGER, first_finished_at INTEGER, held_us INTEGER NOT NULL DEFAULT 0, slo_marks INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 
 -- table: fencepost_settings
 CREATE TABLE fencepost_settings (
@@ -195,6 +195,16 @@ CREATE TABLE schedules (
     CHECK ((cron IS NULL) <> (every_us IS NULL))
 ) WITHOUT ROWID;
 
+-- table: slo_rollups
+CREATE TABLE slo_rollups (
+    day       INTEGER NOT NULL,
+    job       TEXT    NOT NULL,
+    objective TEXT    NOT NULL,
+    verdict   TEXT    NOT NULL,
+    count     INTEGER NOT NULL,
+    PRIMARY KEY (day, job, objective, verdict)
+) WITHOUT ROWID;
+
 -- table: throttle_totals
 CREATE TABLE throttle_totals (
     scope   TEXT    NOT NULL PRIMARY KEY,
@@ -228,5 +238,5 @@ CREATE VIEW execution_rows AS
 SELECT e.id, e.job, e.job_version, e.state, e.due_at, e.priority, e.attempt, e.max_attempts,
        e.epoch, e.lease_owner, e.lease_until, e.timeout_us, e.idempotency_key, e.schedule_id,
        e.slot, e.bucket, e.bucket_key, e.created_at, e.updated_at,
-       d.inputs, d.result, d.error, d.progress, e.queue, e.limit_key
+       d.inputs, d.result, d.error, d.progress, e.queue, e.limit_key, e.planned_at
 FROM executions AS e JOIN execution_data AS d ON d.execution_id = e.id;

@@ -17,6 +17,7 @@ import logging
 import os
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, closing
 from datetime import datetime, timedelta
@@ -32,6 +33,7 @@ from fencepost.domain.models import Command, Execution, Fence, Lease, Schedule
 from fencepost.domain.nodes import Node, Registration
 from fencepost.domain.reports import DueCount, Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
+from fencepost.domain.slo import ErrorClass, Mark, is_backfill
 from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
@@ -70,12 +72,13 @@ from fencepost.store.sqlite.connection import (
     translate_errors,
 )
 from fencepost.store.sqlite.connection import migrate as apply_migrations
-from fencepost.store.sqlstore import SqlStore, claimed_leases, stale
+from fencepost.store.sqlstore import SqlStore, claimed_leases, refusal_mark, stale
 from fencepost.store.values import (
     BucketsResized,
     adopt_buckets,
     live_nodes_refusal,
     rebucketed,
+    stats_error_params,
     stats_report,
     throttle_lookback,
 )
@@ -85,6 +88,7 @@ from fencepost.timing.planning import HELD, NEVER
 
 Q = QUERIES
 _MICROSECOND = timedelta(microseconds=1)
+_BACKFILL = int(Mark.BACKFILL)
 T = TypeVar("T")
 log = logging.getLogger("fencepost.store")
 
@@ -240,6 +244,9 @@ class SqliteStore(SqlStore):
     def _read(self) -> AbstractContextManager[sqlite3.Connection]:
         return self._db.read()
 
+    def _snapshot(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._db.snapshot()
+
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:
         return self._db.write()
 
@@ -272,6 +279,7 @@ class SqliteStore(SqlStore):
     ) -> None:
         # ``again`` is never set here: nothing on SQLite is retried (see _ended_by_holder).
         at = rows.to_us(self.clock.now() if now is None else now)
+        marks = int(refusal_mark(verb))
         for fence in fences:
             conn.execute(
                 Q["insert_stale_refusal"],
@@ -282,6 +290,9 @@ class SqliteStore(SqlStore):
                     "reason": stale_reason(verb),
                     "at": at,
                 },
+            )
+            conn.execute(
+                Q["mark_stale_refusal"], {"execution_id": fence.execution_id, "marks": marks}
             )
 
     def clock_offset(self, written_at: datetime) -> float | None:
@@ -500,18 +511,17 @@ class SqliteStore(SqlStore):
                 for scope, key, tokens, at, ready, denied in buckets
             ],
         )
-        conn.executemany(
-            Q["flow_put_throttle"],
-            [
-                {
-                    "id": t.execution_id,
-                    "scope": t.scope,
-                    "held": t.held // _MICROSECOND,
-                    "at": rows.to_us(t.at),
-                }
-                for t in throttles
-            ],
-        )
+        records = [
+            {
+                "id": t.execution_id,
+                "scope": t.scope,
+                "held": t.held // _MICROSECOND,
+                "at": rows.to_us(t.at),
+            }
+            for t in throttles
+        ]
+        conn.executemany(Q["flow_put_throttle"], records)
+        conn.executemany(Q["flow_hold"], records)
         totals: dict[str, list[int]] = {}
         for t in throttles:
             total = totals.setdefault(t.scope, [0, 0])
@@ -671,17 +681,28 @@ class SqliteStore(SqlStore):
             "held": rows.to_us(HELD),
             "lookback": rows.to_us(throttle_lookback(now, window)),
         }
+        classify = stats_error_params()
+        classify["claim_within"] = rows.duration_us(classify["claim_within"])
         # One read transaction: every figure comes from the same snapshot.
         with self._db.snapshot() as conn:
-            counts = conn.execute(Q["stats_counts"]).fetchall()
+            grouped = conn.execute(Q["stats_counts"], params | classify).fetchall()
             (backlog,) = conn.execute(Q["stats_backlog"], params).fetchone()
-            refused, expiries = conn.execute(Q["stats_events"], params).fetchone()
+            events = conn.execute(Q["stats_events"], params | classify).fetchone()
             count, *ranks = conn.execute(Q["stats_lateness"], params).fetchone()
             throttled = conn.execute(Q["stats_throttled"], params).fetchall()
+        refused, expiries, heartbeats, timed_out, failed = events
         p50, p90, p99, longest = (None if v is None else rows.us_duration(v) for v in ranks)
         lateness = Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest)
         held = [(scope, n, rows.us_duration(us)) for scope, n, us in throttled]
-        return stats_report(now, window, counts, backlog, lateness, refused, expiries, held)
+        errors = {
+            ErrorClass.LATE_CLAIM: sum(row[4] for row in grouped),
+            ErrorClass.RENEWAL_FAILED: expiries + heartbeats,
+            ErrorClass.STALE_COMPLETION_REFUSED: refused - heartbeats,
+            ErrorClass.TIMED_OUT: timed_out,
+            ErrorClass.HANDLER_FAILED: failed,
+        }
+        counts = [row[:4] for row in grouped]
+        return stats_report(now, window, counts, backlog, lateness, refused, expiries, held, errors)
 
     def _due_groups(self) -> tuple[datetime, list[DueCount], int]:
         now = self.clock.now()
@@ -714,17 +735,24 @@ class SqliteStore(SqlStore):
             "batch": batch,
         }
         with self._db.write() as conn:
-            ids = [id_ for (id_,) in conn.execute(Q["prunable"], params)]
-            # A short batch ends the prune call (Store.prune stops there): the next
-            # call, even with the same cutoff, walks from the start again.
-            self._prune_cursor = (cutoff, ids[-1]) if len(ids) == batch else (None, "")
-            if not ids:
+            params |= self._rollup_params(self.clock.now())
+            found = conn.execute(Q["prunable"], params).fetchall()
+            if not found:
+                self._prune_cursor = (None, "")
                 return 0
+            ids = [row[0] for row in found]
+            # Their verdicts outlive them, in this same transaction: a crash loses
+            # neither the rows nor their counts, and never counts them twice.
+            conn.executemany(Q["slo_rollup"], _rollups(found))
             params = {"ids": json.dumps(ids)}
             conn.execute(Q["prune_commands"], params)
             conn.execute(Q["prune_transitions"], params)
             conn.execute(Q["prune_execution_data"], params)
             conn.execute(Q["prune_executions"], params)
+        # A short batch ends the prune call (Store.prune stops there): the next call,
+        # even with the same cutoff, walks from the start again. Set once committed:
+        # a batch that failed is walked again.
+        self._prune_cursor = (cutoff, max(ids)) if len(ids) == batch else (None, "")
         return len(ids)
 
     # -- schedules -------------------------------------------------------------------------
@@ -792,7 +820,9 @@ class SqliteStore(SqlStore):
             row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
             if row is None:
                 raise NotFound(schedule_id, subject="schedule")
-            found = _insert_occurrences(conn, [(row, o) for o in occurrences], self.clock.now())
+            found = _insert_occurrences(
+                conn, [(row, o) for o in occurrences], self.clock.now(), by_caller=True
+            )
         return [found[o.idempotency_key] for o in occurrences]
 
     def _release_schedules(self, schedules: Sequence[Schedule]) -> None:
@@ -807,13 +837,19 @@ def _id_after(instant: datetime) -> str:
 
 
 def _insert_occurrences(
-    conn: sqlite3.Connection, planned: Sequence[tuple[Any, NewOccurrence]], now: datetime
+    conn: sqlite3.Connection,
+    planned: Sequence[tuple[Any, NewOccurrence]],
+    now: datetime,
+    *,
+    by_caller: bool = False,
 ) -> dict[str, Execution]:
     """Insert occurrences whose key is new; return every occurrence's execution by key.
 
     ``planned`` pairs each occurrence with its schedule's row (schedule columns,
     inputs as stored JSON text); keys are distinct. The write lock is held, so
-    the keys found here cannot appear before the inserts.
+    the keys found here cannot appear before the inserts. ``by_caller``: a caller
+    asked for them (``add_occurrences``, ``run_schedule``), not the materializer, so
+    a slot already past is a backfill (a run asked for now has no slot: never one).
     """
     if not planned:
         return {}
@@ -856,6 +892,10 @@ def _insert_occurrences(
                 now_us,
                 e.queue,
                 e.limit_key,
+                rows.to_us(e.planned_at or e.due_at),
+                _BACKFILL
+                if by_caller and e.slot is not None and is_backfill(e.planned_at or e.due_at, now)
+                else 0,
             )
             for e, _, _ in fresh
         ],
@@ -880,6 +920,22 @@ def _insert_occurrences(
         ],
     )
     return found
+
+
+def _rollups(found: Sequence[tuple[Any, ...]]) -> list[tuple[int, str, str, str, int]]:
+    """The ``slo_rollup`` rows of a prune batch: ``prunable``'s rows (id, day, job,
+    claim verdict, finish verdict) counted by day, job, objective and verdict
+    (undecided verdicts, NULL, are not rolled up).
+
+    Counted by the four values first: a batch holds a few dozen distinct ones.
+    """
+    counts: Counter[tuple[int, str, str, str]] = Counter()
+    for (day, job, claim, finish), n in Counter(row[1:] for row in found).items():
+        if claim is not None:
+            counts[day, job, "claim", claim] += n
+        if finish is not None:
+            counts[day, job, "finish", finish] += n
+    return [(*key, n) for key, n in counts.items()]
 
 
 def _in_claim_order(found: list[Any], limit: int) -> list[Any]:
@@ -1012,6 +1068,7 @@ def _insert_params(n: NewExecution) -> tuple[Any, ...]:
         n.trace_context,
         n.unset_defaults,
         n.limit_key,
+        _BACKFILL if is_backfill(n.due_at, n.created_at) else 0,
     )
 
 

@@ -23,10 +23,12 @@ One module a section, each a mixin on the shared fixtures of :mod:`.support`
   abort;
 * :mod:`.submitting` — :class:`SubmittingContract`: submit, submit_many, idempotency, find;
 * :mod:`.reading` — :class:`ReadingContract`: get, transitions, attempts, query and paging;
+* :mod:`.finding` — :class:`FindingContract`: query by attempt outcome and by due time;
 * :mod:`.commands` — :class:`CommandsContract`: commands, cancel, reschedule, replay;
 * :mod:`.schedules` — :class:`SchedulesContract`: schedule definitions;
 * :mod:`.materializing` — :class:`MaterializingContract`: acquire, materialize, backfill;
-* :mod:`.reports` — :class:`ReportsContract`: buckets, nodes, stats, SLO;
+* :mod:`.reports` — :class:`ReportsContract`: buckets, nodes, stats;
+* :mod:`.slo` — :class:`SloContract`: the service-level report, its budget and pruning;
 * :mod:`.pruning` — :class:`PruningContract`: prune;
 * :mod:`.catalogue` — :class:`CatalogueContract`: the job catalogue and the submit rules
   it decides.
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 from fencepost.testing.contract.catalogue import CatalogueContract
 from fencepost.testing.contract.commands import CommandsContract
+from fencepost.testing.contract.finding import FindingContract
 from fencepost.testing.contract.flow_limits import FlowLimitsContract
 from fencepost.testing.contract.flow_queues import FlowQueuesContract
 from fencepost.testing.contract.leasing import LeasingContract
@@ -58,6 +61,7 @@ from fencepost.testing.contract.reports import ReportsContract
 from fencepost.testing.contract.resizing import BucketCountContract
 from fencepost.testing.contract.running_now import RunningNowContract
 from fencepost.testing.contract.schedules import SchedulesContract
+from fencepost.testing.contract.slo import SloContract
 from fencepost.testing.contract.snoozing import SnoozingContract
 from fencepost.testing.contract.submitting import SubmittingContract
 from fencepost.testing.contract.support import (
@@ -73,6 +77,7 @@ __all__ = [
     "CatalogueContract",
     "CommandsContract",
     "ContractFixtures",
+    "FindingContract",
     "FlowLimitsContract",
     "FlowQueuesContract",
     "LeasingContract",
@@ -85,6 +90,7 @@ __all__ = [
     "ReportsContract",
     "RunningNowContract",
     "SchedulesContract",
+    "SloContract",
     "SnoozingContract",
     "StoreContract",
     "StoreFactory",
@@ -100,6 +106,7 @@ class StoreContract(
     OutcomesContract,
     SubmittingContract,
     ReadingContract,
+    FindingContract,
     CommandsContract,
     SchedulesContract,
     MaterializingContract,
@@ -113,5 +120,6 @@ class StoreContract(
     LimitKeysContract,
     FlowLimitsContract,
     FlowQueuesContract,
+    SloContract,
 ):
     """The behavioural specification of :class:`~fencepost.store.base.Store`: every section."""

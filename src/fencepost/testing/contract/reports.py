@@ -2,7 +2,7 @@
 
 Per-bucket caps on claims, node registration and its lapse, the bucket report
 (unowned, duplicated, orphans), bucket counts, ``stats`` (counts, backlog, claim
-lateness, refusals and expiries) and the SLO report at its boundaries.
+lateness, refusals and expiries, the error classes); the SLO report is in :mod:`.slo`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import os
 from collections import Counter
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
@@ -19,8 +18,9 @@ from fencepost.domain.buckets import bucket_for
 from fencepost.domain.catalogue import job_entry
 from fencepost.domain.errors import StaleLease, ValidationError
 from fencepost.domain.limits import ThrottleCount
-from fencepost.domain.models import Lease, Occurrence
-from fencepost.domain.reports import DueCount, Lateness, SloOffender, SloShare, Stats, Unserved
+from fencepost.domain.models import Occurrence
+from fencepost.domain.reports import STATS_ERROR_CLASSES, DueCount, Lateness, Stats, Unserved
+from fencepost.domain.slo import ErrorClass
 from fencepost.domain.states import State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
@@ -36,7 +36,7 @@ from fencepost.timing.planning import HELD, NEVER
 
 
 class ReportsContract(ContractFixtures):
-    """Buckets and nodes, bucket counts, stats and the SLO report."""
+    """Buckets and nodes, bucket counts and stats."""
 
     # -- buckets and nodes ---------------------------------------------------------------
 
@@ -200,6 +200,7 @@ class ReportsContract(ContractFixtures):
             stale_refused=0,
             lease_expiries=0,
             unserved=Unserved(at=at(0), due=[], executions=[], active_schedules=0, schedulers=[]),
+            errors=dict.fromkeys(STATS_ERROR_CLASSES, 0),
         )
 
     # -- unserved work -----------------------------------------------------------------
@@ -444,6 +445,86 @@ class ReportsContract(ContractFixtures):
         late = store.stats(window=5).claim_lateness
         assert (late.count, late.max) == (2, timedelta(seconds=30))
 
+    # -- stats: error classes --------------------------------------------------------------
+
+    def test_stats_count_each_error_class_by_its_name(
+        self, store: Store, clock: ManualClock, make: ExecutionFactory
+    ) -> None:
+        """Each class counts its own events: a refused heartbeat is a renewal failure,
+        never a stale completion; timeouts and handler failures are counted apart."""
+        hb = make.running("hb", ttl=5)
+        make.running("reaped", ttl=5)
+        stale = make.running("stale", ttl=600)
+        store.fail(make.running("timeout"), "ran past 10s", timed_out=True, retry_in=600)
+        store.fail(make.running("flaky"), "boom", retry_in=600)
+        make.dead("fatal")
+        with pytest.raises(StaleLease):
+            store.complete(replace(stale, epoch=99), "forged")
+        with pytest.raises(StaleLease):
+            store.fail(replace(stale, epoch=99), "forged")
+        store.set_limit("job:mail", rate="1/20s", burst=1)
+        store.submit_many([{"job": "mail"}, {"job": "mail"}])
+        assert len(store.claim("w", jobs=["mail"], limit=2)) == 1
+        for job in ("edge", "just", "late", "replayed"):
+            store.submit(job, max_attempts=1)  # all due at 0
+        store.submit("backfill", execute_at=at(-60))  # created for the past: left out
+        clock.set(5)
+        store.claim("w2", jobs=["hb"])  # a takeover of the expired lease
+        assert store.reap_expired() == 1  # reaped's
+        with pytest.raises(StaleLease):
+            store.heartbeat(hb)  # the lost lease's worker renews: refused
+        clock.set(10)
+        store.claim("w", jobs=["edge"])  # exactly 10 s after its planned time: on time
+        clock.set(at(10) + _US)
+        store.claim("w", jobs=["just"])  # a microsecond late
+        clock.set(20)
+        store.claim("w", jobs=["late", "backfill"], limit=2)
+        assert len(store.claim("w", jobs=["mail"])) == 1  # held 20 s by the rate: not late
+        (replayed,) = store.claim("w", jobs=["replayed"])  # late, then replayed: left out
+        store.fail(replayed, "fatal", retryable=False)
+        store.replay(replayed.execution_id, actor="ops")
+        clock.set(30)
+        stats = store.stats(window=60)
+        assert stats.errors == {
+            ErrorClass.LATE_CLAIM: 2,  # just, late
+            ErrorClass.RENEWAL_FAILED: 3,  # the takeover, the reaped lease, the heartbeat
+            ErrorClass.TIMED_OUT: 1,
+            ErrorClass.HANDLER_FAILED: 3,  # flaky, fatal, replayed
+            ErrorClass.STALE_COMPLETION_REFUSED: 2,  # the forged complete and fail
+            ErrorClass.THROTTLED: 1,
+        }
+        assert list(stats.errors) == list(STATS_ERROR_CLASSES)
+        assert ErrorClass.RAN_LONG not in stats.errors, "a verdict, not an event"
+        # The old figures keep their meaning: every refusal, every lease lost.
+        assert (stats.stale_refused, stats.lease_expiries) == (3, 2)
+        assert stats.errors[ErrorClass.THROTTLED] == sum(t.count for t in stats.throttled)
+        # The window is (at - window, at]: events at exactly t=5 are out of (5, 30].
+        assert store.stats(window=25).errors == dict.fromkeys(STATS_ERROR_CLASSES, 0) | {
+            ErrorClass.LATE_CLAIM: 2,
+            ErrorClass.HANDLER_FAILED: 1,
+            ErrorClass.THROTTLED: 1,
+        }
+        # A first claim at exactly at - window is out; a microsecond later, in.
+        assert store.stats(window=20).errors[ErrorClass.LATE_CLAIM] == 2
+        window = timedelta(seconds=20) - _US  # (10 s + 1 us, 30]
+        assert store.stats(window=window).errors[ErrorClass.LATE_CLAIM] == 1
+        assert store.stats(window=1).errors == dict.fromkeys(STATS_ERROR_CLASSES, 0)
+
+    def test_stats_count_a_late_claim_once_at_its_first_claim(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        """late_claim is the first claim's, measured from the planned time: a retry's
+        claim, due again later, is not a second late claim, nor a late one."""
+        store.submit("job", max_attempts=3)
+        clock.set(15)
+        (first,) = store.claim("w")
+        store.fail(first, "boom", retry_in=100)
+        clock.set(200)  # the retry is claimed 85 s after its own due time
+        store.claim("w")
+        assert store.stats(window=300).errors[ErrorClass.LATE_CLAIM] == 1
+        assert store.stats(window=100).errors[ErrorClass.LATE_CLAIM] == 0
+        assert store.stats(window=100).errors[ErrorClass.HANDLER_FAILED] == 0
+
     # -- job counts ------------------------------------------------------------------------
 
     def test_job_counts_count_executions_created_in_the_window(
@@ -498,150 +579,3 @@ class ReportsContract(ContractFixtures):
             with pytest.raises(ValidationError) as refused:
                 store.job_counts(job=job)  # type: ignore[arg-type]
             assert refused.value.field == "job"
-
-    def test_slo_shares_and_worst(self, store: Store, clock: ManualClock) -> None:
-        def due(name: str, second: float) -> str:
-            return store.submit(name, execute_at=at(second)).id
-
-        def claim(name: str, second: float) -> Lease:
-            clock.set(second)
-            (lease,) = store.claim("w", jobs=[name], ttl=10_000)
-            return lease
-
-        def finish(lease: Lease, second: float) -> None:
-            clock.set(second)
-            store.complete(lease, "ok")
-
-        on_time = due("on-time", 100)  # claimed at the claim boundary, finished in time
-        late = due("late", 200)  # claimed late, finished at the finish boundary
-        slow = due("slow", 300)  # claimed in time, finished too late
-        unclaimed = due("unclaimed", 500)
-        undecided = due("undecided", 995)  # neither objective decided yet
-        cancelled = due("cancelled", 450)  # never claimed: not meant to run
-        store.cancel(cancelled)
-        dead = due("dead", 600)  # a dead letter counts as finished
-        aborted = due("aborted", 650)  # cancelled while running: never finishes
-        running = due("running", 900)
-        due("future", 2000)
-        early = due("early", 50)  # due exactly at now - window: outside
-        store.add_schedule("job", every=60, id="s")
-        (skipped,) = store.add_occurrences(
-            "s", [Occurrence(slot=at(400), due_at=at(400), skipped="misfire")]
-        )
-        first = claim("on-time", 110)
-        finish(first, 150)
-        second = claim("late", 230)
-        third = claim("slow", 301)
-        finish(second, 500)
-        fourth = claim("dead", 600)
-        finish(third, 601)
-        clock.set(610)
-        store.fail(fourth, "fatal", retryable=False)
-        fifth = claim("aborted", 651)
-        store.abort(fifth)
-        claim("running", 905)
-        clock.set(1000)
-
-        report = store.slo(window=950, claim_within=10, finish_within=300, worst=3)
-        assert (report.at, report.window) == (at(1000), timedelta(seconds=950))
-        assert (report.claim_within, report.finish_within) == (
-            timedelta(seconds=10),
-            timedelta(seconds=300),
-        )
-        # Claimed: on-time, late, slow, dead, aborted, running, and unclaimed (500 s overdue);
-        # met by all but late and unclaimed. Undecided (5 s overdue) is left out.
-        assert report.claimed == SloShare(met=5, total=7, share=5 / 7)
-        # Finished: on-time, late, slow, dead; unclaimed and aborted are overdue (500 s,
-        # 350 s); running (100 s) and undecided are not decided yet. Met: on-time, late, dead.
-        assert report.finished == SloShare(met=3, total=6, share=0.5)
-        assert report.worst == [
-            SloOffender(
-                execution_id=unclaimed,
-                job="unclaimed",
-                due_at=at(500),
-                claimed_at=None,
-                lateness=timedelta(seconds=500),
-                state=State.SCHEDULED,
-            ),
-            SloOffender(
-                execution_id=late,
-                job="late",
-                due_at=at(200),
-                claimed_at=at(230),
-                lateness=timedelta(seconds=30),
-                state=State.SUCCEEDED,
-            ),
-            SloOffender(
-                execution_id=on_time,
-                job="on-time",
-                due_at=at(100),
-                claimed_at=at(110),
-                lateness=timedelta(seconds=10),
-                state=State.SUCCEEDED,
-            ),
-        ]
-        everyone = store.slo(window=950, worst=100).worst
-        listed = [o.execution_id for o in everyone]
-        assert listed == [unclaimed, late, on_time, running, undecided, slow, aborted, dead], (
-            "by lateness, then due_at"
-        )
-        assert {cancelled, skipped.id, early}.isdisjoint(listed)
-        assert store.slo(window=950, worst=0).worst == []
-        # One microsecond wider, the window takes in the execution due at 50.
-        wider = store.slo(window=timedelta(seconds=950, microseconds=1), worst=1)
-        assert (wider.claimed.total, wider.finished.total) == (8, 7)
-        assert wider.worst[0].execution_id == early
-
-    def test_slo_decides_at_the_boundaries(self, store: Store, clock: ManualClock) -> None:
-        store.submit("job", execute_at=at(0))
-        clock.set(10)
-        assert store.slo(claim_within=10, finish_within=10).claimed == SloShare(0, 0, None)
-        clock.set(at(10) + _US)
-        report = store.slo(claim_within=10, finish_within=20)
-        assert report.claimed == SloShare(0, 1, 0.0), "overdue now: a miss"
-        assert report.finished == SloShare(0, 0, None), "not decided yet"
-        (lease,) = store.claim("w", ttl=100)
-        clock.set(20)
-        store.complete(lease, "ok")
-        report = store.slo(claim_within=10, finish_within=20)
-        assert report.claimed == SloShare(0, 1, 0.0)
-        assert report.finished == SloShare(1, 1, 1.0), "finished exactly at due_at + 20 s"
-        assert store.slo(claim_within=timedelta(seconds=10, microseconds=1)).claimed == SloShare(
-            1, 1, 1.0
-        )
-
-    def test_slo_measures_retries_against_the_latest_due_time(
-        self, store: Store, clock: ManualClock
-    ) -> None:
-        store.submit("job", execute_at=at(0))
-        (lease,) = store.claim("w", ttl=100)
-        clock.set(5)
-        store.fail(lease, "boom", retry_in=60)  # due again at 65
-        clock.set(100)
-        (again,) = store.claim("w", ttl=100)
-        store.complete(again, "ok")
-        report = store.slo(claim_within=10, finish_within=300)
-        # The first claim (at 0) is measured against the current due_at (65): on time.
-        assert report.claimed == SloShare(1, 1, 1.0)
-        assert report.finished == SloShare(1, 1, 1.0)
-        (offender,) = report.worst
-        assert (offender.due_at, offender.claimed_at, offender.lateness) == (
-            at(65),
-            at(0),
-            timedelta(0),
-        )
-
-    def test_bad_slo_names_the_field(self, store: Store) -> None:
-        cases: list[tuple[dict[str, Any], str]] = [
-            ({"window": 0}, "window"),
-            ({"claim_within": -1}, "claim_within"),
-            ({"finish_within": "5m"}, "finish_within"),
-            ({"worst": -1}, "worst"),
-            ({"worst": 10_001}, "worst"),
-            ({"worst": 1.5}, "worst"),
-        ]
-        for arguments, field in cases:
-            with pytest.raises(ValidationError) as caught:
-                store.slo(**arguments)
-            assert caught.value.field == field
-        assert store.slo(claim_within=0, finish_within=0).claimed.total == 0
