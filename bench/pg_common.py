@@ -69,12 +69,25 @@ WITH new AS (SELECT * FROM unnest(%s::uuid[], %s::jsonb[]) AS n(id, inputs)),
 hot AS (
     INSERT INTO executions (
         id, job, state, due_at, priority, attempt, max_attempts, epoch, bucket,
-        created_at, updated_at, planned_at
+        created_at, updated_at{planned_col}
     )
-    SELECT id, 'bench', 'SCHEDULED', now(), 0, 0, 3, 0, 0, now(), now(), now() FROM new
+    SELECT id, 'bench', 'SCHEDULED', now(), 0, 0, 3, 0, 0, now(), now(){planned_val} FROM new
 )
 INSERT INTO execution_data (execution_id, inputs) SELECT id, inputs FROM new
 """
+
+
+def floor_submit(conn: psycopg.Connection[Any]) -> str:
+    """FLOOR_SUBMIT for the schema ``conn`` is on: with the planned time where its
+    executions have one (a NOT NULL column since the SLO's migration), so that
+    compare_revisions can run the same floor against an older revision's schema."""
+    found = conn.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
+        " AND table_name = 'executions' AND column_name = 'planned_at'"
+    ).fetchone()
+    if found:
+        return FLOOR_SUBMIT.format(planned_col=", planned_at", planned_val=", now()")
+    return FLOOR_SUBMIT.format(planned_col="", planned_val="")
 
 
 @dataclass(frozen=True)
@@ -250,9 +263,10 @@ def submit_floor(server: Server, schema: str, n: int) -> Run:
     rows = [(ids.new(now_ms), json.dumps({"n": i}, separators=(",", ":"))) for i in range(n)]
     chunks = [rows[i : i + SUBMIT_BATCH] for i in range(0, n, SUBMIT_BATCH)]
     with server.connect(schema, prepare_threshold=None) as conn:
+        statement = floor_submit(conn)
         started = time.perf_counter()
         for chunk in chunks:
-            conn.execute(FLOOR_SUBMIT, ([i for i, _ in chunk], [d for _, d in chunk]))
+            conn.execute(statement, ([i for i, _ in chunk], [d for _, d in chunk]))
         elapsed = time.perf_counter() - started
     return Run(n, elapsed)
 
