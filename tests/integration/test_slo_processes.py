@@ -20,6 +20,7 @@ import pytest
 import fencepost
 from fencepost import State
 from fencepost.domain.states import Event
+from fencepost.store.base import Store
 from tests.integration.test_service_processes import FENCEPOST, ROOT, Processes, processes
 from tests.integration.test_worker_processes import wait_until
 
@@ -31,11 +32,19 @@ APP = "tests.integration._slo_app:app"
 TERMINAL = (State.SUCCEEDED, State.FAILED)
 
 
+def serving(store: Store, node: str) -> None:
+    """Wait until worker ``node`` is registered with its jobs (it claims from then on)."""
+    wait_until(lambda: any(n.id == node and n.jobs for n in store.nodes()), 30, f"worker {node}")
+
+
 def test_each_miss_is_attributed_to_its_class(shared_db: str, processes: Processes) -> None:
     with fencepost.connect(shared_db) as store:
         stalled_worker = processes.start(
             "worker-a", "worker", APP, "--db", shared_db, "--owner", "a"
         )
+        # Planned when submitted: submit once the worker serves its jobs, so that its
+        # start-up is not counted as a late claim.
+        serving(store, "a")
         stall = store.submit("stall")
         wait_until(
             lambda: (
@@ -47,10 +56,11 @@ def test_each_miss_is_attributed_to_its_class(shared_db: str, processes: Process
         )
         os.kill(stalled_worker.pid, signal.SIGSTOP)
         try:
+            processes.start("worker-b", "worker", APP, "--db", shared_db, "--owner", "b")
+            serving(store, "b")
             ids = [stall.id]
             ids += [store.submit("on-time").id for _ in range(3)]
             ids += [store.submit(job).id for job in ("too-slow", "doomed", "narrow", "narrow")]
-            processes.start("worker-b", "worker", APP, "--db", shared_db, "--owner", "b")
             wait_until(
                 lambda: all(store.get(i).state in TERMINAL for i in ids), 60, "every execution"
             )
