@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,6 +28,7 @@ from fencepost.domain.states import State
 from fencepost.store.base import Store
 from fencepost.worker.runtime import Worker, WorkerOptions
 from tests.api.support import TestClient, assert_problem
+from tests.unit.test_declared_limits import CountingStore
 
 #: JSON values no limit key may be (lone surrogates travel as JSON escapes).
 HOSTILE: tuple[Any, ...] = (
@@ -293,23 +293,6 @@ def test_a_claim_says_when_held_back_work_may_start(
     assert remote.next_start_in() is None
 
 
-class CountingClient:
-    """A client whose claims are counted."""
-
-    def __init__(self, client: Client) -> None:
-        self._client = client
-        self.claims: list[float] = []
-        self._lock = threading.Lock()
-
-    def claim(self, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            self.claims.append(time.monotonic())
-        return self._client.claim(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-
 def test_a_remote_worker_declares_its_limits_and_sleeps_until_the_next_token(
     remote: Client, store: Store
 ) -> None:
@@ -319,7 +302,7 @@ def test_a_remote_worker_declares_its_limits_and_sleeps_until_the_next_token(
     def tick() -> None: ...
 
     ids = [store.submit("tick").id for _ in range(6)]
-    counting = CountingClient(remote)
+    counting = CountingStore(remote)
     options = WorkerOptions(owner="remote-1", poll_interval=0.05)
     worker = Worker(counting, app.registry, options)  # type: ignore[arg-type]
     worker.start()

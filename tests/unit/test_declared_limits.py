@@ -278,7 +278,8 @@ def test_a_job_that_stops_declaring_keeps_its_declared_limit_until_removed(app: 
 
 
 class CountingStore:
-    """A store whose claims are counted (the time of each, monotonic)."""
+    """A store (or a client: anything with ``claim``) whose claims are counted, the
+    time of each (monotonic)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store

@@ -138,8 +138,17 @@ DAY = timedelta(days=1)
 BURN_WINDOWS = (timedelta(hours=1), timedelta(hours=6))
 
 
+#: The states whose first reaching is an execution's finish (``first_finished_at``).
+FINISHED_STATES = (State.SUCCEEDED, State.FAILED)
+
 #: The audit reason of a refused heartbeat: a renewal failure, not a stale completion.
 _HEARTBEAT_REFUSED = stale_reason("heartbeat")
+
+
+def refusal_mark(verb: str) -> Mark:
+    """What a refused fenced ``verb`` (its STALE_REFUSED audit) marks on the execution:
+    a refused heartbeat is a renewal failed; any other verb a stale completion refused."""
+    return mark_for(Event.STALE_REFUSED, None, stale_reason(verb))
 
 
 def mark_for(event: Event, from_state: State | None, reason: str | None) -> Mark:

@@ -79,6 +79,7 @@ from fencepost.domain.slo import (
     BURN_WINDOWS,
     DAY,
     DEFAULT_CLAIM_WITHIN,
+    FINISHED_STATES,
     ErrorClass,
     Mark,
     SloFacts,
@@ -139,8 +140,6 @@ from fencepost.store.waiting import HintedWatcher, Watcher, timed_out
 from fencepost.timing.planning import HELD, NEVER
 
 _ZERO = timedelta(0)
-#: The states in which an execution has finished, for the SLO (a cancel is not an outcome).
-_FINISHED = (State.SUCCEEDED, State.FAILED)
 
 
 @dataclass(slots=True)
@@ -216,7 +215,7 @@ class MemoryStore(Store):
         facts.marks |= mark_for(transition.event, transition.from_state, transition.reason)
         if transition.event is Event.CLAIMED and facts.first_claimed_at is None:
             facts.first_claimed_at = transition.at
-        if transition.to_state in _FINISHED and facts.first_finished_at is None:
+        if transition.to_state in FINISHED_STATES and facts.first_finished_at is None:
             facts.first_finished_at = transition.at
 
     def _mark_backfill(self, execution: Execution, now: datetime) -> None:

@@ -84,10 +84,11 @@ from fencepost.domain.slo import (
     DAY,
     DEFAULT_CLAIM_WITHIN,
     DEFAULT_FINISH_WITHIN,
-    Mark,
+    FINISHED_STATES,
     Tally,
     Verdict,
     day_number,
+    mark_for,
 )
 from fencepost.domain.states import CommandKind, CommandState, Event, State
 from fencepost.store import sqlflow
@@ -160,25 +161,6 @@ ENDED_BY: Mapping[str, tuple[Event, ...]] = {
     "snooze": (Event.SNOOZED, Event.FAILED),  # FAILED: a snooze past its bound
     "abort": (Event.CANCELLED,),
 }
-
-
-#: The :class:`~fencepost.domain.slo.Mark` each event a change persists sets on its
-#: execution's row (``write_change``'s ``marks``).
-EVENT_MARKS: Mapping[Event, Mark] = {
-    Event.LEASE_EXPIRED: Mark.RENEWAL_FAILED,
-    Event.TIMED_OUT: Mark.TIMED_OUT,
-    Event.FAILED: Mark.HANDLER_FAILED,
-    Event.REPLAYED: Mark.REPLAYED,
-}
-
-#: The states whose first reaching is an execution's finish (``first_finished_at``).
-FINISHED_STATES = (State.SUCCEEDED, State.FAILED)
-
-
-def refusal_mark(verb: str) -> Mark:
-    """What a refused fenced ``verb`` (its STALE_REFUSED audit) marks on the execution:
-    a refused heartbeat is a renewal failed; any other verb a stale completion refused."""
-    return Mark.RENEWAL_FAILED if verb == "heartbeat" else Mark.STALE_COMPLETION
 
 
 def fence_key(fence: Fence) -> tuple[str, str, int]:
@@ -510,7 +492,7 @@ class SqlStore(Store):
                 "from_state": str(change.from_state),
                 "from_epoch": change.from_epoch,
                 # The facts of the SLO (fencepost.domain.slo), on the same statement.
-                "marks": int(EVENT_MARKS.get(change.event, Mark.NONE)),
+                "marks": int(mark_for(change.event, change.from_state, change.reason)),
                 "finished_at": self._t(new.updated_at) if new.state in FINISHED_STATES else None,
             },
             "count",

@@ -45,6 +45,7 @@ from fencepost.domain.slo import (
     DEFAULT_CLAIM_WITHIN,
     DEFAULT_FINISH_WITHIN,
     ErrorClass,
+    refusal_mark,
 )
 from fencepost.domain.states import Event
 from fencepost.domain.submission import NewExecution
@@ -94,7 +95,7 @@ from fencepost.store.postgres.outages import is_outage, lost_race, retried, unse
 from fencepost.store.postgres.waiting import NotifiedWatcher
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlflow import SqlFlow
-from fencepost.store.sqlstore import SqlStore, claimed_leases, fence_key, refusal_mark, stale
+from fencepost.store.sqlstore import SqlStore, claimed_leases, fence_key, stale
 from fencepost.store.values import (
     BucketsResized,
     adopt_buckets,

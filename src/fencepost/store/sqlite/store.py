@@ -33,7 +33,7 @@ from fencepost.domain.models import Command, Execution, Fence, Lease, Schedule
 from fencepost.domain.nodes import Node, Registration
 from fencepost.domain.reports import DueCount, Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
-from fencepost.domain.slo import ErrorClass, Mark, is_backfill
+from fencepost.domain.slo import ErrorClass, Mark, is_backfill, refusal_mark
 from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
@@ -72,7 +72,7 @@ from fencepost.store.sqlite.connection import (
     translate_errors,
 )
 from fencepost.store.sqlite.connection import migrate as apply_migrations
-from fencepost.store.sqlstore import SqlStore, claimed_leases, refusal_mark, stale
+from fencepost.store.sqlstore import SqlStore, claimed_leases, stale
 from fencepost.store.values import (
     BucketsResized,
     adopt_buckets,
