@@ -17,6 +17,7 @@ import pytest
 
 from fencepost.api import create_app
 from fencepost.api.auth import Auth, Principal, Scope
+from fencepost.api.dashboard import ASSETS
 from fencepost.domain.buckets import bucket_for
 from fencepost.domain.states import State
 from fencepost.store.base import Store
@@ -163,6 +164,7 @@ def test_page_has_no_inline_script_or_style(client: TestClient) -> None:
     ("name", "media_type"),
     [
         ("app.js", "text/javascript; charset=utf-8"),
+        ("js/views/executions.js", "text/javascript; charset=utf-8"),
         ("style.css", "text/css; charset=utf-8"),
         ("favicon.svg", "image/svg+xml"),
     ],
@@ -177,19 +179,25 @@ def test_assets_are_served_with_their_media_types(
     assert response.content  # not an empty file
 
 
-@pytest.mark.parametrize("name", ["index.html", "missing.js", "..%2Fdashboard.py", "%2e%2e"])
+@pytest.mark.parametrize(
+    "name",
+    ["index.html", "missing.js", "..%2Fdashboard.py", "%2e%2e", "js/", "js/missing.js", "js%2F..%2Fapp.js"],
+)
 def test_only_the_listed_assets_are_served(client: TestClient, name: str) -> None:
     assert_problem(client.get(f"/static/{name}"), 404, "not-found")
 
 
-def test_the_script_inserts_no_markup(client: TestClient) -> None:
-    # The browser test proves a hostile job name renders as text; this keeps the
-    # whole script off the APIs that parse strings as markup or code.
-    script = client.get("/static/app.js").text
+def test_the_scripts_insert_no_markup(client: TestClient) -> None:
+    # The browser test proves a hostile job name renders as text; this keeps every
+    # script of the page's own off the APIs that parse strings as markup or code.
     forbidden = (
         r"\.(innerHTML|outerHTML)\s*=|insertAdjacentHTML|document\.write|\beval\(|new Function"
     )
-    assert [m.group(0) for m in re.finditer(forbidden, script)] == []
+    scripts = [name for name in ASSETS if name.endswith(".js") and not name.startswith("vendor/")]
+    assert "app.js" in scripts and "js/views/execution.js" in scripts
+    for name in scripts:
+        script = client.get(f"/static/{name}").text
+        assert [m.group(0) for m in re.finditer(forbidden, script)] == [], name
 
 
 def test_the_page_is_not_in_the_api_schema(client: TestClient) -> None:

@@ -101,7 +101,7 @@ def test_a_job_nobody_serves_is_named_by_stats_jobs_the_dashboard_and_metrics(
     page = httpx.get(f"{url}/", timeout=10).text
     assert 'id="unserved"' in page
     assert 'id="unserved-list"' in page
-    script = httpx.get(f"{url}/static/app.js", timeout=10).text
+    script = httpx.get(f"{url}/static/js/views/overview.js", timeout=10).text
     assert "renderUnserved(stats.unserved)" in script
     metrics = httpx.get(f"{url}/metrics", timeout=10).text
     assert 'fencepost_unserved_due_executions{job="report"} 1.0' in metrics

@@ -13,6 +13,7 @@ into the page as markup could not run.
 from __future__ import annotations
 
 from importlib import resources
+from importlib.resources.abc import Traversable
 
 from fastapi import APIRouter, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,13 +31,32 @@ from fencepost.domain.errors import NotFound
 
 router = APIRouter()
 
-#: The assets the page loads, and the media type each is served as. Anything else
-#: under /static is a 404: no path from the request ever reaches the file system.
-ASSETS = {
-    "app.js": "text/javascript; charset=utf-8",
-    "style.css": "text/css; charset=utf-8",
-    "favicon.svg": "image/svg+xml",
+#: The media type of each kind of asset the page loads.
+MEDIA_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
 }
+
+_STATIC = resources.files("fencepost.api").joinpath("static")
+
+
+def _listed(folder: Traversable, prefix: str = "") -> dict[str, str]:
+    """Every asset under ``folder`` by its path below static/, with its media type."""
+    found: dict[str, str] = {}
+    for entry in folder.iterdir():
+        if entry.is_dir():
+            found |= _listed(entry, f"{prefix}{entry.name}/")
+        elif (suffix := "." + entry.name.rpartition(".")[2]) in MEDIA_TYPES:
+            found[prefix + entry.name] = MEDIA_TYPES[suffix]
+    return found
+
+
+#: The assets the page loads (``app.js`` and its modules under ``js/``, styles under
+#: ``css/``, pinned third-party files under ``vendor/``), listed once at import, with
+#: the media type each is served as. Anything else under /static is a 404: a request's
+#: path is only ever a key of this table, it never reaches the file system.
+ASSETS = _listed(_STATIC)
 
 CONTENT_SECURITY_POLICY = "; ".join(
     [
@@ -60,9 +80,6 @@ SECURITY_HEADERS = {
     # Small files: always revalidate, so a new release's page never meets an old script.
     "Cache-Control": "no-cache",
 }
-
-
-_STATIC = resources.files("fencepost.api").joinpath("static")
 
 
 def _asset(name: str) -> bytes:
@@ -94,7 +111,7 @@ def index(request: Request) -> Response:
     return response
 
 
-@router.get("/static/{name}", include_in_schema=False)
+@router.get("/static/{name:path}", include_in_schema=False)
 def asset(name: str) -> Response:
     """One of the page's :data:`ASSETS`."""
     media_type = ASSETS.get(name)
