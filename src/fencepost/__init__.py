@@ -18,6 +18,7 @@ from fencepost.domain.errors import *  # noqa: F403 (the names are _errors.__all
 
 if TYPE_CHECKING:
     from fencepost.app import App
+    from fencepost.domain.history import History, HistoryPoint, HistorySummary
     from fencepost.domain.models import (
         Attempt,
         Command,
@@ -59,6 +60,9 @@ __all__ = [
     "DstGap",
     "Event",
     "Execution",
+    "History",
+    "HistoryPoint",
+    "HistorySummary",
     "JobSpec",
     "Lateness",
     "Lease",
@@ -103,6 +107,9 @@ _LAZY = {
     "DstGap": "fencepost.domain.policies",
     "Event": "fencepost.domain.states",
     "Execution": "fencepost.domain.models",
+    "History": "fencepost.domain.history",
+    "HistoryPoint": "fencepost.domain.history",
+    "HistorySummary": "fencepost.domain.history",
     "JobSpec": "fencepost.jobs.spec",
     "Lateness": "fencepost.domain.reports",
     "Lease": "fencepost.domain.models",

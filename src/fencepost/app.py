@@ -21,7 +21,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from fencepost.domain.bulk import DEFAULT_BATCH, Action, BulkResult, Deletion, DeletionPage
 from fencepost.domain.errors import ValidationError
+from fencepost.domain.history import (
+    READ_ROLL_UP_ROWS,
+    History,
+    HistorySummary,
+    SummaryBy,
+    Window,
+)
 from fencepost.domain.limits import Limit, ThrottleCount
 from fencepost.domain.models import JSON, Command, Execution, Page
 from fencepost.domain.retry import RetryPolicy
@@ -238,6 +246,40 @@ class App:
         publish(self.store, self.registry)
         self._published = len(self.registry)
 
+    def act(
+        self,
+        action: Action | str,
+        *,
+        ids: Iterable[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+        actor: str,
+        dry_run: bool = False,
+        limit: int = DEFAULT_BATCH,
+        after: str | None = None,
+    ) -> BulkResult:
+        """Replay, cancel, retry now or delete one batch of executions named by ``ids`` or
+        matching ``filter``: :meth:`Store.act
+        <fencepost.store.operating.OperatingVerbs.act>` (repeat with ``next_cursor``)."""
+        return self.store.act(
+            action,
+            ids=ids,
+            filter=filter,
+            actor=actor,
+            dry_run=dry_run,
+            limit=limit,
+            after=after,
+        )
+
+    def delete(self, execution_id: str, *, actor: str) -> Deletion:
+        """Delete a finished execution, leaving a record: :meth:`Store.delete
+        <fencepost.store.operating.OperatingVerbs.delete>`."""
+        return self.store.delete(execution_id, actor=actor)
+
+    def deletions(self, *, limit: int = 100, after: str | None = None) -> DeletionPage:
+        """Records of deleted executions, oldest first: :meth:`Store.deletions
+        <fencepost.store.operating.OperatingVerbs.deletions>`."""
+        return self.store.deletions(limit=limit, after=after)
+
     def request(
         self, execution_id: str, kind: CommandKind | str, *, actor: str = "client"
     ) -> Command:
@@ -259,10 +301,19 @@ class App:
         newest_first: bool = False,
         queue: str | None = None,
         outcome: AttemptOutcome | str | None = None,
+        limit_key: str | None = None,
+        owner: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        finished_after: datetime | None = None,
+        finished_before: datetime | None = None,
+        error: str | None = None,
     ) -> Page:
         """Executions matching every given filter, by id: :meth:`Store.query
         <fencepost.store.base.Store.query>` (``due_after <= due_at < due_before``;
-        ``outcome``: those any of whose attempts ended with it, e.g. ``timed_out``)."""
+        ``outcome``: those any of whose attempts ended with it, e.g. ``timed_out``;
+        ``owner``: RUNNING under that owner's lease; ``finished_*``: finished ones by
+        finish time; ``error``: a piece of the latest error, in any case)."""
         return self.store.query(
             state=state,
             job=job,
@@ -276,6 +327,55 @@ class App:
             newest_first=newest_first,
             queue=queue,
             outcome=outcome,
+            limit_key=limit_key,
+            owner=owner,
+            created_after=created_after,
+            created_before=created_before,
+            finished_after=finished_after,
+            finished_before=finished_before,
+            error=error,
+        )
+
+    def count_by_state(
+        self,
+        *,
+        state: State | str | Iterable[State | str] | None = None,
+        job: str | None = None,
+        schedule: str | None = None,
+        bucket: int | None = None,
+        due_after: datetime | None = None,
+        due_before: datetime | None = None,
+        buckets: Iterable[int] | None = None,
+        queue: str | None = None,
+        outcome: AttemptOutcome | str | None = None,
+        limit_key: str | None = None,
+        owner: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        finished_after: datetime | None = None,
+        finished_before: datetime | None = None,
+        error: str | None = None,
+    ) -> dict[State, int]:
+        """How many executions :meth:`query` with these filters lists, by state (every
+        state a key): :meth:`Store.count_by_state
+        <fencepost.store.base.Store.count_by_state>`."""
+        return self.store.count_by_state(
+            state=state,
+            job=job,
+            schedule=schedule,
+            bucket=bucket,
+            due_after=due_after,
+            due_before=due_before,
+            buckets=buckets,
+            queue=queue,
+            outcome=outcome,
+            limit_key=limit_key,
+            owner=owner,
+            created_after=created_after,
+            created_before=created_before,
+            finished_after=finished_after,
+            finished_before=finished_before,
+            error=error,
         )
 
     # -- schedules -------------------------------------------------------------------
@@ -394,6 +494,35 @@ class App:
     def throttled(self, *, window: float | timedelta = 3600.0) -> list[ThrottleCount]:
         """Claims held back by a limit or a paused queue in the last ``window``, per scope."""
         return self.store.throttled(window=window)
+
+    # -- history charts --------------------------------------------------------------
+
+    def history(
+        self,
+        *,
+        window: Window | str = Window.HOUR,
+        job: str | None = None,
+        queue: str | None = None,
+    ) -> History:
+        """A chart of the last hour, day or week from the store's stored history: per
+        step, outcomes, first claims and their lateness, throttled time, SLO misses and
+        burn rates (:meth:`Store.history <fencepost.store.history.HistoryVerbs.history>`).
+
+        Rolls up first what finished since the last roll-up, a bounded amount and
+        without waiting for another process's roll-up (as ``GET /history`` does), so a
+        script that runs its own workers sees their work; ``rolled_up_to`` says how far
+        the counts go.
+        """
+        self.store.roll_up_history(max_rows=READ_ROLL_UP_ROWS, wait=False)
+        return self.store.history(window=window, job=job, queue=queue)
+
+    def history_summary(
+        self, *, window: Window | str = Window.HOUR, by: SummaryBy | str = SummaryBy.JOB
+    ) -> HistorySummary:
+        """The window's totals per job or per queue, by name; rolls up first as
+        :meth:`history` does."""
+        self.store.roll_up_history(max_rows=READ_ROLL_UP_ROWS, wait=False)
+        return self.store.history_summary(window=window, by=by)
 
     # -- workers ---------------------------------------------------------------------
 

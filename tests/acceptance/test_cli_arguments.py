@@ -181,7 +181,8 @@ BAD = [
     ),
     pytest.param(
         ["replay"],
-        "fencepost replay: ID: give execution ids, or --all-dead (with --job J)",
+        "fencepost replay: ID: give execution ids, or filter flags (--job J, --since 1h, ...), "
+        "or --all for every execution replay applies to",
         id="replay-nothing",
     ),
     pytest.param(

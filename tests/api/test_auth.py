@@ -35,14 +35,19 @@ UNKNOWN_TOKEN = "not-a-configured-token-0123"
 PUBLIC = ("/healthz", "/readyz", "/openapi.json", "/", "/session")
 PUBLIC_PREFIXES = ("/docs", "/static/")
 
-#: Operator actions on one execution: admin only.
+#: Operator actions on one execution, or on many (bulk actions): admin only.
 OPERATOR_ACTIONS = {
     ("DELETE", "/executions/{execution_id}"),
+    ("POST", "/executions/actions"),
     *(
         ("POST", f"/executions/{{execution_id}}/{action}")
         for action in ("cancel", "pause", "resume", "replay")
     ),
 }
+
+
+#: Reads that take a body: a preview of a rule stored nowhere.
+READ_POSTS = {("POST", "/schedules/preview")}
 
 
 def is_public(path: str) -> bool:
@@ -72,7 +77,7 @@ ROUTE_IDS = [f"{method} {path}" for method, path in ROUTES]
 
 def policy(method: str, path: str) -> Scope:
     """The scope the service's rules assign a route (admin is always allowed too)."""
-    if method == "GET":
+    if method == "GET" or (method, path) in READ_POSTS:
         return Scope.READ
     if (method, path) in {("POST", "/executions"), ("POST", "/executions/batch")}:
         return Scope.SUBMIT

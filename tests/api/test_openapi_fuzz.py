@@ -189,6 +189,9 @@ def _spec_cannot_say(case: schemathesis.Case, response: Any) -> bool:
         return bool(_PUBLISHED.match(str(field)))
     if operation == "PATCH /schedules/{schedule_id}":
         return field in {"cron", "timezone", "end_at"}
+    if operation == "POST /schedules/preview" and field == "cron":
+        # Exactly one rule, cron or every_seconds: both null or both given is refused.
+        return (body.get("cron") is None) == (body.get("every_seconds") is None)
     if operation == "POST /jobs/limits":
         # A declared limit's rate, bounded as PUT /limits/{scope}'s is (below).
         return bool(re.fullmatch(r"limits\.\d+\.rate", str(field)))
@@ -196,7 +199,7 @@ def _spec_cannot_say(case: schemathesis.Case, response: Any) -> bool:
         # The pattern states a rate's grammar; its bounds (at most a million starts a
         # second, at least one in 1,000 days) are a quotient no pattern can state.
         return field == "rate"
-    if operation == "POST /schedules" and field == "end_at":
+    if operation in {"POST /schedules", "POST /schedules/preview"} and field == "end_at":
         start, end = body.get("start_at"), body.get("end_at")
         return (
             isinstance(start, str)
@@ -471,8 +474,9 @@ def test_the_spec_bounds_buckets_by_the_apps_store() -> None:
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
-    # The filter of GET /executions, and the buckets a claim or a node names.
-    assert len(marked) == 3
+    # The filter of GET /executions (of its counts and of a bulk action's filter), and the
+    # buckets a claim or a node names.
+    assert len(marked) == 5
     for bucket in marked:
         [number] = [b for b in [bucket, *bucket.get("anyOf", [])] if b.get("type") == "integer"]
         assert (number["minimum"], number["maximum"]) == (0, 15)

@@ -170,8 +170,9 @@ def test_page_lists_executions_and_shows_hostile_names_as_text(
     tab.get_by_role("button", name="Apply").click()
     expect(executions).to_have_count(1)
     expect(executions.first).to_have_attribute("data-id", ids["email"])
-    # The lateness chart has drawn the dead letter's claim.
-    expect(tab.locator("#chart .series").first).to_be_attached()
+    # The overview charts the last hour of stored history (uPlot draws on a canvas).
+    overview = tab.locator('#overview-chart figure[data-chart="overview"]')
+    expect(overview.locator("canvas").first).to_be_attached()
     assert tab.locator("img").count() == 0
     assert trouble.dialogs == []
     assert trouble.errors == []
@@ -256,7 +257,9 @@ def test_pause_a_schedule_and_see_nodes_and_buckets(
     nightly = tab.locator('#schedules tr[data-id="nightly"]')
     expect(nightly.locator("td.job")).to_have_text(HOSTILE)
     expect(nightly).to_contain_text("0 3 * * * (Europe/London)")
-    nightly.get_by_role("button", name="Pause").click()
+    nightly.get_by_role("button", name="Pause").click()  # asks first
+    assert store.get_schedule("nightly").paused is False
+    nightly.get_by_role("button", name="Confirm pause").click()
     expect(nightly.get_by_role("button", name="Resume")).to_be_visible()
     assert store.get_schedule("nightly").paused is True
     tab.get_by_role("link", name="Nodes & buckets").click()
@@ -486,12 +489,22 @@ def test_no_view_overflows_sideways_at_desktop_and_phone_widths(
         "nodes": ("/#/nodes", "#nodes tr"),
         "jobs": ("/#/jobs", "#jobs tr"),
         "job": ("/#/jobs/nightly-report", ".job-version"),
+        "schedule": ("/#/schedules/n", "#schedule-upcoming li"),
+        "queues": ("/#/queues", "#queues tr"),
+        "slo": ("/#/slo", "#slo-objectives tr"),
+        "history": ("/#/history?window=day", '#view-history figure[data-chart="burn"] canvas'),
     }
     for name, (route, ready) in views.items():
         tab.goto(route)
         expect(tab.locator(ready).first).to_be_visible(timeout=PATIENCE_MS)
         if name == "executions":  # an opened traceback scrolls inside its cell, not the page
             tab.locator("details.trace summary").first.click()
+        if name == "schedule":  # the editor and its preview fit too
+            tab.get_by_role("button", name="Edit").click()
+            expect(tab.locator("#edit-preview li").first).to_be_visible(timeout=PATIENCE_MS)
+        if name == "history":  # so do the charts' figures, opened
+            for figures in tab.locator("#view-history details.chart-data summary").all():
+                figures.click()
         overflow = tab.evaluate(
             "document.documentElement.scrollWidth - document.documentElement.clientWidth"
         )

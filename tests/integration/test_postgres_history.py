@@ -24,10 +24,13 @@ from fencepost import IdempotencyConflict, Lease, StaleLease, State, Store
 from fencepost.domain.ids import IdGenerator
 from fencepost.store.postgres import conversion, history
 from fencepost.store.postgres.connection import MIGRATIONS_PACKAGE, QUERIES, Database
-from fencepost.store.sql import migration_files
+from fencepost.store.sql import latest_version, migration_files
 from fencepost.testing import ManualClock
 from tests.integration import _pg
 from tests.postgres import require_postgres
+
+#: The newest schema version (each release's migrations add to it).
+LATEST = latest_version(MIGRATIONS_PACKAGE)
 
 
 @pytest.fixture
@@ -268,7 +271,7 @@ def test_a_database_from_before_partitions_is_converted_with_its_rows(schema: st
             (rows[0],),
         )
     with fencepost.connect(_pg.url(schema)) as store:
-        assert store.migrations_applied == [10, 11, 12, 13, 14, 15, 16]
+        assert store.migrations_applied == list(range(10, LATEST + 1))
         assert store.get(rows[5]).job == "legacy"
         assert store.find("legacy-6") == store.get(rows[5])
         assert [t.event.value for t in store.transitions(rows[0])] == ["SUBMITTED"]
@@ -426,7 +429,8 @@ def test_db_migrate_converts_online_while_an_older_release_claims(schema: str) -
     assert run.returncode == 0, run.stderr
     assert "fencepost: copying idempotency keys" in run.stderr
     assert "fencepost: checking the first partition's bound" in run.stderr
-    assert run.stdout.strip() == "migrated to version 16 (applied 10, 11, 12, 13, 14, 15, 16)"
+    applied = ", ".join(map(str, range(10, LATEST + 1)))
+    assert run.stdout.strip() == f"migrated to version {LATEST} (applied {applied})"
     assert len(submitted) > before, "the older release kept submitting during the migration"
     assert refused, "the older release wrote on after the swap, and its keyed submit was refused"
     print(f"\nslowest claim of the older release: {max(waits) * 1000:.1f} ms")
@@ -467,7 +471,7 @@ def test_an_interrupted_preparation_carries_on(schema: str) -> None:
     finally:
         db.close()
     with fencepost.connect(_pg.url(schema)) as store:
-        assert store.migrations_applied == [10, 11, 12, 13, 14, 15, 16]
+        assert store.migrations_applied == list(range(10, LATEST + 1))
         assert store.find("seeded-x") is None
     assert _keys_missing(schema) == 0
 
@@ -567,7 +571,7 @@ def test_db_migrate_builds_migration_11_s_index_while_submits_go_on(schema: str)
     assert stages == ["indexing idempotency keys by execution"] * 2  # begun, done
     assert _keys_index(schema) == (True, False)
     with fencepost.connect(_pg.url(schema)) as store:
-        assert store.migrations_applied == [11, 12, 13, 14, 15, 16]  # it found the index built
+        assert store.migrations_applied == list(range(11, LATEST + 1))  # it found the index
 
 
 @pytest.mark.parametrize("how", ["db migrate", "store"])
@@ -593,5 +597,5 @@ def test_an_index_an_interrupted_build_left_invalid_is_built_again(schema: str, 
             db.close()
         assert _keys_index(schema) == (True, False)
     with fencepost.connect(_pg.url(schema)) as store:
-        assert store.migrations_applied == [11, 12, 13, 14, 15, 16]
+        assert store.migrations_applied == list(range(11, LATEST + 1))
     assert _keys_index(schema) == (True, False)

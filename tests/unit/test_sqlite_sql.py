@@ -18,9 +18,11 @@ from fencepost.store.sqlite.connection import QUERIES, dump_schema, migrate, ope
 from fencepost.testing import ManualClock
 
 SQLITE_SOURCES = Path(fencepost.__file__).parent / "store" / "sqlite"
-#: The SQL base: the shared verbs, and flow control's plans, run blocks by name.
+#: The SQL base: the shared verbs, flow control's and the history charts' plans, run
+#: blocks by name.
 SQL_BASE = [
-    Path(fencepost.__file__).parent / "store" / name for name in ("sqlstore.py", "sqlflow.py")
+    Path(fencepost.__file__).parent / "store" / name
+    for name in ("sqlstore.py", "sqlflow.py", "sqlhistory.py")
 ]
 REGENERATE = """.venv/bin/python - > src/fencepost/store/sqlite/schema.sql <<'EOF'
 import tempfile

@@ -9,7 +9,19 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fencepost.api import dashboard, executions, flow, jobs, problems, reports, schedules, work
+from fencepost.api import (
+    actions,
+    dashboard,
+    executions,
+    flow,
+    history,
+    jobs,
+    problems,
+    reports,
+    schedules,
+    timeline,
+    work,
+)
 from fencepost.api.auth import Auth
 from fencepost.api.defaults import DEFAULT_BODY_BUDGET, DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_WAIT
 from fencepost.api.guard import DEFAULT_MAX_BODY_BYTES, Guard, LoopbackOnly
@@ -83,14 +95,19 @@ def create_app(
     app.state.body_budget = ByteBudget(body_budget)
     app.state.failures = failures if failures is not None else FailureLimiter()
     problems.install(app)
+    # Before the executions' routes: the spec then lists /executions/actions before
+    # /executions/{execution_id}, which is how a 405 tells the methods of each.
+    app.include_router(actions.router)
     app.include_router(executions.router)
     app.include_router(metrics_router)
     app.include_router(schedules.router)
     app.include_router(reports.router)
+    app.include_router(history.router)
     app.include_router(jobs.router)
     app.include_router(flow.router)
     app.include_router(dashboard.router)
     app.include_router(work.router)
+    app.include_router(timeline.router)
     # add_middleware puts each outside the previous: NoSniff, LoopbackOnly, Guard, routes.
     app.add_middleware(
         Guard,

@@ -20,7 +20,7 @@ from fencepost.api import problems as p
 from fencepost.api.auth import Scope
 from fencepost.api.deps import ActorDep, Cursor, Limit, Order, StoreDep, guarded
 from fencepost.domain import models
-from fencepost.domain.checks import INT32_MAX
+from fencepost.domain.checks import INT32_MAX, MAX_ERROR_FILTER
 from fencepost.domain.errors import FencepostError, ValidationError
 from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import MAX_KEY
@@ -35,6 +35,36 @@ from fencepost.wire.fields import (
 )
 
 router = APIRouter()
+
+#: The filters ``GET /executions`` and ``GET /executions/counts`` share beyond the
+#: first ones (checked again by the store, which names the field as these do).
+LimitKeyFilter = Annotated[str | None, Query(description="only executions under this limit key")]
+OwnerFilter = Annotated[
+    str | None, Query(description="only RUNNING executions whose lease this owner holds")
+]
+CreatedAfter = Annotated[
+    Instant | None, Query(description="only created_at >= this (ISO 8601 with offset)")
+]
+CreatedBefore = Annotated[
+    Instant | None, Query(description="only created_at < this (ISO 8601 with offset)")
+]
+FinishedAfter = Annotated[
+    Instant | None,
+    Query(description="only finished executions, finished at or after this (ISO 8601)"),
+]
+FinishedBefore = Annotated[
+    Instant | None,
+    Query(description="only finished executions, finished before this (ISO 8601)"),
+]
+ErrorFilter = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_ERROR_FILTER,
+        description="only executions whose latest error contains this text (ASCII letters "
+        "in any case; % and _ literal)",
+    ),
+]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: The header a single submit takes its idempotency key from (a batch: each item's field).
@@ -166,12 +196,24 @@ def list_executions(
     outcome: Annotated[
         str | None, Query(pattern=OUTCOME_PATTERN, description=PATTERN_MEANINGS[OUTCOME_PATTERN])
     ] = None,
+    limit_key: LimitKeyFilter = None,
+    owner: OwnerFilter = None,
+    created_after: CreatedAfter = None,
+    created_before: CreatedBefore = None,
+    finished_after: FinishedAfter = None,
+    finished_before: FinishedBefore = None,
+    error: ErrorFilter = None,
 ) -> schemas.Page:
     """Executions matching every filter, oldest first (``order=desc``: newest first).
 
     ``state`` may repeat. ``due_after <= due_at < due_before``. ``outcome``: those any
     of whose attempts ended with it (``timed_out`` includes a lease that expired).
-    Pass ``next_cursor`` as ``cursor`` with the same ``order`` and filters.
+    ``limit_key``: under that limit key. ``owner``: RUNNING under that owner's lease.
+    ``created_after <= created_at < created_before``. ``finished_after <= finish time
+    < finished_before``: finished executions only (SUCCEEDED, FAILED, CANCELLED,
+    SKIPPED). ``error``: 1 to 200 characters the latest error contains (ASCII letters
+    in any case; ``%`` and ``_`` literal). Pass ``next_cursor`` as ``cursor`` with the
+    same ``order`` and filters.
     """
     page = store.query(
         state=state,
@@ -185,8 +227,72 @@ def list_executions(
         due_after=due_after,
         due_before=due_before,
         outcome=outcome,
+        limit_key=limit_key,
+        owner=owner,
+        created_after=created_after,
+        created_before=created_before,
+        finished_after=finished_after,
+        finished_before=finished_before,
+        error=error,
     )
     return schemas.Page.from_domain(page)
+
+
+@router.get(
+    "/executions/counts",
+    response_model=schemas.StateCounts,
+    **guarded(Scope.READ, p.VALIDATION, p.STORE_UNAVAILABLE),
+)
+def count_executions(
+    store: StoreDep,
+    state: Annotated[list[State] | None, Query()] = None,
+    job: str | None = None,
+    schedule: str | None = None,
+    bucket: Annotated[
+        int | None,
+        Query(ge=0, le=INT32_MAX, json_schema_extra={BUCKET_EXTENSION: True}),
+    ] = None,
+    queue: str | None = None,
+    due_after: Annotated[
+        Instant | None, Query(description="only due_at >= this (ISO 8601 with offset)")
+    ] = None,
+    due_before: Annotated[
+        Instant | None, Query(description="only due_at < this (ISO 8601 with offset)")
+    ] = None,
+    outcome: Annotated[
+        str | None, Query(pattern=OUTCOME_PATTERN, description=PATTERN_MEANINGS[OUTCOME_PATTERN])
+    ] = None,
+    limit_key: LimitKeyFilter = None,
+    owner: OwnerFilter = None,
+    created_after: CreatedAfter = None,
+    created_before: CreatedBefore = None,
+    finished_after: FinishedAfter = None,
+    finished_before: FinishedBefore = None,
+    error: ErrorFilter = None,
+) -> schemas.StateCounts:
+    """How many executions ``GET /executions`` with these filters lists, by state.
+
+    The filters are the listing's (no ``cursor``, ``limit`` or ``order``); every
+    state is in ``counts`` (0 when none match), and ``total`` is their sum.
+    """
+    counts = store.count_by_state(
+        state=state,
+        job=job,
+        schedule=schedule,
+        bucket=bucket,
+        queue=queue,
+        due_after=due_after,
+        due_before=due_before,
+        outcome=outcome,
+        limit_key=limit_key,
+        owner=owner,
+        created_after=created_after,
+        created_before=created_before,
+        finished_after=finished_after,
+        finished_before=finished_before,
+        error=error,
+    )
+    return schemas.StateCounts.from_domain(counts)
 
 
 @router.get(

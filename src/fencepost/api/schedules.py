@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from itertools import islice
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
@@ -23,6 +24,7 @@ from fencepost.domain.errors import NotFound, ValidationError
 from fencepost.scheduler.handle import ScheduleHandle
 from fencepost.scheduler.materializer import scheduler_warning
 from fencepost.store.base import Store
+from fencepost.timing.rules import make_rule
 from fencepost.wire import executions as executions_wire
 from fencepost.wire import schedules as schemas
 from fencepost.wire.fields import MAX_NAME, NAME_PATTERN, Instant
@@ -30,7 +32,7 @@ from fencepost.wire.fields import MAX_NAME, NAME_PATTERN, Instant
 router = APIRouter(tags=["schedules"])
 
 #: The most fire times one preview returns.
-MAX_PREVIEW = 1000
+MAX_PREVIEW = schemas.MAX_PREVIEW
 
 _ONE_RULE = "give exactly one of cron or every_seconds"
 
@@ -131,6 +133,31 @@ def list_schedules(
         schemas.Schedule.from_domain(s, next_fire_at=_next_fire(store, s, now)) for s in page.items
     ]
     return schemas.SchedulePage(items=items, next_cursor=page.next_cursor)
+
+
+# Before /schedules/{schedule_id}: a path is routed to the first route it matches, and
+# a 405's Allow header lists the methods of that route.
+@router.post(
+    "/schedules/preview",
+    response_model=schemas.FireTimes,
+    **guarded(Scope.READ, p.VALIDATION, p.BODY_TOO_LARGE, p.CSRF, p.STORE_UNAVAILABLE),
+)
+def preview_rule(body: schemas.RulePreview, store: StoreDep) -> schemas.FireTimes:
+    """The next ``count`` fire times after ``after`` of a rule that is stored nowhere.
+
+    What a schedule with these rule fields would fire (as ``GET
+    /schedules/{id}/preview`` answers for a stored one): the console previews an
+    edit with it before saving. Reads only: the read scope is enough. A bad rule is
+    a 422 naming its field (``cron``, ``every_seconds``, ``timezone``, ``end_at``).
+    """
+    if (body.cron is None) == (body.every_seconds is None):
+        raise ValidationError("cron", _ONE_RULE + (", not both" if body.cron is not None else ""))
+    arguments = body.arguments()
+    count, after = arguments.pop("count"), arguments.pop("after", None)
+    with _api_names():
+        rule = make_rule(**arguments)
+    start = store.clock.now() if after is None else after
+    return schemas.FireTimes(fire_times=list(islice(rule.slots(start), count)))
 
 
 @router.get(

@@ -26,6 +26,7 @@ from fencepost.api.defaults import (
     DEFAULT_MAX_WAIT,
 )
 from fencepost.api.guard import DEFAULT_MAX_BODY_BYTES, is_loopback
+from fencepost.api.history import ROLL_UP_INTERVAL, HistoryRoller
 from fencepost.api.metrics import Metrics, create_metrics
 from fencepost.api.protocol import guarded_protocol
 from fencepost.domain.nodes import default_node_id
@@ -74,6 +75,9 @@ class ServiceOptions:
     worker: WorkerOptions = field(default_factory=WorkerOptions)
     #: The longest long-poll (``GET /executions/{id}?wait=``), seconds; more is a 422.
     max_wait: float = DEFAULT_MAX_WAIT
+    #: How often the history charts' roll-up runs, in seconds (0: never; charts then
+    #: roll up only when read).
+    history_interval: float = ROLL_UP_INTERVAL
 
 
 class Service:
@@ -126,11 +130,20 @@ class Service:
                 self.workers.append(Worker(metered, jobs, worker_options))
         # Time out expired leases even when no embedded worker runs (remote workers only).
         self._reaper = Reaper(metered, interval=self.options.reap_interval)
+        # The history charts' minute rows, kept up to date off the event loop (workers
+        # do not roll up: api/history.py).
+        self.history = (
+            HistoryRoller(metered, interval=self.options.history_interval)
+            if self.options.history_interval > 0
+            else None
+        )
 
     def start(self) -> None:
-        """Start the materializer, the reaper and the embedded workers."""
+        """Start the materializer, the reaper, the history roll-up and the embedded workers."""
         if self.materializer is not None:
             self.materializer.start()
+        if self.history is not None:
+            self.history.start()
         if not self.workers:  # embedded workers reap as part of their loop
             self._reaper.start()
         for worker in self.workers:
@@ -145,6 +158,8 @@ class Service:
         if self.materializer is not None:
             self.materializer.stop()
         self._reaper.stop()
+        if self.history is not None:
+            self.history.stop()
 
     def serve(self, host: str = "127.0.0.1", port: int = 8080, *, log_level: str = "info") -> None:
         """Run everything until SIGTERM/SIGINT, then stop gracefully.

@@ -3,7 +3,8 @@
 ``fencepost serve`` runs the HTTP service; ``fencepost worker`` runs a worker;
 ``fencepost db migrate`` prepares a database; the operator commands (``submit``,
 ``ps``, ``stats``, ``jobs``, ``buckets``, ``schedule``, ``reconcile``, ``dead-letters``,
-``replay``, ``prune``, ``slo``, ``limits``, ``queues``)
+``replay``, ``cancel``, ``retry-now``, ``delete``, ``prune``, ``slo``, ``history``,
+``limits``, ``queues``)
 each live in a small module of their own and print tables or, with ``--json``,
 one JSON document (:mod:`fencepost.cli.output`).
 """
@@ -21,9 +22,11 @@ from urllib.parse import urlsplit
 import fencepost
 from fencepost.cli import (
     buckets,
+    bulk,
     common,
     executions,
     flow,
+    history,
     jobs,
     maintenance,
     report,
@@ -82,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_parsers(commands)
     show.add_parsers(commands)
     executions.add_parsers(commands)
+    bulk.add_parsers(commands)
     report.add_parsers(commands)
+    history.add_parsers(commands)
     jobs.add_parsers(commands)
     buckets.add_parsers(commands)
     schedules.add_parsers(commands)

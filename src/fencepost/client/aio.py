@@ -30,6 +30,8 @@ import httpx
 
 from fencepost.client import verbs
 from fencepost.client.retries import DEFAULT_RETRY_TIMEOUT, Retrying, retry_timeout_option
+from fencepost.domain.bulk import DEFAULT_BATCH, BulkResult, DeletionPage
+from fencepost.domain.history import History, HistorySummary, SummaryBy, Window
 from fencepost.domain.jobviews import JobSummary, JobView
 from fencepost.domain.limits import FlowChange, Limit, Rate, ThrottleCount
 from fencepost.domain.models import (
@@ -52,6 +54,7 @@ from fencepost.domain.slo import (
     DEFAULT_FINISH_WITHIN,
 )
 from fencepost.domain.states import AttemptOutcome, CommandKind, State
+from fencepost.domain.timeline import Timeline
 
 T = TypeVar("T")
 
@@ -236,9 +239,18 @@ class AsyncClient:
         due_after: datetime | None = None,
         due_before: datetime | None = None,
         outcome: AttemptOutcome | str | None = None,
+        limit_key: str | None = None,
+        owner: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        finished_after: datetime | None = None,
+        finished_before: datetime | None = None,
+        error: str | None = None,
     ) -> Page:
         """Executions matching every given filter, by id; see ``Store.query``
-        (``due_after <= due_at < due_before``; ``outcome``: any attempt ended so)."""
+        (``due_after <= due_at < due_before``; ``outcome``: any attempt ended so;
+        ``owner``: RUNNING under its lease; ``finished_*``: finished ones by finish
+        time; ``error``: a piece of the latest error, ASCII letters in any case)."""
         return await self._run(
             verbs.query(
                 state=state,
@@ -252,6 +264,54 @@ class AsyncClient:
                 due_after=due_after,
                 due_before=due_before,
                 outcome=outcome,
+                limit_key=limit_key,
+                owner=owner,
+                created_after=created_after,
+                created_before=created_before,
+                finished_after=finished_after,
+                finished_before=finished_before,
+                error=error,
+            )
+        )
+
+    async def count_by_state(
+        self,
+        *,
+        state: State | str | Iterable[State | str] | None = None,
+        job: str | None = None,
+        schedule: str | None = None,
+        bucket: int | None = None,
+        queue: str | None = None,
+        due_after: datetime | None = None,
+        due_before: datetime | None = None,
+        outcome: AttemptOutcome | str | None = None,
+        limit_key: str | None = None,
+        owner: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        finished_after: datetime | None = None,
+        finished_before: datetime | None = None,
+        error: str | None = None,
+    ) -> dict[State, int]:
+        """How many executions :meth:`query` with these filters lists, by state (every
+        state a key); see ``Store.count_by_state``."""
+        return await self._run(
+            verbs.count_by_state(
+                state=state,
+                job=job,
+                schedule=schedule,
+                bucket=bucket,
+                queue=queue,
+                due_after=due_after,
+                due_before=due_before,
+                outcome=outcome,
+                limit_key=limit_key,
+                owner=owner,
+                created_after=created_after,
+                created_before=created_before,
+                finished_after=finished_after,
+                finished_before=finished_before,
+                error=error,
             )
         )
 
@@ -268,6 +328,11 @@ class AsyncClient:
     async def attempts(self, execution_id: str) -> list[Attempt]:
         """The attempts of one execution, oldest first."""
         return await self._run(verbs.attempts(execution_id))
+
+    async def timeline(self, execution_id: str) -> Timeline:
+        """One execution's leases, waits and marks (``GET /executions/{id}/timeline``;
+        see :mod:`fencepost.domain.timeline`)."""
+        return await self._run(verbs.timeline(execution_id))
 
     async def stats(self, *, window: float | timedelta = 3600.0) -> Stats:
         """Counts by state and job, backlog, and the window's lateness; see ``Store.stats``."""
@@ -315,6 +380,27 @@ class AsyncClient:
             )
         )
 
+    async def history(
+        self,
+        *,
+        window: Window | str = Window.HOUR,
+        job: str | None = None,
+        queue: str | None = None,
+    ) -> History:
+        """A chart of the last hour, day or week (``GET /history``): per step, outcomes,
+        first claims and their lateness, throttled time, SLO misses and burn rates; see
+        ``Store.history``. The service rolls up what finished since its last roll-up
+        first. A ``window`` that is not ``hour``, ``day`` or ``week`` is refused before
+        anything is sent (:class:`ValidationError` naming it)."""
+        return await self._run(verbs.history(window=window, job=job, queue=queue))
+
+    async def history_summary(
+        self, *, window: Window | str = Window.HOUR, by: SummaryBy | str = SummaryBy.JOB
+    ) -> HistorySummary:
+        """The window's totals per job or per queue (``GET /history/summary``); see
+        ``Store.history_summary``."""
+        return await self._run(verbs.history_summary(window=window, by=by))
+
     async def bucket_report(
         self, *, orphaned_after: float | timedelta = 300, limit: int = 100
     ) -> BucketReport:
@@ -334,6 +420,30 @@ class AsyncClient:
     async def replay(self, execution_id: str) -> Execution:
         """Revive a dead letter (FAILED -> SCHEDULED, due now, fresh attempts)."""
         return await self._run(verbs.replay(execution_id))
+
+    async def act(
+        self,
+        action: str,
+        *,
+        ids: Iterable[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+        actor: str | None = None,
+        dry_run: bool = False,
+        limit: int = DEFAULT_BATCH,
+        after: str | None = None,
+    ) -> BulkResult:
+        """One batch of a bulk action (``POST /executions/actions``); see ``Store.act``.
+
+        Repeat with the result's ``next_cursor`` as ``after`` until it is None. The
+        service audits each execution with its token's name, not ``actor``.
+        """
+        return await self._run(
+            verbs.act(action, ids=ids, filter=filter, dry_run=dry_run, limit=limit, after=after)
+        )
+
+    async def deletions(self, *, limit: int = 100, after: str | None = None) -> DeletionPage:
+        """Records of deleted executions, oldest first (``GET /deletions``)."""
+        return await self._run(verbs.deletions(limit=limit, after=after))
 
     # -- schedules -----------------------------------------------------------
 

@@ -39,8 +39,9 @@ from fencepost import tracing
 from fencepost.client.arguments import OLD_VERSION, claim_queues, renamed, submit_item
 from fencepost.client.errors import error_of
 from fencepost.domain import payloads
+from fencepost.domain.bulk import DEFAULT_BATCH, BulkResult, DeletionPage
 from fencepost.domain.catalogue import JobEntry
-from fencepost.domain.checks import MAX_QUEUE, attempt_outcome, require_name
+from fencepost.domain.checks import MAX_QUEUE, attempt_outcome, error_filter, require_name
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
 from fencepost.domain.durations import as_aware_utc, as_duration
 from fencepost.domain.errors import (
@@ -49,6 +50,15 @@ from fencepost.domain.errors import (
     StaleLease,
     StoreUnavailable,
     ValidationError,
+)
+from fencepost.domain.history import (
+    History,
+    HistorySummary,
+    SummaryBy,
+    Window,
+    require_by,
+    require_filter,
+    require_window,
 )
 from fencepost.domain.jobviews import JobSummary, JobView
 from fencepost.domain.limits import (
@@ -82,11 +92,16 @@ from fencepost.domain.slo import (
     require_target,
 )
 from fencepost.domain.states import AttemptOutcome, CommandKind, State
+from fencepost.domain.timeline import Timeline
+from fencepost.wire import actions as actions_wire
 from fencepost.wire import catalogue, executions, reports, work
 from fencepost.wire import flow as flow_wire
+from fencepost.wire import history as history_wire
 from fencepost.wire import jobs as jobs_wire
 from fencepost.wire import schedules as schedules_wire
+from fencepost.wire import timeline as timeline_wire
 from fencepost.wire.executions import MAX_WAIT_HEADER
+from fencepost.wire.mapping import json_value
 
 if TYPE_CHECKING:
     from httpx._client import UseClientDefault
@@ -369,25 +384,112 @@ def query(
     due_after: datetime | None = None,
     due_before: datetime | None = None,
     outcome: AttemptOutcome | str | None = None,
+    limit_key: str | None = None,
+    owner: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    finished_after: datetime | None = None,
+    finished_before: datetime | None = None,
+    error: str | None = None,
 ) -> Verb[Page]:
-    """``GET /executions``; see ``Client.query``. The due bounds and the outcome are
-    checked as the store checks them (nothing is sent if one is bad)."""
-    states = [state] if isinstance(state, str) else None if state is None else list(state)
-    params = {
-        "state": states,
-        "job": job,
-        "schedule": schedule,
-        "bucket": bucket,
-        "limit": limit,
-        "cursor": after,
-        "order": "desc" if newest_first else "asc",
-        "queue": queue,
-        "due_after": _instant_param(due_after, "due_after"),
-        "due_before": _instant_param(due_before, "due_before"),
-        "outcome": None if outcome is None else attempt_outcome(outcome).value,
-    }
+    """``GET /executions``; see ``Client.query``. The time bounds, the outcome and the
+    error text are checked as the store checks them (nothing is sent if one is bad)."""
+    params = _filter_params(
+        state=state,
+        job=job,
+        schedule=schedule,
+        bucket=bucket,
+        queue=queue,
+        due_after=due_after,
+        due_before=due_before,
+        outcome=outcome,
+        limit_key=limit_key,
+        owner=owner,
+        created_after=created_after,
+        created_before=created_before,
+        finished_after=finished_after,
+        finished_before=finished_before,
+        error=error,
+    ) | {"limit": limit, "cursor": after, "order": "desc" if newest_first else "asc"}
     request = Request("GET", "/executions", params=params)
     return (yield from _read(executions.Page, request)).to_domain()
+
+
+def count_by_state(
+    *,
+    state: State | str | Iterable[State | str] | None = None,
+    job: str | None = None,
+    schedule: str | None = None,
+    bucket: int | None = None,
+    queue: str | None = None,
+    due_after: datetime | None = None,
+    due_before: datetime | None = None,
+    outcome: AttemptOutcome | str | None = None,
+    limit_key: str | None = None,
+    owner: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    finished_after: datetime | None = None,
+    finished_before: datetime | None = None,
+    error: str | None = None,
+) -> Verb[dict[State, int]]:
+    """``GET /executions/counts``; see ``Client.count_by_state``."""
+    params = _filter_params(
+        state=state,
+        job=job,
+        schedule=schedule,
+        bucket=bucket,
+        queue=queue,
+        due_after=due_after,
+        due_before=due_before,
+        outcome=outcome,
+        limit_key=limit_key,
+        owner=owner,
+        created_after=created_after,
+        created_before=created_before,
+        finished_after=finished_after,
+        finished_before=finished_before,
+        error=error,
+    )
+    request = Request("GET", "/executions/counts", params=params)
+    return (yield from _read(executions.StateCounts, request)).to_domain()
+
+
+#: The filters that are instants (sent as ISO 8601 in UTC).
+_TIME_FILTERS = frozenset(
+    {
+        "due_after",
+        "due_before",
+        "created_after",
+        "created_before",
+        "finished_after",
+        "finished_before",
+    }
+)
+
+
+def _filter_params(
+    *,
+    state: State | str | Iterable[State | str] | None,
+    outcome: AttemptOutcome | str | None,
+    error: str | None,
+    **given: Any,
+) -> dict[str, Any]:
+    """The query parameters of the filters ``GET /executions`` and its counts share:
+    times as ISO 8601 in UTC (naive ones refused, naming the argument), the outcome by
+    its name, the error text checked (1 to 200 characters)."""
+    states = [state] if isinstance(state, str) else None if state is None else list(state)
+    params = {
+        name: _instant_param(value, name) if name in _TIME_FILTERS else value
+        for name, value in given.items()
+    }
+    if error is not None:
+        error_filter(error)
+    return params | {
+        "state": states,
+        "outcome": None if outcome is None else attempt_outcome(outcome).value,
+        "error": error,
+    }
 
 
 def _instant_param(value: datetime | None, field: str) -> str | None:
@@ -416,6 +518,12 @@ def attempts(execution_id: str) -> Verb[list[Attempt]]:
     request = Request("GET", f"/executions/{_path(execution_id)}/attempts")
     rows = yield from _read_list(executions.Attempt, request)
     return [a.to_domain(execution_id=execution_id) for a in rows]
+
+
+def timeline(execution_id: str) -> Verb[Timeline]:
+    """``GET /executions/{id}/timeline``."""
+    request = Request("GET", f"/executions/{_path(execution_id)}/timeline")
+    return (yield from _read(timeline_wire.Timeline, request)).to_domain()
 
 
 def stats(*, window: float | timedelta = 3600.0) -> Verb[Stats]:
@@ -465,6 +573,29 @@ def slo(
     return (yield from _read(reports.Slo, Request("GET", "/slo", params=params))).to_domain()
 
 
+def history(
+    *, window: Window | str = Window.HOUR, job: str | None = None, queue: str | None = None
+) -> Verb[History]:
+    """``GET /history``. A window, job or queue ``Store.history`` would refuse is refused
+    here, naming it, before anything is sent."""
+    params = {
+        "window": require_window(window).value,
+        "job": require_filter(job, "job"),
+        "queue": require_filter(queue, "queue"),
+    }
+    request = Request("GET", "/history", params=params)
+    return (yield from _read(history_wire.History, request)).to_domain()
+
+
+def history_summary(
+    *, window: Window | str = Window.HOUR, by: SummaryBy | str = SummaryBy.JOB
+) -> Verb[HistorySummary]:
+    """``GET /history/summary``; arguments checked as ``history``'s."""
+    params = {"window": require_window(window).value, "by": require_by(by).value}
+    request = Request("GET", "/history/summary", params=params)
+    return (yield from _read(history_wire.HistorySummary, request)).to_domain()
+
+
 def bucket_report(
     *, orphaned_after: float | timedelta = 300, limit: int = 100
 ) -> Verb[BucketReport]:
@@ -493,6 +624,51 @@ def replay(execution_id: str) -> Verb[Execution]:
     """``POST /executions/{id}/replay``."""
     path = f"/executions/{_path(execution_id)}/replay"
     return (yield from _read(executions.Execution, Request("POST", path))).to_domain()
+
+
+def act(
+    action: str,
+    *,
+    ids: Iterable[str] | None = None,
+    filter: Mapping[str, Any] | None = None,
+    dry_run: bool = False,
+    limit: int = DEFAULT_BATCH,
+    after: str | None = None,
+) -> Verb[BulkResult]:
+    """``POST /executions/actions``: one batch of a bulk action; see ``Client.act``.
+
+    The service checks every argument (a refusal names the field: ``filter.job``,
+    ``ids.3``, ``cursor``); what is sent is only put into JSON's terms here.
+    """
+    body: dict[str, Any] = {"action": json_value(action), "dry_run": dry_run, "limit": limit}
+    if ids is not None:
+        body["ids"] = ids if isinstance(ids, str) else list(ids)
+    if filter is not None:
+        body["filter"] = _filter_body(filter)
+    if after is not None:
+        body["cursor"] = after
+    request = Request("POST", "/executions/actions", body=body)
+    return (yield from _read(actions_wire.BulkResult, request)).to_domain()
+
+
+def _filter_body(filters: object) -> object:
+    """A bulk action's filter in JSON's terms: instants in ISO 8601, states (one or
+    several) as a list of names. Anything else goes as it is, for the service to refuse."""
+    if not isinstance(filters, Mapping):
+        return filters
+    body = {}
+    for name, value in filters.items():
+        if name == "state" and value is not None:
+            value = [value] if isinstance(value, str) else list(value)
+            value = [json_value(v) for v in value]
+        body[name] = json_value(value)
+    return body
+
+
+def deletions(*, limit: int = 100, after: str | None = None) -> Verb[DeletionPage]:
+    """``GET /deletions``."""
+    request = Request("GET", "/deletions", params={"limit": limit, "cursor": after})
+    return (yield from _read(actions_wire.DeletionPage, request)).to_domain()
 
 
 # -- schedules -------------------------------------------------------------------------

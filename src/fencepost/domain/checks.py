@@ -90,6 +90,29 @@ def attempt_outcome(value: object, field: str = "outcome") -> AttemptOutcome:
     return AttemptOutcome[name]
 
 
+#: The longest text a query's ``error`` filter looks for, in characters.
+MAX_ERROR_FILTER = 200
+
+
+def error_filter(value: object, field: str = "error") -> str | None:
+    """The ``error`` filter of a query: 1 to :data:`MAX_ERROR_FILTER` characters of text
+    looked for, case-insensitively, in an execution's latest recorded error.
+
+    Not a string, empty, or too long is a ValidationError on ``field``. Text no store
+    can hold (U+0000, a lone surrogate) is None: no recorded error holds it, so the
+    query matches nothing (as a ``job`` or ``queue`` filter holding such text does).
+    """
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, got {type(value).__name__}")
+    if not value:
+        raise ValidationError(field, "must not be empty")
+    if len(value) > MAX_ERROR_FILTER:
+        raise ValidationError(
+            field, f"must be at most {MAX_ERROR_FILTER} characters, got {len(value)}"
+        )
+    return value if storable(value) else None
+
+
 def sanitize_text(value: str, *, max_len: int) -> str:
     """``value`` made storable: U+0000 and lone surrogates become U+FFFD, cut to ``max_len``.
 

@@ -189,6 +189,7 @@ _WHY_NOT = {
     "REPLAYED": "only a FAILED execution (a dead letter) can be replayed; "
     "one replayed already is waiting to run or has run",
     "CANCELLED": "only a waiting or running execution can be cancelled",
+    "DELETED": "only a finished execution (SUCCEEDED, FAILED, CANCELLED, SKIPPED) can be deleted",
 }
 
 

@@ -66,7 +66,12 @@ EDGES: Mapping[Event, Mapping[State | None, frozenset[State]]] = {
     },
     Event.SKIPPED: {State.SCHEDULED: frozenset({State.SKIPPED})},
     Event.REPLAYED: {State.FAILED: frozenset({State.SCHEDULED})},
-    Event.RESCHEDULED: {State.SCHEDULED: frozenset({State.SCHEDULED})},
+    # A held occurrence released by its overlap policy, or a waiting execution an
+    # operator made due now (retry now): the state stays, only due_at moves.
+    Event.RESCHEDULED: {
+        State.SCHEDULED: frozenset({State.SCHEDULED}),
+        State.RETRY_WAIT: frozenset({State.RETRY_WAIT}),
+    },
 }
 
 

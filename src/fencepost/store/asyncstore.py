@@ -20,12 +20,15 @@ of the plan is asynchronous:
 Written this way: submitting (``submit``, ``submit_or_find``, ``submit_many``);
 reading (``get``, ``find``, ``query``, ``transitions``, ``attempts``, ``commands``;
 ``wait`` awaits the sync store's own ``_wait_async``);
-the operator's verbs (``cancel``, ``replay``, ``reschedule``) and command requests
+the operator's verbs (``cancel``, ``replay``, ``reschedule``, ``delete``,
+``deletions``; ``act``, the sync store's own batch off the loop) and command requests
 (``request``); schedules (``add_schedule``, ``get_schedule``, ``schedules``,
 ``update_schedule``, ``pause_schedule``, ``resume_schedule``, ``delete_schedule``,
 ``run_schedule``); flow control (``set_limit``, ``limits``, ``remove_limit``,
-``pause_queue``, ``resume_queue``, ``paused_queues``, ``flow_changes``, ``throttled``);
-the service-level report (``slo``, the sync store's report run off the loop).
+``pause_queue``, ``resume_queue``, ``paused_queues``, ``flow_changes``, ``throttled``,
+``throttles``);
+the service-level report (``slo``, the sync store's report run off the loop); the
+history charts (``roll_up_history``, ``history``, ``history_summary``).
 Each validates with the sync store's code, takes the store's plan and awaits
 :meth:`AsyncStore._execute` (:meth:`AsyncStore._verb` chooses by backend). The
 worker's verbs (claim, heartbeat, complete, ...) are not here. ``run_schedule``
@@ -44,9 +47,25 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from fencepost import tracing
+from fencepost.domain.bulk import (
+    DEFAULT_BATCH,
+    Action,
+    BulkResult,
+    Deletion,
+    DeletionPage,
+    deletion_cursor,
+)
 from fencepost.domain.checks import require_int, require_name, require_queue
 from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import NotFound
+from fencepost.domain.history import (
+    ROLL_UP_ROWS,
+    History,
+    HistorySummary,
+    RollUp,
+    SummaryBy,
+    Window,
+)
 from fencepost.domain.limits import FlowChange, Limit, ThrottleCount, new_limit, require_scope
 from fencepost.domain.machine import attempts_from_transitions
 from fencepost.domain.models import (
@@ -70,13 +89,15 @@ from fencepost.domain.slo import (
 )
 from fencepost.domain.states import AttemptOutcome, CommandKind, State
 from fencepost.domain.submission import SUBMIT_ARGUMENTS, NewExecution, canonical, submit_arguments
-from fencepost.store import sqlflow
+from fencepost.store import sqlflow, sqlhistory
 from fencepost.store.base import DEFAULT_SLO_WINDOW, Store
 from fencepost.store.callers import async_driver_connection, check_psycopg, refuse
 from fencepost.store.catalogue import CATALOGUE_REFRESH
 from fencepost.store.executors import Plan, Steps, psycopg_async_execute, returning, run_async
-from fencepost.store.flow import MAX_ACTOR
+from fencepost.store.flow import MAX_ACTOR, Throttle
+from fencepost.store.history import roll_up_arguments
 from fencepost.store.scheduling import ran_now
+from fencepost.store.values import MAX_LIMIT
 
 T = TypeVar("T")
 
@@ -311,6 +332,13 @@ class AsyncStore:
         newest_first: bool = False,
         queue: str | None = None,
         outcome: AttemptOutcome | str | None = None,
+        limit_key: str | None = None,
+        owner: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        finished_after: datetime | None = None,
+        finished_before: datetime | None = None,
+        error: str | None = None,
     ) -> Page:
         """:meth:`Store.query <fencepost.store.base.Store.query>`, awaited."""
         arguments: dict[str, Any] = {
@@ -326,6 +354,13 @@ class AsyncStore:
             "newest_first": newest_first,
             "queue": queue,
             "outcome": outcome,
+            "limit_key": limit_key,
+            "owner": owner,
+            "created_after": created_after,
+            "created_before": created_before,
+            "finished_after": finished_after,
+            "finished_before": finished_before,
+            "error": error,
         }
 
         def plan(store: Any) -> Plan[Page]:
@@ -336,6 +371,58 @@ class AsyncStore:
             return found
 
         return await self._verb(lambda s: s.query(**arguments), plan)
+
+    async def count_by_state(
+        self,
+        *,
+        state: State | str | Iterable[State | str] | None = None,
+        job: str | None = None,
+        schedule: str | None = None,
+        bucket: int | None = None,
+        due_after: datetime | None = None,
+        due_before: datetime | None = None,
+        buckets: Iterable[int] | None = None,
+        queue: str | None = None,
+        outcome: AttemptOutcome | str | None = None,
+        limit_key: str | None = None,
+        owner: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        finished_after: datetime | None = None,
+        finished_before: datetime | None = None,
+        error: str | None = None,
+    ) -> dict[State, int]:
+        """:meth:`Store.count_by_state <fencepost.store.base.Store.count_by_state>`, awaited."""
+        arguments: dict[str, Any] = {
+            "state": state,
+            "job": job,
+            "schedule": schedule,
+            "bucket": bucket,
+            "due_after": due_after,
+            "due_before": due_before,
+            "buckets": buckets,
+            "queue": queue,
+            "outcome": outcome,
+            "limit_key": limit_key,
+            "owner": owner,
+            "created_after": created_after,
+            "created_before": created_before,
+            "finished_after": finished_after,
+            "finished_before": finished_before,
+            "error": error,
+        }
+
+        def plan(store: Any) -> Plan[dict[State, int]]:
+            filters = store._query_filter(limit=1, after=None, newest_first=False, **arguments)
+            found: Plan[dict[State, int]] = (
+                Plan(returning({}), atomic=False)
+                if filters is None
+                else store._count_by_state_plan(filters)
+            )
+            return found
+
+        counted = await self._verb(lambda s: s.count_by_state(**arguments), plan)
+        return {s: counted.get(s, 0) for s in State}
 
     async def transitions(self, execution_id: str) -> list[Transition]:
         """:meth:`Store.transitions <fencepost.store.base.Store.transitions>`, awaited."""
@@ -389,6 +476,60 @@ class AsyncStore:
             lambda s: s.reschedule(execution_id, due_at, actor=actor, reason=reason),
             lambda s: s._transition_plan(execution_id, s._rescheduled(due_at, actor, reason)),
         )
+
+    async def act(
+        self,
+        action: Action | str,
+        *,
+        ids: Iterable[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+        actor: str,
+        dry_run: bool = False,
+        limit: int = DEFAULT_BATCH,
+        after: str | None = None,
+    ) -> BulkResult:
+        """:meth:`Store.act <fencepost.store.operating.OperatingVerbs.act>`, awaited.
+
+        A batch is many short transactions with pauses between them, not one plan: the
+        sync store's own batch runs off the event loop (PostgreSQL: on a worker thread,
+        on connections of the sync store's pool; SQLite: in the dedicated thread).
+        """
+
+        def batch(store: Any) -> BulkResult:
+            return store.act(  # type: ignore[no-any-return]
+                action,
+                ids=ids,
+                filter=filter,
+                actor=actor,
+                dry_run=dry_run,
+                limit=limit,
+                after=after,
+            )
+
+        if self._is_postgres():
+            return await asyncio.to_thread(batch, self.store)
+        return await self._verb(batch, _no_plan)
+
+    async def delete(self, execution_id: str, *, actor: str) -> Deletion:
+        """:meth:`Store.delete <fencepost.store.operating.OperatingVerbs.delete>`, awaited."""
+
+        def plan(store: Any) -> Plan[Deletion]:
+            if not isinstance(execution_id, str):
+                store.delete(execution_id, actor=actor)  # refuses it, naming the argument
+            return store._delete_plan(execution_id, require_name(actor, "actor"))  # type: ignore[no-any-return]
+
+        return await self._verb(lambda s: s.delete(execution_id, actor=actor), plan)
+
+    async def deletions(self, *, limit: int = 100, after: str | None = None) -> DeletionPage:
+        """:meth:`Store.deletions <fencepost.store.operating.OperatingVerbs.deletions>`,
+        awaited."""
+
+        def plan(store: Any) -> Plan[DeletionPage]:
+            count = require_int(limit, "limit", low=1, high=MAX_LIMIT)
+            cursor = None if after is None else deletion_cursor(after)
+            return store._deletions_plan(count, cursor)  # type: ignore[no-any-return]
+
+        return await self._verb(lambda s: s.deletions(limit=limit, after=after), plan)
 
     async def request(
         self, execution_id: str, kind: CommandKind | str, *, actor: str = "client"
@@ -642,6 +783,13 @@ class AsyncStore:
             lambda s: sqlflow.throttled_plan(s, as_duration(window, field="window")),
         )
 
+    async def throttles(self, execution_id: str) -> list[Throttle]:
+        """:meth:`Store.throttles <fencepost.store.flow.FlowVerbs.throttles>`, awaited."""
+        return await self._verb(
+            lambda s: s.throttles(execution_id),
+            lambda s: sqlflow.throttles_plan(s, execution_id),
+        )
+
     # -- reports -------------------------------------------------------------------------
 
     async def slo(
@@ -671,6 +819,41 @@ class AsyncStore:
             # a worker thread (and a connection of its pool), keeps the loop free.
             return await asyncio.to_thread(report, self.store)
         return await self._verb(report, _no_plan)
+
+    # -- the history charts --------------------------------------------------------------
+
+    async def roll_up_history(self, *, max_rows: int = ROLL_UP_ROWS, wait: bool = True) -> RollUp:
+        """:meth:`Store.roll_up_history
+        <fencepost.store.history.HistoryVerbs.roll_up_history>`, awaited."""
+
+        def plan(store: Any) -> Plan[RollUp]:
+            rows, waits = roll_up_arguments(max_rows, wait)
+            return sqlhistory.roll_up_plan(store, rows, wait=waits)
+
+        return await self._verb(lambda s: s.roll_up_history(max_rows=max_rows, wait=wait), plan)
+
+    async def history(
+        self,
+        *,
+        window: Window | str = Window.HOUR,
+        job: str | None = None,
+        queue: str | None = None,
+    ) -> History:
+        """:meth:`Store.history <fencepost.store.history.HistoryVerbs.history>`, awaited."""
+        return await self._verb(
+            lambda s: s.history(window=window, job=job, queue=queue),
+            lambda s: sqlhistory.history_plan(s, window, job, queue),
+        )
+
+    async def history_summary(
+        self, *, window: Window | str = Window.HOUR, by: SummaryBy | str = SummaryBy.JOB
+    ) -> HistorySummary:
+        """:meth:`Store.history_summary
+        <fencepost.store.history.HistoryVerbs.history_summary>`, awaited."""
+        return await self._verb(
+            lambda s: s.history_summary(window=window, by=by),
+            lambda s: sqlhistory.history_summary_plan(s, window, by),
+        )
 
     def _flow_changed(self) -> None:
         """The sync store's view of the limits is stale: on PostgreSQL a plan changed

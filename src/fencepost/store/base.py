@@ -34,6 +34,7 @@ from fencepost.domain.checks import (
     INT32_MAX,
     MAX_ERROR_CHARS,
     attempt_outcome,
+    error_filter,
     require_int,
     require_name,
     require_text,
@@ -74,6 +75,7 @@ from fencepost.domain.submission import (
 from fencepost.store.catalogue import with_store_defaults
 from fencepost.store.core import StoreCore
 from fencepost.store.flow import FlowVerbs
+from fencepost.store.history import HistoryVerbs
 from fencepost.store.operating import OperatingVerbs
 from fencepost.store.scheduling import ScheduleVerbs
 from fencepost.store.values import (
@@ -146,13 +148,14 @@ def _waited_id(execution_id: object) -> str:
     return execution_id
 
 
-class Store(OperatingVerbs, ScheduleVerbs, FlowVerbs):
+class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
     """A durable home for executions and schedules, each handed out under a fenced lease.
 
     The verbs are grouped by section: submitting, reading, leasing and commands here;
     nodes, reports, housekeeping and operator verbs in
     :class:`~fencepost.store.operating.OperatingVerbs`; schedules in
-    :class:`~fencepost.store.scheduling.ScheduleVerbs`.
+    :class:`~fencepost.store.scheduling.ScheduleVerbs`; the history charts in
+    :class:`~fencepost.store.history.HistoryVerbs`.
     """
 
     # -- submitting ------------------------------------------------------------------
@@ -472,6 +475,13 @@ class Store(OperatingVerbs, ScheduleVerbs, FlowVerbs):
         newest_first: bool = False,
         queue: str | None = None,
         outcome: AttemptOutcome | str | None = None,
+        limit_key: str | None = None,
+        owner: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        finished_after: datetime | None = None,
+        finished_before: datetime | None = None,
+        error: str | None = None,
     ) -> Page:
         """Executions matching every given filter, ordered by id (creation order).
 
@@ -485,6 +495,19 @@ class Store(OperatingVerbs, ScheduleVerbs, FlowVerbs):
         with it, read from the audit trail (a transition from RUNNING with one of
         :func:`~fencepost.domain.machine.ending_events`; TIMED_OUT includes an
         expired lease reaped or taken over), the current attempt's or an earlier one's.
+        ``limit_key`` the executions under that limit key; ``owner`` the RUNNING
+        executions whose lease that owner holds (expired or not: until a claim takes
+        it over or the reaper ends it); ``created_after <= created_at <
+        created_before``; ``finished_after <= updated_at < finished_before`` of the
+        finished executions (SUCCEEDED, FAILED, CANCELLED, SKIPPED: a finished row's
+        ``updated_at`` is when it finished), either bound leaving out the unfinished
+        ones; ``error`` (1 to 200 characters) the executions whose latest recorded
+        error contains that text, ASCII letters in any case (other characters as
+        written), ``%``, ``_`` and ``\\`` literal. Datetimes must be aware, else a
+        :class:`ValidationError` naming the argument. A name filter (``job``,
+        ``queue``, ``schedule``, ``limit_key``, ``owner``) that is not a string is a
+        :class:`ValidationError`; one holding U+0000 or a lone surrogate, or an
+        ``error`` that does, matches nothing (no stored text holds one).
         ``after`` is the ``next_cursor`` of the previous page (keyset pagination:
         ids strictly greater). ``next_cursor`` is None on the last page.
         ``newest_first`` orders by id descending instead (ids are time-ordered), and
@@ -503,8 +526,66 @@ class Store(OperatingVerbs, ScheduleVerbs, FlowVerbs):
             newest_first=newest_first,
             queue=queue,
             outcome=outcome,
+            limit_key=limit_key,
+            owner=owner,
+            created_after=created_after,
+            created_before=created_before,
+            finished_after=finished_after,
+            finished_before=finished_before,
+            error=error,
         )
         return Page(items=[], next_cursor=None) if filters is None else self._query(filters)
+
+    def count_by_state(
+        self,
+        *,
+        state: State | str | Iterable[State | str] | None = None,
+        job: str | None = None,
+        schedule: str | None = None,
+        bucket: int | None = None,
+        due_after: datetime | None = None,
+        due_before: datetime | None = None,
+        buckets: Iterable[int] | None = None,
+        queue: str | None = None,
+        outcome: AttemptOutcome | str | None = None,
+        limit_key: str | None = None,
+        owner: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        finished_after: datetime | None = None,
+        finished_before: datetime | None = None,
+        error: str | None = None,
+    ) -> dict[State, int]:
+        """How many executions :meth:`query` with these filters would list, by state:
+        every :class:`State` is a key (0 where none match), in the enum's order.
+
+        The filters and their checks are :meth:`query`'s (no ``limit``, ``after`` or
+        order); a filter that matches nothing gives every state 0. The counts are
+        one snapshot.
+        """
+        filters = self._query_filter(
+            state=state,
+            job=job,
+            schedule=schedule,
+            bucket=bucket,
+            due_after=due_after,
+            due_before=due_before,
+            limit=1,
+            after=None,
+            buckets=buckets,
+            newest_first=False,
+            queue=queue,
+            outcome=outcome,
+            limit_key=limit_key,
+            owner=owner,
+            created_after=created_after,
+            created_before=created_before,
+            finished_after=finished_after,
+            finished_before=finished_before,
+            error=error,
+        )
+        found = {} if filters is None else self._count_by_state(filters)
+        return {s: found.get(s, 0) for s in State}
 
     def _query_filter(
         self,
@@ -521,19 +602,44 @@ class Store(OperatingVerbs, ScheduleVerbs, FlowVerbs):
         newest_first: bool,
         queue: str | None,
         outcome: AttemptOutcome | str | None = None,
+        limit_key: str | None = None,
+        owner: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        finished_after: datetime | None = None,
+        finished_before: datetime | None = None,
+        error: str | None = None,
     ) -> ExecutionFilter | None:
         """:meth:`query`'s arguments validated; None when no stored row can match."""
         ended = None if outcome is None else attempt_outcome(outcome)
         if bucket is not None and buckets is not None:
             raise ValidationError("buckets", "give bucket or buckets, not both")
-        named = (("job", job), ("schedule", schedule), ("after", after), ("queue", queue))
+        named = (
+            ("job", job),
+            ("schedule", schedule),
+            ("after", after),
+            ("queue", queue),
+            ("limit_key", limit_key),
+            ("owner", owner),
+        )
         for name, value in named:
             if value is not None and not isinstance(value, str):
-                raise ValidationError(name, f"must be a string, got {value!r}")
+                raise ValidationError(name, f"must be a string, got {type(value).__name__}")
         if not cursor_storable(after):
             raise ValidationError("after", "must be a cursor from a previous page")
-        if not all(v is None or storable(v) for v in (job, schedule, queue)):
-            return None  # no stored name holds such text
+        needle = None if error is None else error_filter(error)
+        times = {
+            name: None if value is None else as_aware_utc(value, field=name)
+            for name, value in (
+                ("created_after", created_after),
+                ("created_before", created_before),
+                ("finished_after", finished_after),
+                ("finished_before", finished_before),
+            )
+        }
+        texts = (job, schedule, queue, limit_key, owner)
+        if not all(v is None or storable(v) for v in texts) or (error and needle is None):
+            return None  # no stored name or error holds such text
         return ExecutionFilter(
             states=states_of(state),
             job=job,
@@ -549,11 +655,20 @@ class Store(OperatingVerbs, ScheduleVerbs, FlowVerbs):
             after=after,
             newest_first=bool(newest_first),
             outcome=ended,
+            limit_key=limit_key,
+            owner=owner,
+            error=needle,
+            **times,
         )
 
     @abstractmethod
     def _query(self, filters: ExecutionFilter) -> Page:
         """Run a validated query: at most ``limit`` items, ``next_cursor`` if more exist."""
+
+    @abstractmethod
+    def _count_by_state(self, filters: ExecutionFilter) -> dict[State, int]:
+        """Count what a validated query matches, by state (states without any may be
+        left out); ``limit``, ``after`` and the order are not used."""
 
     def find(self, idempotency_key: str) -> Execution | None:
         """The execution submitted (or materialized) under ``idempotency_key``, or None.

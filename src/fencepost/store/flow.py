@@ -425,6 +425,16 @@ class FlowVerbs(StoreCore):
 
         return self._throttled(None if window is None else as_duration(window, field="window"))
 
+    def throttles(self, execution_id: str) -> list[Throttle]:
+        """The throttle records of one execution, oldest first; :class:`NotFound` if unknown.
+
+        One record per claim that took it after a limit or a paused queue held it
+        past its due time (``at`` the claim, ``held`` how long), and one per resume
+        of a paused queue that had held it (``at`` the resume). A prune deletes the
+        records at or before its cutoff, as it does for :meth:`throttled`.
+        """
+        return self._throttles_of(execution_id)
+
     def declare_limits(self, limits: Iterable[Limit], *, actor: str = "publisher") -> None:
         """Store limits declared with jobs (``source = "code"``), unless an operator
         set the scope's limit: a declaration replaces an earlier declaration only."""
@@ -466,6 +476,9 @@ class FlowVerbs(StoreCore):
 
     @abstractmethod
     def _throttled(self, window: timedelta | None) -> list[ThrottleCount]: ...
+
+    @abstractmethod
+    def _throttles_of(self, execution_id: str) -> list[Throttle]: ...
 
 
 def _actor(actor: object) -> str:

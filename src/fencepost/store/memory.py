@@ -25,16 +25,23 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from fencepost.domain import payloads
 from fencepost.domain import schedules as plans
+from fencepost.domain.bulk import DELETED, Action, Deletion, DeletionPage
 from fencepost.domain.catalogue import JobDefaults, JobEntry
 from fencepost.domain.commands import claimable, may_complete, new_command, on_request
-from fencepost.domain.errors import CatalogueConflict, IdempotencyConflict, NotFound, StaleLease
+from fencepost.domain.errors import (
+    CatalogueConflict,
+    IdempotencyConflict,
+    InvalidTransition,
+    NotFound,
+    StaleLease,
+)
 from fencepost.domain.events import (
     ExecutionCancelled,
     ExecutionClaimed,
@@ -43,6 +50,7 @@ from fencepost.domain.events import (
     ExecutionSkipped,
     LeaseExpired,
 )
+from fencepost.domain.history import Finished, RollUp, SummaryBy, Totals, Window
 from fencepost.domain.limits import NO_KEY, Bucket, Candidate, Held, Limit, held_for
 from fencepost.domain.limits import pair as flow_pair
 from fencepost.domain.machine import (
@@ -124,6 +132,7 @@ from fencepost.store.flow import (
     describe,
     ready_at,
 )
+from fencepost.store.history import MinuteRows
 from fencepost.store.values import (
     UNFINISHED_STATES,
     BucketsResized,
@@ -204,6 +213,12 @@ class MemoryStore(Store):
         #: verdict) -> count (see fencepost.domain.slo).
         self._facts: dict[str, _Facts] = {}
         self._rollups: Counter[tuple[int, str, str, Verdict]] = Counter()
+        #: The history charts' minute rows and their watermark (see store.history).
+        self._minutes = MinuteRows()
+        #: Held by the roll-up under way (one at a time; store.history).
+        self._rolling_up = threading.Lock()
+        #: Records of deleted executions, numbered (from the audit's counter), in order.
+        self._deletion_log: list[tuple[int, Deletion]] = []
 
     # -- writing helpers -----------------------------------------------------------------
 
@@ -364,21 +379,27 @@ class MemoryStore(Store):
             return None if found is None else self._rows[found]
 
     def _query(self, filters: ExecutionFilter) -> Page:
-        ending = None if filters.outcome is None else ending_events(filters.outcome)
         with self._lock:
-            rows = sorted(
-                (
-                    e
-                    for e in self._rows.values()
-                    if _matches(e, filters)
-                    and (ending is None or _ended_with(self._audit.get(e.id, ()), ending))
-                ),
-                key=lambda e: e.id,
-                reverse=filters.newest_first,
-            )
+            rows = sorted(self._matching(filters), key=lambda e: e.id, reverse=filters.newest_first)
         items = rows[: filters.limit]
         more = len(rows) > filters.limit
         return Page(items=items, next_cursor=items[-1].id if more else None)
+
+    def _count_by_state(self, filters: ExecutionFilter) -> dict[State, int]:
+        counts = dict.fromkeys(State, 0)
+        with self._lock:
+            for e in self._matching(replace(filters, after=None)):
+                counts[e.state] += 1
+        return counts
+
+    def _matching(self, filters: ExecutionFilter) -> Iterator[Execution]:
+        """The executions ``filters`` keep (under the lock), in no order."""
+        ending = None if filters.outcome is None else ending_events(filters.outcome)
+        for e in self._rows.values():
+            if _matches(e, filters) and (
+                ending is None or _ended_with(self._audit.get(e.id, ()), ending)
+            ):
+                yield e
 
     def transitions(self, execution_id: str) -> list[Transition]:
         with self._lock:
@@ -633,6 +654,12 @@ class MemoryStore(Store):
                 ThrottleCount(s, int(c), timedelta(seconds=h))
                 for s, (c, h) in sorted(counts.items())
             ]
+
+    def _throttles_of(self, execution_id: str) -> list[Throttle]:
+        with self._lock:
+            self._row(execution_id)
+            found = [t for t in self._throttles if t.execution_id == execution_id]
+            return sorted(found, key=lambda t: t.at)
 
     def _log_flow(
         self, now: datetime, actor: str | None, action: str, scope: str, detail: str
@@ -966,6 +993,61 @@ class MemoryStore(Store):
         rolled_up = sum(from_rollups["claim"].values())
         return request.report(now, tallies, offenders[: request.worst], rolled_up)
 
+    def _roll_up_history(self, max_rows: int, *, wait: bool) -> RollUp:
+        if not self._rolling_up.acquire(blocking=wait):  # another thread is rolling up
+            with self._lock:
+                mark = self._minutes.mark
+            return RollUp(executions=0, rolled_up_to=mark.rolled_up_to, caught_up=False)
+        try:
+            with self._lock:
+                return self._roll_up_locked(max_rows)
+        finally:
+            self._rolling_up.release()
+
+    def _roll_up_locked(self, max_rows: int) -> RollUp:
+        """One roll-up, under the store's lock (see store.history.MinuteRows)."""
+        reading = self._minutes.range(self.clock.now())
+        finished = [
+            (
+                e.id,
+                Finished(
+                    job=e.job,
+                    queue=e.queue,
+                    attempt=e.attempt,
+                    finished_at=e.updated_at,
+                    facts=self._facts.get(e.id, _Facts()).of(e),
+                ),
+            )
+            for e in self._rows.values()
+            if e.state.is_terminal
+        ]
+        throttles = [
+            (t.at, t.held, e.job, e.queue)
+            for t in self._throttles
+            if (e := self._rows.get(t.execution_id)) is not None
+        ]
+        return self._minutes.roll_up(reading, finished, throttles, max_rows)
+
+    def _history_sums(
+        self, window: Window, job: str | None, queue: str | None
+    ) -> tuple[datetime, datetime | None, dict[int, Totals]]:
+        with self._lock:
+            now = self.clock.now()
+            sums = self._minutes.sums(window, now, job, queue)
+            return now, self._minutes.mark.rolled_up_to, sums
+
+    def _summary_sums(
+        self, window: Window, by: SummaryBy
+    ) -> tuple[datetime, datetime | None, dict[str, Totals]]:
+        with self._lock:
+            now = self.clock.now()
+            sums = self._minutes.by_name(window, now, by)
+            return now, self._minutes.mark.rolled_up_to, sums
+
+    def _prune_history(self, before: int) -> None:
+        with self._lock:
+            self._minutes.prune(before)
+
     def _store_now(self) -> datetime:
         return self.clock.now()
 
@@ -981,19 +1063,58 @@ class MemoryStore(Store):
             )[:batch]
             now = self.clock.now()
             for e in doomed:
-                # Its verdicts outlive it, in the day's rollups (domain.slo).
-                facts = self._facts.pop(e.id, _Facts()).of(e)
-                for objective, verdict in rollup_verdicts(facts, now):
-                    self._rollups[(day_number(facts.planned_at), e.job, objective, verdict)] += 1
-                del self._rows[e.id]
-                del self._request_hashes[e.id]
-                self._trace_contexts.pop(e.id, None)
-                self._unset.pop(e.id, None)
-                if e.idempotency_key is not None:
-                    del self._by_key[e.idempotency_key]
-                self._audit.pop(e.id, None)
-                self._commands.pop(e.id, None)
+                self._forget(e, now)
             return len(doomed)
+
+    def _forget(self, e: Execution, now: datetime) -> None:
+        """Delete a finished execution and what is kept of it (prune, delete)."""
+        # Its verdicts outlive it, in the day's rollups (domain.slo).
+        facts = self._facts.pop(e.id, _Facts()).of(e)
+        for objective, verdict in rollup_verdicts(facts, now):
+            self._rollups[(day_number(facts.planned_at), e.job, objective, verdict)] += 1
+        del self._rows[e.id]
+        del self._request_hashes[e.id]
+        self._trace_contexts.pop(e.id, None)
+        self._unset.pop(e.id, None)
+        if e.idempotency_key is not None:
+            del self._by_key[e.idempotency_key]
+        self._audit.pop(e.id, None)
+        self._commands.pop(e.id, None)
+
+    # -- acting on many --------------------------------------------------------------------
+
+    def _act_group(
+        self, action: Action, execution_ids: Sequence[str], actor: str, now: datetime
+    ) -> list[str]:
+        with self._lock:  # each check and its change at once, as a transaction would
+            return super()._act_group(action, execution_ids, actor, now)
+
+    def _delete(self, execution_id: str, actor: str) -> Deletion:
+        with self._lock:
+            e = self._row(execution_id)
+            if not e.state.is_terminal:
+                raise InvalidTransition(e.id, e.state, DELETED)
+            now = self.clock.now()
+            self._forget(e, now)
+            self._throttles = [t for t in self._throttles if t.execution_id != e.id]
+            deletion = Deletion(
+                execution_id=e.id, job=e.job, queue=e.queue, state=e.state, actor=actor, at=now
+            )
+            self._deletion_log.append((self._next_seq(), deletion))
+            return deletion
+
+    def _deletions(self, limit: int, after: int | None) -> DeletionPage:
+        with self._lock:
+            found = [(n, d) for n, d in self._deletion_log if after is None or n > after]
+        more = len(found) > limit
+        found = found[:limit]
+        return DeletionPage(
+            items=[d for _, d in found], next_cursor=str(found[-1][0]) if more else None
+        )
+
+    def _prune_deletions(self, cutoff: datetime) -> None:
+        with self._lock:
+            self._deletion_log = [(n, d) for n, d in self._deletion_log if d.at > cutoff]
 
     # -- schedules -------------------------------------------------------------------------
 
@@ -1227,6 +1348,12 @@ def _matches(e: Execution, f: ExecutionFilter) -> bool:
         and (f.buckets is None or e.bucket in f.buckets)
         and (f.due_after is None or e.due_at >= f.due_after)
         and (f.due_before is None or e.due_at < f.due_before)
+        and (f.limit_key is None or e.limit_key == f.limit_key)
+        and (f.owner is None or (e.state is State.RUNNING and e.lease_owner == f.owner))
+        and (f.created_after is None or e.created_at >= f.created_after)
+        and (f.created_before is None or e.created_at < f.created_before)
+        and f.matches_finished(e.state, e.updated_at)
+        and f.matches_error(e.error)
     )
 
 

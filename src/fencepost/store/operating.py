@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from fencepost.domain.buckets import MAX_NUM_BUCKETS
+from fencepost.domain.bulk import (
+    DEFAULT_BATCH,
+    Action,
+    BulkResult,
+    Deletion,
+    DeletionPage,
+    deletion_cursor,
+)
 from fencepost.domain.checks import MAX_ERROR_CHARS, require_int, require_name
 from fencepost.domain.durations import as_aware_utc, as_duration
 from fencepost.domain.errors import ValidationError
@@ -36,6 +45,7 @@ from fencepost.domain.slo import (
     require_target,
 )
 from fencepost.domain.states import State
+from fencepost.store import bulk
 from fencepost.store.catalogue import CatalogueVerbs
 from fencepost.store.values import (
     DEFAULT_JOB_COUNTS_WINDOW,
@@ -409,7 +419,12 @@ class OperatingVerbs(CatalogueVerbs):
         transaction holds (a replay) are skipped and left for a later prune; a
         replay that comes second finds the execution gone (:class:`NotFound`).
         Throttle records at or before the cutoff go too, with the token buckets of
-        keys that are full again (a missing bucket is a full one).
+        keys that are full again (a missing bucket is a full one), and the records of
+        executions deleted at or before it (:meth:`deletions`).
+        First, the history charts' roll-up reads every execution finished at or
+        before the cutoff (:meth:`roll_up_history`, in batches), so the charts keep
+        counting what prune deletes; last, minute rows older than
+        :data:`~fencepost.domain.history.RETENTION` (8 days) go.
         ``on_batch(deleted_so_far)`` is called after each batch that deleted
         something; if it raises, the batches already done stay done. The call ends
         after a batch deletes fewer than ``batch``.
@@ -425,6 +440,7 @@ class OperatingVerbs(CatalogueVerbs):
         cutoff = self._store_now() - age
         if dry_run:
             return self._count_prunable(cutoff)
+        self._roll_up_before_prune(cutoff)
         total = self._prune_whole(cutoff, on_batch)
         while True:
             started = time.monotonic()
@@ -434,12 +450,22 @@ class OperatingVerbs(CatalogueVerbs):
                 on_batch(total)
             if deleted < size:
                 self._prune_flow(cutoff)
+                self._prune_deletions(cutoff)
+                self._prune_history_rows(cutoff + age)
                 return total
             # Step aside as long as the batch took: a claim waiting for SQLite's write
             # lock polls with growing sleeps and would otherwise find the next batch
             # holding it again and again. bench/prune_under_load.py: claim p99 during
             # a 1,000,000-execution prune 130 ms without the pause, 21 ms with it.
             time.sleep(min(PRUNE_YIELD_CAP, time.monotonic() - started))
+
+    @abstractmethod
+    def _roll_up_before_prune(self, cutoff: datetime) -> None:
+        """Roll the history charts up through ``cutoff`` (store.history.HistoryVerbs)."""
+
+    @abstractmethod
+    def _prune_history_rows(self, now: datetime) -> None:
+        """Delete the charts' minute rows past their retention (store.history.HistoryVerbs)."""
 
     @abstractmethod
     def _prune_flow(self, cutoff: datetime) -> None:
@@ -505,10 +531,11 @@ class OperatingVerbs(CatalogueVerbs):
         actor: str = "scheduler",
         reason: str = "rescheduled",
     ) -> Execution:
-        """Move a SCHEDULED execution's ``due_at`` (audited as RESCHEDULED with ``reason``).
+        """Move a waiting execution's ``due_at`` (audited as RESCHEDULED with ``reason``).
 
-        What an overlap policy uses to release a held occurrence. Raises
-        :class:`NotFound`, or :class:`InvalidTransition` in any other state.
+        What an overlap policy uses to release a held occurrence (SCHEDULED), and a
+        retry now (:meth:`act`) to make a SCHEDULED or RETRY_WAIT execution due at
+        once. Raises :class:`NotFound`, or :class:`InvalidTransition` in any other state.
         """
         return self._transition(execution_id, self._rescheduled(due_at, actor, reason))
 
@@ -526,3 +553,115 @@ class OperatingVerbs(CatalogueVerbs):
         """Apply a caller's event (cancel, replay, reschedule) to one execution, in one
         transaction, through :func:`fencepost.domain.machine.apply` (which refuses what
         the state machine does not allow)."""
+
+    # -- acting on many --------------------------------------------------------------------
+
+    #: Executions a bulk action (:meth:`act`) changes per transaction. Where writers
+    #: proceed side by side (PostgreSQL) a claim skips the rows a group holds.
+    bulk_group = 50
+    #: The pause after each such group is as long as the group took, as prune's between
+    #: its batches, and at least this long.
+    bulk_pause = 0.0
+
+    def act(
+        self,
+        action: Action | str,
+        *,
+        ids: Iterable[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+        actor: str,
+        dry_run: bool = False,
+        limit: int = DEFAULT_BATCH,
+        after: str | None = None,
+    ) -> BulkResult:
+        """Apply ``action`` to one batch of executions, named by ``ids`` or matching ``filter``.
+
+        The actions (:class:`~fencepost.domain.bulk.Action`, or their values) and whom
+        each applies to: ``replay`` FAILED executions (as :meth:`replay`);
+        ``cancel`` SCHEDULED and RETRY_WAIT ones at once and RUNNING ones by a cancel
+        command (as :meth:`request`); ``retry_now`` SCHEDULED and RETRY_WAIT ones due
+        after now, whose ``due_at`` becomes now (as :meth:`reschedule`, reason
+        ``retry now``; an occurrence an overlap policy holds is left to its policy);
+        ``delete`` SUCCEEDED, FAILED, CANCELLED and SKIPPED ones (as :meth:`delete`).
+        Each execution acted on gets its own audit record naming ``actor`` (a
+        transition, a command, or a :class:`~fencepost.domain.bulk.Deletion`).
+
+        The selection: exactly one of ``ids`` (1 to 10,000 execution ids) and
+        ``filter`` (:meth:`query`'s filter arguments as a mapping, ``{}`` for every
+        execution; an unknown key is a :class:`ValidationError` on ``filter.<key>``,
+        and so is a bad value). A batch takes at most ``limit`` (1 to 10,000) of the
+        selection in id order, ids strictly after ``after``; the caller repeats with
+        the result's ``next_cursor`` until it is None. A filtered batch reads only
+        executions the action may apply to (its states, and for a retry now a due time
+        after now): ``matched`` counts those.
+
+        Each execution is checked again and changed in a short transaction of a few
+        executions (never one long write over the batch), so claims go on between
+        them; one that the action does not apply to, that changed meanwhile, or (by
+        id) that does not exist is ``skipped``, never an error.
+
+        ``dry_run=True`` writes nothing: ``matched`` is how many executions of the
+        whole selection the action applies to now, and ``preview`` the first 20 of
+        them after ``after``, in id order. Bad arguments raise :class:`ValidationError`
+        naming the field before anything is written.
+        """
+        return bulk.act(
+            self,  # type: ignore[arg-type]  # a Store: OperatingVerbs is one of its parts
+            action,
+            ids=ids,
+            filter=filter,
+            actor=actor,
+            dry_run=dry_run,
+            limit=limit,
+            after=after,
+        )
+
+    def _act_group(
+        self, action: Action, execution_ids: Sequence[str], actor: str, now: datetime
+    ) -> list[str]:
+        """Apply ``action`` to a few executions (one short transaction where the backend
+        can); return the ids it was applied to, skipping the others. ``now``: the
+        store's now when the batch began (a backend may read its own instead).
+
+        Here, one verb call per execution (each its own transaction); the SQL stores
+        change a group in one transaction, each execution checked under its lock.
+        """
+        return bulk.one_by_one(self, action, execution_ids, actor, now)  # type: ignore[arg-type]
+
+    def delete(self, execution_id: str, *, actor: str) -> Deletion:
+        """Delete a finished execution and every row of it, in one transaction.
+
+        Only SUCCEEDED, FAILED, CANCELLED or SKIPPED executions (else
+        :class:`InvalidTransition`; unknown ids :class:`NotFound`). Its audit trail,
+        payloads, commands, idempotency key and throttle records go with it, as
+        :meth:`prune` deletes them (its service-level verdicts are rolled up first,
+        so the SLO report does not change); afterwards :meth:`get`,
+        :meth:`transitions` and :meth:`commands` raise :class:`NotFound`. What is
+        left is a :class:`~fencepost.domain.bulk.Deletion` naming ``actor``
+        (returned, and listed by :meth:`deletions` until :meth:`prune` removes
+        records older than its cutoff).
+        """
+        if not isinstance(execution_id, str):
+            raise ValidationError("execution_id", f"must be a string, got {execution_id!r}")
+        return self._delete(execution_id, require_name(actor, "actor"))
+
+    @abstractmethod
+    def _delete(self, execution_id: str, actor: str) -> Deletion:
+        """Delete a finished execution (checked ``actor``; see :meth:`delete`), or raise."""
+
+    def deletions(self, *, limit: int = 100, after: str | None = None) -> DeletionPage:
+        """Records of deleted executions (:meth:`delete`), oldest first.
+
+        At most ``limit`` (1 to 10,000); ``after`` is the ``next_cursor`` of the
+        previous page (else a :class:`ValidationError` on ``after``).
+        """
+        count = require_int(limit, "limit", low=1, high=MAX_LIMIT)
+        return self._deletions(count, None if after is None else deletion_cursor(after))
+
+    @abstractmethod
+    def _deletions(self, limit: int, after: int | None) -> DeletionPage:
+        """At most ``limit`` deletion records after the one numbered ``after``, in order."""
+
+    @abstractmethod
+    def _prune_deletions(self, cutoff: datetime) -> None:
+        """With a prune: delete the deletion records made at or before ``cutoff``."""

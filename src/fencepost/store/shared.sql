@@ -64,3 +64,42 @@ verdicts AS (
         END AS finish_verdict
     FROM facts AS f CROSS JOIN p
 )
+
+
+-- fragment: history_columns
+-- The counters of a minute row of the history charts, in the order of
+-- fencepost.domain.history.COLUMNS (late_i: bucket i of the claim lateness histogram).
+    succeeded, dead, retried, timed_out, cancelled, skipped, claims, late_0, late_1,
+    late_2, late_3, late_4, late_5, late_6, late_7, late_8, late_9, late_10, late_11,
+    late_12, late_13, late_14, late_15, late_16, late_17, throttled_us, claim_counted,
+    claim_missed, finish_counted, finish_missed
+
+-- fragment: history_sums
+-- Those counters summed over the minute rows a query groups, in the same order.
+    sum(succeeded), sum(dead), sum(retried), sum(timed_out), sum(cancelled),
+    sum(skipped), sum(claims), sum(late_0), sum(late_1), sum(late_2), sum(late_3),
+    sum(late_4), sum(late_5), sum(late_6), sum(late_7), sum(late_8), sum(late_9),
+    sum(late_10), sum(late_11), sum(late_12), sum(late_13), sum(late_14), sum(late_15),
+    sum(late_16), sum(late_17), sum(throttled_us), sum(claim_counted),
+    sum(claim_missed), sum(finish_counted), sum(finish_missed)
+
+-- fragment: history_add_counters
+-- An upsert's SET list: each counter of the row (alias m) plus the increment.
+    succeeded = m.succeeded + excluded.succeeded, dead = m.dead + excluded.dead,
+    retried = m.retried + excluded.retried, timed_out = m.timed_out + excluded.timed_out,
+    cancelled = m.cancelled + excluded.cancelled, skipped = m.skipped + excluded.skipped,
+    claims = m.claims + excluded.claims, late_0 = m.late_0 + excluded.late_0,
+    late_1 = m.late_1 + excluded.late_1, late_2 = m.late_2 + excluded.late_2,
+    late_3 = m.late_3 + excluded.late_3, late_4 = m.late_4 + excluded.late_4,
+    late_5 = m.late_5 + excluded.late_5, late_6 = m.late_6 + excluded.late_6,
+    late_7 = m.late_7 + excluded.late_7, late_8 = m.late_8 + excluded.late_8,
+    late_9 = m.late_9 + excluded.late_9, late_10 = m.late_10 + excluded.late_10,
+    late_11 = m.late_11 + excluded.late_11, late_12 = m.late_12 + excluded.late_12,
+    late_13 = m.late_13 + excluded.late_13, late_14 = m.late_14 + excluded.late_14,
+    late_15 = m.late_15 + excluded.late_15, late_16 = m.late_16 + excluded.late_16,
+    late_17 = m.late_17 + excluded.late_17,
+    throttled_us = m.throttled_us + excluded.throttled_us,
+    claim_counted = m.claim_counted + excluded.claim_counted,
+    claim_missed = m.claim_missed + excluded.claim_missed,
+    finish_counted = m.finish_counted + excluded.finish_counted,
+    finish_missed = m.finish_missed + excluded.finish_missed

@@ -189,6 +189,16 @@ def throttled_plan(store: SqlStore, window: timedelta | None) -> Plan[list[Throt
     return Plan(steps(), atomic=False)
 
 
+def throttles_plan(store: SqlStore, execution_id: str) -> Plan[list[Throttle]]:
+    """:meth:`Store.throttles <fencepost.store.flow.FlowVerbs.throttles>` as a plan."""
+
+    def throttle(row: tuple[Any, ...]) -> Throttle:
+        found, scope, held, at = row
+        return Throttle(str(found), scope, store.rows.duration(held), store.rows.instant(at))
+
+    return store._trail_plan("flow_throttles_of", execution_id, throttle)
+
+
 def prune_plan(store: SqlStore, cutoff: datetime) -> Plan[None]:
     def steps() -> Steps[None]:
         now = yield from store._now_steps()

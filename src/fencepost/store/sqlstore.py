@@ -49,11 +49,13 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from fencepost.domain import schedules as plans
+from fencepost.domain.bulk import DELETED, RETRY_NOW_REASON, Action, Deletion, DeletionPage
 from fencepost.domain.catalogue import JobEntry, definition_json, entry_from_definition
 from fencepost.domain.checks import storable
 from fencepost.domain.commands import new_command, on_request
 from fencepost.domain.errors import (
     CatalogueConflict,
+    InvalidTransition,
     NotFound,
     StaleLease,
     StoreUnavailable,
@@ -62,9 +64,12 @@ from fencepost.domain.errors import (
 from fencepost.domain.events import (
     ExecutionCancelled,
     ExecutionEvent,
+    ExecutionReplayed,
+    ExecutionRescheduled,
     ExecutionSkipped,
     LeaseExpired,
 )
+from fencepost.domain.history import RollUp, SummaryBy, Totals, Window
 from fencepost.domain.ids import id_floor
 from fencepost.domain.limits import Limit
 from fencepost.domain.machine import RECORDS_ERROR, Change, apply, ending_events, holds
@@ -91,7 +96,7 @@ from fencepost.domain.slo import (
     mark_for,
 )
 from fencepost.domain.states import CommandKind, CommandState, Event, State
-from fencepost.store import sqlflow
+from fencepost.store import sqlflow, sqlhistory
 from fencepost.store.base import (
     UNFINISHED_STATES,
     ClaimRequest,
@@ -103,6 +108,7 @@ from fencepost.store.base import (
     claimed_inputs,
     set_aside,
 )
+from fencepost.store.bulk import applicable
 from fencepost.store.executors import Execute, Plan, Statement, Steps, run
 from fencepost.store.flow import FlowChange, Throttle, ThrottleCount
 from fencepost.store.rows import version_keys
@@ -111,6 +117,7 @@ from fencepost.store.values import (
     ScheduleFilter,
     SloRequest,
     burn_key,
+    like_pattern,
     result_refused,
     unix_ms,
 )
@@ -120,14 +127,91 @@ log = logging.getLogger("fencepost.store")
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: The query block by (one schedule?, newest first?). A schedule's executions are read
-#: through their own index (see the blocks).
-_QUERY_BLOCKS = {
-    (False, False): "query_executions",
-    (False, True): "query_executions_newest_first",
-    (True, False): "query_schedule_executions",
-    (True, True): "query_schedule_executions_newest_first",
+#: The blocks that read each index a query or a count may read first (see
+#: :func:`_driver`): (a page oldest first, newest first, a count by state). The other
+#: filters are checked on the rows it finds: every block includes them all.
+_BLOCKS = {
+    "schedule": (
+        "query_schedule_executions",
+        "query_schedule_executions_newest_first",
+        "count_schedule_by_state",
+    ),
+    "key": ("query_key_executions", "query_key_executions_newest_first", "count_key_by_state"),
+    "error": (
+        "query_error_executions",
+        "query_error_executions_newest_first",
+        "count_error_by_state",
+    ),
+    "finished": (
+        "query_finished_executions",
+        "query_finished_executions_newest_first",
+        "count_finished_by_state",
+    ),
+    # A count by finish time and nothing but states, job and queue.
+    "finished narrow": (
+        "query_finished_executions",
+        "query_finished_executions_newest_first",
+        "count_finished_narrow_by_state",
+    ),
+    "states": (
+        "query_state_executions",
+        "query_state_executions_newest_first",
+        "count_states_by_state",
+    ),
+    "all": ("query_executions", "query_executions_newest_first", "count_filtered_by_state"),
+    "covering": ("query_executions", "query_executions_newest_first", "count_by_state"),
 }
+
+
+def _driver(filters: ExecutionFilter, *, counting: bool) -> str:
+    """Which index :meth:`SqlStore.query` or :meth:`~SqlStore.count_by_state` reads
+    first (a key of :data:`_BLOCKS`): the most selective that a filter given allows,
+    in this order: one schedule's (executions_schedule_state), one limit key's
+    (executions_limit_key), the errored payload rows (execution_data_errors), a finish
+    time range (executions_finished; a list needs a lower bound, and sorts the range),
+    some states or an owner (executions_state, one state at a time; for a count by
+    states, job and queue alone, that index covers it); else the primary key (a list
+    in order, within the ids the bounds allow)."""
+    if filters.schedule is not None:
+        return "schedule"
+    if filters.limit_key is not None:
+        return "key"
+    if filters.error is not None:
+        return "error"
+    narrow = replace(
+        filters, states=None, job=None, queue=None, limit=1, after=None, newest_first=False
+    )
+    if filters.finished_after is not None or (counting and filters.finished_before is not None):
+        by_finish_only = replace(narrow, finished_after=None, finished_before=None)
+        return "finished narrow" if counting and by_finish_only == _NO_FILTER else "finished"
+    if counting and narrow == _NO_FILTER:
+        return "covering"
+    if filters.states is not None or filters.owner is not None:
+        return "states"
+    return "all"
+
+
+#: A count's filters when none is given (the covering count_by_state reads job and queue).
+_NO_FILTER = ExecutionFilter(
+    states=None,
+    job=None,
+    schedule=None,
+    bucket=None,
+    buckets=None,
+    due_after=None,
+    due_before=None,
+    limit=1,
+    after=None,
+)
+
+
+def _states_to_read(filters: ExecutionFilter) -> tuple[State, ...]:
+    """The states a query by state reads, one at a time, in the enum's order: those
+    asked for (an owner holds RUNNING executions only: none if RUNNING is not asked)."""
+    asked = set(State if filters.states is None else filters.states)
+    if filters.owner is not None:
+        asked &= {State.RUNNING}
+    return tuple(s for s in State if s in asked)
 
 
 class RowMapping(Protocol):
@@ -339,9 +423,46 @@ class SqlStore(Store):
         return self._run_read(lambda: self._query_plan(filters), "query")
 
     def _query_plan(self, filters: ExecutionFilter) -> Plan[Page]:
-        """:meth:`_query` as a plan."""
-        params = {
+        """:meth:`_query` as a plan.
+
+        By state (:func:`_driver`), one statement a state, each a page in id order
+        read through executions_state; merged here, in id order, the first ``limit``
+        kept. (An execution that changes state between two of them may be read twice:
+        it is listed once.)
+        """
+        driver = _driver(filters, counting=False)
+        params = self._filter_params(filters, driver) | {
             "after": filters.after,
+            "limit": filters.limit + 1,
+        }
+        query = self._q(_BLOCKS[driver][1 if filters.newest_first else 0])
+        states = _states_to_read(filters) if driver == "states" else (None,)
+
+        def steps() -> Steps[Page]:
+            rows: dict[str, Execution] = {}
+            for state in states:
+                found = yield Statement(query, params | {"state": state}, "all")
+                for r in found:
+                    e = self.rows.execution(r)
+                    rows[e.id] = e
+            ordered = sorted(rows, reverse=filters.newest_first)[: filters.limit + 1]
+            items = [rows[i] for i in ordered[: filters.limit]]
+            more = len(ordered) > filters.limit
+            return Page(items=items, next_cursor=items[-1].id if more else None)
+
+        return Plan(steps(), atomic=False)
+
+    def _filter_params(self, filters: ExecutionFilter, driver: str) -> dict[str, Any]:
+        """The parameters of the shared filters (fragments query_filters and
+        query_ranges, and the ids the filters allow) every query_* and count_* block
+        reads, for the blocks of ``driver``. The error blocks match the error as they
+        read the errored rows (``error_driving``), not again in query_filters."""
+        id_above, id_below = filters.id_range
+        error = None if filters.error is None else like_pattern(filters.error)
+        driving = driver == "error"
+        return {
+            "error": None if driving else error,
+            "error_driving": error if driving else None,
             "states": None if filters.states is None else self._array(filters.states),
             "job": filters.job,
             "queue": filters.queue,
@@ -353,16 +474,29 @@ class SqlStore(Store):
             "outcome_events": None
             if filters.outcome is None
             else self._array(sorted(ending_events(filters.outcome))),
-            "limit": filters.limit + 1,
+            "limit_key": filters.limit_key,
+            "owner": filters.owner,
+            "id_above": id_above,
+            "id_below": id_below,
+            "created_after": self._t_opt(filters.created_after),
+            "created_before": self._t_opt(filters.created_before),
+            "finished_after": self._t_opt(filters.finished_after),
+            "finished_before": self._t_opt(filters.finished_before),
         }
-        query = self._q(_QUERY_BLOCKS[filters.schedule is not None, filters.newest_first])
 
-        def steps() -> Steps[Page]:
-            found = yield Statement(query, params, "all")
-            items = [self.rows.execution(r) for r in found]
-            more = len(items) > filters.limit
-            items = items[: filters.limit]
-            return Page(items=items, next_cursor=items[-1].id if more else None)
+    def _count_by_state(self, filters: ExecutionFilter) -> dict[State, int]:
+        return self._run_read(lambda: self._count_by_state_plan(filters), "count_by_state")
+
+    def _count_by_state_plan(self, filters: ExecutionFilter) -> Plan[dict[State, int]]:
+        """:meth:`_count_by_state` as a plan (the index it reads: :func:`_driver`)."""
+        driver = _driver(filters, counting=True)
+        params = self._filter_params(filters, driver)
+        if driver == "states":
+            params["states"] = self._array(_states_to_read(filters))
+
+        def steps() -> Steps[dict[State, int]]:
+            found = yield Statement(self._q(_BLOCKS[driver][2]), params, "all")
+            return {State(state): int(n) for state, n in found}
 
         return Plan(steps(), atomic=False)
 
@@ -439,6 +573,9 @@ class SqlStore(Store):
 
     def _throttled(self, window: timedelta | None) -> list[ThrottleCount]:
         return self._run_read(lambda: sqlflow.throttled_plan(self, window), "throttled")
+
+    def _throttles_of(self, execution_id: str) -> list[Throttle]:
+        return self._run_read(lambda: sqlflow.throttles_plan(self, execution_id), "throttles")
 
     def _text(self, conn: Any, block: str) -> str:
         """The text of ``block`` to run on ``conn`` (PostgreSQL bounds it to the live days
@@ -625,25 +762,31 @@ class SqlStore(Store):
         def steps() -> Steps[Command]:
             now = yield from self._now_steps()
             current = yield from self._get_steps(execution_id, lock=True)
-            state = on_request(current, kind)
-            if state is CommandState.DONE:
-                cancel = apply(current, ExecutionCancelled(actor=actor), now)
-                yield from self._persist_steps(cancel, now)
-            yield Statement(
-                self._q("insert_command"),
-                {
-                    "id": command_id,
-                    "execution_id": execution_id,
-                    "kind": str(kind),
-                    "state": str(state),
-                    "requested_by": actor,
-                    "requested_at": self._t(now),
-                    "done_at": self._t(now) if state is CommandState.DONE else None,
-                },
-            )
-            return new_command(command_id, execution_id, kind, state, actor, now)
+            return (yield from self._command_steps(current, kind, actor, command_id, now))
 
         return Plan(steps())
+
+    def _command_steps(
+        self, current: Execution, kind: CommandKind, actor: str, command_id: str, now: datetime
+    ) -> Steps[Command]:
+        """A request decided on ``current``, held by this transaction (see :meth:`request`)."""
+        state = on_request(current, kind)
+        if state is CommandState.DONE:
+            cancel = apply(current, ExecutionCancelled(actor=actor), now)
+            yield from self._persist_steps(cancel, now)
+        yield Statement(
+            self._q("insert_command"),
+            {
+                "id": command_id,
+                "execution_id": current.id,
+                "kind": str(kind),
+                "state": str(state),
+                "requested_by": actor,
+                "requested_at": self._t(now),
+                "done_at": self._t(now) if state is CommandState.DONE else None,
+            },
+        )
+        return new_command(command_id, current.id, kind, state, actor, now)
 
     def _complete_command(self, command: Command, lease: Fence) -> Command | None:
         if not (self._can_name(command.id) and self._can_name(command.execution_id)):
@@ -664,6 +807,104 @@ class SqlStore(Store):
             return
         with self._write() as conn:
             conn.execute(self._q("release_command"), {"id": command.id, "owner": command.owner})
+
+    # -- acting on many and deleting (see store.bulk) ---------------------------------------
+
+    def _act_group(
+        self, action: Action, execution_ids: Sequence[str], actor: str, now: datetime
+    ) -> list[str]:
+        return self._run(self._act_group_plan(action, execution_ids, actor))
+
+    def _act_group_plan(
+        self, action: Action, execution_ids: Sequence[str], actor: str
+    ) -> Plan[list[str]]:
+        """A group of a bulk action in one transaction: each execution held, checked again
+        (:func:`~fencepost.store.bulk.applicable` at this transaction's now) and changed
+        as its own verb changes it; the ids changed, in order."""
+
+        def steps() -> Steps[list[str]]:
+            now = yield from self._now_steps()
+            done: list[str] = []
+            for execution_id in execution_ids:
+                try:
+                    current = yield from self._get_steps(execution_id, lock=True)
+                except NotFound:
+                    continue  # deleted meanwhile, or never was: skipped
+                if not applicable(action, current, now):
+                    continue
+                if action is Action.CANCEL:
+                    command_id = self._ids.new(unix_ms(now))
+                    yield from self._command_steps(
+                        current, CommandKind.CANCEL, actor, command_id, now
+                    )
+                elif action is Action.DELETE:
+                    yield from self._delete_steps(current, actor, now)
+                else:
+                    event = (
+                        ExecutionReplayed(actor=actor)
+                        if action is Action.REPLAY
+                        else ExecutionRescheduled(due_at=now, actor=actor, reason=RETRY_NOW_REASON)
+                    )
+                    yield from self._persist_steps(apply(current, event, now), now)
+                done.append(execution_id)
+            return done
+
+        return Plan(steps())
+
+    def _delete(self, execution_id: str, actor: str) -> Deletion:
+        return self._run(self._delete_plan(execution_id, actor))
+
+    def _delete_plan(self, execution_id: str, actor: str) -> Plan[Deletion]:
+        """:meth:`delete` as a plan: the execution held, then every row of it deleted."""
+
+        def steps() -> Steps[Deletion]:
+            now = yield from self._now_steps()
+            current = yield from self._get_steps(execution_id, lock=True)
+            if not current.state.is_terminal:
+                raise InvalidTransition(current.id, current.state, DELETED)
+            return (yield from self._delete_steps(current, actor, now))
+
+        return Plan(steps())
+
+    @abstractmethod
+    def _delete_steps(self, current: Execution, actor: str, now: datetime) -> Steps[Deletion]:
+        """Delete ``current`` (finished, held by this transaction) and every row of it, as
+        prune deletes one (its verdicts rolled up first), its throttle records too, and
+        record the deletion by ``actor`` at ``now``; return the record."""
+
+    def _deletions(self, limit: int, after: int | None) -> DeletionPage:
+        return self._run_read(lambda: self._deletions_plan(limit, after), "deletions")
+
+    def _deletions_plan(self, limit: int, after: int | None) -> Plan[DeletionPage]:
+        """:meth:`deletions` as a plan (``select_deletions``: one more than ``limit``)."""
+
+        def steps() -> Steps[DeletionPage]:
+            params = {"after": 0 if after is None else after, "limit": limit + 1}
+            found = yield Statement(self._q("select_deletions"), params, "all")
+            items = [(int(row[0]), self._deletion(row[1:])) for row in found]
+            more = len(items) > limit
+            items = items[:limit]
+            return DeletionPage(
+                items=[d for _, d in items], next_cursor=str(items[-1][0]) if more else None
+            )
+
+        return Plan(steps(), atomic=False)
+
+    def _deletion(self, row: Sequence[Any]) -> Deletion:
+        """A ``deletions`` row (without its number) as a record."""
+        execution_id, job, queue, state, actor, at = row
+        return Deletion(
+            execution_id=str(execution_id),
+            job=job,
+            queue=queue,
+            state=State(state),
+            actor=actor,
+            at=self.rows.instant(at),
+        )
+
+    def _prune_deletions(self, cutoff: datetime) -> None:
+        with self._write() as conn:
+            conn.execute(self._q("prune_deletions"), {"cutoff": self._t(cutoff)})
 
     # -- nodes and reports -----------------------------------------------------------------
 
@@ -757,6 +998,29 @@ class SqlStore(Store):
             ],
             rolled_up=sum(int(n) for objective, _, n in rolled if objective == "claim"),
         )
+
+    # -- the history charts (see store.sqlhistory) --------------------------------------
+
+    def _roll_up_history(self, max_rows: int, *, wait: bool) -> RollUp:
+        # Retried after a lost connection: the retry reads the watermark again, so a
+        # roll-up whose COMMIT went through is never added twice.
+        return self._retried(
+            lambda again: self._run(sqlhistory.roll_up_plan(self, max_rows, wait=wait)),
+            "roll_up_history",
+        )
+
+    def _history_sums(
+        self, window: Window, job: str | None, queue: str | None
+    ) -> tuple[datetime, datetime | None, dict[int, Totals]]:
+        return self._run_read(lambda: sqlhistory.sums_plan(self, window, job, queue), "history")
+
+    def _summary_sums(
+        self, window: Window, by: SummaryBy
+    ) -> tuple[datetime, datetime | None, dict[str, Totals]]:
+        return self._run_read(lambda: sqlhistory.summary_plan(self, window, by), "history_summary")
+
+    def _prune_history(self, before: int) -> None:
+        self._run(sqlhistory.prune_plan(self, before))
 
     def _rollup_params(self, now: datetime) -> dict[str, Any]:
         """The parameters of ``slo_rollup`` (with the batch's ids) at prune's ``now``: the

@@ -20,6 +20,7 @@ from fencepost.domain.defaults import DEFAULT_COMMAND_TTL as DEFAULT_COMMAND_TTL
 from fencepost.domain.defaults import DEFAULT_TTL as DEFAULT_TTL
 from fencepost.domain.errors import StaleLease, ValidationError
 from fencepost.domain.events import ExecutionEvent, ExecutionFailed, ExecutionTimedOut
+from fencepost.domain.ids import id_floor
 from fencepost.domain.limits import ThrottleCount
 from fencepost.domain.machine import stale_reason
 from fencepost.domain.models import JSON, Execution, Fence, LiveFence, Schedule
@@ -45,7 +46,7 @@ from fencepost.domain.slo import (
     objective,
     window_start,
 )
-from fencepost.domain.states import AttemptOutcome, State
+from fencepost.domain.states import TERMINAL_STATES, AttemptOutcome, State
 from fencepost.timing.clock import Clock, SystemClock
 
 #: The longest pause prune takes between batches, in seconds.
@@ -218,6 +219,45 @@ class ExecutionFilter:
     newest_first: bool = False
     #: Only executions one of whose attempts ended with this outcome.
     outcome: AttemptOutcome | None = None
+    #: Only executions under this limit key.
+    limit_key: str | None = None
+    #: Only RUNNING executions whose lease this owner holds.
+    owner: str | None = None
+    #: ``created_after <= created_at < created_before``.
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    #: Only finished executions (``TERMINAL_STATES``: a finished row's ``updated_at`` is
+    #: when it finished, as nothing changes it but a replay, which unfinishes it) with
+    #: ``finished_after <= updated_at < finished_before``.
+    finished_after: datetime | None = None
+    finished_before: datetime | None = None
+    #: Only executions whose latest error contains this text (ASCII letters in any case).
+    error: str | None = None
+
+    @property
+    def id_range(self) -> tuple[str | None, str | None]:
+        """The ids the filters allow, as an exclusive ``(above, below)`` pair (None:
+        unbounded on that side): the creation bounds' (see :func:`created_id_range`);
+        an execution that finished before ``finished_before`` was created before it."""
+        before = [t for t in (self.created_before, self.finished_before) if t is not None]
+        return created_id_range(self.created_after, min(before, default=None))
+
+    def matches_finished(self, state: State, updated_at: datetime) -> bool:
+        """Whether an execution in ``state`` last changed at ``updated_at`` passes the
+        finished bounds (always, when none is given)."""
+        if self.finished_after is None and self.finished_before is None:
+            return True
+        return (
+            state in TERMINAL_STATES
+            and (self.finished_after is None or updated_at >= self.finished_after)
+            and (self.finished_before is None or updated_at < self.finished_before)
+        )
+
+    def matches_error(self, error: str | None) -> bool:
+        """Whether an execution whose latest error is ``error`` passes the error filter."""
+        return self.error is None or (
+            error is not None and ascii_lower(self.error) in ascii_lower(error)
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -539,6 +579,56 @@ def queues_of(queues: Iterable[str] | Mapping[str, int], limit: int) -> tuple[tu
 def _queue_name(name: object) -> str:
     """A queue a claim names (None is no queue here: it names none)."""
     return require_name(name, "queues", max_len=MAX_QUEUE)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def ascii_lower(text: str) -> str:
+    """``text`` with A-Z made a-z and nothing else changed: the case the ``error`` filter
+    ignores, the same on every backend (SQLite's LIKE folds only ASCII letters)."""
+    return text.translate(_ASCII_LOWER)
+
+
+def like_pattern(text: str) -> str:
+    """A LIKE pattern (escape character ``\\``) matching any text that contains ``text``:
+    its ``%``, ``_`` and ``\\`` are literal."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def created_id_range(
+    created_after: datetime | None, created_before: datetime | None
+) -> tuple[str | None, str | None]:
+    """The ids of executions created in ``[created_after, created_before)``, as an
+    exclusive ``(above, below)`` pair of id bounds (None: unbounded on that side).
+
+    Ids are time-ordered (UUIDv7), so a creation range is a range of the primary
+    key, read through its index. An id carries its submitter's clock and
+    ``created_at`` the store's, so the range is widened by :data:`ID_CLOCK_SLACK` on
+    each side, and ``created_at`` then decides. No real id equals a floor (its
+    version bits are 0), so the floor of a millisecond bounds it exclusively.
+    """
+    above = below = None
+    if created_after is not None:
+        try:
+            start = unix_ms(created_after - ID_CLOCK_SLACK)
+        except OverflowError:  # within the slack of the first instant there is
+            start = 0
+        above = id_floor(max(0, start)) if start < _ID_MS_LIMIT else _LAST_ID
+    if created_before is not None:
+        try:
+            end = unix_ms(created_before + ID_CLOCK_SLACK) + 1
+        except OverflowError:
+            end = _ID_MS_LIMIT
+        below = id_floor(max(0, end)) if end < _ID_MS_LIMIT else None
+    return above, below
+
+
+#: One past the largest millisecond an id holds (48 bits).
+_ID_MS_LIMIT = 1 << 48
+#: An id above every id: a creation bound past what ids hold matches nothing.
+_LAST_ID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 
 
 def cursor_storable(after: str | None) -> bool:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from fencepost.domain import models
+from fencepost.domain.states import State
 from fencepost.domain.submission import MAX_KEY, PRIORITY_RANGE
 from fencepost.wire.fields import (
     MAX_DURATION_SECONDS,
@@ -125,6 +126,25 @@ class Page(WireModel[models.Page]):
 
     items: list[Execution]
     next_cursor: str | None
+
+
+class StateCounts(BaseModel):
+    """How many executions a filter matches, in each state (every state a key) and in all."""
+
+    counts: dict[str, int] = Field(
+        description="executions by state: SCHEDULED, RUNNING, RETRY_WAIT, SUCCEEDED, "
+        "FAILED, CANCELLED, SKIPPED (each present, 0 when none)"
+    )
+    total: int
+
+    @classmethod
+    def from_domain(cls, counts: dict[State, int]) -> StateCounts:
+        """The answer of ``GET /executions/counts``, from ``Store.count_by_state``'s."""
+        return cls(counts={s.value: counts.get(s, 0) for s in State}, total=sum(counts.values()))
+
+    def to_domain(self) -> dict[State, int]:
+        """The counts by state, every state a key (one the service did not send: 0)."""
+        return {s: self.counts.get(s.value, 0) for s in State}
 
 
 class SubmitBatchResult(BaseModel):

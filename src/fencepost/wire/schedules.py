@@ -288,6 +288,35 @@ class SchedulePage(WireModel[models.SchedulePage]):
     next_cursor: str | None
 
 
+#: The most fire times one preview returns.
+MAX_PREVIEW = 1000
+
+
+class RulePreview(RequestModel):
+    """The body of ``POST /schedules/preview``: a schedule's rule, stored nowhere.
+
+    The rule fields as ``POST /schedules`` takes them (exactly one of ``cron`` and
+    ``every_seconds``), with where to start (``after``, default now) and how many
+    fire times to give (``count``). ``anchor`` is an interval's phase (its slots are
+    ``anchor + k * every``): default ``start_at``, else the Unix epoch; a stored
+    schedule's is its ``start_at`` or, without one, its ``created_at``. A cron rule
+    ignores it.
+    """
+
+    model_config = ConfigDict(json_schema_extra=_one_rule)
+
+    cron: Cron | None = None
+    every_seconds: _Interval | None = None
+    timezone: TimeZone = "UTC"
+    dst_gap: DstGap = DstGap.SHIFT
+    dst_fold: DstFold = DstFold.ONCE
+    start_at: Instant | None = None
+    end_at: Instant | None = None
+    anchor: Instant | None = None
+    after: Instant | None = None
+    count: Annotated[StrictInt, Field(ge=1, le=MAX_PREVIEW), WHOLE] = 10
+
+
 class FireTimes(BaseModel):
     """The next fire instants of a schedule, in UTC, oldest first."""
 

@@ -9,19 +9,20 @@
 // * Links are built only as "#/..." with encodeURIComponent'd ids, so no value can
 //   become a javascript: URL.
 
-import { decode, query } from "./js/api.js";
+import { decode } from "./js/api.js";
 import { $, h, show } from "./js/dom.js";
-import { STATES, formatSeconds, updateRelativeTimes } from "./js/format.js";
+import { STATES, updateRelativeTimes } from "./js/format.js";
 import { rendered, wirePager } from "./js/render.js";
 import { askToSignIn, clearRefreshBanner, loadSession, report, signIn, signOut, ui } from "./js/session.js";
 import { loadDeadLetters } from "./js/views/dead-letters.js";
-import { loadExecution } from "./js/views/execution.js";
-import { loadExecutions, resetFilters } from "./js/views/executions.js";
+import { clearExecution, loadExecution } from "./js/views/execution.js";
+import { loadExecutions } from "./js/views/executions.js";
 import { loadJob, loadJobs } from "./js/views/jobs.js";
 import { loadNodes } from "./js/views/nodes.js";
-import { CHART_WINDOW_SECONDS, loadStats } from "./js/views/overview.js";
+import { loadHistory } from "./js/views/history.js";
+import { loadStats } from "./js/views/overview.js";
 import { loadQueues } from "./js/views/queues.js";
-import { loadSchedules } from "./js/views/schedules.js";
+import { loadSchedule, loadSchedules } from "./js/views/schedules.js";
 import { loadSlo } from "./js/views/slo.js";
 
 const REFRESH_MS = 2500;
@@ -34,13 +35,14 @@ function currentRoute() {
   const params = new URLSearchParams(search);
   if (name === "executions" && id) return { name: "execution", id: decode(id), params };
   if (name === "jobs" && id) return { name: "job", id: decode(id), params };
-  if (["executions", "schedules", "dead-letters", "jobs", "nodes", "queues", "slo"].includes(name)) return { name, id: null, params };
+  if (name === "schedules" && id) return { name: "schedule", id: decode(id), params };
+  if (["executions", "schedules", "dead-letters", "jobs", "nodes", "queues", "slo", "history"].includes(name)) return { name, id: null, params };
   return { name: "executions", id: null, params };
 }
 
-const VIEWS = ["executions", "execution", "schedules", "dead-letters", "jobs", "job", "nodes", "queues", "slo"];
+const VIEWS = ["executions", "execution", "schedules", "dead-letters", "jobs", "job", "nodes", "queues", "slo", "schedule", "history"];
 // A detail view's tab is its list's.
-const TABS = { execution: "executions", job: "jobs" };
+const TABS = { execution: "executions", job: "jobs", schedule: "schedules" };
 
 function showView(name) {
   for (const view of VIEWS) show($(`view-${view}`), view === name);
@@ -61,6 +63,8 @@ const LOADERS = {
   nodes: loadNodes,
   queues: loadQueues,
   slo: loadSlo,
+  schedule: loadSchedule,
+  history: loadHistory,
 };
 
 
@@ -84,11 +88,7 @@ function clearStaleDetail(route) {
     for (const id of ["job-fields", "job-counts", "job-versions"]) $(id).replaceChildren();
     return;
   }
-  if (route.name !== "execution") return;
-  rendered.delete("execution");
-  $("execution-id").textContent = route.id;
-  for (const id of ["execution-actions", "execution-fields", "attempts", "transitions"]) $(id).replaceChildren();
-  for (const id of ["execution-inputs", "execution-result", "execution-progress"]) $(id).textContent = "";
+  if (route.name === "execution") clearExecution(route.id);
 }
 
 // Load the current view and the stats together, then render both, unless a newer
@@ -114,7 +114,8 @@ async function refresh() {
 
 function schedule() {
   clearTimeout(timer);
-  timer = $("live").checked ? setTimeout(tick, REFRESH_MS) : null;
+  // A hidden tab polls nothing: it refreshes at once when it is shown again.
+  timer = $("live").checked && document.visibilityState !== "hidden" ? setTimeout(tick, REFRESH_MS) : null;
 }
 
 async function tick() {
@@ -136,32 +137,17 @@ export function navigate(hash) {
 // -- start ---------------------------------------------------------------------------------
 
 function wire() {
-  const select = $("filter-state");
-  for (const s of STATES) select.append(h("option", { value: s }, s));
   $("jobs-head").append(...STATES.map((s) => h("th", { class: "num" }, s)));
-  $("filters").addEventListener("submit", (event) => {
-    event.preventDefault();
-    const params = {
-      state: $("filter-state").value,
-      job: $("filter-job").value.trim(),
-      queue: $("filter-queue").value.trim(),
-      schedule: $("filter-schedule").value.trim(),
-    };
-    navigate(`#/executions${query(params)}`);
-  });
-  $("filter-reset").addEventListener("click", () => {
-    resetFilters();
-    navigate("#/executions");
-  });
-  wirePager("executions", true);
   wirePager("schedules", false);
-  wirePager("dead-letters", false);
-  $("chart-window").textContent = formatSeconds(CHART_WINDOW_SECONDS);
   $("live").addEventListener("change", () => ($("live").checked ? refreshNow() : clearTimeout(timer)));
   $("banner-close").addEventListener("click", () => show($("banner"), false));
   $("sign-in").addEventListener("submit", signIn);
   $("sign-out").addEventListener("click", signOut);
   window.addEventListener("hashchange", refreshNow);
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "hidden") clearTimeout(timer);
+    else if ($("live").checked) refreshNow();
+  });
 }
 
 async function start() {

@@ -260,10 +260,14 @@ WHERE k.key = %(key)s
 SELECT * FROM execution_rows WHERE id = %(id)s::uuid FOR UPDATE
 
 -- fragment: query_filters
--- The state, job, queue and attempt outcome filters of Store.query, in every
--- query_* block (each reads execution_rows unaliased). An attempt ended with the
--- outcome when a transition from RUNNING has one of %(outcome_events)s
--- (fencepost.domain.machine.ending_events): one probe of transitions_execution per
+-- The state, job, queue, limit key, owner, error and attempt outcome filters of
+-- Store.query, in every query_* and count_* block (each reads execution_rows
+-- unaliased, or executions under that name). An owner holds RUNNING rows only. The
+-- error is a LIKE pattern (percent signs, underscores and backslashes escaped by
+-- fencepost.store.values.like_pattern), matched by ILIKE in the C collation, which
+-- folds ASCII letters only, as SQLite's LIKE does (the memory store: ascii_lower).
+-- An attempt ended with the outcome when a transition from RUNNING has one of
+-- %(outcome_events)s (fencepost.domain.machine.ending_events): one probe of transitions_execution per
 -- row the other filters kept, in the one partition holding that execution's trail
 -- (pruned at run time). OFFSET 0 keeps it that: without it the planner may hash
 -- the subquery instead, reading every partition's matching transitions to fill a
@@ -271,6 +275,13 @@ SELECT * FROM execution_rows WHERE id = %(id)s::uuid FOR UPDATE
   AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
   AND (%(job)s::text IS NULL OR job = %(job)s::text)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(limit_key)s::text IS NULL OR limit_key = %(limit_key)s::text)
+  AND (%(owner)s::text IS NULL OR (state = 'RUNNING' AND lease_owner = %(owner)s::text))
+  AND (%(error)s::text IS NULL OR EXISTS (
+      SELECT 1 FROM execution_data AS d
+      WHERE d.execution_id = execution_rows.id
+        AND d.error COLLATE "C" ILIKE %(error)s::text ESCAPE '\'
+  ))
   AND (%(outcome_events)s::text[] IS NULL OR EXISTS (
       SELECT 1 FROM transitions AS t
       WHERE t.execution_id = execution_rows.id AND t.from_state = 'RUNNING'
@@ -279,30 +290,71 @@ SELECT * FROM execution_rows WHERE id = %(id)s::uuid FOR UPDATE
   ))
 
 -- fragment: query_ranges
--- The bucket and due_at filters of Store.query, in every query_* block.
+-- The bucket, due_at, created_at and finish time filters of Store.query, in every
+-- query_* and count_* block. The ids of the creation range (%(id_above)s,
+-- %(id_below)s) bound the primary key in each block (and so the partitions read);
+-- created_at then decides. A finished row's updated_at is its finish time.
   AND (%(bucket)s::integer IS NULL OR bucket = %(bucket)s::integer)
   AND (%(buckets)s::integer[] IS NULL OR bucket = ANY(%(buckets)s::integer[]))
   AND (%(due_after)s::timestamptz IS NULL OR due_at >= %(due_after)s::timestamptz)
   AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
+  AND (%(created_after)s::timestamptz IS NULL OR created_at >= %(created_after)s::timestamptz)
+  AND (%(created_before)s::timestamptz IS NULL OR created_at < %(created_before)s::timestamptz)
+  AND (%(finished_after)s::timestamptz IS NULL AND %(finished_before)s::timestamptz IS NULL
+       OR state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
+          AND updated_at >= coalesce(%(finished_after)s::timestamptz, '-infinity')
+          AND updated_at < coalesce(%(finished_before)s::timestamptz, 'infinity'))
+
+-- fragment: oldest_first
+-- The keyset window of a page oldest first: ids after the cursor, within the ids the
+-- filters allow (%(id_above)s, %(id_below)s: see fencepost.store.values.created_id_range),
+-- which prune the partitions read.
+  AND id > coalesce(greatest(%(after)s::uuid, %(id_above)s::uuid), '00000000-0000-0000-0000-000000000000'::uuid)
+  AND id < coalesce(%(id_below)s::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
+
+-- fragment: newest_first
+-- The keyset window of a page newest first: ids before the cursor, within the ids the
+-- filters allow.
+  AND id < coalesce(least(%(after)s::uuid, %(id_below)s::uuid), 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
+  AND id > coalesce(%(id_above)s::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+
+-- fragment: created_ids
+-- The ids the filters allow, in a count.
+  AND id > coalesce(%(id_above)s::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+  AND id < coalesce(%(id_below)s::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
 
 -- name: query_executions
-SELECT * FROM execution_rows
-WHERE (%(after)s::uuid IS NULL OR id > %(after)s::uuid)
-  -- include: query_filters
-  AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
-  -- include: query_ranges
-ORDER BY id
-LIMIT %(limit)s
+-- Store.query when no filter has an index of its own (SqlStore._query_plan chooses):
+-- the primary key, in order, each row checked. Every page block finds its ids first
+-- and joins the payloads of those alone: joined before the LIMIT, the planner may
+-- merge the payload table's whole primary key with the few rows found.
+SELECT r.* FROM (
+    SELECT id FROM executions AS execution_rows
+    WHERE true
+      -- include: oldest_first
+      -- include: query_filters
+      AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+      -- include: query_ranges
+    ORDER BY id
+    LIMIT %(limit)s
+) AS page
+JOIN execution_rows AS r ON r.id = page.id
+ORDER BY r.id
 
 -- name: query_executions_newest_first
 -- query_executions, newest first: the cursor is the last id of the previous page.
-SELECT * FROM execution_rows
-WHERE (%(after)s::uuid IS NULL OR id < %(after)s::uuid)
-  -- include: query_filters
-  AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
-  -- include: query_ranges
-ORDER BY id DESC
-LIMIT %(limit)s
+SELECT r.* FROM (
+    SELECT id FROM executions AS execution_rows
+    WHERE true
+      -- include: newest_first
+      -- include: query_filters
+      AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+      -- include: query_ranges
+    ORDER BY id DESC
+    LIMIT %(limit)s
+) AS page
+JOIN execution_rows AS r ON r.id = page.id
+ORDER BY r.id DESC
 
 -- name: select_transitions
 SELECT seq, execution_id, event, from_state, to_state, epoch, actor, reason, at
@@ -837,24 +889,270 @@ FROM commands WHERE execution_id = %(id)s::uuid ORDER BY requested_at, id
 -- query_executions for one schedule: schedule_id = %(schedule)s is a plain index
 -- condition (no "IS NULL OR"), so every plan, custom or generic, reads
 -- executions_schedule_state rather than scanning the table.
-SELECT * FROM execution_rows
-WHERE schedule_id = %(schedule)s::text
-  AND (%(after)s::uuid IS NULL OR id > %(after)s::uuid)
-  -- include: query_filters
-  -- include: query_ranges
-ORDER BY id
-LIMIT %(limit)s
+SELECT r.* FROM (
+    SELECT id FROM executions AS execution_rows
+    WHERE schedule_id = %(schedule)s::text
+      -- include: oldest_first
+      -- include: query_filters
+      -- include: query_ranges
+    ORDER BY id
+    LIMIT %(limit)s
+) AS page
+JOIN execution_rows AS r ON r.id = page.id
+ORDER BY r.id
 
 -- name: query_schedule_executions_newest_first
 -- query_schedule_executions, newest first: the cursor is the last id of the previous
 -- page.
-SELECT * FROM execution_rows
+SELECT r.* FROM (
+    SELECT id FROM executions AS execution_rows
+    WHERE schedule_id = %(schedule)s::text
+      -- include: newest_first
+      -- include: query_filters
+      -- include: query_ranges
+    ORDER BY id DESC
+    LIMIT %(limit)s
+) AS page
+JOIN execution_rows AS r ON r.id = page.id
+ORDER BY r.id DESC
+
+-- name: query_state_executions
+-- query_executions in one state: executions_state in id order (its state compared
+-- COLLATE "POSIX": see migration 17). A query of several states runs it
+-- once for each and merges the pages; an owner's executions are the RUNNING ones
+-- (SqlStore._query_plan). Ordered by id, whatever the plan.
+SELECT r.* FROM (
+    SELECT id FROM executions AS execution_rows
+    WHERE state COLLATE "POSIX" = %(state)s::text
+      -- include: oldest_first
+      -- include: query_filters
+      AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+      -- include: query_ranges
+    ORDER BY id
+    LIMIT %(limit)s
+) AS page
+JOIN execution_rows AS r ON r.id = page.id
+ORDER BY r.id
+
+-- name: query_state_executions_newest_first
+SELECT r.* FROM (
+    SELECT id FROM executions AS execution_rows
+    WHERE state COLLATE "POSIX" = %(state)s::text
+      -- include: newest_first
+      -- include: query_filters
+      AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+      -- include: query_ranges
+    ORDER BY id DESC
+    LIMIT %(limit)s
+) AS page
+JOIN execution_rows AS r ON r.id = page.id
+ORDER BY r.id DESC
+
+-- name: query_key_executions
+-- query_executions under one limit key: executions_limit_key in id order.
+SELECT r.* FROM (
+    SELECT id FROM executions AS execution_rows
+    WHERE limit_key = %(limit_key)s::text
+      -- include: oldest_first
+      -- include: query_filters
+      AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+      -- include: query_ranges
+    ORDER BY id
+    LIMIT %(limit)s
+) AS page
+JOIN execution_rows AS r ON r.id = page.id
+ORDER BY r.id
+
+-- name: query_key_executions_newest_first
+SELECT r.* FROM (
+    SELECT id FROM executions AS execution_rows
+    WHERE limit_key = %(limit_key)s::text
+      -- include: newest_first
+      -- include: query_filters
+      AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+      -- include: query_ranges
+    ORDER BY id DESC
+    LIMIT %(limit)s
+) AS page
+JOIN execution_rows AS r ON r.id = page.id
+ORDER BY r.id DESC
+
+-- name: query_error_executions
+-- query_executions by error text: the ids of the errored payload rows whose error
+-- matches (execution_data_errors: the executions that never failed are not read),
+-- then those executions, sorted by id. The ids come first whatever the plan: a
+-- generic plan, knowing no parameter, would walk every execution in id order instead,
+-- matching each one's error.
+SELECT r.* FROM (
+    SELECT id FROM executions AS execution_rows
+    WHERE id = ANY(ARRAY(
+        SELECT x.execution_id FROM execution_data AS x
+        WHERE x.error IS NOT NULL AND x.error COLLATE "C" ILIKE %(error_driving)s::text ESCAPE '\'
+    ))
+      -- include: oldest_first
+      -- include: query_filters
+      AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+      -- include: query_ranges
+    ORDER BY id
+    LIMIT %(limit)s
+) AS page
+JOIN execution_rows AS r ON r.id = page.id
+ORDER BY r.id
+
+-- name: query_error_executions_newest_first
+SELECT r.* FROM (
+    SELECT id FROM executions AS execution_rows
+    WHERE id = ANY(ARRAY(
+        SELECT x.execution_id FROM execution_data AS x
+        WHERE x.error IS NOT NULL AND x.error COLLATE "C" ILIKE %(error_driving)s::text ESCAPE '\'
+    ))
+      -- include: newest_first
+      -- include: query_filters
+      AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+      -- include: query_ranges
+    ORDER BY id DESC
+    LIMIT %(limit)s
+) AS page
+JOIN execution_rows AS r ON r.id = page.id
+ORDER BY r.id DESC
+
+-- name: query_finished_executions
+-- query_executions finished at or after %(finished_after)s: the ids of that range of
+-- executions_finished (an index-only read), then those rows, sorted by id. Not left
+-- to the planner: it walks the primary key, expecting to meet the range early, and
+-- reads every execution that finished before it first. Its cost grows with the
+-- executions the range holds.
+SELECT r.* FROM (
+    SELECT id FROM executions AS execution_rows
+    WHERE id = ANY(ARRAY(
+        SELECT f.id FROM executions AS f
+        WHERE f.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
+          AND f.updated_at >= %(finished_after)s::timestamptz
+          AND f.updated_at < coalesce(%(finished_before)s::timestamptz, 'infinity')
+          -- The index includes these three: the range stays an index-only read.
+          AND (%(states)s::text[] IS NULL OR f.state = ANY(%(states)s::text[]))
+          AND (%(job)s::text IS NULL OR f.job = %(job)s::text)
+          AND (%(queue)s::text IS NULL OR f.queue = %(queue)s::text)
+    ))
+      -- include: oldest_first
+      -- include: query_filters
+      AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+      -- include: query_ranges
+    ORDER BY id
+    LIMIT %(limit)s
+) AS page
+JOIN execution_rows AS r ON r.id = page.id
+ORDER BY r.id
+
+-- name: query_finished_executions_newest_first
+SELECT r.* FROM (
+    SELECT id FROM executions AS execution_rows
+    WHERE id = ANY(ARRAY(
+        SELECT f.id FROM executions AS f
+        WHERE f.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
+          AND f.updated_at >= %(finished_after)s::timestamptz
+          AND f.updated_at < coalesce(%(finished_before)s::timestamptz, 'infinity')
+          -- The index includes these three: the range stays an index-only read.
+          AND (%(states)s::text[] IS NULL OR f.state = ANY(%(states)s::text[]))
+          AND (%(job)s::text IS NULL OR f.job = %(job)s::text)
+          AND (%(queue)s::text IS NULL OR f.queue = %(queue)s::text)
+    ))
+      -- include: newest_first
+      -- include: query_filters
+      AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+      -- include: query_ranges
+    ORDER BY id DESC
+    LIMIT %(limit)s
+) AS page
+JOIN execution_rows AS r ON r.id = page.id
+ORDER BY r.id DESC
+
+-- name: count_by_state
+-- Store.count_by_state by states, job and queue alone (or no filter):
+-- executions_state_counts, an index-only scan where the visibility map allows.
+SELECT state, count(*) FROM executions
+WHERE (%(states)s::text[] IS NULL OR state COLLATE "POSIX" = ANY(%(states)s::text[]))
+  AND (%(job)s::text IS NULL OR job = %(job)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+GROUP BY state
+
+-- name: count_filtered_by_state
+-- Store.count_by_state when no filter has an index of its own: every execution in
+-- the ids the filters allow, checked. It reads executions under the name the shared
+-- filters read (execution_rows); the payload rows only probed for an error.
+SELECT state, count(*) FROM executions AS execution_rows
+WHERE true
+  -- include: created_ids
+  -- include: query_filters
+  AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+  -- include: query_ranges
+GROUP BY state
+
+-- name: count_states_by_state
+-- Store.count_by_state of some states (or an owner's: RUNNING): executions_state_counts.
+SELECT state, count(*) FROM executions AS execution_rows
+WHERE state COLLATE "POSIX" = ANY(%(states)s::text[])
+  -- include: created_ids
+  -- include: query_filters
+  AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+  -- include: query_ranges
+GROUP BY state
+
+-- name: count_schedule_by_state
+-- Store.count_by_state of one schedule's executions: executions_schedule_state.
+SELECT state, count(*) FROM executions AS execution_rows
 WHERE schedule_id = %(schedule)s::text
-  AND (%(after)s::uuid IS NULL OR id < %(after)s::uuid)
+  -- include: created_ids
   -- include: query_filters
   -- include: query_ranges
-ORDER BY id DESC
-LIMIT %(limit)s
+GROUP BY state
+
+-- name: count_key_by_state
+-- Store.count_by_state under one limit key: executions_limit_key.
+SELECT state, count(*) FROM executions AS execution_rows
+WHERE limit_key = %(limit_key)s::text
+  -- include: created_ids
+  -- include: query_filters
+  AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+  -- include: query_ranges
+GROUP BY state
+
+-- name: count_error_by_state
+-- Store.count_by_state by error text: the errored payload rows (execution_data_errors)
+-- whose error matches, joined to their executions (an array of their ids, as the page
+-- takes, would be looked for in every day's partition).
+SELECT state, count(*) FROM execution_data AS x
+JOIN executions AS execution_rows ON execution_rows.id = x.execution_id
+WHERE x.error IS NOT NULL AND x.error COLLATE "C" ILIKE %(error_driving)s::text ESCAPE '\'
+  -- include: created_ids
+  -- include: query_filters
+  AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+  -- include: query_ranges
+GROUP BY state
+
+-- name: count_finished_by_state
+-- Store.count_by_state by finish time: that range of executions_finished.
+SELECT state, count(*) FROM executions AS execution_rows
+WHERE state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
+  AND updated_at >= coalesce(%(finished_after)s::timestamptz, '-infinity')
+  AND updated_at < coalesce(%(finished_before)s::timestamptz, 'infinity')
+  -- include: created_ids
+  -- include: query_filters
+  AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s::text)
+  -- include: query_ranges
+GROUP BY state
+
+-- name: count_finished_narrow_by_state
+-- Store.count_by_state by finish time with no other filter but states, job and queue
+-- (the SQLite block reads its index alone; here the same range of executions_finished).
+SELECT state, count(*) FROM executions AS execution_rows
+WHERE state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
+  AND updated_at >= coalesce(%(finished_after)s::timestamptz, '-infinity')
+  AND updated_at < coalesce(%(finished_before)s::timestamptz, 'infinity')
+  AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
+  AND (%(job)s::text IS NULL OR job = %(job)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+GROUP BY state
 
 -- name: insert_schedule
 -- No row back: a schedule with this id exists (the store compares the fingerprints).
@@ -1713,6 +2011,11 @@ SELECT scope, count(*), coalesce(sum(extract(epoch FROM held)), 0)::double preci
 FROM throttles WHERE at >= %(since)s::timestamptz
 GROUP BY scope ORDER BY scope
 
+-- name: flow_throttles_of
+-- One execution's throttle records (Store.throttles), through throttles_execution.
+SELECT execution_id, scope, held, at FROM throttles WHERE execution_id = %(id)s::uuid
+ORDER BY at
+
 -- name: flow_prune
 -- With a prune (same cutoff): throttle records at or before it, and the buckets that
 -- are full again and held nothing back since it (a missing bucket is a full one), or
@@ -1726,3 +2029,177 @@ WHERE (b.denied_at IS NULL OR b.denied_at <= %(cutoff)s::timestamptz)
         AND b.tokens + extract(epoch FROM %(now)s::timestamptz - b.at)
                        * l.rate_count / l.rate_period < l.burst
   )
+
+
+-- History charts (fencepost.store.history, store/sqlhistory.py): minute rows rolled
+-- up from finished executions and throttle records, and the windows read from them.
+
+-- name: history_watermark
+-- The roll-up's watermark (store.history), locked first in the roll-up's
+-- transaction: a second roll-up waits here until this one commits, then reads where
+-- it left the watermark.
+SELECT finished_at, finished_id, throttled_at FROM history_watermark WHERE id = 1 FOR UPDATE
+
+-- name: history_watermark_nowait
+-- As history_watermark, for a roll-up that would rather not wait: no row while
+-- another transaction holds it (that one is rolling up).
+SELECT finished_at, finished_id, throttled_at FROM history_watermark WHERE id = 1 FOR UPDATE SKIP LOCKED
+
+-- name: history_read_watermark
+-- The watermark as committed, for a chart's rolled_up_to.
+SELECT finished_at, finished_id, throttled_at FROM history_watermark WHERE id = 1
+
+-- name: history_make_watermark
+-- The watermark's one row, as migration made it, if it is gone.
+INSERT INTO history_watermark (id) VALUES (1) ON CONFLICT (id) DO NOTHING
+
+-- name: history_finished
+-- One roll-up's finished executions after the watermark, oldest finish first, through
+-- executions_finished (whose WHERE clause this one repeats word for word).
+SELECT e.id, e.updated_at, e.job, e.queue, e.state, e.attempt, e.planned_at,
+       e.first_claimed_at, e.first_finished_at, e.held, e.slo_marks
+FROM executions AS e
+WHERE e.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
+  AND (e.updated_at, e.id) > (%(after_at)s, %(after_id)s::uuid)
+  AND e.updated_at < %(until)s
+ORDER BY e.updated_at, e.id
+LIMIT %(limit)s
+
+-- name: history_throttled
+-- The throttle records of [since, until) by minute, with their execution's job and
+-- queue (through throttles_at; records of executions already gone are left out).
+SELECT floor(extract(epoch FROM t.at) / 60)::integer AS minute, e.job, e.queue, sum(t.held)
+FROM throttles AS t JOIN executions AS e ON e.id = t.execution_id
+WHERE t.at >= %(since)s AND t.at < %(until)s
+GROUP BY 1, e.job, e.queue
+
+-- name: history_add
+-- executemany: one row's increments (of one span: store.sqlhistory), added to what it holds.
+INSERT INTO history_minutes AS m (
+    span_minutes, minute, job, queue,
+-- include: history_columns
+) VALUES (
+    %(span_minutes)s, %(minute)s, %(job)s, %(queue)s, %(succeeded)s, %(dead)s, %(retried)s,
+    %(timed_out)s, %(cancelled)s, %(skipped)s, %(claims)s, %(late_0)s, %(late_1)s,
+    %(late_2)s, %(late_3)s, %(late_4)s, %(late_5)s, %(late_6)s, %(late_7)s, %(late_8)s,
+    %(late_9)s, %(late_10)s, %(late_11)s, %(late_12)s, %(late_13)s, %(late_14)s,
+    %(late_15)s, %(late_16)s, %(late_17)s, %(throttled_us)s, %(claim_counted)s,
+    %(claim_missed)s, %(finish_counted)s, %(finish_missed)s
+)
+ON CONFLICT (span_minutes, minute, job, queue) DO UPDATE SET
+-- include: history_add_counters
+
+-- name: history_advance
+UPDATE history_watermark
+SET finished_at = %(finished_at)s, finished_id = %(finished_id)s, throttled_at = %(throttled_at)s
+WHERE id = 1
+
+-- name: history_points
+-- A window's rows of its step's span (per_point minutes) in [first, last), one per
+-- step and key, summed per step (its index from the window's start), through the
+-- primary key.
+SELECT (minute - %(first)s) / %(per_point)s AS step,
+-- include: history_sums
+FROM history_minutes
+WHERE span_minutes = %(per_point)s AND minute >= %(first)s AND minute < %(last)s
+GROUP BY 1
+
+-- name: history_points_job
+-- history_points of one job, through history_minutes_job.
+SELECT (minute - %(first)s) / %(per_point)s AS step,
+-- include: history_sums
+FROM history_minutes
+WHERE job = %(job)s AND span_minutes = %(per_point)s AND minute >= %(first)s AND minute < %(last)s
+GROUP BY 1
+
+-- name: history_points_queue
+-- history_points of one queue, through history_minutes_queue.
+SELECT (minute - %(first)s) / %(per_point)s AS step,
+-- include: history_sums
+FROM history_minutes
+WHERE queue = %(queue)s AND span_minutes = %(per_point)s AND minute >= %(first)s AND minute < %(last)s
+GROUP BY 1
+
+-- name: history_points_job_queue
+-- history_points of one job in one queue.
+SELECT (minute - %(first)s) / %(per_point)s AS step,
+-- include: history_sums
+FROM history_minutes
+WHERE job = %(job)s AND queue = %(queue)s AND span_minutes = %(per_point)s
+  AND minute >= %(first)s AND minute < %(last)s
+GROUP BY 1
+
+-- name: history_by_job
+-- A window's minute rows summed per job.
+SELECT job,
+-- include: history_sums
+FROM history_minutes
+WHERE span_minutes = %(per_point)s AND minute >= %(first)s AND minute < %(last)s
+GROUP BY job
+
+-- name: history_by_queue
+-- A window's minute rows summed per queue.
+SELECT queue,
+-- include: history_sums
+FROM history_minutes
+WHERE span_minutes = %(per_point)s AND minute >= %(first)s AND minute < %(last)s
+GROUP BY queue
+
+-- name: history_prune
+-- With prune: the rows past their retention, of every span (%(spans)s).
+DELETE FROM history_minutes WHERE span_minutes = ANY(%(spans)s) AND minute < %(before)s
+
+-- Deleting one execution (Store.delete, and a bulk delete: fencepost.store.bulk).
+
+-- name: delete_execution
+-- The finished execution %(id)s, which this transaction holds (lock_execution), with
+-- every row of it, in one statement as a batch of prune deletes (prune_batch): its
+-- payload, transitions, commands, throttle records (through throttles_execution,
+-- migration 19) and idempotency key, its verdicts into the rollups (slo_rollup), and
+-- a record of the deletion by %(actor)s at %(now)s.
+WITH gone AS (
+    DELETE FROM executions AS e
+    WHERE e.id = %(id)s::uuid AND e.state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED')
+    RETURNING e.id, e.idempotency_key, e.job, e.queue, e.state, e.planned_at,
+              e.first_claimed_at, e.first_finished_at, e.held, e.slo_marks
+),
+keys AS (
+    DELETE FROM execution_keys AS k
+    WHERE k.key = ANY(ARRAY(SELECT idempotency_key FROM gone WHERE idempotency_key IS NOT NULL))
+),
+orders AS (
+    DELETE FROM commands AS c WHERE c.execution_id = ANY(ARRAY(SELECT id FROM gone))
+),
+data AS (
+    DELETE FROM execution_data AS d WHERE d.execution_id = ANY(ARRAY(SELECT id FROM gone))
+),
+audit AS (
+    DELETE FROM transitions AS t WHERE t.execution_id = ANY(ARRAY(SELECT id FROM gone))
+),
+held_back AS (
+    DELETE FROM throttles AS h WHERE h.execution_id = ANY(ARRAY(SELECT id FROM gone))
+),
+recorded AS (
+    INSERT INTO deletions (execution_id, job, queue, state, actor, at)
+    SELECT id, job, queue, state, %(actor)s, %(now)s::timestamptz FROM gone
+    RETURNING seq
+),
+facts AS (
+    -- include: slo_facts
+    FROM gone AS e
+    WHERE
+      -- include: slo_counted
+),
+-- include: slo_rollup
+SELECT seq FROM recorded
+
+-- name: select_deletions
+-- Store.deletions: oldest first, after the record numbered %(after)s (0: from the first).
+SELECT seq, execution_id, job, queue, state, actor, at FROM deletions
+WHERE seq > %(after)s::bigint
+ORDER BY seq
+LIMIT %(limit)s
+
+-- name: prune_deletions
+-- With a prune (same cutoff): the records of deletions made at or before it.
+DELETE FROM deletions WHERE at <= %(cutoff)s::timestamptz

@@ -12,6 +12,23 @@ CREATE TABLE commands (
     CONSTRAINT commands_kind_known CHECK ((kind = ANY (ARRAY['cancel'::text, 'pause'::text, 'resume'::text]))),
     CONSTRAINT commands_state_known CHECK ((state = ANY (ARRAY['PENDING'::text, 'CLAIMED'::text, 'DONE'::text])))
 );
+CREATE TABLE deletions (
+    seq bigint NOT NULL,
+    execution_id uuid NOT NULL,
+    job text NOT NULL,
+    queue text NOT NULL,
+    state text NOT NULL,
+    actor text NOT NULL,
+    at timestamp with time zone NOT NULL
+);
+ALTER TABLE deletions ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME deletions_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
 CREATE TABLE execution_data (
     execution_id uuid NOT NULL,
     inputs jsonb NOT NULL,
@@ -129,6 +146,49 @@ CREATE TABLE flow_limits (
     updated_by text,
     updated_at timestamp with time zone NOT NULL
 );
+CREATE TABLE history_minutes (
+    span_minutes integer NOT NULL,
+    minute integer NOT NULL,
+    job text NOT NULL,
+    queue text NOT NULL,
+    succeeded integer DEFAULT 0 NOT NULL,
+    dead integer DEFAULT 0 NOT NULL,
+    retried integer DEFAULT 0 NOT NULL,
+    timed_out integer DEFAULT 0 NOT NULL,
+    cancelled integer DEFAULT 0 NOT NULL,
+    skipped integer DEFAULT 0 NOT NULL,
+    claims integer DEFAULT 0 NOT NULL,
+    late_0 integer DEFAULT 0 NOT NULL,
+    late_1 integer DEFAULT 0 NOT NULL,
+    late_2 integer DEFAULT 0 NOT NULL,
+    late_3 integer DEFAULT 0 NOT NULL,
+    late_4 integer DEFAULT 0 NOT NULL,
+    late_5 integer DEFAULT 0 NOT NULL,
+    late_6 integer DEFAULT 0 NOT NULL,
+    late_7 integer DEFAULT 0 NOT NULL,
+    late_8 integer DEFAULT 0 NOT NULL,
+    late_9 integer DEFAULT 0 NOT NULL,
+    late_10 integer DEFAULT 0 NOT NULL,
+    late_11 integer DEFAULT 0 NOT NULL,
+    late_12 integer DEFAULT 0 NOT NULL,
+    late_13 integer DEFAULT 0 NOT NULL,
+    late_14 integer DEFAULT 0 NOT NULL,
+    late_15 integer DEFAULT 0 NOT NULL,
+    late_16 integer DEFAULT 0 NOT NULL,
+    late_17 integer DEFAULT 0 NOT NULL,
+    throttled_us bigint DEFAULT 0 NOT NULL,
+    claim_counted integer DEFAULT 0 NOT NULL,
+    claim_missed integer DEFAULT 0 NOT NULL,
+    finish_counted integer DEFAULT 0 NOT NULL,
+    finish_missed integer DEFAULT 0 NOT NULL
+);
+CREATE TABLE history_watermark (
+    id integer NOT NULL,
+    finished_at timestamp with time zone,
+    finished_id uuid,
+    throttled_at timestamp with time zone,
+    CONSTRAINT history_watermark_id_check CHECK ((id = 1))
+);
 CREATE TABLE job_catalogue (
     name text NOT NULL COLLATE pg_catalog."C",
     version integer NOT NULL,
@@ -216,6 +276,8 @@ ALTER SEQUENCE transitions_seq_seq OWNED BY transitions.seq;
 ALTER TABLE ONLY transitions ALTER COLUMN seq SET DEFAULT nextval('transitions_seq_seq'::regclass);
 ALTER TABLE ONLY commands
     ADD CONSTRAINT commands_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY deletions
+    ADD CONSTRAINT deletions_pkey PRIMARY KEY (seq);
 ALTER TABLE ONLY execution_data
     ADD CONSTRAINT execution_data_pkey PRIMARY KEY (execution_id);
 ALTER TABLE ONLY execution_keys
@@ -230,6 +292,10 @@ ALTER TABLE ONLY flow_changes
     ADD CONSTRAINT flow_changes_pkey PRIMARY KEY (seq);
 ALTER TABLE ONLY flow_limits
     ADD CONSTRAINT flow_limits_pkey PRIMARY KEY (scope);
+ALTER TABLE ONLY history_minutes
+    ADD CONSTRAINT history_minutes_pkey PRIMARY KEY (span_minutes, minute, job, queue);
+ALTER TABLE ONLY history_watermark
+    ADD CONSTRAINT history_watermark_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY job_catalogue
     ADD CONSTRAINT job_catalogue_pkey PRIMARY KEY (name, version);
 ALTER TABLE ONLY nodes
@@ -241,20 +307,28 @@ ALTER TABLE ONLY slo_rollups
 ALTER TABLE ONLY throttle_totals
     ADD CONSTRAINT throttle_totals_pkey PRIMARY KEY (scope);
 CREATE INDEX commands_execution ON commands USING btree (execution_id, requested_at, id);
+CREATE INDEX deletions_at ON deletions USING btree (at);
+CREATE INDEX execution_data_errors ON ONLY execution_data USING btree (execution_id) WHERE (error IS NOT NULL);
 CREATE INDEX execution_keys_execution ON execution_keys USING btree (execution_id);
 CREATE INDEX executions_active_bucket ON ONLY executions USING btree (bucket, updated_at) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'RUNNING'::text, 'SCHEDULED'::text]));
 CREATE INDEX executions_claimable ON ONLY executions USING btree (priority DESC, due_at, id) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'SCHEDULED'::text]));
 CREATE INDEX executions_failed ON ONLY executions USING btree (id) WHERE (state = 'FAILED'::text);
-CREATE INDEX executions_finished ON ONLY executions USING btree (updated_at) WHERE (state = ANY (ARRAY['CANCELLED'::text, 'FAILED'::text, 'SKIPPED'::text, 'SUCCEEDED'::text]));
+CREATE INDEX executions_finished ON ONLY executions USING btree (updated_at, id) INCLUDE (state, job, queue) WHERE (state = ANY (ARRAY['SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text, 'SKIPPED'::text]));
 CREATE INDEX executions_leased ON ONLY executions USING btree (lease_until) WHERE (state = 'RUNNING'::text);
+CREATE INDEX executions_limit_key ON ONLY executions USING btree (limit_key, id) WHERE (limit_key IS NOT NULL);
 CREATE INDEX executions_queue_claimable ON ONLY executions USING btree (queue, priority DESC, due_at, id) WHERE (state = ANY (ARRAY['RETRY_WAIT'::text, 'SCHEDULED'::text]));
 CREATE INDEX executions_running_bucket ON ONLY executions USING btree (bucket) WHERE (state = 'RUNNING'::text);
 CREATE INDEX executions_schedule ON ONLY executions USING btree (schedule_id, slot) WHERE (schedule_id IS NOT NULL);
 CREATE INDEX executions_schedule_state ON ONLY executions USING btree (schedule_id, state, id) WHERE (schedule_id IS NOT NULL);
+CREATE INDEX executions_state ON ONLY executions USING btree (state COLLATE "POSIX", id);
+CREATE INDEX executions_state_counts ON ONLY executions USING btree (state COLLATE "POSIX", queue, job);
 CREATE INDEX executions_unpublished ON ONLY executions USING btree (job) WHERE (unset_defaults IS NOT NULL);
 CREATE INDEX flow_buckets_ready ON flow_buckets USING btree (scope, ready_at);
+CREATE INDEX history_minutes_job ON history_minutes USING btree (job, span_minutes, minute);
+CREATE INDEX history_minutes_queue ON history_minutes USING btree (queue, span_minutes, minute);
 CREATE INDEX schedules_due ON schedules USING btree (next_due, id);
 CREATE INDEX throttles_at ON throttles USING btree (at);
+CREATE INDEX throttles_execution ON throttles USING btree (execution_id);
 CREATE INDEX transitions_execution ON ONLY transitions USING btree (execution_id, seq);
 CREATE INDEX transitions_failure_events ON ONLY transitions USING btree (at) WHERE (event = ANY (ARRAY['FAILED'::text, 'TIMED_OUT'::text]));
 CREATE INDEX transitions_lease_events ON ONLY transitions USING btree (at) WHERE (event = ANY (ARRAY['CLAIMED'::text, 'LEASE_EXPIRED'::text, 'STALE_REFUSED'::text]));

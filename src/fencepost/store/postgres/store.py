@@ -26,6 +26,7 @@ from psycopg import sql
 from psycopg.types.string import TextLoader
 
 from fencepost.domain import schedules as plans
+from fencepost.domain.bulk import Deletion
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, StoreUnavailable
 from fencepost.domain.events import ExecutionEvent
 from fencepost.domain.machine import TAKEOVER_REASON_FORMAT, stale_reason
@@ -1054,6 +1055,21 @@ class PostgresStore(SqlStore):
             row = conn.execute(Q["prune_batch"], params).fetchone()
         assert row is not None
         return int(row[0])
+
+    def _delete_steps(self, current: Execution, actor: str, now: datetime) -> Steps[Deletion]:
+        # One statement, as a batch of prune (its verdicts rolled up in it), at the
+        # transaction's now.
+        params = self._rollup() | {"id": current.id, "actor": actor, "now": now}
+        row = yield Statement(Q["delete_execution"], params, "one")
+        assert row is not None, f"{current.id} is held by this transaction, and finished"
+        return Deletion(
+            execution_id=current.id,
+            job=current.job,
+            queue=current.queue,
+            state=current.state,
+            actor=actor,
+            at=now,
+        )
 
     # -- schedules -------------------------------------------------------------------------
 

@@ -94,13 +94,24 @@ SELECT * FROM execution_rows AS e
 WHERE e.idempotency_key = :key
 
 -- fragment: query_filters
--- The state, job, queue and attempt outcome filters of Store.query, in every
--- query_* block. An attempt ended with the outcome when a transition from RUNNING
--- has one of :outcome_events (fencepost.domain.machine.ending_events): one probe
--- of transitions_execution per row the other filters kept.
+-- The state, job, queue, limit key, owner, error and attempt outcome filters of
+-- Store.query, in every query_* and count_* block (e: a row of executions or of
+-- execution_rows). An owner holds RUNNING rows only. The error is a LIKE pattern
+-- (its %, _ and \ escaped: fencepost.store.values.like_pattern; LIKE folds ASCII
+-- letters only), one probe of the row's payload (the error blocks match it as they
+-- read the errored rows, and pass NULL here). An attempt ended with the outcome when
+-- a transition from RUNNING has one of :outcome_events
+-- (fencepost.domain.machine.ending_events): one probe of transitions_execution per
+-- row the other filters kept.
   AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
   AND (:job IS NULL OR e.job = :job)
   AND (:queue IS NULL OR e.queue = :queue)
+  AND (:limit_key IS NULL OR e.limit_key = :limit_key)
+  AND (:owner IS NULL OR (e.state = 'RUNNING' AND e.lease_owner = :owner))
+  AND (:error IS NULL OR EXISTS (
+      SELECT 1 FROM execution_data AS d
+      WHERE d.execution_id = e.id AND d.error LIKE :error ESCAPE '\'
+  ))
   AND (:outcome_events IS NULL OR EXISTS (
       SELECT 1 FROM transitions AS t
       WHERE t.execution_id = e.id AND t.from_state = 'RUNNING'
@@ -108,15 +119,43 @@ WHERE e.idempotency_key = :key
   ))
 
 -- fragment: query_ranges
--- The bucket and due_at filters of Store.query, in every query_* block.
+-- The bucket, due_at, created_at and finish time filters of Store.query, in every
+-- query_* and count_* block. The ids of the creation range (:id_above, :id_below)
+-- bound the primary key in each block; created_at then decides. A finished row's
+-- updated_at is its finish time.
   AND (:bucket IS NULL OR e.bucket = :bucket)
   AND (:buckets IS NULL OR e.bucket IN (SELECT value FROM json_each(:buckets)))
   AND (:due_after IS NULL OR e.due_at >= :due_after)
   AND (:due_before IS NULL OR e.due_at < :due_before)
+  AND (:created_after IS NULL OR e.created_at >= :created_after)
+  AND (:created_before IS NULL OR e.created_at < :created_before)
+  AND (:finished_after IS NULL AND :finished_before IS NULL
+       OR e.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
+          AND e.updated_at >= coalesce(:finished_after, -9223372036854775808)
+          AND e.updated_at < coalesce(:finished_before, 9223372036854775807))
+
+-- fragment: oldest_first
+-- The keyset window of a page oldest first: ids after the cursor, within the ids the
+-- creation bounds allow (:id_above, :id_below; see fencepost.store.values.created_id_range).
+  AND e.id > max(coalesce(:after, ''), coalesce(:id_above, ''))
+  AND e.id < coalesce(:id_below, 'g')
+
+-- fragment: newest_first
+-- The keyset window of a page newest first: ids before the cursor (without one, 'g'
+-- sorts after every id: lowercase hex), within the ids the creation bounds allow.
+  AND e.id < min(coalesce(:after, 'g'), coalesce(:id_below, 'g'))
+  AND e.id > coalesce(:id_above, '')
+
+-- fragment: created_ids
+-- The ids the creation bounds allow, in a count.
+  AND e.id > coalesce(:id_above, '') AND e.id < coalesce(:id_below, 'g')
 
 -- name: query_executions
+-- Store.query when no filter has an index of its own (SqlStore._query_plan chooses):
+-- the primary key, in order, each row checked.
 SELECT * FROM execution_rows AS e
-WHERE e.id > coalesce(:after, '')
+WHERE true
+  -- include: oldest_first
   -- include: query_filters
   AND (:schedule IS NULL OR e.schedule_id = :schedule)
   -- include: query_ranges
@@ -124,10 +163,10 @@ ORDER BY e.id
 LIMIT :limit
 
 -- name: query_executions_newest_first
--- query_executions, newest first: the cursor is the last id of the previous page;
--- without one, 'g' sorts after every id (lowercase hex).
+-- query_executions, newest first: the cursor is the last id of the previous page.
 SELECT * FROM execution_rows AS e
-WHERE e.id < coalesce(:after, 'g')
+WHERE true
+  -- include: newest_first
   -- include: query_filters
   AND (:schedule IS NULL OR e.schedule_id = :schedule)
   -- include: query_ranges
@@ -477,7 +516,7 @@ FROM commands WHERE execution_id = :id ORDER BY requested_at, id
 -- schedule's executions (by state) are found without scanning the table.
 SELECT * FROM execution_rows AS e
 WHERE e.schedule_id = :schedule
-  AND e.id > coalesce(:after, '')
+  -- include: oldest_first
   -- include: query_filters
   -- include: query_ranges
 ORDER BY e.id
@@ -485,14 +524,210 @@ LIMIT :limit
 
 -- name: query_schedule_executions_newest_first
 -- query_schedule_executions, newest first: the cursor is the last id of the previous
--- page; without one, 'g' sorts after every id (lowercase hex).
+-- page.
 SELECT * FROM execution_rows AS e
 WHERE e.schedule_id = :schedule
-  AND e.id < coalesce(:after, 'g')
+  -- include: newest_first
   -- include: query_filters
   -- include: query_ranges
 ORDER BY e.id DESC
 LIMIT :limit
+
+-- name: query_state_executions
+-- query_executions in one state (:state): executions_state in id order (its state is
+-- compared COLLATE NOCASE, see migration 14), so a page of a rare state is not looked
+-- for among the others. A query of several states runs it
+-- once for each and merges the pages; an owner's executions are the RUNNING ones
+-- (SqlStore._query_plan).
+SELECT * FROM execution_rows AS e
+WHERE e.state = :state COLLATE NOCASE
+  -- include: oldest_first
+  -- include: query_filters
+  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+  -- include: query_ranges
+ORDER BY e.id
+LIMIT :limit
+
+-- name: query_state_executions_newest_first
+SELECT * FROM execution_rows AS e
+WHERE e.state = :state COLLATE NOCASE
+  -- include: newest_first
+  -- include: query_filters
+  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+  -- include: query_ranges
+ORDER BY e.id DESC
+LIMIT :limit
+
+-- name: query_key_executions
+-- query_executions under one limit key: executions_limit_key in id order.
+SELECT * FROM execution_rows AS e
+WHERE e.limit_key = :limit_key
+  -- include: oldest_first
+  -- include: query_filters
+  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+  -- include: query_ranges
+ORDER BY e.id
+LIMIT :limit
+
+-- name: query_key_executions_newest_first
+SELECT * FROM execution_rows AS e
+WHERE e.limit_key = :limit_key
+  -- include: newest_first
+  -- include: query_filters
+  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+  -- include: query_ranges
+ORDER BY e.id DESC
+LIMIT :limit
+
+-- name: query_error_executions
+-- query_executions by error text: the errored payload rows (execution_data_errors),
+-- in id order, each error matched; the executions that never failed are not read.
+SELECT e.* FROM execution_data AS x JOIN execution_rows AS e ON e.id = x.execution_id
+WHERE x.error IS NOT NULL AND x.error LIKE :error_driving ESCAPE '\'
+  -- include: oldest_first
+  -- include: query_filters
+  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+  -- include: query_ranges
+ORDER BY x.execution_id
+LIMIT :limit
+
+-- name: query_error_executions_newest_first
+SELECT e.* FROM execution_data AS x JOIN execution_rows AS e ON e.id = x.execution_id
+WHERE x.error IS NOT NULL AND x.error LIKE :error_driving ESCAPE '\'
+  -- include: newest_first
+  -- include: query_filters
+  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+  -- include: query_ranges
+ORDER BY x.execution_id DESC
+LIMIT :limit
+
+-- name: query_finished_executions
+-- query_executions finished at or after :finished_after: the ids of that range of
+-- executions_finished (named: executions_state would serve the states, and walking
+-- the primary key reads every execution finished earlier first), in id order. Its
+-- cost grows with the executions the range holds: a day of a million a month reads
+-- in tens of milliseconds, the whole month in about a second.
+SELECT * FROM execution_rows AS e
+WHERE e.id IN (
+    SELECT f.id FROM executions AS f INDEXED BY executions_finished
+    WHERE f.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
+      AND f.updated_at >= :finished_after
+      AND f.updated_at < coalesce(:finished_before, 9223372036854775807)
+      -- The index holds these three: the range is read without the table.
+      AND (:states IS NULL OR f.state IN (SELECT value FROM json_each(:states)))
+      AND (:job IS NULL OR f.job = :job)
+      AND (:queue IS NULL OR f.queue = :queue)
+)
+  -- include: oldest_first
+  -- include: query_filters
+  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+  -- include: query_ranges
+ORDER BY e.id
+LIMIT :limit
+
+-- name: query_finished_executions_newest_first
+SELECT * FROM execution_rows AS e
+WHERE e.id IN (
+    SELECT f.id FROM executions AS f INDEXED BY executions_finished
+    WHERE f.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
+      AND f.updated_at >= :finished_after
+      AND f.updated_at < coalesce(:finished_before, 9223372036854775807)
+      -- The index holds these three: the range is read without the table.
+      AND (:states IS NULL OR f.state IN (SELECT value FROM json_each(:states)))
+      AND (:job IS NULL OR f.job = :job)
+      AND (:queue IS NULL OR f.queue = :queue)
+)
+  -- include: newest_first
+  -- include: query_filters
+  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+  -- include: query_ranges
+ORDER BY e.id DESC
+LIMIT :limit
+
+-- name: count_by_state
+-- Store.count_by_state by states, job and queue alone (or no filter): the covering
+-- index executions_state, never the table.
+SELECT e.state, count(*) FROM executions AS e
+WHERE (:states IS NULL OR e.state COLLATE NOCASE IN (SELECT value FROM json_each(:states)))
+  AND (:job IS NULL OR e.job = :job) AND (:queue IS NULL OR e.queue = :queue)
+GROUP BY e.state COLLATE NOCASE
+
+-- name: count_filtered_by_state
+-- Store.count_by_state when no filter has an index of its own: every execution in
+-- the creation bounds' ids, checked (the payload rows only probed for an error).
+SELECT e.state, count(*) FROM executions AS e
+WHERE true
+  -- include: created_ids
+  -- include: query_filters
+  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+  -- include: query_ranges
+GROUP BY e.state
+
+-- name: count_states_by_state
+-- Store.count_by_state of some states (or an owner's: RUNNING): executions_state
+-- (named: the creation bounds' ids would tempt the planner to the primary key), one
+-- range for each state.
+SELECT e.state, count(*) FROM executions AS e INDEXED BY executions_state
+WHERE e.state COLLATE NOCASE IN (SELECT value FROM json_each(:states))
+  -- include: created_ids
+  -- include: query_filters
+  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+  -- include: query_ranges
+GROUP BY e.state COLLATE NOCASE
+
+-- name: count_schedule_by_state
+-- Store.count_by_state of one schedule's executions: executions_schedule_state.
+SELECT e.state, count(*) FROM executions AS e
+WHERE e.schedule_id = :schedule
+  -- include: created_ids
+  -- include: query_filters
+  -- include: query_ranges
+GROUP BY e.state
+
+-- name: count_key_by_state
+-- Store.count_by_state under one limit key: executions_limit_key.
+SELECT e.state, count(*) FROM executions AS e
+WHERE e.limit_key = :limit_key
+  -- include: created_ids
+  -- include: query_filters
+  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+  -- include: query_ranges
+GROUP BY e.state
+
+-- name: count_error_by_state
+-- Store.count_by_state by error text: the errored payload rows (execution_data_errors).
+SELECT e.state, count(*) FROM execution_data AS x JOIN executions AS e ON e.id = x.execution_id
+WHERE x.error IS NOT NULL AND x.error LIKE :error_driving ESCAPE '\'
+  -- include: created_ids
+  -- include: query_filters
+  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+  -- include: query_ranges
+GROUP BY e.state
+
+-- name: count_finished_by_state
+-- Store.count_by_state by finish time: that range of executions_finished (named, as
+-- in query_finished_executions).
+SELECT e.state, count(*) FROM executions AS e INDEXED BY executions_finished
+WHERE e.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
+  AND e.updated_at >= coalesce(:finished_after, -9223372036854775808)
+  AND e.updated_at < coalesce(:finished_before, 9223372036854775807)
+  -- include: created_ids
+  -- include: query_filters
+  AND (:schedule IS NULL OR e.schedule_id = :schedule)
+  -- include: query_ranges
+GROUP BY e.state
+
+-- name: count_finished_narrow_by_state
+-- Store.count_by_state by finish time with no other filter but states, job and queue:
+-- that range of executions_finished alone, which holds them (no read of the table).
+SELECT e.state, count(*) FROM executions AS e INDEXED BY executions_finished
+WHERE e.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
+  AND e.updated_at >= coalesce(:finished_after, -9223372036854775808)
+  AND e.updated_at < coalesce(:finished_before, 9223372036854775807)
+  AND (:states IS NULL OR e.state IN (SELECT value FROM json_each(:states)))
+  AND (:job IS NULL OR e.job = :job)
+  AND (:queue IS NULL OR e.queue = :queue)
+GROUP BY e.state
 
 -- name: insert_schedule
 INSERT INTO schedules (
@@ -1129,6 +1364,10 @@ SELECT scope, count(*), coalesce(sum(held_us), 0) / 1e6
 FROM throttles WHERE at >= :since
 GROUP BY scope ORDER BY scope
 
+-- name: flow_throttles_of
+-- One execution's throttle records (Store.throttles), through throttles_execution.
+SELECT execution_id, scope, held_us, at FROM throttles WHERE execution_id = :id ORDER BY at
+
 -- name: flow_prune_throttles
 DELETE FROM throttles WHERE at <= :cutoff
 
@@ -1143,3 +1382,165 @@ WHERE (denied_at IS NULL OR denied_at <= :cutoff)
         AND flow_buckets.tokens + (:now - flow_buckets.at) / 1e6 * l.rate_count / l.rate_period
             < l.burst
   )
+
+
+-- History charts (fencepost.store.history, store/sqlhistory.py): minute rows rolled
+-- up from finished executions and throttle records, and the windows read from them.
+
+-- name: history_watermark
+-- The roll-up's watermark (store.history), read first in the roll-up's BEGIN
+-- IMMEDIATE, which holds the file's write lock: no other roll-up reads or moves it
+-- until this one commits.
+SELECT finished_at, finished_id, throttled_at FROM history_watermark WHERE id = 1
+
+-- name: history_watermark_nowait
+-- As history_watermark: BEGIN IMMEDIATE has already waited for the write lock
+-- (SQLite has no row lock to skip).
+SELECT finished_at, finished_id, throttled_at FROM history_watermark WHERE id = 1
+
+-- name: history_read_watermark
+-- The watermark as committed, for a chart's rolled_up_to.
+SELECT finished_at, finished_id, throttled_at FROM history_watermark WHERE id = 1
+
+-- name: history_make_watermark
+-- The watermark's one row, as migration made it, if it is gone.
+INSERT INTO history_watermark (id) VALUES (1) ON CONFLICT (id) DO NOTHING
+
+-- name: history_finished
+-- One roll-up's finished executions after the watermark, oldest finish first, through
+-- executions_finished (whose WHERE clause this one repeats word for word).
+SELECT e.id, e.updated_at, e.job, e.queue, e.state, e.attempt, e.planned_at,
+       e.first_claimed_at, e.first_finished_at, e.held_us, e.slo_marks
+FROM executions AS e
+WHERE e.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
+  AND (e.updated_at, e.id) > (:after_at, :after_id)
+  AND e.updated_at < :until
+ORDER BY e.updated_at, e.id
+LIMIT :limit
+
+-- name: history_throttled
+-- The throttle records of [since, until) by minute, with their execution's job and
+-- queue (through throttles_at; records of executions already gone are left out).
+SELECT t.at / 60000000 AS minute, e.job, e.queue, sum(t.held_us)
+FROM throttles AS t JOIN executions AS e ON e.id = t.execution_id
+WHERE t.at >= :since AND t.at < :until
+GROUP BY 1, e.job, e.queue
+
+-- name: history_add
+-- executemany: one row's increments (of one span: store.sqlhistory), added to what it holds.
+INSERT INTO history_minutes AS m (
+    span_minutes, minute, job, queue,
+-- include: history_columns
+) VALUES (
+    :span_minutes, :minute, :job, :queue, :succeeded, :dead, :retried, :timed_out, :cancelled,
+    :skipped, :claims, :late_0, :late_1, :late_2, :late_3, :late_4, :late_5, :late_6,
+    :late_7, :late_8, :late_9, :late_10, :late_11, :late_12, :late_13, :late_14,
+    :late_15, :late_16, :late_17, :throttled_us, :claim_counted, :claim_missed,
+    :finish_counted, :finish_missed
+)
+ON CONFLICT (span_minutes, minute, job, queue) DO UPDATE SET
+-- include: history_add_counters
+
+-- name: history_advance
+UPDATE history_watermark
+SET finished_at = :finished_at, finished_id = :finished_id, throttled_at = :throttled_at
+WHERE id = 1
+
+-- name: history_points
+-- A window's rows of its step's span (per_point minutes) in [first, last), one per
+-- step and key, summed per step (its index from the window's start), through the
+-- primary key.
+SELECT (minute - :first) / :per_point AS step,
+-- include: history_sums
+FROM history_minutes
+WHERE span_minutes = :per_point AND minute >= :first AND minute < :last
+GROUP BY 1
+
+-- name: history_points_job
+-- history_points of one job, through history_minutes_job (named: this store keeps no
+-- statistics, and without them SQLite reads the primary key's whole window instead).
+SELECT (minute - :first) / :per_point AS step,
+-- include: history_sums
+FROM history_minutes INDEXED BY history_minutes_job
+WHERE job = :job AND span_minutes = :per_point AND minute >= :first AND minute < :last
+GROUP BY 1
+
+-- name: history_points_queue
+-- history_points of one queue, through history_minutes_queue (see history_points_job).
+SELECT (minute - :first) / :per_point AS step,
+-- include: history_sums
+FROM history_minutes INDEXED BY history_minutes_queue
+WHERE queue = :queue AND span_minutes = :per_point AND minute >= :first AND minute < :last
+GROUP BY 1
+
+-- name: history_points_job_queue
+-- history_points of one job in one queue, through history_minutes_job.
+SELECT (minute - :first) / :per_point AS step,
+-- include: history_sums
+FROM history_minutes INDEXED BY history_minutes_job
+WHERE job = :job AND queue = :queue AND span_minutes = :per_point
+  AND minute >= :first AND minute < :last
+GROUP BY 1
+
+-- name: history_by_job
+-- A window's minute rows summed per job.
+SELECT job,
+-- include: history_sums
+FROM history_minutes
+WHERE span_minutes = :per_point AND minute >= :first AND minute < :last
+GROUP BY job
+
+-- name: history_by_queue
+-- A window's minute rows summed per queue.
+SELECT queue,
+-- include: history_sums
+FROM history_minutes
+WHERE span_minutes = :per_point AND minute >= :first AND minute < :last
+GROUP BY queue
+
+-- name: history_prune
+-- With prune: the rows past their retention, of every span (:spans, a JSON array).
+DELETE FROM history_minutes
+WHERE span_minutes IN (SELECT value FROM json_each(:spans)) AND minute < :before
+
+-- Deleting one execution (Store.delete, and a bulk delete: fencepost.store.bulk).
+-- Its rows go as prune's do (prune_commands, prune_transitions, prune_execution_data,
+-- prune_executions, given one id), its throttle records too, and a record stays.
+
+-- name: deletable
+-- The finished execution :id about to be deleted, with what slo_rollups keeps of it,
+-- as prunable gives it for a batch: the UTC day of its planned time, its job, and its
+-- verdicts at the default objectives at :now (NULL when undecided or not counted).
+WITH p (now, claim_within, finish_within) AS (SELECT :now, :claim_within, :finish_within),
+facts AS (
+    SELECT e.id, e.job, e.state, e.planned_at, e.first_claimed_at, e.first_finished_at,
+           e.held_us AS held, e.slo_marks AS marks,
+           e.state = 'SKIPPED' OR (e.state = 'CANCELLED' AND e.first_claimed_at IS NULL)
+               AS uncounted
+    FROM executions AS e
+    WHERE e.id = :id AND e.state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED')
+),
+-- include: slo_verdicts
+SELECT id, planned_at / 86400000000 - (planned_at % 86400000000 < 0), job,
+       CASE WHEN NOT uncounted THEN claim_verdict END,
+       CASE WHEN NOT uncounted THEN finish_verdict END
+FROM verdicts
+
+-- name: delete_throttles
+-- Through throttles_execution (migration 16).
+DELETE FROM throttles WHERE execution_id IN (SELECT value FROM json_each(:ids))
+
+-- name: insert_deletion
+INSERT INTO deletions (execution_id, job, queue, state, actor, at)
+VALUES (:execution_id, :job, :queue, :state, :actor, :at)
+
+-- name: select_deletions
+-- Store.deletions: oldest first, after the record numbered :after (0: from the first).
+SELECT seq, execution_id, job, queue, state, actor, at FROM deletions
+WHERE seq > :after
+ORDER BY seq
+LIMIT :limit
+
+-- name: prune_deletions
+-- With a prune (same cutoff): the records of deletions made at or before it.
+DELETE FROM deletions WHERE at <= :cutoff

@@ -1,6 +1,14 @@
 -- index: commands_execution
 CREATE INDEX commands_execution ON commands (execution_id, requested_at, id);
 
+-- index: deletions_at
+CREATE INDEX deletions_at ON deletions (at);
+
+-- index: execution_data_errors
+CREATE INDEX execution_data_errors
+    ON execution_data (execution_id)
+    WHERE error IS NOT NULL;
+
 -- index: executions_active_bucket
 CREATE INDEX executions_active_bucket
     ON executions (bucket, updated_at)
@@ -16,6 +24,11 @@ CREATE INDEX executions_failed
     ON executions (id)
     WHERE state = 'FAILED';
 
+-- index: executions_finished
+CREATE INDEX executions_finished
+    ON executions (updated_at, id, state, job, queue)
+    WHERE state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED');
+
 -- index: executions_idempotency_key
 CREATE UNIQUE INDEX executions_idempotency_key
     ON executions (idempotency_key)
@@ -25,6 +38,11 @@ CREATE UNIQUE INDEX executions_idempotency_key
 CREATE INDEX executions_leased
     ON executions (lease_until)
     WHERE state = 'RUNNING';
+
+-- index: executions_limit_key
+CREATE INDEX executions_limit_key
+    ON executions (limit_key, id)
+    WHERE limit_key IS NOT NULL;
 
 -- index: executions_running_bucket
 CREATE INDEX executions_running_bucket
@@ -41,17 +59,30 @@ CREATE INDEX executions_schedule_state
     ON executions (schedule_id, state, id)
     WHERE schedule_id IS NOT NULL;
 
+-- index: executions_state
+CREATE INDEX executions_state
+    ON executions (state COLLATE NOCASE, id, queue, job);
+
 -- index: executions_unpublished
 CREATE INDEX executions_unpublished ON executions (job) WHERE unset_defaults IS NOT NULL;
 
 -- index: flow_buckets_ready
 CREATE INDEX flow_buckets_ready ON flow_buckets (scope, ready_at);
 
+-- index: history_minutes_job
+CREATE INDEX history_minutes_job ON history_minutes (job, span_minutes, minute);
+
+-- index: history_minutes_queue
+CREATE INDEX history_minutes_queue ON history_minutes (queue, span_minutes, minute);
+
 -- index: schedules_due
 CREATE INDEX schedules_due ON schedules (next_due, id);
 
 -- index: throttles_at
 CREATE INDEX throttles_at ON throttles (at);
+
+-- index: throttles_execution
+CREATE INDEX throttles_execution ON throttles (execution_id);
 
 -- index: transitions_execution
 CREATE INDEX transitions_execution ON transitions (execution_id, seq);
@@ -69,6 +100,17 @@ CREATE TABLE commands (
     epoch        INTEGER,
     done_at      INTEGER
 ) WITHOUT ROWID;
+
+-- table: deletions
+CREATE TABLE deletions (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    execution_id TEXT    NOT NULL,
+    job          TEXT    NOT NULL,
+    queue        TEXT    NOT NULL,
+    state        TEXT    NOT NULL,
+    actor        TEXT    NOT NULL,
+    at           INTEGER NOT NULL    -- microseconds
+);
 
 -- table: execution_data
 CREATE TABLE execution_data (
@@ -143,6 +185,53 @@ CREATE TABLE flow_limits (
     source       TEXT    NOT NULL,
     updated_by   TEXT,
     updated_at   INTEGER NOT NULL                -- microseconds
+);
+
+-- table: history_minutes
+CREATE TABLE history_minutes (
+    span_minutes   INTEGER NOT NULL,  -- what the row covers: 1, 15 or 60 minutes
+    minute         INTEGER NOT NULL,  -- its first minute, since 1970-01-01 UTC
+    job            TEXT    NOT NULL,
+    queue          TEXT    NOT NULL,
+    succeeded      INTEGER NOT NULL DEFAULT 0,
+    dead           INTEGER NOT NULL DEFAULT 0,
+    retried        INTEGER NOT NULL DEFAULT 0,
+    timed_out      INTEGER NOT NULL DEFAULT 0,
+    cancelled      INTEGER NOT NULL DEFAULT 0,
+    skipped        INTEGER NOT NULL DEFAULT 0,
+    claims         INTEGER NOT NULL DEFAULT 0,
+    late_0         INTEGER NOT NULL DEFAULT 0,
+    late_1         INTEGER NOT NULL DEFAULT 0,
+    late_2         INTEGER NOT NULL DEFAULT 0,
+    late_3         INTEGER NOT NULL DEFAULT 0,
+    late_4         INTEGER NOT NULL DEFAULT 0,
+    late_5         INTEGER NOT NULL DEFAULT 0,
+    late_6         INTEGER NOT NULL DEFAULT 0,
+    late_7         INTEGER NOT NULL DEFAULT 0,
+    late_8         INTEGER NOT NULL DEFAULT 0,
+    late_9         INTEGER NOT NULL DEFAULT 0,
+    late_10        INTEGER NOT NULL DEFAULT 0,
+    late_11        INTEGER NOT NULL DEFAULT 0,
+    late_12        INTEGER NOT NULL DEFAULT 0,
+    late_13        INTEGER NOT NULL DEFAULT 0,
+    late_14        INTEGER NOT NULL DEFAULT 0,
+    late_15        INTEGER NOT NULL DEFAULT 0,
+    late_16        INTEGER NOT NULL DEFAULT 0,
+    late_17        INTEGER NOT NULL DEFAULT 0,
+    throttled_us   INTEGER NOT NULL DEFAULT 0,
+    claim_counted  INTEGER NOT NULL DEFAULT 0,
+    claim_missed   INTEGER NOT NULL DEFAULT 0,
+    finish_counted INTEGER NOT NULL DEFAULT 0,
+    finish_missed  INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (span_minutes, minute, job, queue)
+) WITHOUT ROWID;
+
+-- table: history_watermark
+CREATE TABLE history_watermark (
+    id           INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
+    finished_at  INTEGER,  -- microseconds
+    finished_id  TEXT,
+    throttled_at INTEGER   -- microseconds
 );
 
 -- table: job_catalogue

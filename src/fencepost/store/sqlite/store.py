@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
 from fencepost.domain import schedules as plans
+from fencepost.domain.bulk import Deletion
 from fencepost.domain.checks import storable
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
 from fencepost.domain.events import ExecutionSkipped
@@ -755,6 +756,34 @@ class SqliteStore(SqlStore):
         self._prune_cursor = (cutoff, max(ids)) if len(ids) == batch else (None, "")
         return len(ids)
 
+    #: A claim waits for the write lock a bulk action's group holds: small groups, a few
+    #: milliseconds each. After each, a pause of at least 5 ms: a claim that found the
+    #: lock taken sleeps in growing steps (the busy handler's 1, 2, 5, 10 ms, ...) before
+    #: it asks again, and a shorter pause lets the next group take the lock first, again
+    #: and again (bench/bulk_actions.py).
+    bulk_group = 5
+    bulk_pause = 0.005
+
+    def _delete_steps(self, current: Execution, actor: str, now: datetime) -> Steps[Deletion]:
+        # Its verdicts outlive it, as a pruned execution's do (see _prune_batch).
+        params = self._rollup_params(now) | {"id": current.id}
+        found = yield Statement(Q["deletable"], params, "all")
+        if found:
+            yield Statement(Q["slo_rollup"], _rollups(found), "many")
+        ids = {"ids": json.dumps([current.id])}
+        for block in _DELETES:
+            yield Statement(Q[block], ids)
+        deletion = Deletion(
+            execution_id=current.id,
+            job=current.job,
+            queue=current.queue,
+            state=current.state,
+            actor=actor,
+            at=now,
+        )
+        yield Statement(Q["insert_deletion"], _deletion_params(deletion))
+        return deletion
+
     # -- schedules -------------------------------------------------------------------------
 
     def _add_schedule(self, spec: ScheduleSpec, schedule_id: str) -> Schedule:
@@ -920,6 +949,27 @@ def _insert_occurrences(
         ],
     )
     return found
+
+
+#: What a deleted execution leaves in each table, deleted by id (a JSON array of one).
+_DELETES = (
+    "prune_commands",
+    "prune_transitions",
+    "prune_execution_data",
+    "delete_throttles",
+    "prune_executions",
+)
+
+
+def _deletion_params(d: Deletion) -> dict[str, Any]:
+    return {
+        "execution_id": d.execution_id,
+        "job": d.job,
+        "queue": d.queue,
+        "state": str(d.state),
+        "actor": d.actor,
+        "at": rows.to_us(d.at),
+    }
 
 
 def _rollups(found: Sequence[tuple[Any, ...]]) -> list[tuple[int, str, str, str, int]]:

@@ -24,6 +24,8 @@ One module a section, each a mixin on the shared fixtures of :mod:`.support`
 * :mod:`.submitting` — :class:`SubmittingContract`: submit, submit_many, idempotency, find;
 * :mod:`.reading` — :class:`ReadingContract`: get, transitions, attempts, query and paging;
 * :mod:`.finding` — :class:`FindingContract`: query by attempt outcome and by due time;
+* :mod:`.narrowing` — :class:`NarrowingContract`: query and count_by_state by limit key,
+  owner, creation and finish time, error text;
 * :mod:`.commands` — :class:`CommandsContract`: commands, cancel, reschedule, replay;
 * :mod:`.schedules` — :class:`SchedulesContract`: schedule definitions;
 * :mod:`.materializing` — :class:`MaterializingContract`: acquire, materialize, backfill;
@@ -41,18 +43,25 @@ One module a section, each a mixin on the shared fixtures of :mod:`.support`
   limits as every claim obeys them.
 * :mod:`.flow_queues` — :class:`FlowQueuesContract`: paused queues, setting, removing
   and declaring limits, bad values.
+* :mod:`.bulk` — :class:`BulkContract`: acting on many executions by ids or by filter,
+  in batches (replay, cancel, retry now, delete), and deleting one.
+* :mod:`.history` — :class:`HistoryContract`: the history charts' minute rows, their
+  roll-up and its watermark, the windows, and prune.
 """
 
 from __future__ import annotations
 
+from fencepost.testing.contract.bulk import BulkContract
 from fencepost.testing.contract.catalogue import CatalogueContract
 from fencepost.testing.contract.commands import CommandsContract
 from fencepost.testing.contract.finding import FindingContract
 from fencepost.testing.contract.flow_limits import FlowLimitsContract
 from fencepost.testing.contract.flow_queues import FlowQueuesContract
+from fencepost.testing.contract.history import HistoryContract
 from fencepost.testing.contract.leasing import LeasingContract
 from fencepost.testing.contract.limit_keys import LimitKeysContract
 from fencepost.testing.contract.materializing import MaterializingContract
+from fencepost.testing.contract.narrowing import NarrowingContract
 from fencepost.testing.contract.outcomes import OutcomesContract
 from fencepost.testing.contract.pruning import PruningContract
 from fencepost.testing.contract.queues import QueuesContract
@@ -74,15 +83,18 @@ from fencepost.testing.contract.support import (
 
 __all__ = [
     "BucketCountContract",
+    "BulkContract",
     "CatalogueContract",
     "CommandsContract",
     "ContractFixtures",
     "FindingContract",
     "FlowLimitsContract",
     "FlowQueuesContract",
+    "HistoryContract",
     "LeasingContract",
     "LimitKeysContract",
     "MaterializingContract",
+    "NarrowingContract",
     "OutcomesContract",
     "PruningContract",
     "QueuesContract",
@@ -107,6 +119,7 @@ class StoreContract(
     SubmittingContract,
     ReadingContract,
     FindingContract,
+    NarrowingContract,
     CommandsContract,
     SchedulesContract,
     MaterializingContract,
@@ -121,5 +134,7 @@ class StoreContract(
     FlowLimitsContract,
     FlowQueuesContract,
     SloContract,
+    BulkContract,
+    HistoryContract,
 ):
     """The behavioural specification of :class:`~fencepost.store.base.Store`: every section."""

@@ -12,8 +12,9 @@ every claim of every claimer, and the claim that obeys it stays the claim it was
   without one share the key ``""``), so one key's backlog never starves the others;
 * an execution of a limited job in a limited queue needs room in both; a held-back
   scope is passed over, never waited on; the claim's own filters still hold;
-* ``throttled()`` counts the executions a limit held past their due time, and
-  ``next_start_in()`` says when the rate that held the last claim has a token again.
+* ``throttled()`` counts the executions a limit held past their due time,
+  ``throttles(id)`` lists one execution's records, and ``next_start_in()`` says when
+  the rate that held the last claim has a token again.
 
 Every time is the store's ManualClock, on PostgreSQL too.
 """
@@ -23,13 +24,14 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fencepost.domain.errors import StaleLease
+from fencepost.domain.errors import NotFound, StaleLease
 from fencepost.domain.models import Execution, Lease
 from fencepost.domain.states import Event, State
 from fencepost.store.base import Store
@@ -433,6 +435,58 @@ class FlowLimitsContract(ContractFixtures):
         clock.advance(3600)
         assert store.throttled(window=60) == []  # outside the window
         assert [c.scope for c in store.throttled(window=7200)] == ["job:a"]
+
+    def test_throttles_reads_one_execution_s_records(
+        self, store: Store, clock: ManualClock
+    ) -> None:
+        """``throttles(id)``: the records of that execution only, oldest first, from a
+        limited claim (at the claim) and from a paused queue's resume (at the resume)."""
+        store.set_limit("job:a", rate="1/s", burst=1)
+        at_once, held = due(store, "a", 2)
+        other = store.submit("b")
+        store.claim("w", limit=10)
+        clock.advance(1.5)
+        (later,) = store.claim("w", limit=10)
+        assert later.execution_id == held.id
+        (record,) = store.throttles(held.id)
+        assert (record.execution_id, record.scope, record.held, record.at) == (
+            held.id,
+            "job:a",
+            timedelta(seconds=1.5),
+            at(1.5),
+        )
+        assert store.throttles(at_once.id) == []  # claimed at once
+        assert store.throttles(other.id) == []
+        store.pause_queue("q")
+        parked = store.submit("c", queue="q")
+        clock.advance(2)
+        store.resume_queue("q")
+        store.fail(later, "again", retry_in=0)
+        store.set_limit("job:a", rate="1/h", burst=1)
+        clock.advance(0.5)
+        assert store.claim("w", jobs=["a"]) == []  # the bucket is empty: held again
+        store.remove_limit("job:a")
+        clock.advance(1)
+        (retried,) = store.claim("w", jobs=["a"])
+        assert retried.execution_id == held.id
+        assert [(r.scope, r.held, r.at) for r in store.throttles(held.id)] == [
+            ("job:a", timedelta(seconds=1.5), at(1.5)),
+        ], "a claim with no limit left records nothing"
+        assert [(r.scope, r.held, r.at) for r in store.throttles(parked.id)] == [
+            ("queue:q", timedelta(seconds=2), at(3.5)),
+        ]
+        for unknown in (
+            "00000000-0000-7000-8000-000000000000",
+            "not-an-id",
+            "",
+            "a\x00b",
+            "tail\udfff",
+            "'; DROP TABLE throttles; --",
+            "%_",
+            "x" * 10_000,
+        ):
+            with pytest.raises(NotFound):
+                store.throttles(unknown)
 
     def test_next_start_in_says_when_the_rate_allows_a_start(
         self, store: Store, clock: ManualClock

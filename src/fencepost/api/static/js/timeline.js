@@ -225,7 +225,7 @@ function leaseRow(lease, x, top, now) {
 
   const refused = Array.isArray(lease.refused) ? lease.refused : [];
   const last = Math.max(...refused.map((r) => ms(r.at) ?? -Infinity), -Infinity);
-  if (false) {
+  if (last > finish) {
     // Its holder kept calling after the lease ended: every write it made was refused.
     const ax = x(last);
     row.append(

@@ -4,6 +4,7 @@ import { api, path, query } from "../api.js";
 import { $, emptyRow, h } from "../dom.js";
 import { STATES, formatSeconds, formatTime, json, stateBadge } from "../format.js";
 import { changed } from "../render.js";
+import { HistoryReader, WINDOWS, chartPanel, historyLink, historyNote } from "./history.js";
 
 // The Jobs view counts each job's executions created in this trailing window.
 export const JOBS_WINDOW_SECONDS = 86400;
@@ -82,9 +83,63 @@ export async function loadJobs() {
   };
 }
 
+// A job page's charts: what finished and how late its claims were.
+export const JOB_CHARTS = [
+  {
+    name: "job-throughput",
+    title: "Throughput by outcome",
+    caption: "its executions that finished in each step",
+    series: ["succeeded", "dead", "retried", "timed_out", "cancelled"],
+  },
+  {
+    name: "job-lateness",
+    title: "Claim lateness",
+    caption: "first claim after the planned time",
+    series: ["lateness_p99", "lateness_p50"],
+  },
+];
+
+const jobHistory = new HistoryReader();
+// The charts shown, for one job: another job's page makes its own.
+let shownCharts = null;
+
+function jobCharts(name, window) {
+  if (shownCharts && shownCharts.name === name) return shownCharts;
+  const panel = chartPanel(JOB_CHARTS);
+  const windows = h(
+    "nav",
+    { class: "filters job-windows", "aria-label": "Window" },
+    ...Object.entries(WINDOWS).map(([value, text]) =>
+      h("a", { href: `#/jobs/${encodeURIComponent(name)}${query({ window: value })}`, "data-window": value }, text),
+    ),
+    h("a", { id: "job-history-link", href: historyLink({ window, job: name }) }, "All charts of this job"),
+  );
+  let section = $("job-history");
+  if (!section) {
+    section = h("section", { id: "job-history" });
+    $("job-versions").before(section);
+  }
+  section.replaceChildren(h("h3", {}, "Over time"), windows, h("p", { class: "figures", id: "job-history-note" }), panel.element);
+  shownCharts = { name, panel };
+  return shownCharts;
+}
+
 export async function loadJob(route) {
-  const job = await api("GET", `${path("jobs", route.id)}${query({ window: JOBS_WINDOW_SECONDS })}`);
+  const window = Object.hasOwn(WINDOWS, route.params.get("window") ?? "") ? route.params.get("window") : "day";
+  const [job, history] = await Promise.all([
+    api("GET", `${path("jobs", route.id)}${query({ window: JOBS_WINDOW_SECONDS })}`),
+    jobHistory.get(JSON.stringify([route.id, window]), route.opened, () =>
+      api("GET", `/history${query({ window, job: route.id })}`),
+    ),
+  ]);
   return () => {
+    const charts = jobCharts(route.id, window);
+    for (const link of document.querySelectorAll(".job-windows a[data-window]")) {
+      link.classList.toggle("current", link.dataset.window === window);
+    }
+    $("job-history-link").setAttribute("href", historyLink({ window, job: route.id }));
+    $("job-history-note").textContent = historyNote(history);
+    charts.panel.update(history);
     if (!changed("job", job)) return;
     const latest = job.versions[job.versions.length - 1];
     $("job-name").textContent = job.name;

@@ -1,27 +1,49 @@
 // The Nodes & buckets view.
 
-import { api } from "../api.js";
+import { api, query } from "../api.js";
 import { $, emptyRow, h } from "../dom.js";
 import { bucketSpec, executionLink, stateBadge, timeCell } from "../format.js";
 import { changed } from "../render.js";
 
+// Held leases are counted for this many nodes (one request each, every poll); a
+// bigger cluster shows "–" for the rest (fencepost ps --owner NODE --counts has them).
+export const NODES_COUNTED = 50;
+
+// How many RUNNING executions each node's leases hold: a worker's node id is its
+// lease owner.
+async function heldLeases(nodes) {
+  const counted = nodes.slice(0, NODES_COUNTED);
+  const answers = await Promise.all(
+    counted.map((n) => api("GET", `/executions/counts${query({ owner: n.id, state: "RUNNING" })}`)),
+  );
+  return new Map(counted.map((n, i) => [n.id, answers[i].counts.RUNNING ?? 0]));
+}
+
 export async function loadNodes() {
   const [nodes, report] = await Promise.all([api("GET", "/nodes"), api("GET", "/buckets")]);
+  const held = await heldLeases(nodes);
   return () => {
-    if (!changed("nodes", [nodes, report])) return;
+    if (!changed("nodes", [nodes, report, [...held]])) return;
     const nodeRows = nodes.map((n) =>
       h(
         "tr",
-        {},
+        { "data-node": n.id },
         h("td", { class: "id" }, n.id),
         h("td", {}, n.kind),
         h("td", {}, n.buckets === null ? "any" : bucketSpec(n.buckets)),
+        h(
+          "td",
+          { class: "num held" },
+          held.has(n.id)
+            ? h("a", { href: `#/executions${query({ owner: n.id, state: "RUNNING" })}`, title: "its running executions" }, held.get(n.id))
+            : "–",
+        ),
         timeCell(n.started_at),
         timeCell(n.heartbeat_at, true),
         timeCell(n.expires_at, true),
       ),
     );
-    $("nodes").replaceChildren(...(nodeRows.length ? nodeRows : [emptyRow(6, "No live nodes.")]));
+    $("nodes").replaceChildren(...(nodeRows.length ? nodeRows : [emptyRow(7, "No live nodes.")]));
     // Buckets owned twice, grouped by the nodes that share them: "30-39 (node-a, node-b)".
     const shared = new Map();
     for (const b of report.buckets.filter((b) => b.duplicated)) {
@@ -66,5 +88,3 @@ export async function loadNodes() {
     $("orphans").replaceChildren(...(orphanRows.length ? orphanRows : [emptyRow(6, "No orphans.")]));
   };
 }
-
-// The defaults a job definition holds in seconds.

@@ -1,27 +1,57 @@
-// The overview above every view: counts by state, figures, work nobody serves and the chart.
+// The overview above every view: counts by state, figures, work nobody serves, and
+// the last hour from stored history (the same after a reload, for every operator).
 
 import { api, query } from "../api.js";
-import { $, h, show, svg } from "../dom.js";
-import { STATES, formatSeconds, roundUp, stateBadge } from "../format.js";
+import { $, h, show } from "../dom.js";
+import { STATES, formatSeconds, stateBadge } from "../format.js";
+import { timeChart } from "../charts.js";
 import { changed } from "../render.js";
+import { HistoryReader, historyLink, historyNote } from "./history.js";
 
-// The chart plots each poll's claim-lateness percentiles over this trailing window.
-export const CHART_WINDOW_SECONDS = 60;
-export const CHART_MAX_SAMPLES = 240;
+// The figures line counts claims over this trailing window (GET /stats).
+export const STATS_WINDOW_SECONDS = 60;
 
 // The warning about work nobody serves lists this many job versions, then a count.
 export const UNSERVED_SHOWN = 10;
 
-// -- overview: counts and the lateness chart -----------------------------------------------
+// -- overview: counts, figures and the last hour ---------------------------------------------
 
-export const samples = [];
+const reader = new HistoryReader();
+let chart = null;
+
+// The overview's chart: what finished and how late claims were, per minute.
+function overviewChart() {
+  const made = timeChart({
+    name: "overview",
+    title: "Last hour",
+    caption: "finished per minute, and claim lateness",
+    series: ["succeeded", "dead", "lateness_p99", "lateness_p50"],
+    height: 160,
+  });
+  $("overview-chart").replaceChildren(
+    made.element,
+    h("p", { class: "figures" }, h("span", { id: "overview-note" }), " ", h("a", { href: historyLink({ window: "hour" }) }, "More charts")),
+  );
+  return made;
+}
+
+// The last hour of stored history, or the error that kept it away: a chart that cannot
+// be read must not take the counts and every view down with it.
+async function lastHour() {
+  try {
+    return await reader.get("hour", false, () => api("GET", `/history${query({ window: "hour" })}`));
+  } catch (error) {
+    return { error };
+  }
+}
 
 export async function loadStats() {
-  const stats = await api("GET", `/stats${query({ window: CHART_WINDOW_SECONDS })}`);
+  const [stats, history] = await Promise.all([
+    api("GET", `/stats${query({ window: STATS_WINDOW_SECONDS })}`),
+    lastHour(),
+  ]);
   return () => {
     const late = stats.claim_lateness;
-    samples.push({ at: Date.now(), p50: late.p50, p90: late.p90, p99: late.p99, count: late.count });
-    if (samples.length > CHART_MAX_SAMPLES) samples.shift();
     $("counts").replaceChildren(
       ...STATES.map((s) => h("li", {}, stateBadge(s), h("span", { class: "count", "data-state": s }, stats.by_state[s] ?? 0))),
     );
@@ -36,7 +66,13 @@ export async function loadStats() {
       `${late.count} (max ${formatSeconds(late.max)}) · throttled ${throttled} · ` +
       errors.join(" · ");
     renderUnserved(stats.unserved);
-    drawChart();
+    if (!chart) chart = overviewChart();
+    if (history.error) {
+      $("overview-note").textContent = `Stored history could not be read: ${history.error.message}`;
+      return;
+    }
+    $("overview-note").textContent = historyNote(history);
+    chart.update(history.points);
   };
 }
 
@@ -77,52 +113,4 @@ export function renderUnserved(unserved) {
   }
   $("unserved-list").replaceChildren(...items);
   show($("unserved"), items.length > 0);
-}
-
-export function drawChart() {
-  const chart = $("chart");
-  const width = 640;
-  const height = 180;
-  const left = 64;
-  const right = 12;
-  const top = 10;
-  const bottom = 24;
-  // Widest first, so where the percentiles coincide every colour still shows.
-  const series = ["p99", "p90", "p50"];
-  const values = samples.flatMap((s) => series.map((k) => s[k])).filter((v) => v !== null && v !== undefined);
-  const nodes = [svg("rect", { x: left, y: top, width: width - left - right, height: height - top - bottom, class: "plot" })];
-  if (!values.length) {
-    nodes.push(svg("text", { x: width / 2, y: height / 2, "text-anchor": "middle", class: "empty" }, "no claims in the window yet"));
-    chart.replaceChildren(...nodes);
-    return;
-  }
-  // At least 10 ms: sub-millisecond noise should not look like a spike.
-  const maxY = roundUp(Math.max(...values, 0.01));
-  const first = samples[0].at;
-  const span = Math.max(samples[samples.length - 1].at - first, 1);
-  const x = (at) => left + ((at - first) / span) * (width - left - right);
-  const y = (v) => top + (1 - v / maxY) * (height - top - bottom);
-  for (const fraction of [0, 0.5, 1]) {
-    const value = maxY * fraction;
-    nodes.push(svg("line", { x1: left, x2: width - right, y1: y(value), y2: y(value), class: "gridline" }));
-    nodes.push(svg("text", { x: left - 6, y: y(value) + 4, "text-anchor": "end", class: "axis" }, formatSeconds(value)));
-  }
-  const elapsed = (samples[samples.length - 1].at - first) / 1000;
-  nodes.push(svg("text", { x: left, y: height - 6, class: "axis" }, "page opened"));
-  nodes.push(svg("text", { x: width - right, y: height - 6, "text-anchor": "end", class: "axis" }, `+${formatSeconds(elapsed)}`));
-  for (const key of series) {
-    // A poll without claims leaves a gap: the line is split into runs of known values.
-    let run = [];
-    const flush = () => {
-      if (run.length === 1) nodes.push(svg("circle", { cx: run[0][0], cy: run[0][1], r: 2, class: `series ${key}` }));
-      if (run.length > 1) nodes.push(svg("polyline", { points: run.map((p) => p.join(",")).join(" "), class: `series ${key}` }));
-      run = [];
-    };
-    for (const s of samples) {
-      if (s[key] === null || s[key] === undefined) flush();
-      else run.push([x(s.at).toFixed(1), y(s[key]).toFixed(1)]);
-    }
-    flush();
-  }
-  chart.replaceChildren(...nodes);
 }

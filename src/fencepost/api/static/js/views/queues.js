@@ -4,7 +4,8 @@ import { api, path, query } from "../api.js";
 import { $, emptyRow, h } from "../dom.js";
 import { formatSeconds, present, timeCell } from "../format.js";
 import { changed } from "../render.js";
-import { actionButton } from "../session.js";
+import { actionButton, canAct } from "../session.js";
+import { historyLink } from "./history.js";
 
 // The Queues & limits view counts throttled executions over this trailing window.
 export const THROTTLED_WINDOW_SECONDS = 3600;
@@ -27,21 +28,37 @@ export function throttledText(count) {
   return count ? `${count.count} (held ${formatSeconds(count.held_seconds)})` : "0";
 }
 
+// Pause asks first (nothing of the queue starts until a resume); resume does not. A
+// read-only token gets neither.
 export function queueToggle(queue) {
+  if (!canAct()) return null;
   const where = path("queues", queue.name);
   return queue.paused
     ? actionButton("Resume", "claim from this queue again", () => api("POST", `${where}/resume`), "Queue resumed.")
-    : actionButton("Pause", "claim nothing more from this queue until resumed (running executions finish)", () => api("POST", `${where}/pause`), "Queue paused.");
+    : actionButton("Pause", "claim nothing more from this queue until resumed (running executions finish)", () => api("POST", `${where}/pause`), "Queue paused.", true);
+}
+
+// A queue's last hour from stored history: "120 (3 dead)", and "12 ms / 1.2 s".
+export function finishedText(row) {
+  if (!row) return "0";
+  const finished = row.succeeded + row.dead;
+  return row.dead ? `${finished} (${row.dead} dead)` : String(finished);
+}
+
+export function latenessText(row) {
+  return row && row.claims ? `${formatSeconds(row.lateness_p50)} / ${formatSeconds(row.lateness_p99)}` : "–";
 }
 
 export async function loadQueues() {
-  const [limits, queues, throttled] = await Promise.all([
+  const [limits, queues, throttled, hour] = await Promise.all([
     api("GET", "/limits"),
     api("GET", "/queues"),
     api("GET", `/throttled${query({ window: THROTTLED_WINDOW_SECONDS })}`),
+    api("GET", `/history/summary${query({ window: "hour", by: "queue" })}`),
   ]);
   return () => {
-    if (!changed("queues", [limits, queues, throttled])) return;
+    if (!changed("queues", [limits, queues, throttled, hour])) return;
+    const lastHour = new Map(hour.rows.map((row) => [row.name, row]));
     for (const span of document.querySelectorAll(".throttled-window")) {
       span.textContent = formatSeconds(THROTTLED_WINDOW_SECONDS);
     }
@@ -77,11 +94,13 @@ export async function loadQueues() {
         h("td", { class: "limit" }, limitText(queue.limit)),
         h("td", { class: "num waiting" }, (counts.SCHEDULED ?? 0) + (counts.RETRY_WAIT ?? 0)),
         h("td", { class: "num running" }, counts.RUNNING ?? 0),
+        h("td", { class: "num finished" }, h("a", { href: historyLink({ window: "hour", queue: queue.name }), title: "charts of this queue" }, finishedText(lastHour.get(queue.name)))),
+        h("td", { class: "num lateness" }, latenessText(lastHour.get(queue.name))),
         h("td", { class: "num throttled" }, throttledText(held.get(`queue:${queue.name}`))),
         h("td", {}, queueToggle(queue)),
       );
     });
-    $("queues").replaceChildren(...(queueRows.length ? queueRows : [emptyRow(9, "No queues yet.")]));
+    $("queues").replaceChildren(...(queueRows.length ? queueRows : [emptyRow(11, "No queues yet.")]));
     const throttledRows = throttled.map((t) =>
       h(
         "tr",

@@ -4,6 +4,7 @@ import { api } from "../api.js";
 import { $, emptyRow, h } from "../dom.js";
 import { executionLink, formatSeconds, formatTime, stateBadge, present, timeCell } from "../format.js";
 import { changed } from "../render.js";
+import { historyLink } from "./history.js";
 
 // The SLO view reads the service-level report (30 days of executions) at most this
 // often while it stays open: the report is the heaviest read the page makes.
@@ -62,6 +63,13 @@ export async function loadSlo(route) {
   }
   const report = slo.report;
   return () => {
+    if (!$("slo-history-link")) {
+      // The report's burn rates at two instants; the Over time view charts them.
+      $("slo-objectives").closest("table").after(
+        h("p", { class: "figures" }, "Misses and burn rates over the last hour, day or week: ",
+          h("a", { id: "slo-history-link", href: historyLink({ window: "week" }) }, "Over time"), "."),
+      );
+    }
     if (!changed("slo", report)) return;
     const objectives = [report.claimed, report.finished];
     $("slo-window").textContent = formatSeconds(report.window_seconds);
