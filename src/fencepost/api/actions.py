@@ -29,7 +29,7 @@ _API_NAMES = {"after": "cursor"}
 @router.post(
     "/executions/actions",
     response_model=schemas.BulkResult,
-    **guarded(Scope.ADMIN, p.VALIDATION, p.STORE_UNAVAILABLE),
+    **guarded(Scope.ADMIN, p.VALIDATION, p.BODY_TOO_LARGE, p.STORE_UNAVAILABLE),
 )
 def act(body: schemas.ActionRequest, store: StoreDep, actor: ActorDep) -> schemas.BulkResult:
     """Apply ``action`` to one batch of the executions named by ``ids`` or matching ``filter``.
