@@ -72,7 +72,14 @@ function refused() {
 
 export async function loadDeadLetters(route) {
   build();
-  if (route.opened) view.bulk.reset();
+  if (route.opened) {
+    // Reopened: the rows of an earlier visit go first, so that nothing (a "Replay all"
+    // started before this load's reset) can act on them and then be cleared.
+    view.bulk.reset();
+    rendered.delete("dead-letters");
+    $("dead-letters").replaceChildren();
+    show(view.replayAll, false);
+  }
   const filters = { ...readFilters(route.params), state: [] };
   view.form.show(filters);
   const key = JSON.stringify(filters);
