@@ -39,12 +39,6 @@ export function relative(iso) {
   return seconds > 0 ? `in ${formatSeconds(seconds)}` : `${formatSeconds(-seconds)} ago`;
 }
 
-// The smallest 1, 2 or 5 times a power of ten that is >= value: a round axis maximum.
-export function roundUp(value) {
-  const power = 10 ** Math.floor(Math.log10(value));
-  return [1, 2, 5, 10].map((m) => m * power).find((candidate) => candidate >= value);
-}
-
 // "(in 5 s)": kept current by updateRelativeTimes() on every poll, without a re-render.
 export function relativeSpan(iso) {
   return iso ? h("span", { class: "relative", "data-at": iso }, ` (${relative(iso)})`) : null;
