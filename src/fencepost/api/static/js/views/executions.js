@@ -126,7 +126,16 @@ function refused() {
 
 export async function loadExecutions(route) {
   build();
-  if (route.opened) view.bulk.reset();
+  if (route.opened) {
+    // Reopened: the rows and counts of an earlier visit go first, so that no selection
+    // made on them is then voided by this load (as in the Dead letters view).
+    view.bulk.reset();
+    rendered.delete("executions");
+    rendered.delete("executions-counts");
+    $("executions").replaceChildren();
+    view.counts.replaceChildren();
+    view.total.textContent = "";
+  }
   const filters = readFilters(route.params);
   view.form.show(filters);
   const key = JSON.stringify(filters);
