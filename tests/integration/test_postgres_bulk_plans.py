@@ -143,6 +143,20 @@ def test_postgres_claim_and_complete_reach_rows_by_key(generic: bool) -> None:
         postgres.drop_schema(name)
 
 
+def _claim_of_16(queues: list[str] | None = None) -> defaultdict[str, Any]:
+    """A claim's parameters: 16 by ``probe``, of ``queues`` (16 each) if given."""
+    params: defaultdict[str, Any] = defaultdict(
+        lambda: None,
+        owner="probe",
+        limit=16,
+        ttl=timedelta(seconds=30),
+        takeover_reason=TAKEOVER_REASON_FORMAT,
+    )
+    if queues is not None:
+        params.update(queues=queues, queue_limits=[16] * len(queues))
+    return params
+
+
 def test_postgres_queue_claims_walk_the_queue_index() -> None:
     """A claim of one queue walks that queue's part of executions_queue_claimable; a
     claim without queues still walks executions_claimable.
@@ -159,21 +173,10 @@ def test_postgres_queue_claims_walk_the_queue_index() -> None:
             with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
                 conn.execute(f"VACUUM ANALYZE {name}.executions")
         hot = _hot(name)
-        common = {
-            "owner": "probe",
-            "limit": 16,
-            "ttl": timedelta(seconds=30),
-            "takeover_reason": TAKEOVER_REASON_FORMAT,
-        }
         with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
             conn.execute(f"SET search_path TO {name}")
-            one_queue = _plan(
-                conn,
-                "claim_queues",
-                defaultdict(lambda: None, common, queues=["mail"], queue_limits=[16]),
-                generic=False,
-            )
-            every_queue = _plan(conn, "claim", defaultdict(lambda: None, common), generic=False)
+            one_queue = _plan(conn, "claim_queues", _claim_of_16(queues=["mail"]), generic=False)
+            every_queue = _plan(conn, "claim", _claim_of_16(), generic=False)
         assert f"Index Scan using {hot}_queue_claimable on {hot} " in one_queue, one_queue
         assert "Bitmap" not in one_queue, one_queue  # not the whole queue, then a sort
         assert f"Seq Scan on {hot} " not in one_queue, one_queue
@@ -209,5 +212,75 @@ def test_postgres_a_versioned_claim_walks_the_claimable_index(generic: bool) -> 
         assert "Bitmap" not in waiting, claim
         assert f"Seq Scan on {hot} " not in waiting, claim
         assert "rows=256 loops=1)" in waiting, claim  # the claim really took 256
+    finally:
+        postgres.drop_schema(name)
+
+
+def test_postgres_a_queue_with_few_due_rows_is_not_found_by_walking_the_others() -> None:
+    """A claim of a queue holding a few due rows beside another holding thousands walks
+    its own queue's index entries, not every due row in claim order.
+
+    The planner cannot know the queue's share (its name comes from the claim's array of
+    queues): with two queues it takes each for half of the due rows, and walking
+    executions_claimable for the claim's few then looked as cheap. After a bulk replay
+    made 100,000 dead letters of one queue due, each claim of another queue read all of
+    them (20 ms instead of 1.7; bench/bulk_actions.py).
+    """
+    postgres.require_postgres()
+    name = postgres.new_schema()
+    try:
+        with fencepost.connect(postgres.store_url(name)) as store:
+            # The worker's queue: thousands done, four due; the other: thousands due.
+            store.submit_many([{"job": "bench", "queue": "work"} for _ in range(5000)])
+            while leases := store.claim("worker", limit=1000, queues=["work"]):
+                store.complete_many([(lease, None) for lease in leases])
+            for _ in range(10):
+                store.submit_many([{"job": "bench", "queue": "replayed"} for _ in range(1000)])
+            store.submit_many([{"job": "bench", "queue": "work"} for _ in range(4)])
+            with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
+                conn.execute(f"VACUUM ANALYZE {name}.executions")
+        hot = _hot(name)
+        with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
+            conn.execute(f"SET search_path TO {name}")
+            plan = _plan(conn, "claim_queues", _claim_of_16(queues=["work"]), generic=False)
+        assert f"Index Scan using {hot}_queue_claimable on {hot} " in plan, plan
+        assert "rows=4 loops=1)" in plan, plan  # the claim really took the four
+        assert "Rows Removed by Filter" not in plan, plan  # no other queue's row was read
+    finally:
+        postgres.drop_schema(name)
+
+
+def test_postgres_a_large_bulk_action_refreshes_the_statistics() -> None:
+    """A bulk action counts the executions it changed toward the store's own ANALYZE, as
+    inserts do: a replay of many dead letters makes them all due, and a claim planned on
+    statistics that had them FAILED walked every one of them (15 ms instead of 1.7 after
+    a replay of 100,000, until autovacuum's ANALYZE; bench/bulk_actions.py)."""
+    postgres.require_postgres()
+    name = postgres.new_schema()
+    try:
+        with fencepost.connect(postgres.store_url(name)) as store:
+            store.submit_many([{"job": "dead", "max_attempts": 1} for _ in range(300)])
+            while leases := store.claim("worker", limit=100):
+                for lease in leases:
+                    store.fail(lease, "down", retryable=False)
+            hot = _hot(name)
+
+            def analyzed() -> int:
+                with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
+                    row = conn.execute(
+                        "SELECT analyze_count FROM pg_stat_user_tables"
+                        " WHERE schemaname = %s AND relname = %s",
+                        (name, hot),
+                    ).fetchone()
+                assert row is not None
+                return int(row[0])
+
+            before = analyzed()
+        # The operator's store (the console's, say), whose threshold is made small.
+        with fencepost.connect(postgres.store_url(name)) as console:
+            console.ANALYZE_AFTER_ROWS = 250  # type: ignore[attr-defined]
+            result = console.act("replay", filter={"job": "dead"}, actor="ops", limit=1000)
+            assert result.done == 300
+            assert analyzed() == before + 1  # after 250 (not again for the last 50)
     finally:
         postgres.drop_schema(name)

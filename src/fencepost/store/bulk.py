@@ -112,10 +112,9 @@ def act(
         group = chosen[start : start + size]
         done += len(store._act_group(request.action, group, request.actor, now))
         if start + size < len(chosen):
-            # Step aside as long as the group took, as prune does between batches. On
-            # SQLite a claim waits for the one writer; on PostgreSQL it skips the rows
-            # a group holds, but without the pause a replay of 100,000 took the server
-            # from claims: their p99 went from 1.1 to 6.5 times idle (bench/bulk_actions.py).
+            # Step aside as long as the group took, as prune does between batches: on
+            # SQLite a claim waits for the one writer; on PostgreSQL it skips the rows a
+            # group holds, but shares the machine with it.
             time.sleep(min(PRUNE_YIELD_CAP, max(least, time.monotonic() - began)))
     return _result(request, matched=matched, done=done, next_cursor=next_cursor)
 

@@ -549,10 +549,16 @@ waiting AS (
     CROSS JOIN LATERAL (
         SELECT e.id, e.state, e.lease_owner, e.priority, e.due_at, e.queue
         FROM executions AS e
-        WHERE e.queue = r.name
+        -- The queue as a range of one value, and first in the order: only
+        -- executions_queue_claimable then gives that order and stops at the limit. As
+        -- an equality (which the order would then leave out) the planner, not knowing
+        -- the queue's share of the due rows (it takes each of two queues for half),
+        -- could walk executions_claimable in claim order instead, filtering the queue:
+        -- each claim of a quiet queue read every due row of a busy one.
+        WHERE e.queue >= r.name AND e.queue <= r.name
           AND e.state IN ('RETRY_WAIT', 'SCHEDULED') AND e.due_at <= (SELECT now FROM clock)
           -- include: claim_filters
-        ORDER BY e.priority DESC, e.due_at, e.id
+        ORDER BY e.queue, e.priority DESC, e.due_at, e.id
         LIMIT r.n
         FOR UPDATE OF e SKIP LOCKED
     ) AS w

@@ -26,7 +26,7 @@ from psycopg import sql
 from psycopg.types.string import TextLoader
 
 from fencepost.domain import schedules as plans
-from fencepost.domain.bulk import Deletion
+from fencepost.domain.bulk import Action, Deletion
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, StoreUnavailable
 from fencepost.domain.events import ExecutionEvent
 from fencepost.domain.machine import TAKEOVER_REASON_FORMAT, stale_reason
@@ -539,19 +539,37 @@ class PostgresStore(SqlStore):
             self._live.read(conn, now, int(self.clock.now().timestamp() * 1000))
         return self._live.text(block, ids)
 
-    def _analyze(self) -> None:
+    def _analyze(self, ids: Sequence[str] = ()) -> None:
         """Refresh the planner's statistics of the executions (a sample of them) in the
-        partition that received the newest inserts: the whole history's would cost as
-        much more as there are days kept, and the older days have not changed."""
-        newest = self._newest_id
-        if newest is None:
-            return
+        partitions holding ``ids``, by default the one that received the newest inserts:
+        the whole history's would cost as much more as there are days kept, and the
+        other days have not changed."""
+        if not ids:
+            ids = () if self._newest_id is None else (self._newest_id,)
         with self._db.transaction() as conn:
-            found = conn.execute(Q["newest_partition"], {"id": newest}).fetchone()
-            if found is None:
+            partitions = {
+                found[0]
+                for execution_id in ids
+                if (found := conn.execute(Q["newest_partition"], {"id": execution_id}).fetchone())
+            }
+            if not partitions:
                 return
             conn.execute(Q["analyze_sample"])
-            conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(found[0])))
+            for partition in sorted(partitions):
+                conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(partition)))
+
+    def _act_group(
+        self, action: Action, execution_ids: Sequence[str], actor: str, now: datetime
+    ) -> list[str]:
+        """A bulk action's group, whose changes count toward the statistics' refresh as
+        inserts do: a replay of 100,000 dead letters makes them all due, and until the
+        planner knew, every claim walked them (claims restricted to another queue went
+        from 1.7 to 20 ms, and stayed there until autovacuum's ANALYZE)."""
+        done = super()._act_group(action, execution_ids, actor, now)
+        if done and self._analyze_due(len(done)):
+            # A batch runs in id order: its first and last ids name its partitions.
+            self._analyze((done[0], done[-1]))
+        return done
 
     def _insert_params(self, batch: Sequence[NewExecution], *, notify: bool) -> dict[str, Any]:
         return {
