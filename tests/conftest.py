@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -20,6 +20,9 @@ import fencepost
 from fencepost.store.base import Store
 from tests import postgres
 from tests.awaited import AwaitedStore
+
+if TYPE_CHECKING:
+    from tests.integration._pgbouncer import PgBouncer
 
 BACKENDS = ["memory", "sqlite", "postgres"]
 #: The same backends reached through AsyncStore's coroutines (tests/awaited.py).
@@ -32,13 +35,19 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def pgbouncer_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The tests' database through a PgBouncer in transaction pooling mode."""
+def pgbouncer_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgBouncer]:
+    """A PgBouncer in transaction pooling mode in front of the tests' database."""
     from tests.integration._pgbouncer import pgbouncer
 
     postgres.require_postgres()
     with pgbouncer(tmp_path_factory.mktemp("pgbouncer")) as bouncer:
-        yield bouncer.dsn
+        yield bouncer
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_dsn(pgbouncer_server: PgBouncer) -> str:
+    """The tests' database through that PgBouncer."""
+    return pgbouncer_server.dsn
 
 
 @pytest.fixture(scope="session")
@@ -61,8 +70,11 @@ class FreshStores:
         if self._backend.startswith("postgres"):
             postgres.require_postgres()
             self._schemas = request.getfixturevalue("postgres_schemas")
+        #: The PgBouncer in between (postgres-pgbouncer), whose log a failed start shows.
+        self._bouncer: PgBouncer | None = None
         if self._backend == "postgres-pgbouncer":
-            self._server = request.getfixturevalue("pgbouncer_dsn")
+            self._bouncer = request.getfixturevalue("pgbouncer_server")
+            self._server = self._bouncer.dsn
         #: Each store opened and not yet released, with its schema (PostgreSQL).
         self._opened: list[tuple[Store, str | None]] = []
         self._counter = itertools.count()
@@ -77,7 +89,12 @@ class FreshStores:
             assert self._schemas is not None
             schema = self._schemas.take()
             url = postgres.store_url(schema, self._server) + "&pool_min=1&pool_max=2"
-        store: Any = fencepost.connect(url, clock=clock, **options)
+        try:
+            store: Any = fencepost.connect(url, clock=clock, **options)
+        except Exception as error:
+            if self._bouncer is not None:  # what PgBouncer said of it, for the report
+                error.add_note(self._bouncer.log_tail())
+            raise
         if self._awaited:
             store = AwaitedStore(store)
         self._opened.append((store, schema))

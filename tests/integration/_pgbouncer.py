@@ -70,6 +70,11 @@ def _config(directory: Path, port: int, upstream: str) -> str:
         "pool_mode = transaction\n"
         f"default_pool_size = {POOL_SIZE}\n"
         "max_client_conn = 500\n"
+        # After a failed server login PgBouncer refuses its clients until it tries again,
+        # by default 15 s later, and a store's start waits 10 s for its first connection:
+        # 1 s keeps a momentary refusal by the shared server (all its connections taken
+        # by other tests' processes) a short wait.
+        "server_login_retry = 1\n"
         f"logfile = {directory / 'pgbouncer.log'}\n"
         # Only what is worth reading afterwards: no line per connection.
         "log_connections = 0\n"
