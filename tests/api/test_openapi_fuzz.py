@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+import jsonschema
 import pytest
 import schemathesis
 from fastapi import FastAPI
@@ -387,6 +388,61 @@ def test_a_route_that_does_not_declare_422_still_documents_a_problem(bare_app: F
     assert not {"HTTPValidationError", "ValidationError"} & set(spec["components"]["schemas"])
     with TestClient(app) as client:
         assert_problem(client.get("/probe", params={"n": "x"}), 422, "validation", "n")
+
+
+def test_no_object_in_the_spec_lets_a_key_the_api_refuses_through(bare_app: FastAPI) -> None:
+    # patternProperties constrains only the keys that match; a key that does not match
+    # would be schema-valid with any value, and refused. Every keyed object says its
+    # pattern in propertyNames instead.
+    keyed, stack = [], [bare_app.openapi()]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            assert "patternProperties" not in node, node
+            if "propertyNames" in node:
+                keyed.append(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    assert keyed
+    assert all("pattern" in node["propertyNames"] for node in keyed)
+
+
+@pytest.mark.parametrize("key", ["", " ", "\u3000", "q\x00"])
+def test_a_claim_with_a_queue_name_the_api_refuses_is_refused_by_its_spec(
+    bare_app: FastAPI, key: str
+) -> None:
+    spec = bare_app.openapi()
+    body = {"owner": "w", "queues": {key: 1}}
+    schema = {
+        **spec["paths"]["/claims"]["post"]["requestBody"]["content"]["application/json"]["schema"],
+        "components": spec["components"],
+    }
+    validator = jsonschema.Draft202012Validator(schema)
+    assert not validator.is_valid(body)
+    assert validator.is_valid({"owner": "w", "queues": {"q": 1}})
+    with TestClient(bare_app) as client:
+        refused = client.post("/claims", json=body)
+    assert_problem(refused, 422, "validation", "queues")
+    assert "list" not in refused.json()["detail"]  # the object was the branch meant
+
+
+@pytest.mark.parametrize(
+    ("queues", "field", "says"),
+    [
+        pytest.param({"q": -1}, "queues.q", "greater than or equal to 0", id="object-value"),
+        pytest.param({"q": "1"}, "queues.q", "valid integer", id="object-value-type"),
+        pytest.param([" "], "queues.0", "", id="list-item"),
+        pytest.param(5, "queues", "valid list", id="neither"),
+    ],
+)
+def test_a_bad_union_names_the_branch_the_input_chose(
+    bare_app: FastAPI, queues: Any, field: str, says: str
+) -> None:
+    with TestClient(bare_app) as client:
+        refused = client.post("/claims", json={"owner": "w", "queues": queues})
+    assert_problem(refused, 422, "validation", field)
+    assert says in refused.json()["detail"]
 
 
 # -- what fuzzing found, pinned -----------------------------------------------------------

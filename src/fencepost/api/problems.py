@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -181,8 +181,7 @@ def _fencepost_error(request: Request, exc: Exception) -> JSONResponse:
 
 def _request_validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    errors = exc.errors()
-    first = errors[0] if errors else {}
+    first = _reported(exc.errors())
     field = field_of(first)
     message = str(first.get("msg", "invalid request"))
     if first.get("type") == "string_pattern_mismatch":
@@ -316,6 +315,29 @@ def _http_kind(status: int) -> Kind:
     return Kind(type=_BASE + phrase.lower().replace(" ", "-"), title=phrase, status=status)
 
 
+#: How pydantic names one branch of a union in an error's ``loc``: ``list[constrained-str]``,
+#: ``dict[constrained-str,constrained-int]``. A branch is not a field a caller wrote.
+_UNION_BRANCH = re.compile(r"^[a-z][a-z-]*\[.*\]$")
+
+
+def _wrong_branch(error: dict[str, Any]) -> bool:
+    # The input is not of this branch's type at all ("should be a valid list").
+    loc = error.get("loc", ())
+    return (
+        bool(loc)
+        and str(error.get("type", "")).endswith("_type")
+        and (isinstance(loc[-1], str) and _UNION_BRANCH.match(loc[-1]) is not None)
+    )
+
+
+def _reported(errors: Sequence[Any]) -> dict[str, Any]:
+    """The error a refusal reports: the first, except that of a union's branches the one
+    the input's shape chose (``{"q": -1}`` for ``list | dict`` is a bad value of the
+    object, not "should be a valid list")."""
+    chosen = [error for error in errors if not _wrong_branch(error)]
+    return dict((chosen or list(errors) or [{}])[0])
+
+
 def field_of(error: dict[str, Any]) -> str:
     """Name the offending input of one pydantic error from its ``loc``.
 
@@ -323,7 +345,9 @@ def field_of(error: dict[str, Any]) -> str:
     ``limit`` and ``("query", "state", 1)`` names ``state``; a body that is not JSON at
     all (``("body", 12)``) names ``body``.
     """
-    loc = [str(part) for part in error.get("loc", ())]
+    loc = [str(part) for part in error.get("loc", ()) if not _UNION_BRANCH.match(str(part))]
+    if loc[-1:] == ["[key]"]:
+        loc = loc[:-2]  # a bad key of an object names the object: the key may be anything
     if error.get("type") == "json_invalid" or loc[1:] == []:
         return loc[0] if loc else "body"
     if loc[0] == "query" and len(loc) == 3 and isinstance(error["loc"][2], int):

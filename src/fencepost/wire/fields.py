@@ -142,15 +142,23 @@ Bucket = Annotated[
 # -- payloads ---------------------------------------------------------------------------
 
 
-class _KeysAreText:
-    # pydantic states dict[Text, Payload] as patternProperties, which lets a key that
-    # does not match through with any value; propertyNames refuses such a key.
+class KeysMatch:
+    """Marks a ``dict`` whose keys are a constrained string, so the spec refuses the keys
+    the model refuses.
+
+    pydantic states ``dict[K, V]`` as ``patternProperties`` (the values of keys that
+    match K's pattern) and ``propertyNames`` (K's lengths only), which lets a key that
+    does not match through with any value: a document schema-valid but refused. This
+    moves the pattern into ``propertyNames`` and states V for every key.
+    """
+
     def __get_pydantic_json_schema__(
         self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
         schema = handler(core_schema)
         [(pattern, values)] = schema.pop("patternProperties").items()
-        return {**schema, "propertyNames": {"pattern": pattern}, "additionalProperties": values}
+        names = {**schema.get("propertyNames", {}), "pattern": pattern}
+        return {**schema, "propertyNames": names, "additionalProperties": values}
 
 
 def _no_nul(value: Any) -> Any:
@@ -202,12 +210,12 @@ else:
         | float
         | _Text
         | list["JsonPayload"]
-        | Annotated[dict[_Text, "JsonPayload"], _KeysAreText()]
+        | Annotated[dict[_Text, "JsonPayload"], KeysMatch()]
         | None,
     )
     Payload = Annotated[JsonPayload, SkipValidation, AfterValidator(_no_nul)]
     Inputs = Annotated[
-        Annotated[dict[_Text, JsonPayload], _KeysAreText()] | None,
+        Annotated[dict[_Text, JsonPayload], KeysMatch()] | None,
         SkipValidation,
         AfterValidator(_an_object),
         AfterValidator(_no_nul),

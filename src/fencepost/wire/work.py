@@ -19,6 +19,7 @@ from fencepost.wire.fields import (
     Bucket,
     Count,
     Integer,
+    KeysMatch,
     Name,
     Payload,
     QueueName,
@@ -61,7 +62,7 @@ class ClaimRequest(RequestModel):
     max_per_bucket: Count | None = None
     #: Only these queues: a list of names, or an object of name to N (also at most N
     #: from that queue in this claim; 0 takes none). Absent: every queue.
-    queues: list[QueueName] | dict[QueueName, Room] | None = None
+    queues: list[QueueName] | Annotated[dict[QueueName, Room], KeysMatch()] | None = None
 
 
 class Lease(WireModel[models.Lease]):
