@@ -1,11 +1,11 @@
 """The contract suite against :class:`~fencepost.store.asyncstore.AsyncStore`.
 
 The suite is synchronous; :class:`AwaitedStore` lets it drive an AsyncStore without a
-copy of any test. Each of AsyncStore's public coroutines (submit, reads, cancel,
-replay, commands, schedules, wait) runs on an event loop in a thread of its own and
-the caller blocks for its answer, result or error, so the suite checks exactly what
-``await store.verb(...)`` gives. The worker's verbs, which AsyncStore does not have
-(workers keep their runtime), go to the sync store beneath it, on the same database.
+copy of any test. Each of AsyncStore's public coroutines (every verb of the sync
+store: tests/unit/test_store_shape.py holds the two surfaces equal) runs on an event
+loop in a thread of its own and the caller blocks for its answer, result or error, so
+the suite checks exactly what ``await store.verb(...)`` gives. What is not a verb (the
+store's settings, its clock) is read from the sync store beneath it.
 """
 
 from __future__ import annotations

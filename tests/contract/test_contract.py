@@ -41,8 +41,8 @@ class TestStoreContract(OneStoreAtATime):
 
 class TestAsyncStoreContract(OneStoreAtATime):
     """The same suite through AsyncStore on each backend (tests/awaited.py), by the same
-    ``store_factory``. The fencing state machine drives the worker's verbs, which go to
-    the store beneath (AsyncStore has none): it runs a fifth of its examples here."""
+    ``store_factory``, every verb awaited, the worker's included. The fencing state
+    machine runs a fifth of its examples here."""
 
     fencing_machine_examples = 30
 
@@ -89,7 +89,7 @@ def test_the_async_backends_run_asyncstore_s_executors(
     assert awaited.awaited == {"submit": 1, "get": 1}
     if backend == "async-postgres":
         assert ran_on == []
-        assert awaited.async_store._pool is not None
+        assert awaited.async_store._runner._pool is not None  # type: ignore[attr-defined]
     else:
         thread = "fencepost-sqlite" if backend == "async-sqlite" else "fencepost-awaited"
         assert ran_on == [("_insert", thread), ("get", thread)]

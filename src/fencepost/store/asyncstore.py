@@ -2,49 +2,47 @@
 
 The pattern (docs/explanation/architecture.md, "One logic, two executors"): an
 :class:`AsyncStore` holds the sync :class:`~fencepost.store.base.Store` of the same
-URL for everything pure — argument validation (``_prepare_one``, ``_prepare_many``),
-the job catalogue's rules and cache (``_catalogued``) — and asks that store's
-dialect for the verb's *plan* (:mod:`fencepost.store.executors`). Only the running
-of the plan is asynchronous:
+URL, and has every verb it has (tests/unit/test_store_shape.py holds the two equal).
+Every decision is the sync store's: its validation, the job catalogue's rules and
+cache, the verb's *plan* (:mod:`fencepost.store.executors`). Where a verb runs is the
+runner's, which the sync store gives (:mod:`fencepost.store.runners`):
 
-* PostgreSQL: on psycopg's ``AsyncConnection``, from an
-  ``psycopg_pool.AsyncConnectionPool`` of the AsyncStore's own, configured like the
-  sync store's pool (UTC, the store's schema, ids as text);
-* SQLite: in one dedicated thread that owns its own connection to the file, through
-  the sync store's own path. sqlite3 is blocking and in-process: there is no
-  asynchronous SQLite protocol to speak, so the design's "asynchronous executor" for
-  it is a thread with its own connection, which keeps the event loop free and keeps
-  every write in one ``BEGIN IMMEDIATE`` as the sync store does;
-* memory: in the event loop itself (nothing blocks).
+* PostgreSQL: plans on psycopg's ``AsyncConnection``, from a pool of the AsyncStore's
+  own configured as the sync store's (UTC, the store's schema, ids as text);
+* SQLite: the sync store's own path on one dedicated thread that owns its connection
+  to the file: sqlite3 is blocking and in-process, so there is no asynchronous
+  protocol to speak; one thread keeps every write in one ``BEGIN IMMEDIATE`` after
+  the other, as the sync store does;
+* memory: on the event loop itself (nothing blocks).
 
-Written this way: submitting (``submit``, ``submit_or_find``, ``submit_many``);
-reading (``get``, ``find``, ``query``, ``transitions``, ``attempts``, ``commands``;
-``wait`` awaits the sync store's own ``_wait_async``);
-the operator's verbs (``cancel``, ``replay``, ``reschedule``, ``delete``,
-``deletions``; ``act``, the sync store's own batch off the loop) and command requests
-(``request``); schedules (``add_schedule``, ``get_schedule``, ``schedules``,
-``update_schedule``, ``pause_schedule``, ``resume_schedule``, ``delete_schedule``,
-``run_schedule``); flow control (``set_limit``, ``limits``, ``remove_limit``,
-``pause_queue``, ``resume_queue``, ``paused_queues``, ``flow_changes``, ``throttled``,
-``throttles``);
-the service-level report (``slo``, the sync store's report run off the loop); the
-history charts (``roll_up_history``, ``history``, ``history_summary``).
-Each validates with the sync store's code, takes the store's plan and awaits
-:meth:`AsyncStore._execute` (:meth:`AsyncStore._verb` chooses by backend). The
-worker's verbs (claim, heartbeat, complete, ...) are not here. ``run_schedule``
-stores its run as a backfill stores occurrences, which the PostgreSQL store does not
-hand out as a plan: there, that one insert runs on a worker thread of the loop.
+Run as plans on PostgreSQL: submitting (``submit``, ``submit_or_find``,
+``submit_many``); reading (``get``, ``find``, ``query``, ``count_by_state``,
+``transitions``, ``attempts``, ``commands``; ``wait`` awaits the sync store's own
+``_wait_async``); the operator's verbs (``cancel``, ``replay``, ``reschedule``,
+``delete``, ``deletions``) and command requests (``request``); schedules
+(``add_schedule``, ``get_schedule``, ``schedules``, ``update_schedule``,
+``pause_schedule``, ``resume_schedule``, ``delete_schedule``); flow control
+(``set_limit``, ``limits``, ``remove_limit``, ``pause_queue``, ``resume_queue``,
+``paused_queues``, ``flow_changes``, ``throttled``, ``throttles``); the history charts
+(``roll_up_history``, ``history``, ``history_summary``).
+
+Every other verb — the worker's (claim, heartbeat, complete, ...), the scheduler's,
+the catalogue's, the operating ones, and those that are many transactions or one
+snapshot rather than one plan (``act``, ``slo``, ``run_schedule``) — is the sync
+store's own method, run where the runner runs a call: on PostgreSQL a worker thread
+with a connection of the sync store's pool. ``wait_for_work`` waits on a thread of its
+own on every backend.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from fencepost import tracing
 from fencepost.domain.bulk import (
@@ -91,15 +89,17 @@ from fencepost.domain.states import AttemptOutcome, CommandKind, State
 from fencepost.domain.submission import SUBMIT_ARGUMENTS, NewExecution, canonical, submit_arguments
 from fencepost.store import sqlflow, sqlhistory
 from fencepost.store.base import DEFAULT_SLO_WINDOW, Store
-from fencepost.store.callers import async_driver_connection, check_psycopg, refuse
 from fencepost.store.catalogue import CATALOGUE_REFRESH
-from fencepost.store.executors import Plan, Steps, psycopg_async_execute, returning, run_async
+from fencepost.store.executors import Plan, Steps, returning
 from fencepost.store.flow import MAX_ACTOR, Throttle
 from fencepost.store.history import roll_up_arguments
-from fencepost.store.scheduling import ran_now
 from fencepost.store.values import MAX_LIMIT
 
+if TYPE_CHECKING:
+    from fencepost.store.runners import AsyncRunner
+
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def connect_async(url: str, **options: Any) -> AsyncStore:
@@ -111,6 +111,27 @@ def connect_async(url: str, **options: Any) -> AsyncStore:
     return AsyncStore(connect(url, **options))
 
 
+def _as_a_call(
+    verb: Callable[Concatenate[Store, P], T], *, waits: bool = False
+) -> Callable[Concatenate[AsyncStore, P], Coroutine[Any, Any, T]]:
+    """``verb`` of the sync store as a coroutine of :class:`AsyncStore`, run by the
+    runner (``waits``: on a thread of its own). The sync store's method is looked up by
+    name on the store, so a backend's own override is the one that runs."""
+    name = verb.__name__
+
+    @functools.wraps(verb)
+    async def run(self: AsyncStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        def call(store: Store) -> T:
+            found: T = getattr(store, name)(*args, **kwargs)
+            return found
+
+        if waits:
+            return await asyncio.to_thread(call, self.store)
+        return await self._runner.call(call)
+
+    return run
+
+
 class AsyncStore:
     """The store's verbs as coroutines, run on asynchronous executors (see the module doc).
 
@@ -120,13 +141,7 @@ class AsyncStore:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.location: str = getattr(store, "location", "memory://")
-        self._pool: Any = None
-        self._pool_lock = asyncio.Lock()
-        self._thread: ThreadPoolExecutor | None = None
-        kind = type(store).__name__
-        if kind == "SqliteStore":
-            # One thread, so one connection: the sync store's per-thread connection.
-            self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fencepost-sqlite")
+        self._runner: AsyncRunner = store._async_runner()
 
     async def __aenter__(self) -> AsyncStore:
         return self
@@ -140,16 +155,8 @@ class AsyncStore:
         await self.close()
 
     async def close(self) -> None:
-        """Close the pool, the SQLite thread and the sync store."""
-        if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
-        if self._thread is not None:
-            thread, self._thread = self._thread, None
-            await asyncio.get_running_loop().run_in_executor(thread, self.store.close)
-            thread.shutdown(wait=True)
-        else:
-            await asyncio.to_thread(self.store.close)
+        """Close what the runner opened (a pool, a thread) and the sync store."""
+        await self._runner.close()
 
     # -- submitting ----------------------------------------------------------------------
 
@@ -243,66 +250,8 @@ class AsyncStore:
         self, batch: Sequence[NewExecution], connection: object
     ) -> list[Execution]:
         if connection is not None:
-            return await self._insert_in_transaction(batch, connection)
-        store: Any = self.store
-        if self._thread is not None:  # SQLite: the dedicated thread runs the store's own path
-            loop = asyncio.get_running_loop()
-            executions: list[Execution] = await loop.run_in_executor(
-                self._thread, store._insert, batch
-            )
-            return executions
-        if not self._is_postgres():
-            return list(store._insert(batch))  # memory: nothing to wait for
-        from fencepost.store.postgres.outages import retried_async
-        from fencepost.store.postgres.store import submit_retryable
-
-        async def attempt(again: bool) -> tuple[list[Execution], int]:
-            # Retried after a lost connection as the sync store's submit is: a retry
-            # finds what an earlier attempt (whose COMMIT's answer was lost) stored.
-            plan = store._insert_plan(batch, notify=store._should_notify, again=again)
-            found: tuple[list[Execution], int] = await self._execute(plan)
-            return found
-
-        executions, inserted = await retried_async(
-            attempt, budget=store._db.retry_timeout, retry_if=submit_retryable, what="submit"
-        )
-        await self._count_inserts(inserted)
-        return list(executions)
-
-    async def _insert_in_transaction(
-        self, batch: Sequence[NewExecution], connection: object
-    ) -> list[Execution]:
-        """Insert validated executions inside the caller's open transaction on
-        ``connection`` (a psycopg ``AsyncConnection``, or a SQLAlchemy ``AsyncConnection``
-        or ``AsyncSession`` over psycopg): the async twin of ``Store._insert_in``, for
-        other async code (framework integrations) that prepared ``batch`` with
-        ``self.store._prepare_one`` / ``_prepare_many``. Refusals as the sync store's.
-        """
-        store: Any = self.store
-        if not self._is_postgres():
-            if self._thread is None:  # memory: its own refusal
-                store._insert_in(batch, connection)
-            raise refuse(
-                "an AsyncStore on SQLite cannot join a caller's transaction (sqlite3 "
-                "connections are blocking): use the sync Store's submit(connection=...)"
-            )
-        import psycopg
-        from psycopg.types.string import TextLoader
-
-        from fencepost.store.postgres.connection import translate_errors
-
-        conn = await async_driver_connection(connection)
-        check_psycopg(conn, psycopg.AsyncConnection, store=self.location)
-        assert isinstance(conn, psycopg.AsyncConnection)
-        await asyncio.to_thread(store._session)  # read once, on the store's own connection
-        cursor = conn.cursor()
-        cursor.adapters.register_loader("uuid", TextLoader)  # this cursor's, not the caller's
-        with translate_errors(callers=True):
-            executions, inserted = await run_async(
-                store._caller_insert(batch), psycopg_async_execute(cursor, prepare=False)
-            )
-        await self._count_inserts(inserted)
-        return list(executions)
+            return await self._runner.insert_in(batch, connection)
+        return await self._runner.insert(batch)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -506,9 +455,7 @@ class AsyncStore:
                 after=after,
             )
 
-        if self._is_postgres():
-            return await asyncio.to_thread(batch, self.store)
-        return await self._verb(batch, _no_plan)
+        return await self._runner.call(batch)
 
     async def delete(self, execution_id: str, *, actor: str) -> Deletion:
         """:meth:`Store.delete <fencepost.store.operating.OperatingVerbs.delete>`, awaited."""
@@ -603,7 +550,7 @@ class AsyncStore:
         schedule: Schedule = await self._verb(
             lambda s: s.add_schedule(job, **arguments, **deprecated), plan
         )
-        if self._is_postgres():  # the sync verb (SQLite, memory) noted it already
+        if self._runner.runs_plans:  # else the sync verb noted it already
             given = {"max_attempts": max_attempts, "priority": priority, "queue": queue}
             if schedule.job_version is None:  # a job not published: off the event loop
                 await asyncio.to_thread(self.store._note_unpublished_schedule, schedule, given)
@@ -683,14 +630,8 @@ class AsyncStore:
     async def run_schedule(self, schedule_id: str, *, actor: str = "client") -> Execution:
         """:meth:`Store.run_schedule
         <fencepost.store.scheduling.ScheduleVerbs.run_schedule>`, awaited."""
-        store: Any = self.store
-        if not self._is_postgres():
-            return await self._verb(lambda s: s.run_schedule(schedule_id, actor=actor), _no_plan)
-        occurrence = store._run_now(schedule_id, actor)  # validated here, on the loop
-        found = await asyncio.to_thread(
-            store._add_occurrences, occurrence.schedule_id, (occurrence,)
-        )
-        return ran_now(occurrence, found[0])
+        # Stored as a backfill stores occurrences, which is not one plan: the sync verb.
+        return await self._runner.call(lambda s: s.run_schedule(schedule_id, actor=actor))
 
     # -- flow control --------------------------------------------------------------------
 
@@ -814,11 +755,8 @@ class AsyncStore:
                 worst=worst,
             )
 
-        if self._is_postgres():
-            # A few reads in one snapshot, not a plan: the sync store's own report, on
-            # a worker thread (and a connection of its pool), keeps the loop free.
-            return await asyncio.to_thread(report, self.store)
-        return await self._verb(report, _no_plan)
+        # A few reads in one snapshot, not a plan: the sync store's own report.
+        return await self._runner.call(report)
 
     # -- the history charts --------------------------------------------------------------
 
@@ -858,115 +796,83 @@ class AsyncStore:
     def _flow_changed(self) -> None:
         """The sync store's view of the limits is stale: on PostgreSQL a plan changed
         them behind its back (the sync verbs forget it themselves)."""
-        if self._is_postgres():
-            self.store._flow_changed()
+        self._runner.flow_changed()
+
+    # -- the verbs the sync store runs as itself ---------------------------------------
+    # Each is the sync store's own method (its signature and its documentation), run
+    # where the runner runs a call: PostgreSQL, a worker thread with a connection of the
+    # sync store's pool; SQLite, the dedicated thread; memory, the event loop.
+    # the worker's verbs
+    claim = _as_a_call(Store.claim)
+    heartbeat = _as_a_call(Store.heartbeat)
+    heartbeat_many = _as_a_call(Store.heartbeat_many)
+    complete = _as_a_call(Store.complete)
+    complete_many = _as_a_call(Store.complete_many)
+    fail = _as_a_call(Store.fail)
+    release = _as_a_call(Store.release)
+    snooze = _as_a_call(Store.snooze)
+    abort = _as_a_call(Store.abort)
+    retry_delay = _as_a_call(Store.retry_delay)
+    reap_expired = _as_a_call(Store.reap_expired)
+    claim_commands = _as_a_call(Store.claim_commands)
+    complete_command = _as_a_call(Store.complete_command)
+    release_command = _as_a_call(Store.release_command)
+    # schedules, as the scheduler drives them
+    acquire_schedules = _as_a_call(Store.acquire_schedules)
+    materialize = _as_a_call(Store.materialize)
+    add_occurrences = _as_a_call(Store.add_occurrences)
+    release_schedules = _as_a_call(Store.release_schedules)
+    # the job catalogue
+    publish_jobs = _as_a_call(Store.publish_jobs)
+    adopt_unpublished = _as_a_call(Store.adopt_unpublished)
+    entry_for = _as_a_call(Store.entry_for)
+    jobs = _as_a_call(Store.jobs)
+    job = _as_a_call(Store.job)
+    # flow control, as a worker declares it
+    declare_limits = _as_a_call(Store.declare_limits)
+    next_start_in = _as_a_call(Store.next_start_in)
+    # operating
+    register_node = _as_a_call(Store.register_node)
+    deregister_node = _as_a_call(Store.deregister_node)
+    clock_offset = _as_a_call(Store.clock_offset)
+    nodes = _as_a_call(Store.nodes)
+    live_schedulers = _as_a_call(Store.live_schedulers)
+    bucket_report = _as_a_call(Store.bucket_report)
+    resize_buckets = _as_a_call(Store.resize_buckets)
+    bucket_counts = _as_a_call(Store.bucket_counts)
+    stats = _as_a_call(Store.stats)
+    unserved = _as_a_call(Store.unserved)
+    job_counts = _as_a_call(Store.job_counts)
+    prune = _as_a_call(Store.prune)
+    # waits: on a thread of its own, on every backend, so the loop and the runner's
+    # other verbs go on meanwhile
+    wait_for_work = _as_a_call(Store.wait_for_work, waits=True)
 
     # -- executing -----------------------------------------------------------------------
 
     async def _verb(self, call: Callable[[Any], T], plan: Callable[[Any], Plan[T]]) -> T:
-        """One verb: on PostgreSQL, ``plan(store)`` (the sync store's plan of it, after
-        its validation) run on the pool; on SQLite, ``call(store)`` (the sync verb) in
-        the dedicated thread; in memory, ``call(store)`` itself (nothing blocks)."""
-        store: Any = self.store
-        if self._is_postgres():
-            return await self._execute(plan(store))
-        if self._thread is not None:
-            loop = asyncio.get_running_loop()
-            result: T = await loop.run_in_executor(self._thread, call, store)
-            return result
-        return call(store)
-
-    async def _execute(self, plan: Plan[T]) -> T:
-        """Run a PostgreSQL plan on a pooled ``AsyncConnection``: in a transaction when
-        it is atomic, else in autocommit (as the sync store's executor does)."""
-        from fencepost.store.postgres.connection import (
-            pooled_transaction_async,
-            translate_errors,
-        )
-
-        pool = await self._open_pool()
-        begin = self.store._db.begin  # type: ignore[attr-defined]
-        with translate_errors():
-            async with pool.connection() as conn:
-                if begin is not None:  # a transaction pooler: the settings per transaction
-                    async with pooled_transaction_async(conn, begin):
-                        return await run_async(plan.steps, psycopg_async_execute(conn))
-                if plan.atomic:
-                    async with conn.transaction():
-                        return await run_async(plan.steps, psycopg_async_execute(conn))
-                return await run_async(plan.steps, psycopg_async_execute(conn))
-
-    async def _open_pool(self) -> Any:
-        if self._pool is not None:
-            return self._pool
-        async with self._pool_lock:
-            if self._pool is None:
-                from psycopg.types.string import TextLoader
-                from psycopg_pool import AsyncConnectionPool
-
-                from fencepost.store.postgres.connection import QUERIES, translate_errors
-
-                db = self.store._db  # type: ignore[attr-defined]
-                schema = db.schema
-
-                async def configure(conn: Any) -> None:
-                    conn.adapters.register_loader("uuid", TextLoader)
-                    if db.begin is None:  # a session of our own (else per transaction)
-                        await conn.execute(QUERIES["configure_session"], {"schema": schema})
-
-                pool: Any = AsyncConnectionPool(
-                    db.conninfo,
-                    min_size=1,
-                    max_size=max(db.pool.max_size, 1),
-                    timeout=db.pool.timeout,
-                    configure=configure,
-                    kwargs=db.connection_options(),
-                    open=False,
-                    name="fencepost-async",
-                )
-                with translate_errors():
-                    await pool.open(wait=True, timeout=db.pool.timeout)
-                self._pool = pool
-        return self._pool
-
-    async def _count_inserts(self, rows_inserted: int) -> None:
-        """The PostgreSQL store's count towards its periodic ANALYZE; the ANALYZE itself
-        (a tenth of a second) runs on a worker thread, never on the event loop."""
-        store: Any = self.store
-        if store._analyze_due(rows_inserted):
-            await asyncio.to_thread(store._analyze)
-
-    def _is_postgres(self) -> bool:
-        return type(self.store).__name__ == "PostgresStore"
+        """One verb: ``plan(store)`` (the sync store's plan of it, after its validation)
+        when the runner runs plans, else ``call(store)`` (the sync verb) where the
+        runner runs it."""
+        if self._runner.runs_plans:
+            return await self._runner.execute(plan(self.store))
+        return await self._runner.call(call)
 
     async def _fresh_catalogue(self, jobs: Iterable[object] = ()) -> None:
         """Read the job catalogue again off the event loop when the sync store's copy is
         due for it, or lacks one of ``jobs`` (the sync store would read it again before
         refusing or flagging the submit), so that ``_prepare`` (the store's code) never
         blocks the loop on it."""
-        store: Any = self.store
-        read_at = getattr(store, "_catalogue_read_at", None)
-        if self._thread is None and not self._is_postgres():
-            return  # memory: the catalogue is in this process
+        store = self.store
         known = store._catalogue.latest
         missing = any(isinstance(job, str) and job not in known for job in jobs)
-        if read_at is not None and (missing or time.monotonic() - read_at >= CATALOGUE_REFRESH):
-            if self._thread is not None:
-                loop = asyncio.get_running_loop()
-                await loop.run_in_executor(self._thread, store._refresh_catalogue)
-            else:
-                await asyncio.to_thread(store._refresh_catalogue)
+        if missing or time.monotonic() - store._catalogue_read_at >= CATALOGUE_REFRESH:
+            await self._runner.call(lambda s: s._refresh_catalogue())
 
 
 def _flow_actor(actor: object) -> str:
     """The actor a flow change records, checked as the sync verbs check it."""
     return require_name(actor, "actor", max_len=MAX_ACTOR)
-
-
-def _no_plan(store: Any) -> Plan[Any]:
-    """The plan of a verb :meth:`AsyncStore._verb` runs as a call on every backend but
-    PostgreSQL, which does not ask for it."""
-    raise AssertionError(f"no plan on {type(store).__name__}")
 
 
 __all__ = ["AsyncStore", "connect_async"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from fencepost.domain import payloads
 from fencepost.domain.checks import require_int
@@ -13,6 +13,9 @@ from fencepost.domain.errors import ValidationError
 from fencepost.domain.ids import IdGenerator
 from fencepost.domain.models import JSON
 from fencepost.store.values import StoreConfig
+
+if TYPE_CHECKING:
+    from fencepost.store.runners import AsyncRunner
 
 
 class StoreCore(ABC):
@@ -46,6 +49,14 @@ class StoreCore(ABC):
         for b in values:
             require_int(b, "buckets", low=0, high=n - 1)
         return values
+
+    def _async_runner(self) -> AsyncRunner:
+        """Where an :class:`~fencepost.store.asyncstore.AsyncStore` over this store runs
+        its verbs (:mod:`fencepost.store.runners`): on the event loop itself, unless the
+        backend says otherwise."""
+        from fencepost.store.runners import InlineRunner
+
+        return InlineRunner(self)  # type: ignore[arg-type]
 
     @abstractmethod
     def close(self) -> None:

@@ -27,6 +27,7 @@ from typing import TypeVar
 
 import psycopg
 import psycopg.errors
+import psycopg_pool
 
 from fencepost.domain.errors import StoreUnavailable
 
@@ -63,7 +64,7 @@ def is_outage(exc: BaseException) -> bool:
     if cause is None:
         return False
     if _is_pool_error(cause):
-        return type(cause).__name__ != "PoolClosed"  # the store was closed: final
+        return not isinstance(cause, psycopg_pool.PoolClosed)  # the store was closed: final
     if not isinstance(cause, psycopg.Error):
         return False
     state = cause.sqlstate

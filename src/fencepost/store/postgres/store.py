@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -113,6 +113,9 @@ Q = QUERIES
 _ZERO = timedelta(0)
 #: What a completion's lease ends with (see SqlStore._ended_by_holder).
 COMPLETED = (Event.COMPLETED,)
+if TYPE_CHECKING:
+    from fencepost.store.postgres.async_runner import PoolRunner
+
 T = TypeVar("T")
 
 
@@ -200,6 +203,11 @@ class PostgresStore(SqlStore):
         if self._listener is not None:
             self._listener.close()
         self._db.close()
+
+    def _async_runner(self) -> PoolRunner:
+        from fencepost.store.postgres.async_runner import PoolRunner
+
+        return PoolRunner(self)
 
     @property
     def notify_channel(self) -> str:

@@ -57,6 +57,7 @@ from fencepost.store.executors import (
     sqlite_execute,
 )
 from fencepost.store.flow import FlowView, Throttle, applying, claim_limited
+from fencepost.store.runners import ThreadRunner
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlflow import SqlFlow
 from fencepost.store.sqlite import rows
@@ -187,6 +188,10 @@ class SqliteStore(SqlStore):
         self._watcher.close()
         self._db.close()
         self._kernel.close()
+
+    def _async_runner(self) -> ThreadRunner:
+        # One thread, so one connection: this store's connection for that thread.
+        return ThreadRunner(self)
 
     # -- the clock rule --------------------------------------------------------------------
 

@@ -1,0 +1,187 @@
+"""The shape the code keeps (docs/explanation/store-layout.md): what a reviewer would
+otherwise have to notice by reading.
+
+* :class:`AsyncStore` has every verb :class:`Store` has, with the same parameters;
+* no code chooses by a class's name (``type(x).__name__ == "PostgresStore"``): a
+  backend states what differs (its runner, its capabilities);
+* no module imports another package's private (``_name``) names;
+* no module is over :data:`MAX_LINES` lines, but those of :data:`OVER_MAX_LINES`, each
+  no longer than it is listed at: the list only shrinks.
+
+Every module is read with :mod:`ast` or as text; nothing is imported but the two store
+classes.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+from fencepost.store.asyncstore import AsyncStore
+from fencepost.store.base import Store
+
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "fencepost"
+
+#: What a module may be at most, in lines.
+MAX_LINES = 600
+
+#: The modules still over :data:`MAX_LINES`, each with the most lines it may have. A
+#: module that shrinks under the limit must leave the list (see
+#: :func:`test_every_module_listed_as_too_long_still_is`); none may grow past its entry.
+OVER_MAX_LINES: dict[str, int] = {
+    "store/memory.py": 1452,
+    "store/sqlstore.py": 1300,
+    "store/postgres/store.py": 1268,
+    "store/base.py": 1195,
+    "store/sqlite/store.py": 1149,
+    "client/verbs.py": 1136,
+    "store/asyncstore.py": 878,
+    "store/postgres/history.py": 738,
+    "client/http.py": 717,
+    "store/operating.py": 667,
+    "store/values.py": 663,
+    "worker/runtime.py": 656,
+    "store/scheduling.py": 604,
+    "app.py": 601,
+}
+
+
+def _verbs(cls: type) -> dict[str, inspect.Signature]:
+    return {
+        name: inspect.signature(member)
+        for name, member in inspect.getmembers(cls)
+        if callable(member) and not name.startswith("_")
+    }
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _name(path: Path) -> str:
+    return path.relative_to(PACKAGE).as_posix()
+
+
+# -- AsyncStore and Store ---------------------------------------------------------------
+
+
+def test_asyncstore_has_every_verb_of_store_and_no_other() -> None:
+    assert set(_verbs(AsyncStore)) == set(_verbs(Store))
+
+
+@pytest.mark.parametrize("verb", sorted(_verbs(Store)))
+def test_each_asyncstore_verb_is_a_coroutine_with_the_store_s_parameters(verb: str) -> None:
+    async_verb = getattr(AsyncStore, verb)
+    assert inspect.iscoroutinefunction(async_verb), verb
+
+    def parameters(signature: inspect.Signature) -> list[tuple[str, object, object]]:
+        return [(p.name, p.kind, p.default) for p in signature.parameters.values()]
+
+    assert parameters(_verbs(AsyncStore)[verb]) == parameters(_verbs(Store)[verb])
+
+
+# -- no dispatch on a class's name -------------------------------------------------------
+
+
+def _compares_a_class_name(node: ast.AST) -> bool:
+    """``type(x).__name__ == ...`` or ``x.__class__.__name__ == ...``, either side."""
+    if not isinstance(node, ast.Compare):
+        return False
+    for side in [node.left, *node.comparators]:
+        if isinstance(side, ast.Attribute) and side.attr == "__name__":
+            owner = side.value
+            if isinstance(owner, ast.Call) and getattr(owner.func, "id", None) == "type":
+                return True
+            if isinstance(owner, ast.Attribute) and owner.attr == "__class__":
+                return True
+    return False
+
+
+def test_no_code_chooses_by_a_class_s_name() -> None:
+    found = [
+        f"{_name(path)}:{node.lineno}"
+        for path in _modules()
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if _compares_a_class_name(node)
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        ('type(store).__name__ == "PostgresStore"', True),
+        ('"SqliteStore" != store.__class__.__name__', True),
+        ("isinstance(store, Store)", False),
+        ('name == "x"', False),
+    ],
+)
+def test_the_class_name_check_finds_what_it_must(source: str, found: bool) -> None:
+    tree = ast.parse(source)
+    assert any(_compares_a_class_name(node) for node in ast.walk(tree)) is found
+
+
+# -- private names stay in their package -------------------------------------------------
+
+
+def _private_imports(path: Path, source: str) -> list[str]:
+    """``from fencepost.x.y import _z`` in ``path`` where ``fencepost.x.y`` is not in the
+    importing module's package."""
+    relative = path.relative_to(PACKAGE.parent)
+    own_package = ".".join(relative.parent.parts)
+    found = []
+    for node in ast.walk(ast.parse(source, str(path))):
+        if not (isinstance(node, ast.ImportFrom) and node.module):
+            continue
+        if not node.module.startswith("fencepost"):
+            continue
+        target = PACKAGE.parent / node.module.replace(".", "/")
+        target_package = node.module if target.is_dir() else node.module.rpartition(".")[0]
+        for alias in node.names:
+            private = alias.name.startswith("_") and not alias.name.startswith("__")
+            if private and target_package != own_package:
+                found.append(f"{node.module}.{alias.name}")
+    return found
+
+
+def test_no_module_imports_another_package_s_private_names() -> None:
+    found = {
+        _name(path): names
+        for path in _modules()
+        if (names := _private_imports(path, path.read_text()))
+    }
+    assert found == {}
+
+
+def test_the_private_import_check_finds_what_it_must() -> None:
+    path = PACKAGE / "api" / "probe.py"
+    assert _private_imports(path, "from fencepost.store.base import _secret") == [
+        "fencepost.store.base._secret"
+    ]
+    assert _private_imports(path, "from fencepost.api.problems import _reported") == []
+    assert _private_imports(path, "from fencepost.store.base import Store, __all__") == []
+
+
+# -- module length -----------------------------------------------------------------------
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def test_no_module_is_longer_than_the_limit_or_its_listed_length() -> None:
+    too_long = {
+        _name(path): _lines(path)
+        for path in _modules()
+        if _lines(path) > OVER_MAX_LINES.get(_name(path), MAX_LINES)
+    }
+    assert too_long == {}
+
+
+def test_every_module_listed_as_too_long_still_is() -> None:
+    lengths = {name: _lines(PACKAGE / name) for name in OVER_MAX_LINES if (PACKAGE / name).exists()}
+    assert {name: n for name, n in lengths.items() if n <= MAX_LINES} == {}
+    assert set(lengths) == set(OVER_MAX_LINES)
