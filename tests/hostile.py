@@ -543,7 +543,7 @@ def accepted_inputs() -> st.SearchStrategy[Any]:
 
 # -- strategies: durations -------------------------------------------------------------------
 
-#: The longest duration accepted anywhere: 100 years (``timing.durations.MAX_DURATION``).
+#: The longest duration accepted anywhere: 100 years (``domain.durations.MAX_DURATION``).
 MAX_SECONDS = 36_525 * 86_400.0
 
 #: Integers too large for a float: every duration argument refuses them (they once

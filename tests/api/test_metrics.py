@@ -23,7 +23,7 @@ from fencepost.api.auth import Auth, Principal, Scope
 from fencepost.api.metered_store import MeteredStore
 from fencepost.api.metrics import Metrics, create_metrics
 from fencepost.app import App
-from fencepost.domain.errors import ResultInvalid, StaleLease, StoreUnavailable
+from fencepost.domain.errors import PermanentFailure, ResultInvalid, StaleLease, StoreUnavailable
 from fencepost.domain.models import Lease, Occurrence
 from fencepost.domain.reports import Stats
 from fencepost.domain.states import State
@@ -32,7 +32,6 @@ from fencepost.store.base import Store, StoreConfig
 from fencepost.store.memory import MemoryStore
 from fencepost.testing import ManualClock
 from fencepost.testing.clock import MANUAL_EPOCH
-from fencepost.worker.errors import PermanentFailure
 from tests.api.support import TestClient, assert_problem
 
 READ_TOKEN = "read-token-0123456789"

@@ -264,7 +264,7 @@ def test_the_async_store_gives_the_sync_stores_report(store: Store, clock: Manua
     prepare(store, clock)
     awaited: Any = store
     got = store.slo(window=3600, claim_target=0.9, worst=2)
-    assert awaited.awaited == {"submit": 5, "slo": 1}
+    assert awaited.awaited == {"submit": 5, "claim": 3, "complete": 2, "fail": 1, "slo": 1}
     assert got == awaited.sync_store.slo(window=3600, claim_target=0.9, worst=2)
     assert got.claimed.total == 4
 

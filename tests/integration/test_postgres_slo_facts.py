@@ -1,7 +1,7 @@
 """The SLO's facts on PostgreSQL rows: every write path sets them, read back in raw SQL.
 
 Each execution keeps its planned time, first claim, first finish, held time and
-``Mark`` bits on its own row (migration 15, ``fencepost.domain.slo``), written by the
+``SloMark`` bits on its own row (migration 15, ``fencepost.domain.slo``), written by the
 statement that changes it. These tests drive each write path of the PostgreSQL store
 on a pinned clock and read the columns themselves, not the report built from them;
 and they migrate a database of version 14 and read the facts it filled in.
@@ -20,7 +20,7 @@ import fencepost
 from fencepost import StaleLease, Store
 from fencepost.domain.ids import IdGenerator
 from fencepost.domain.models import Occurrence
-from fencepost.domain.slo import Mark
+from fencepost.domain.slo import SloMark
 from fencepost.store.postgres import history
 from fencepost.store.postgres.connection import MIGRATIONS_PACKAGE, QUERIES
 from fencepost.store.sql import latest_version, migration_files
@@ -68,7 +68,7 @@ class Facts:
             self.due_at,
             self.state,
         ) = row
-        self.marks = Mark(self.marks)
+        self.marks = SloMark(self.marks)
 
 
 def facts(schema: str, execution_id: str) -> Facts:
@@ -103,11 +103,14 @@ def test_submits_plan_at_their_due_time_and_mark_backfills(
     behind = store.submit("job", execute_at=now - timedelta(seconds=0.5))  # a clock behind
     edge = store.submit("job", execute_at=now - timedelta(seconds=1))  # exactly the slack
     past = store.submit("job", execute_at=now - timedelta(hours=1))
-    assert (facts(schema, plain.id).planned_at, facts(schema, plain.id).marks) == (now, Mark.NONE)
+    assert (facts(schema, plain.id).planned_at, facts(schema, plain.id).marks) == (
+        now,
+        SloMark.NONE,
+    )
     assert facts(schema, delayed.id).planned_at == now + timedelta(seconds=60)
-    assert facts(schema, behind.id).marks == Mark.NONE
-    assert facts(schema, edge.id).marks == Mark.NONE
-    assert facts(schema, past.id).marks == Mark.BACKFILL
+    assert facts(schema, behind.id).marks == SloMark.NONE
+    assert facts(schema, edge.id).marks == SloMark.NONE
+    assert facts(schema, past.id).marks == SloMark.BACKFILL
     assert facts(schema, past.id).planned_at == now - timedelta(hours=1)
     assert store.get(past.id).planned_at == now - timedelta(hours=1)
     for e in (plain, past):
@@ -122,7 +125,11 @@ def test_submits_plan_at_their_due_time_and_mark_backfills(
             {"job": "job", "idempotency_key": "k-now"},
         ]
     )
-    assert [facts(schema, e.id).marks for e in batch] == [Mark.BACKFILL, Mark.BACKFILL, Mark.NONE]
+    assert [facts(schema, e.id).marks for e in batch] == [
+        SloMark.BACKFILL,
+        SloMark.BACKFILL,
+        SloMark.NONE,
+    ]
     assert [e.planned_at for e in batch] == [facts(schema, e.id).planned_at for e in batch]
 
     # An idempotent re-submit returns the stored execution and changes nothing of it.
@@ -139,7 +146,7 @@ def test_submits_plan_at_their_due_time_and_mark_backfills(
     with psycopg.connect(postgres.dsn()) as conn:
         mine = store.submit("job", execute_at=now - timedelta(minutes=5), connection=conn)
         conn.commit()
-    assert facts(schema, mine.id).marks == Mark.BACKFILL
+    assert facts(schema, mine.id).marks == SloMark.BACKFILL
 
 
 def test_occurrences_plan_at_their_due_time_and_only_a_caller_s_are_backfills(
@@ -161,7 +168,7 @@ def test_occurrences_plan_at_their_due_time_and_only_a_caller_s_are_backfills(
     assert not isinstance(made, StaleLease)
     for e, o in zip(made, [*late, skipped], strict=True):
         f = facts(schema, e.id)
-        assert (f.planned_at, f.marks) == (o.due_at, Mark.NONE)
+        assert (f.planned_at, f.marks) == (o.due_at, SloMark.NONE)
         assert e.planned_at == o.due_at
     assert facts(schema, made[2].id).state == "SKIPPED"
     # A caller's occurrences of the past are backfills; of now or later, not.
@@ -170,16 +177,16 @@ def test_occurrences_plan_at_their_due_time_and_only_a_caller_s_are_backfills(
     old, new = store.add_occurrences("s", [past, soon])
     assert (facts(schema, old.id).planned_at, facts(schema, old.id).marks) == (
         past.due_at,
-        Mark.BACKFILL,
+        SloMark.BACKFILL,
     )
     assert (facts(schema, new.id).planned_at, facts(schema, new.id).marks) == (
         soon.due_at,
-        Mark.NONE,
+        SloMark.NONE,
     )
     # A run now is planned at its caller's now: never a backfill, even from a clock behind.
     clock.set(NOON - 30)
     ran = store.run_schedule("s")
-    assert facts(schema, ran.id).marks == Mark.NONE
+    assert facts(schema, ran.id).marks == SloMark.NONE
     assert facts(schema, ran.id).planned_at == ran.due_at == ran.planned_at
 
 
@@ -192,7 +199,7 @@ def test_the_first_claim_is_kept_and_a_takeover_marks_a_renewal_failed(
     assert facts(schema, e.id).first_claimed_at == at(NOON + 1)
     store.fail(lease, "boom", retry_in=10)
     f = facts(schema, e.id)
-    assert (f.marks, f.state, f.due_at) == (Mark.HANDLER_FAILED, "RETRY_WAIT", at(NOON + 11))
+    assert (f.marks, f.state, f.due_at) == (SloMark.HANDLER_FAILED, "RETRY_WAIT", at(NOON + 11))
     clock.set(NOON + 20)
     (again,) = store.claim("w", ttl=5)
     f = facts(schema, e.id)
@@ -202,7 +209,7 @@ def test_the_first_claim_is_kept_and_a_takeover_marks_a_renewal_failed(
     (taken,) = store.claim("other", ttl=60)
     assert taken.execution_id == e.id
     f = facts(schema, e.id)
-    assert f.marks == Mark.HANDLER_FAILED | Mark.RENEWAL_FAILED
+    assert f.marks == SloMark.HANDLER_FAILED | SloMark.RENEWAL_FAILED
     assert (f.first_claimed_at, f.planned_at) == (at(NOON + 1), at(NOON))
     assert again.epoch < taken.epoch
 
@@ -263,10 +270,10 @@ def test_the_reaper_marks_a_renewal_failed_and_a_final_expiry_finishes(
     clock.set(NOON + 10)
     assert store.reap_expired() == 2
     f = facts(schema, retried.id)
-    assert (f.marks, f.state, f.first_finished_at) == (Mark.RENEWAL_FAILED, "RETRY_WAIT", None)
+    assert (f.marks, f.state, f.first_finished_at) == (SloMark.RENEWAL_FAILED, "RETRY_WAIT", None)
     f = facts(schema, last.id)
     assert (f.marks, f.state, f.first_finished_at) == (
-        Mark.RENEWAL_FAILED,
+        SloMark.RENEWAL_FAILED,
         "FAILED",
         at(NOON + 10),
     )
@@ -285,10 +292,10 @@ def test_refused_calls_mark_their_class(schema: str, store: Store, clock: Manual
     with pytest.raises(StaleLease):
         store.release(leases["release"])
     assert {verb: facts(schema, i).marks for verb, i in ids.items()} == {
-        "heartbeat": Mark.RENEWAL_FAILED,
-        "complete": Mark.STALE_COMPLETION,
-        "fail": Mark.STALE_COMPLETION,
-        "release": Mark.STALE_COMPLETION,
+        "heartbeat": SloMark.RENEWAL_FAILED,
+        "complete": SloMark.STALE_COMPLETION,
+        "fail": SloMark.STALE_COMPLETION,
+        "release": SloMark.STALE_COMPLETION,
     }
     assert all(facts(schema, i).state == "RUNNING" for i in ids.values())
 
@@ -308,19 +315,23 @@ def test_finishes_failures_timeouts_and_replays(
     store.fail(leases["dead"], "boom")
     assert (facts(schema, done).first_finished_at, facts(schema, done).marks) == (
         at(NOON + 5),
-        Mark.NONE,
+        SloMark.NONE,
     )
     assert facts(schema, many).first_finished_at == at(NOON + 5)
     f = facts(schema, timed)
-    assert (f.marks, f.first_finished_at) == (Mark.TIMED_OUT, None)
+    assert (f.marks, f.first_finished_at) == (SloMark.TIMED_OUT, None)
     f = facts(schema, dead)
-    assert (f.marks, f.state, f.first_finished_at) == (Mark.HANDLER_FAILED, "FAILED", at(NOON + 5))
+    assert (f.marks, f.state, f.first_finished_at) == (
+        SloMark.HANDLER_FAILED,
+        "FAILED",
+        at(NOON + 5),
+    )
     # A replay marks it, moves its due time, and keeps its planned time and first finish.
     clock.set(NOON + 50)
     store.replay(dead, actor="ops")
     store.reschedule(dead, at(NOON + 60))
     f = facts(schema, dead)
-    assert f.marks == Mark.HANDLER_FAILED | Mark.REPLAYED
+    assert f.marks == SloMark.HANDLER_FAILED | SloMark.REPLAYED
     assert (f.planned_at, f.due_at, f.first_finished_at) == (at(NOON), at(NOON + 60), at(NOON + 5))
     clock.set(NOON + 60)
     (lease,) = store.claim("w", jobs=["dead"])
@@ -438,14 +449,14 @@ def test_migration_15_fills_the_facts_of_the_rows_stored_before_it(schema: str) 
     }
     zero = timedelta(0)
     assert summary == {
-        "done": (s(0), s(2), s(9), zero, Mark.NONE),
-        "slotted": (at(11 * 3600), s(5), s(800), zero, Mark.HANDLER_FAILED),
-        "taken": (s(400), s(1), None, zero, Mark.RENEWAL_FAILED | Mark.TIMED_OUT),
-        "refused": (s(0), s(1), None, zero, Mark.RENEWAL_FAILED | Mark.STALE_COMPLETION),
-        "replayed": (s(500), s(1), s(510), zero, Mark.HANDLER_FAILED | Mark.REPLAYED),
-        "throttled": (s(0), s(60), None, timedelta(seconds=45), Mark.NONE),
-        "cancelled": (s(0), None, None, zero, Mark.NONE),
-        "odd": (s(0), None, None, zero, Mark.NONE),
+        "done": (s(0), s(2), s(9), zero, SloMark.NONE),
+        "slotted": (at(11 * 3600), s(5), s(800), zero, SloMark.HANDLER_FAILED),
+        "taken": (s(400), s(1), None, zero, SloMark.RENEWAL_FAILED | SloMark.TIMED_OUT),
+        "refused": (s(0), s(1), None, zero, SloMark.RENEWAL_FAILED | SloMark.STALE_COMPLETION),
+        "replayed": (s(500), s(1), s(510), zero, SloMark.HANDLER_FAILED | SloMark.REPLAYED),
+        "throttled": (s(0), s(60), None, timedelta(seconds=45), SloMark.NONE),
+        "cancelled": (s(0), None, None, zero, SloMark.NONE),
+        "odd": (s(0), None, None, zero, SloMark.NONE),
     }
     with _pg.connect() as conn:
         default = conn.execute(

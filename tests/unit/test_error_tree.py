@@ -15,8 +15,8 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "fencepost"
 #: Errors defined elsewhere on purpose: the service raises them inside a request and
 #: answers with a problem (api/problems.py); they never reach a caller of fencepost.
 SERVER_SIDE = {
-    ("api/auth.py", "Unauthorized"),
-    ("api/auth.py", "Forbidden"),
+    ("api/auth.py", "CredentialsRefused"),
+    ("api/auth.py", "ScopeRefused"),
     ("api/auth.py", "CsrfRefused"),
 }
 

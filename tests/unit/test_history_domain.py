@@ -23,7 +23,7 @@ from fencepost.domain.history import (
     SPANS,
     WINDOWS,
     Finished,
-    Held,
+    ThrottledMinute,
     Totals,
     Window,
     burn,
@@ -35,7 +35,7 @@ from fencepost.domain.history import (
     span,
     spread,
 )
-from fencepost.domain.slo import Mark, SloFacts
+from fencepost.domain.slo import SloFacts, SloMark
 from fencepost.domain.states import State
 from fencepost.store.history import MIN_ID, Watermark, advanced, roll_up_range
 
@@ -106,7 +106,7 @@ def finished(
     claimed: float | None = 0,
     planned: float = 0,
     attempt: int = 1,
-    marks: Mark = Mark.NONE,
+    marks: SloMark = SloMark.NONE,
     job: str = "j",
 ) -> Finished:
     """An execution planned at ``planned``, first claimed at ``claimed``, finished at ``at``
@@ -128,7 +128,9 @@ def finished(
     )
 
 
-def added(*rows: Finished, held: tuple[Held, ...] = ()) -> dict[tuple[int, str], dict[str, int]]:
+def added(
+    *rows: Finished, held: tuple[ThrottledMinute, ...] = ()
+) -> dict[tuple[int, str], dict[str, int]]:
     """increments() by (minute from T0, job), non-zero counters by name."""
     base = minute_number(T0)
     return {
@@ -150,10 +152,10 @@ def test_outcomes_go_to_the_finish_minute_and_claims_to_the_claim_minute() -> No
 
 def test_each_terminal_state_and_mark_has_its_counter() -> None:
     rows = [
-        finished(1, state=State.FAILED, attempt=3, marks=Mark.HANDLER_FAILED),
+        finished(1, state=State.FAILED, attempt=3, marks=SloMark.HANDLER_FAILED),
         finished(1, state=State.CANCELLED, claimed=None),
         finished(1, state=State.SKIPPED, claimed=None),
-        finished(1, marks=Mark.TIMED_OUT, attempt=2),
+        finished(1, marks=SloMark.TIMED_OUT, attempt=2),
     ]
     got = added(*rows)[0, "j"]
     assert {k: v for k, v in got.items() if not k.startswith(("late_", "claim", "finish"))} == {
@@ -175,14 +177,14 @@ def test_a_claimed_execution_cancelled_before_it_finished_misses_the_finish() ->
 
 
 def test_backfills_and_replays_add_what_they_should() -> None:
-    backfill = finished(10, claimed=5, planned=-3600, marks=Mark.BACKFILL)
+    backfill = finished(10, claimed=5, planned=-3600, marks=SloMark.BACKFILL)
     assert added(backfill) == {(0, "j"): {"succeeded": 1, "claims": 1}}, "no lateness, no verdict"
-    replayed = finished(10, claimed=5, attempt=2, marks=Mark.REPLAYED | Mark.TIMED_OUT)
+    replayed = finished(10, claimed=5, attempt=2, marks=SloMark.REPLAYED | SloMark.TIMED_OUT)
     assert added(replayed) == {(0, "j"): {"succeeded": 1, "retried": 1}}, "its outcome only"
 
 
 def test_held_time_goes_to_its_minute_in_microseconds() -> None:
-    held = (Held(minute=minute_number(T0) + 3, job="j", queue="q", held=1.5 * S),)
+    held = (ThrottledMinute(minute=minute_number(T0) + 3, job="j", queue="q", held=1.5 * S),)
     assert added(held=held) == {(3, "j"): {"throttled_us": 1_500_000}}
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from fencepost.domain.models import Occurrence
+from fencepost.domain.policies import Misfire, Overlap
 from fencepost.timing.planning import HELD, NEVER, PAUSED, InFlight, plan
-from fencepost.timing.policies import Misfire, Overlap
 
 T0 = datetime(2026, 11, 29, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)

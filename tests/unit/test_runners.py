@@ -16,12 +16,11 @@ from typing import Any
 
 import pytest
 
-from fencepost.domain.errors import ValidationError
+from fencepost.domain.errors import Cancelled, PermanentFailure, ValidationError
 from fencepost.domain.models import Lease
 from fencepost.jobs.context import Context
 from fencepost.jobs.runners import CommandFailed, CommandRunner, HttpFailed, HttpRunner, templates
 from fencepost.jobs.runners.command import KILL_GRACE, TAIL_CHARS
-from fencepost.worker.errors import Cancelled, PermanentFailure
 
 PY = sys.executable
 

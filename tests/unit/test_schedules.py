@@ -11,9 +11,9 @@ import pytest
 from fencepost import ValidationError
 from fencepost.domain import schedules as plans
 from fencepost.domain.models import Occurrence
+from fencepost.domain.policies import Misfire, Overlap
 from fencepost.domain.schedules import parse_slot, slot_text
 from fencepost.timing import specs
-from fencepost.timing.policies import Misfire, Overlap
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 US = timedelta(microseconds=1)

@@ -13,8 +13,8 @@ from fencepost.domain.machine import stale_reason
 from fencepost.domain.slo import (
     BURN_WINDOWS,
     ErrorClass,
-    Mark,
     SloFacts,
+    SloMark,
     Tally,
     Verdict,
     claim_verdict,
@@ -42,7 +42,7 @@ def facts(**changes: object) -> SloFacts:
         first_claimed_at=T0 + S,
         first_finished_at=T0 + 2 * S,
         held=timedelta(0),
-        marks=Mark.NONE,
+        marks=SloMark.NONE,
     )
     return replace(base, **changes)  # type: ignore[arg-type]
 
@@ -71,12 +71,12 @@ def test_held_time_excuses_only_what_it_covers() -> None:
 def test_exclusions_come_before_any_verdict_once_decided() -> None:
     at = T0 + 3600 * S
     late = facts(first_claimed_at=T0 + 100 * S, first_finished_at=T0 + 1000 * S)
-    for mark, verdict in ((Mark.BACKFILL, Verdict.BACKFILL), (Mark.REPLAYED, Verdict.REPLAY)):
-        marked = replace(late, marks=mark | Mark.RENEWAL_FAILED)
+    for mark, verdict in ((SloMark.BACKFILL, Verdict.BACKFILL), (SloMark.REPLAYED, Verdict.REPLAY)):
+        marked = replace(late, marks=mark | SloMark.RENEWAL_FAILED)
         assert claim_verdict(marked, at, TEN) is verdict
         assert finish_verdict(marked, at, FIVE_MIN, TEN) is verdict
     assert finish_verdict(
-        replace(late, marks=Mark.BACKFILL | Mark.REPLAYED), at, FIVE_MIN, TEN
+        replace(late, marks=SloMark.BACKFILL | SloMark.REPLAYED), at, FIVE_MIN, TEN
     ) is (Verdict.BACKFILL)
 
 
@@ -84,19 +84,19 @@ def test_exclusions_come_before_any_verdict_once_decided() -> None:
     ("marks", "claimed_after", "verdict"),
     [
         (
-            Mark.RENEWAL_FAILED | Mark.STALE_COMPLETION | Mark.HANDLER_FAILED,
+            SloMark.RENEWAL_FAILED | SloMark.STALE_COMPLETION | SloMark.HANDLER_FAILED,
             1,
             Verdict.RENEWAL_FAILED,
         ),
-        (Mark.STALE_COMPLETION | Mark.TIMED_OUT, 1, Verdict.STALE_COMPLETION_REFUSED),
-        (Mark.TIMED_OUT | Mark.HANDLER_FAILED, 1, Verdict.TIMED_OUT),
-        (Mark.HANDLER_FAILED, 100, Verdict.HANDLER_FAILED),
-        (Mark.NONE, 100, Verdict.LATE_CLAIM),
-        (Mark.NONE, 1, Verdict.RAN_LONG),
+        (SloMark.STALE_COMPLETION | SloMark.TIMED_OUT, 1, Verdict.STALE_COMPLETION_REFUSED),
+        (SloMark.TIMED_OUT | SloMark.HANDLER_FAILED, 1, Verdict.TIMED_OUT),
+        (SloMark.HANDLER_FAILED, 100, Verdict.HANDLER_FAILED),
+        (SloMark.NONE, 100, Verdict.LATE_CLAIM),
+        (SloMark.NONE, 1, Verdict.RAN_LONG),
     ],
 )
 def test_a_finish_miss_takes_the_first_class_that_applies(
-    marks: Mark, claimed_after: int, verdict: Verdict
+    marks: SloMark, claimed_after: int, verdict: Verdict
 ) -> None:
     late = facts(
         first_claimed_at=T0 + claimed_after * S, first_finished_at=T0 + 400 * S, marks=marks
@@ -112,17 +112,17 @@ def test_what_is_counted() -> None:
 
 
 def test_the_marks_of_audit_events() -> None:
-    assert mark_for(Event.LEASE_EXPIRED, State.RUNNING, None) is Mark.RENEWAL_FAILED
-    assert mark_for(Event.CLAIMED, State.RUNNING, "took over") is Mark.RENEWAL_FAILED
-    assert mark_for(Event.CLAIMED, State.SCHEDULED, None) is Mark.NONE
+    assert mark_for(Event.LEASE_EXPIRED, State.RUNNING, None) is SloMark.RENEWAL_FAILED
+    assert mark_for(Event.CLAIMED, State.RUNNING, "took over") is SloMark.RENEWAL_FAILED
+    assert mark_for(Event.CLAIMED, State.SCHEDULED, None) is SloMark.NONE
     refused_beat = mark_for(Event.STALE_REFUSED, State.RUNNING, stale_reason("heartbeat"))
-    assert refused_beat is Mark.RENEWAL_FAILED
+    assert refused_beat is SloMark.RENEWAL_FAILED
     refused_done = mark_for(Event.STALE_REFUSED, State.RUNNING, stale_reason("complete"))
-    assert refused_done is Mark.STALE_COMPLETION
-    assert mark_for(Event.TIMED_OUT, State.RUNNING, None) is Mark.TIMED_OUT
-    assert mark_for(Event.FAILED, State.RUNNING, None) is Mark.HANDLER_FAILED
-    assert mark_for(Event.REPLAYED, State.FAILED, None) is Mark.REPLAYED
-    assert mark_for(Event.COMPLETED, State.RUNNING, None) is Mark.NONE
+    assert refused_done is SloMark.STALE_COMPLETION
+    assert mark_for(Event.TIMED_OUT, State.RUNNING, None) is SloMark.TIMED_OUT
+    assert mark_for(Event.FAILED, State.RUNNING, None) is SloMark.HANDLER_FAILED
+    assert mark_for(Event.REPLAYED, State.FAILED, None) is SloMark.REPLAYED
+    assert mark_for(Event.COMPLETED, State.RUNNING, None) is SloMark.NONE
 
 
 def test_a_backfill_is_more_than_a_second_in_the_past() -> None:

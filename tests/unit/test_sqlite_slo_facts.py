@@ -28,8 +28,8 @@ from fencepost.domain.slo import (
     DEFAULT_CLAIM_WITHIN,
     DEFAULT_FINISH_TARGET,
     DEFAULT_FINISH_WITHIN,
-    Mark,
     SloFacts,
+    SloMark,
     Tally,
     claim_verdict,
     counted,
@@ -66,7 +66,7 @@ class Facts:
     first_claimed_at: datetime | None
     first_finished_at: datetime | None
     held: timedelta
-    marks: Mark
+    marks: SloMark
 
 
 @pytest.fixture
@@ -100,13 +100,13 @@ def facts(path: Path, execution_id: str) -> Facts:
         first_claimed_at=None if claimed is None else rows.from_us(claimed),
         first_finished_at=None if finished is None else rows.from_us(finished),
         held=rows.us_duration(held),
-        marks=Mark(marks),
+        marks=SloMark(marks),
     )
 
 
 def fresh(planned: datetime) -> Facts:
     """The facts of an execution inserted for ``planned`` and not touched since."""
-    return Facts(planned, planned, None, None, timedelta(0), Mark.NONE)
+    return Facts(planned, planned, None, None, timedelta(0), SloMark.NONE)
 
 
 # -- inserts ------------------------------------------------------------------------------
@@ -127,11 +127,11 @@ def test_a_submit_for_the_past_is_a_backfill_beyond_a_second(
     slack = store.submit("j", execute_at=at(99))  # exactly the slack: not a backfill
     past = store.submit("j", execute_at=at(98.9))
     many = store.submit_many([{"job": "j", "execute_at": at(50)}, {"job": "j"}])
-    assert facts(path, slack.id).marks == Mark.NONE
+    assert facts(path, slack.id).marks == SloMark.NONE
     assert facts(path, past.id) == Facts(
-        at(98.9), at(98.9), None, None, timedelta(0), Mark.BACKFILL
+        at(98.9), at(98.9), None, None, timedelta(0), SloMark.BACKFILL
     )
-    assert [facts(path, e.id).marks for e in many] == [Mark.BACKFILL, Mark.NONE]
+    assert [facts(path, e.id).marks for e in many] == [SloMark.BACKFILL, SloMark.NONE]
 
 
 def test_an_idempotent_resubmit_changes_nothing(
@@ -154,7 +154,7 @@ def test_a_submit_in_the_callers_transaction_keeps_the_facts(
         conn.commit()
     finally:
         conn.close()
-    assert facts(path, e.id).marks == Mark.BACKFILL
+    assert facts(path, e.id).marks == SloMark.BACKFILL
     assert facts(path, e.id).planned_at == at(10)
 
 
@@ -167,7 +167,7 @@ def test_occurrences_a_caller_adds_for_the_past_are_backfills(
         "s", [Occurrence(slot=at(60), due_at=at(60)), Occurrence(slot=at(660), due_at=at(660))]
     )
     ran = store.run_schedule("s")
-    assert facts(path, past.id) == Facts(at(60), at(60), None, None, timedelta(0), Mark.BACKFILL)
+    assert facts(path, past.id) == Facts(at(60), at(60), None, None, timedelta(0), SloMark.BACKFILL)
     assert facts(path, coming.id) == fresh(at(660))
     assert facts(path, ran.id) == fresh(at(600))  # asked for now: never a backfill
 
@@ -194,7 +194,7 @@ def test_a_retry_keeps_the_planned_time_and_the_first_claim(
     e = store.submit("j", max_attempts=3)
     clock.set(60)
     (lease,) = store.claim("w")
-    assert facts(path, e.id) == Facts(at(0), at(0), at(60), None, timedelta(0), Mark.NONE)
+    assert facts(path, e.id) == Facts(at(0), at(0), at(60), None, timedelta(0), SloMark.NONE)
     clock.set(61)
     store.fail(lease, "boom", retry_in=5)
     clock.set(70)
@@ -202,7 +202,7 @@ def test_a_retry_keeps_the_planned_time_and_the_first_claim(
     clock.set(72)
     store.complete(again)
     assert facts(path, e.id) == Facts(
-        at(0), at(66), at(60), at(72), timedelta(0), Mark.HANDLER_FAILED
+        at(0), at(66), at(60), at(72), timedelta(0), SloMark.HANDLER_FAILED
     )
 
 
@@ -215,8 +215,10 @@ def test_a_timeout_and_a_dead_letter_are_marked_and_finish(
     clock.set(5)
     store.fail(first, "slow", timed_out=True)
     store.fail(second, "bad", retryable=False)
-    assert facts(path, timed.id) == Facts(at(0), at(0), at(0), at(5), timedelta(0), Mark.TIMED_OUT)
-    assert facts(path, dead.id).marks == Mark.HANDLER_FAILED
+    assert facts(path, timed.id) == Facts(
+        at(0), at(0), at(0), at(5), timedelta(0), SloMark.TIMED_OUT
+    )
+    assert facts(path, dead.id).marks == SloMark.HANDLER_FAILED
     assert facts(path, dead.id).first_finished_at == at(5)
 
 
@@ -227,7 +229,9 @@ def test_a_takeover_marks_the_renewal_failed(store: Store, path: Path, clock: Ma
     clock.set(12)
     (new,) = store.claim("b", ttl=10)
     assert new.epoch == old.epoch + 1
-    assert facts(path, e.id) == Facts(at(0), at(0), at(1), None, timedelta(0), Mark.RENEWAL_FAILED)
+    assert facts(path, e.id) == Facts(
+        at(0), at(0), at(1), None, timedelta(0), SloMark.RENEWAL_FAILED
+    )
 
 
 def test_the_reaper_marks_the_renewal_failed_and_a_final_expiry_finishes(
@@ -239,24 +243,24 @@ def test_the_reaper_marks_the_renewal_failed_and_a_final_expiry_finishes(
     clock.set(10)
     assert store.reap_expired() == 2
     assert facts(path, retried.id) == Facts(
-        at(0), at(0), at(0), None, timedelta(0), Mark.RENEWAL_FAILED
+        at(0), at(0), at(0), None, timedelta(0), SloMark.RENEWAL_FAILED
     )
     assert facts(path, final.id) == Facts(
-        at(0), at(0), at(0), at(10), timedelta(0), Mark.RENEWAL_FAILED
+        at(0), at(0), at(0), at(10), timedelta(0), SloMark.RENEWAL_FAILED
     )
 
 
 @pytest.mark.parametrize(
     ("verb", "mark"),
     [
-        ("heartbeat", Mark.RENEWAL_FAILED),
-        ("complete", Mark.STALE_COMPLETION),
-        ("fail", Mark.STALE_COMPLETION),
-        ("release", Mark.STALE_COMPLETION),
+        ("heartbeat", SloMark.RENEWAL_FAILED),
+        ("complete", SloMark.STALE_COMPLETION),
+        ("fail", SloMark.STALE_COMPLETION),
+        ("release", SloMark.STALE_COMPLETION),
     ],
 )
 def test_a_refused_call_marks_its_class(
-    store: Store, path: Path, clock: ManualClock, verb: str, mark: Mark
+    store: Store, path: Path, clock: ManualClock, verb: str, mark: SloMark
 ) -> None:
     e = store.submit("j", max_attempts=3)
     (old,) = store.claim("a", ttl=10)
@@ -284,7 +288,7 @@ def test_a_refused_heartbeat_alone_marks_a_renewal_failed(
     clock.set(10)  # expired, not taken over
     with pytest.raises(StaleLease):
         store.heartbeat(lease)
-    assert facts(path, e.id).marks == Mark.RENEWAL_FAILED
+    assert facts(path, e.id).marks == SloMark.RENEWAL_FAILED
 
 
 def test_a_replay_is_marked_and_keeps_the_first_finish(
@@ -301,7 +305,7 @@ def test_a_replay_is_marked_and_keeps_the_first_finish(
     clock.set(102)
     store.complete(again)
     assert facts(path, e.id) == Facts(
-        at(0), at(100), at(0), at(3), timedelta(0), Mark.HANDLER_FAILED | Mark.REPLAYED
+        at(0), at(100), at(0), at(3), timedelta(0), SloMark.HANDLER_FAILED | SloMark.REPLAYED
     )
 
 
@@ -389,7 +393,7 @@ class Generated(NamedTuple):
             first_claimed_at=None if self.claimed is None else at(self.claimed),
             first_finished_at=None if self.finished is None else at(self.finished),
             held=timedelta(seconds=self.held),
-            marks=Mark(self.marks),
+            marks=SloMark(self.marks),
         )
 
 
@@ -567,15 +571,18 @@ def test_the_migration_fills_the_facts_from_what_rows_kept(tmp_path: Path) -> No
         )
     }
     assert found == {
-        "a": [us(at(30)), us(at(20)), us(at(50)), 0, Mark.HANDLER_FAILED],
+        "a": [us(at(30)), us(at(20)), us(at(50)), 0, SloMark.HANDLER_FAILED],
         "b": [
             us(at(60)),
             us(at(70)),
             us(at(700)),
             0,
-            Mark.RENEWAL_FAILED | Mark.STALE_COMPLETION | Mark.TIMED_OUT | Mark.REPLAYED,
+            SloMark.RENEWAL_FAILED
+            | SloMark.STALE_COMPLETION
+            | SloMark.TIMED_OUT
+            | SloMark.REPLAYED,
         ],
-        "c": [us(at(120.25)), us(at(130)), None, 3_500_000, Mark.RENEWAL_FAILED],
+        "c": [us(at(120.25)), us(at(130)), None, 3_500_000, SloMark.RENEWAL_FAILED],
         "d": [us(at(900)), None, None, 0, 0],
     }
     # The view hands the planned time to the row mapper, last.
@@ -665,7 +672,7 @@ def _stored_facts(path: Path) -> dict[str, tuple[str, SloFacts]]:
                 first_claimed_at=None if claimed is None else rows.from_us(claimed),
                 first_finished_at=None if finished is None else rows.from_us(finished),
                 held=rows.us_duration(held),
-                marks=Mark(marks),
+                marks=SloMark(marks),
             ),
         )
         for id_, job, state, planned, claimed, finished, held, marks in found

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import fencepost
 from fencepost import ValidationError, fire_times
-from fencepost.timing.policies import DstFold, DstGap
+from fencepost.domain.policies import DstFold, DstGap
 from fencepost.timing.rules import EPOCH, Rule, first_slot, make_rule, rule_of
 from fencepost.timing.slots import cron_slots
 from fencepost.timing.zones import zone

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from fencepost.app import App
-from fencepost.domain.errors import StoreRefused, StoreUnavailable
+from fencepost.domain.errors import Cancelled, PermanentFailure, StoreRefused, StoreUnavailable
 from fencepost.domain.models import Execution
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.states import (
@@ -31,7 +31,6 @@ from fencepost.domain.states import (
 )
 from fencepost.jobs.context import Context
 from fencepost.store.base import Store
-from fencepost.worker.errors import Cancelled, PermanentFailure
 from fencepost.worker.runtime import Worker, WorkerOptions
 
 FAST = RetryPolicy(base_delay=0.01, max_delay=0.01)

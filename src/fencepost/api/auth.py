@@ -56,11 +56,11 @@ class Scope(StrEnum):
     READ = "read"
 
 
-class Unauthorized(FencepostError):
+class CredentialsRefused(FencepostError):
     """No credentials, or credentials that match no token (HTTP 401)."""
 
 
-class Forbidden(FencepostError):
+class ScopeRefused(FencepostError):
     """Valid credentials without the scope this request needs (HTTP 403)."""
 
 
@@ -217,26 +217,26 @@ class Auth:
     def authenticate(self, request: Request) -> tuple[Principal, bool]:
         """The caller of ``request`` and whether it came with a bearer token.
 
-        Raises :class:`Unauthorized` when auth is on and neither a valid bearer
+        Raises :class:`CredentialsRefused` when auth is on and neither a valid bearer
         token nor a live session cookie is presented.
         """
         header = request.headers.get("authorization")
         if header is not None:
             scheme, _, presented = header.partition(" ")
             if scheme.lower() != "bearer" or not presented.strip():
-                raise Unauthorized("Authorization: expected 'Bearer <token>'")
+                raise CredentialsRefused("Authorization: expected 'Bearer <token>'")
             if not self.enabled:
                 return ANONYMOUS_ADMIN, True
             principal = self.token(presented.strip())
             if principal is None:
-                raise Unauthorized("Authorization: unknown token")
+                raise CredentialsRefused("Authorization: unknown token")
             return principal, True
         if not self.enabled:
             return ANONYMOUS_ADMIN, False
         session = request.cookies.get(SESSION_COOKIE)
         principal = None if session is None else self.session(session)
         if principal is None:
-            raise Unauthorized("missing credentials: send 'Authorization: Bearer <token>'")
+            raise CredentialsRefused("missing credentials: send 'Authorization: Bearer <token>'")
         return principal, False
 
 
@@ -275,13 +275,13 @@ def admit(principal: Principal, bearer: bool, request: Request, scopes: Iterable
     """Refuse ``principal``'s ``request`` unless it may do what needs ``scopes``.
 
     A request without a bearer token must pass :func:`check_csrf` first
-    (:class:`CsrfRefused`); then each scope must be held (:class:`Forbidden`).
+    (:class:`CsrfRefused`); then each scope must be held (:class:`ScopeRefused`).
     """
     if not bearer:
         check_csrf(request)
     for scope in scopes:
         if not principal.allows(scope):
-            raise Forbidden(f"this token lacks the '{scope.value}' scope")
+            raise ScopeRefused(f"this token lacks the '{scope.value}' scope")
 
 
 def require(scope: Scope) -> Callable[[Request], Principal]:

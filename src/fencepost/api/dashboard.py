@@ -23,7 +23,7 @@ from fencepost.api.auth import (
     CSRF_COOKIE,
     SESSION_COOKIE,
     Auth,
-    Unauthorized,
+    CredentialsRefused,
     check_csrf,
     csrf_token,
 )
@@ -151,7 +151,7 @@ def whoami(request: Request) -> Session:
     auth = _auth(request)
     try:
         principal, _ = auth.authenticate(request)
-    except Unauthorized:
+    except CredentialsRefused:
         return Session(auth=auth.enabled, name=None, scopes=[])
     return Session(
         auth=auth.enabled, name=principal.name, scopes=sorted(s.value for s in principal.scopes)

@@ -53,9 +53,9 @@ from fencepost.api.auth import (
     AUTHENTICATED,
     SESSION_COOKIE,
     Auth,
+    CredentialsRefused,
     Principal,
     Scope,
-    Unauthorized,
     admit,
     required_scope,
 )
@@ -315,7 +315,7 @@ class Guard:
         scopes = self.route_scopes(request.scope["app"], request.scope)
         try:
             principal, bearer = auth.authenticate(request)
-        except Unauthorized:
+        except CredentialsRefused:
             failed = auth.enabled and "authorization" in request.headers
             if failed:
                 self.failures.fail(address)

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
-from fencepost.api.auth import CsrfRefused, Forbidden, Unauthorized
+from fencepost.api.auth import CredentialsRefused, CsrfRefused, ScopeRefused
 from fencepost.api.buckets import declaring_bucket_range
 from fencepost.domain import payloads
 from fencepost.domain.checks import suggest
@@ -122,8 +122,8 @@ _KINDS: tuple[tuple[type[FencepostError], Kind], ...] = (
     (NotRunning, NOT_RUNNING),
     (NotDue, NOT_DUE),
     (StoreUnavailable, STORE_UNAVAILABLE),
-    (Unauthorized, UNAUTHORIZED),
-    (Forbidden, FORBIDDEN),
+    (CredentialsRefused, UNAUTHORIZED),
+    (ScopeRefused, FORBIDDEN),
     (CsrfRefused, CSRF),
 )
 
@@ -412,7 +412,7 @@ def for_error(exc: FencepostError) -> JSONResponse:
             "digest": exc.digest,
         }
     response = problem(kind_of(exc), str(exc), field=field, **extra)
-    if isinstance(exc, Unauthorized):
+    if isinstance(exc, CredentialsRefused):
         response.headers["WWW-Authenticate"] = 'Bearer realm="fencepost"'
     if isinstance(exc, StoreUnavailable):
         response.headers["Retry-After"] = str(STORE_RETRY_AFTER)

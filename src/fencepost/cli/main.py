@@ -139,11 +139,11 @@ def _migrate(url: str | None, parser: argparse.ArgumentParser, move_to: str | No
 
 
 def _move(url: str, target: str) -> int:
-    """``db migrate --move-to-schema``: see store/postgres/schemas.py."""
-    from fencepost.store.postgres.schemas import move_store
+    """``db migrate --move-to-schema``: see store/maintenance.py."""
+    from fencepost.store.maintenance import move_schema
 
     try:
-        source, moved = move_store(url, target)
+        source, moved = move_schema(url, target)
     except FencepostError as exc:
         return common.fail("db migrate", str(exc), common.exit_code(exc))
     print(f"moved {moved} tables and views from schema {source} to {target}")
@@ -153,29 +153,24 @@ def _move(url: str, target: str) -> int:
 def _prepare(url: str) -> None:
     """On PostgreSQL, do the pending migrations' slow reading online first, with a
     progress bar on a terminal (store/postgres/conversion.py)."""
-    if urlsplit(url).scheme not in ("postgresql", "postgres"):
-        return
     from fencepost.cli.output import Output
-    from fencepost.store.postgres.connection import Database
-    from fencepost.store.postgres.conversion import prepare
+    from fencepost.store.maintenance import is_postgres, prepare_migrations
 
+    if not is_postgres(url):
+        return
     out = Output(as_json=False)
-    db = Database(url)
-    try:
-        with ExitStack() as bars:
-            current: dict[str, Callable[[int], None]] = {}
+    with ExitStack() as bars:
+        current: dict[str, Callable[[int], None]] = {}
 
-            def progress(stage: str, done: int, total: int | None) -> None:
-                if stage not in current:
-                    bars.close()
-                    current.clear()
-                    print(f"fencepost: {stage}", file=sys.stderr)
-                    current[stage] = bars.enter_context(out.progress(stage, total))
-                current[stage](done)
+        def progress(stage: str, done: int, total: int | None) -> None:
+            if stage not in current:
+                bars.close()
+                current.clear()
+                print(f"fencepost: {stage}", file=sys.stderr)
+                current[stage] = bars.enter_context(out.progress(stage, total))
+            current[stage](done)
 
-            prepare(db, progress=progress)
-    finally:
-        db.close()
+        prepare_migrations(url, progress)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,7 +19,7 @@ from fencepost.cli import common
 from fencepost.cli.output import Output, span, when
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.states import State
-from fencepost.timing.planning import Plan, occurrence_kind
+from fencepost.timing.planning import SchedulePlan, occurrence_kind
 
 if TYPE_CHECKING:
     import argparse
@@ -59,7 +59,7 @@ class Planned:
     """One due schedule and what the materializer's planner does with it now."""
 
     schedule: Schedule
-    plan: Plan
+    plan: SchedulePlan
 
     @property
     def runs(self) -> list[datetime]:

@@ -52,8 +52,8 @@ from fencepost.domain.slo import (
     DEFAULT_FINISH_TARGET,
     DEFAULT_FINISH_WITHIN,
     MISSES,
-    Mark,
     SloFacts,
+    SloMark,
     Verdict,
     claim_verdict,
     counted,
@@ -222,7 +222,7 @@ class Finished:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Held:
+class ThrottledMinute:
     """Throttled time of one ``(minute, job, queue)``: the summed ``held`` of its records."""
 
     minute: int
@@ -236,7 +236,11 @@ Key = tuple[int, str, str]
 #: A stored row's key: ``(span in minutes, its first minute, job, queue)``.
 RowKey = tuple[int, int, str, str]
 
-_REPLAYED, _TIMED_OUT, _BACKFILL = int(Mark.REPLAYED), int(Mark.TIMED_OUT), int(Mark.BACKFILL)
+_REPLAYED, _TIMED_OUT, _BACKFILL = (
+    int(SloMark.REPLAYED),
+    int(SloMark.TIMED_OUT),
+    int(SloMark.BACKFILL),
+)
 _OUTCOMES = {
     State.SUCCEEDED: _INDEX["succeeded"],
     State.FAILED: _INDEX["dead"],
@@ -260,7 +264,9 @@ def lateness_bucket(lateness: timedelta) -> int:
     return bisect_left(_BOUNDS_US, max(lateness // _US, 0))
 
 
-def increments(rows: Iterable[Finished], held: Iterable[Held] = ()) -> dict[Key, list[int]]:
+def increments(
+    rows: Iterable[Finished], held: Iterable[ThrottledMinute] = ()
+) -> dict[Key, list[int]]:
     """What ``rows`` and ``held`` add to the minute rows: counters in :data:`COLUMNS`
     order by ``(minute, job, queue)``, only the keys something adds to (see the module
     doc for which minute each counter goes to)."""

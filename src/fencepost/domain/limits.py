@@ -258,7 +258,7 @@ class ThrottleCount:
 
 
 @dataclass(frozen=True, slots=True)
-class Bucket:
+class TokenBucket:
     """A token bucket as stored: ``tokens`` at ``at`` (its level refills from there)."""
 
     tokens: float
@@ -275,9 +275,9 @@ class Bucket:
         return min(float(burst), self.tokens + elapsed * rate)
 
 
-def full_bucket(burst: int, now: datetime) -> Bucket:
+def full_bucket(burst: int, now: datetime) -> TokenBucket:
     """The bucket of a key that has not started anything lately: full."""
-    return Bucket(tokens=float(burst), at=now)
+    return TokenBucket(tokens=float(burst), at=now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +301,7 @@ class FlowState:
     """
 
     limits: list[Limit]
-    buckets: dict[tuple[str, str], Bucket] = field(default_factory=dict)
+    buckets: dict[tuple[str, str], TokenBucket] = field(default_factory=dict)
     running: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
@@ -330,7 +330,7 @@ class Decision:
     """
 
     chosen: list[Candidate]
-    spent: dict[tuple[str, str], Bucket]
+    spent: dict[tuple[str, str], TokenBucket]
     denied: set[tuple[str, str]]
 
 
@@ -435,7 +435,9 @@ def choose(
         chosen.append(c)
     return Decision(
         chosen=chosen,
-        spent={key: Bucket(tokens=levels[key], at=_stamp(state, key, now)) for key in spent_pairs},
+        spent={
+            key: TokenBucket(tokens=levels[key], at=_stamp(state, key, now)) for key in spent_pairs
+        },
         denied=denied,
     )
 
@@ -449,7 +451,7 @@ def _stamp(state: FlowState, key: tuple[str, str], now: datetime) -> datetime:
 
 def spend(
     decision: Decision, state: FlowState, leased: Iterable[str], now: datetime
-) -> dict[tuple[str, str], Bucket]:
+) -> dict[tuple[str, str], TokenBucket]:
     """The buckets after the claim leased ``leased`` (ids) of the chosen: a chosen
     execution another claim took first (skipped as locked) spends nothing."""
     taken = set(leased)
@@ -468,7 +470,9 @@ def spend(
                 bucket = state.buckets.get(key) or full_bucket(lim.burst, now)
                 levels[key] = bucket.level(now, lim.rate.per_second, lim.burst)
             levels[key] -= 1
-    return {key: Bucket(tokens=level, at=_stamp(state, key, now)) for key, level in levels.items()}
+    return {
+        key: TokenBucket(tokens=level, at=_stamp(state, key, now)) for key, level in levels.items()
+    }
 
 
 def next_start_in(

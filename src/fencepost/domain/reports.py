@@ -17,7 +17,7 @@ from typing import TypeVar
 from fencepost.domain.catalogue import served_by
 from fencepost.domain.limits import ThrottleCount
 from fencepost.domain.nodes import SCHEDULER, Node
-from fencepost.domain.slo import ErrorClass, Mark, Objective, Verdict, mark_for
+from fencepost.domain.slo import ErrorClass, Objective, SloMark, Verdict, mark_for
 from fencepost.domain.states import Event, State
 
 _T = TypeVar("_T")
@@ -113,11 +113,11 @@ class Stats:
 STATS_ERROR_CLASSES = tuple(c for c in ErrorClass if c is not ErrorClass.RAN_LONG)
 
 #: The error class of each mark an audit transition sets (see :func:`event_class`).
-_MARK_CLASSES: Mapping[Mark, ErrorClass] = {
-    Mark.RENEWAL_FAILED: ErrorClass.RENEWAL_FAILED,
-    Mark.STALE_COMPLETION: ErrorClass.STALE_COMPLETION_REFUSED,
-    Mark.TIMED_OUT: ErrorClass.TIMED_OUT,
-    Mark.HANDLER_FAILED: ErrorClass.HANDLER_FAILED,
+_MARK_CLASSES: Mapping[SloMark, ErrorClass] = {
+    SloMark.RENEWAL_FAILED: ErrorClass.RENEWAL_FAILED,
+    SloMark.STALE_COMPLETION: ErrorClass.STALE_COMPLETION_REFUSED,
+    SloMark.TIMED_OUT: ErrorClass.TIMED_OUT,
+    SloMark.HANDLER_FAILED: ErrorClass.HANDLER_FAILED,
 }
 
 

@@ -5,7 +5,7 @@ Every execution keeps the facts its verdicts are decided from, on its own row
 (:class:`SloFacts`): its **planned time** (the slot of a schedule's occurrence, the
 requested execution time of a submit; retries, takeovers and replays never move it),
 its first claim, its first finish (SUCCEEDED or FAILED), the time limits held it
-back (throttled), and :class:`Mark` bits for what went wrong on the way. Each store
+back (throttled), and :class:`SloMark` bits for what went wrong on the way. Each store
 writes them in the transaction that changes the execution; the report only counts.
 
 Two objectives, each decided per execution (:func:`claim_verdict`,
@@ -97,7 +97,7 @@ MISSES = frozenset(
 EXCLUDED = frozenset({Verdict.THROTTLED, Verdict.BACKFILL, Verdict.REPLAY})
 
 
-class Mark(IntFlag):
+class SloMark(IntFlag):
     """What happened to an execution on the way, kept on its row (``slo_marks``).
 
     Set, never cleared, in the transaction of the event. The bit values are stored:
@@ -145,30 +145,30 @@ FINISHED_STATES = (State.SUCCEEDED, State.FAILED)
 _HEARTBEAT_REFUSED = stale_reason("heartbeat")
 
 
-def refusal_mark(verb: str) -> Mark:
+def refusal_mark(verb: str) -> SloMark:
     """What a refused fenced ``verb`` (its STALE_REFUSED audit) marks on the execution:
     a refused heartbeat is a renewal failed; any other verb a stale completion refused."""
     return mark_for(Event.STALE_REFUSED, None, stale_reason(verb))
 
 
-def mark_for(event: Event, from_state: State | None, reason: str | None) -> Mark:
-    """The :class:`Mark` an audit transition sets (``Mark.NONE`` for most).
+def mark_for(event: Event, from_state: State | None, reason: str | None) -> SloMark:
+    """The :class:`SloMark` an audit transition sets (``SloMark.NONE`` for most).
 
     LEASE_EXPIRED, a claim from RUNNING (a takeover) and a refused heartbeat:
     RENEWAL_FAILED; any other refused call: STALE_COMPLETION; TIMED_OUT: TIMED_OUT;
     FAILED: HANDLER_FAILED; REPLAYED: REPLAYED.
     """
     if event is Event.LEASE_EXPIRED or (event is Event.CLAIMED and from_state is State.RUNNING):
-        return Mark.RENEWAL_FAILED
+        return SloMark.RENEWAL_FAILED
     if event is Event.STALE_REFUSED:
-        return Mark.RENEWAL_FAILED if reason == _HEARTBEAT_REFUSED else Mark.STALE_COMPLETION
-    return _EVENT_MARKS.get(event, Mark.NONE)
+        return SloMark.RENEWAL_FAILED if reason == _HEARTBEAT_REFUSED else SloMark.STALE_COMPLETION
+    return _EVENT_MARKS.get(event, SloMark.NONE)
 
 
 _EVENT_MARKS = {
-    Event.TIMED_OUT: Mark.TIMED_OUT,
-    Event.FAILED: Mark.HANDLER_FAILED,
-    Event.REPLAYED: Mark.REPLAYED,
+    Event.TIMED_OUT: SloMark.TIMED_OUT,
+    Event.FAILED: SloMark.HANDLER_FAILED,
+    Event.REPLAYED: SloMark.REPLAYED,
 }
 
 
@@ -191,7 +191,7 @@ class SloFacts:
     #: The time limits held it back before its first claim: the largest throttle
     #: record of that wait (a resume's and the claim's measure the same wait).
     held: timedelta
-    marks: Mark
+    marks: SloMark
 
 
 def counted(facts: SloFacts) -> bool:
@@ -202,9 +202,9 @@ def counted(facts: SloFacts) -> bool:
 
 
 def _excluded(facts: SloFacts) -> Verdict | None:
-    if facts.marks & Mark.BACKFILL:
+    if facts.marks & SloMark.BACKFILL:
         return Verdict.BACKFILL
-    if facts.marks & Mark.REPLAYED:
+    if facts.marks & SloMark.REPLAYED:
         return Verdict.REPLAY
     return None
 
@@ -265,10 +265,10 @@ def finish_verdict(
 
 #: The marks that name a finish miss's class, in the order they are tried.
 _FINISH_MARKS = (
-    (Mark.RENEWAL_FAILED, Verdict.RENEWAL_FAILED),
-    (Mark.STALE_COMPLETION, Verdict.STALE_COMPLETION_REFUSED),
-    (Mark.TIMED_OUT, Verdict.TIMED_OUT),
-    (Mark.HANDLER_FAILED, Verdict.HANDLER_FAILED),
+    (SloMark.RENEWAL_FAILED, Verdict.RENEWAL_FAILED),
+    (SloMark.STALE_COMPLETION, Verdict.STALE_COMPLETION_REFUSED),
+    (SloMark.TIMED_OUT, Verdict.TIMED_OUT),
+    (SloMark.HANDLER_FAILED, Verdict.HANDLER_FAILED),
 )
 
 

@@ -39,7 +39,7 @@ from fencepost.domain.policies import Overlap
 from fencepost.domain.schedules import slot_text
 from fencepost.domain.states import CommandKind, State
 from fencepost.store.base import Store
-from fencepost.timing.planning import HELD, InFlight, Plan, occurrence_kind, plan
+from fencepost.timing.planning import HELD, InFlight, SchedulePlan, occurrence_kind, plan
 from fencepost.timing.rules import rule_of
 
 log = logging.getLogger("fencepost.scheduler")
@@ -97,7 +97,7 @@ def in_flight_of(store: Store, schedule: Schedule) -> InFlight:
 
 def plan_schedule(
     store: Store, schedule: Schedule, now: datetime, options: MaterializerOptions
-) -> Plan:
+) -> SchedulePlan:
     """The plan a materializer makes for ``schedule`` at ``now`` (``fencepost reconcile`` too).
 
     Only a policy other than ``allow`` reads what the schedule has in flight.
@@ -137,7 +137,7 @@ class Materializer:
         if not schedules:
             return 0
         now = self.store.clock.now()
-        work: list[tuple[Schedule, Plan]] = []
+        work: list[tuple[Schedule, SchedulePlan]] = []
         for schedule in schedules:
             try:
                 planned = plan_schedule(self.store, schedule, now, opts)
@@ -232,7 +232,7 @@ class Materializer:
 
     # -- overlap follow-ups -----------------------------------------------------------
 
-    def _follow_up(self, schedule: Schedule, planned: Plan, now: datetime) -> None:
+    def _follow_up(self, schedule: Schedule, planned: SchedulePlan, now: datetime) -> None:
         """Carry out what a plan asks beyond storing: cancel, supersede, release a held run."""
         if planned.cancel_running or planned.supersede_before is not None:
             self._supersede(schedule, planned)
@@ -247,7 +247,7 @@ class Materializer:
                     oldest.id, now, reason="overlap: the previous run ended; released"
                 )
 
-    def _supersede(self, schedule: Schedule, planned: Plan) -> None:
+    def _supersede(self, schedule: Schedule, planned: SchedulePlan) -> None:
         newest = planned.supersede_before
         assert newest is not None
         actor = REPLACED_BY.format(id=schedule.id, slot=slot_text(newest))

@@ -87,7 +87,7 @@ from fencepost.store.values import (
     PAYLOAD_UNREADABLE,
     RESULT_INVALID,
     UNFINISHED_STATES,
-    ClaimRequest,
+    ClaimArguments,
     Decide,
     ExecutionFilter,
     Materialization,
@@ -119,7 +119,7 @@ __all__ = [
     "PAYLOAD_UNREADABLE",
     "RESULT_INVALID",
     "UNFINISHED_STATES",
-    "ClaimRequest",
+    "ClaimArguments",
     "Decide",
     "ExecutionFilter",
     "Materialization",
@@ -747,7 +747,7 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         rooms = None
         if queues is not None:
             rooms = queues_of(queues, require_int(limit, "limit", low=1, high=MAX_LIMIT))
-        request = ClaimRequest(
+        request = ClaimArguments(
             owner=require_name(owner, "owner"),
             limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
             ttl=as_duration(ttl, field="ttl"),
@@ -765,7 +765,7 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         return self._claim(request)
 
     @abstractmethod
-    def _claim(self, request: ClaimRequest) -> list[Lease]:
+    def _claim(self, request: ClaimArguments) -> list[Lease]:
         """Claim with validated arguments (see :meth:`claim`)."""
 
     @overload

@@ -27,7 +27,6 @@ from fencepost.domain.errors import NotFound
 from fencepost.domain.limits import (
     CANDIDATES_PER_SLOT,
     NO_KEY,
-    Bucket,
     Candidate,
     Decision,
     FlowChange,
@@ -35,6 +34,7 @@ from fencepost.domain.limits import (
     Held,
     Limit,
     ThrottleCount,
+    TokenBucket,
     choose,
     held,
     held_for,
@@ -46,7 +46,7 @@ from fencepost.domain.limits import (
 )
 from fencepost.domain.models import Lease
 from fencepost.store.core import StoreCore
-from fencepost.store.values import ClaimRequest
+from fencepost.store.values import ClaimArguments
 
 #: Seconds a backend that caches "are there limits?" trusts its answer.
 FLOW_REFRESH = 1.0
@@ -83,7 +83,7 @@ class FlowTransaction(Protocol):
     #: The store's now for this claim, read once the transaction serializes it.
     now: datetime
 
-    def state(self, limits: Sequence[Limit]) -> tuple[dict[Pair, int], dict[Pair, Bucket]]:
+    def state(self, limits: Sequence[Limit]) -> tuple[dict[Pair, int], dict[Pair, TokenBucket]]:
         """:meth:`running` and ``buckets(limits, None)`` together (a backend may read
         both, and its ``now``, in one round trip)."""
 
@@ -91,23 +91,25 @@ class FlowTransaction(Protocol):
         """Live leases (RUNNING, ``lease_until > now``) per ``(scope, key)`` of the
         ``limits`` with a concurrency (key :data:`NO_KEY` unless the limit is per key)."""
 
-    def buckets(self, limits: Sequence[Limit], pairs: Iterable[Pair] | None) -> dict[Pair, Bucket]:
+    def buckets(
+        self, limits: Sequence[Limit], pairs: Iterable[Pair] | None
+    ) -> dict[Pair, TokenBucket]:
         """Stored buckets: of ``pairs``, or (None) every whole-scope bucket of ``limits``
         and every per-key one that is empty now (``ready_at > now``)."""
 
-    def candidates(self, request: ClaimRequest, held: Held, n: int) -> list[Candidate]:
+    def candidates(self, request: ClaimArguments, held: Held, n: int) -> list[Candidate]:
         """Up to ``n`` claimable executions (takeovers included) in claim order, that the
         claim's filters admit and ``held`` does not leave out."""
 
-    def lease(self, request: ClaimRequest) -> list[Lease]:
+    def lease(self, request: ClaimArguments) -> list[Lease]:
         """Lease the executions ``request.ids`` names, as a plain claim would."""
 
-    def write(self, buckets: dict[Pair, Bucket], throttles: Sequence[Throttle]) -> None:
+    def write(self, buckets: dict[Pair, TokenBucket], throttles: Sequence[Throttle]) -> None:
         """Store these buckets (upsert) and throttle records."""
 
 
 def claim_limited(
-    tx: FlowTransaction, request: ClaimRequest, limits: list[Limit]
+    tx: FlowTransaction, request: ClaimArguments, limits: list[Limit]
 ) -> tuple[list[Lease], float | None]:
     """A claim under ``limits`` (those that apply to it), in the caller's transaction.
 
@@ -183,7 +185,9 @@ def claim_limited(
     return leases, next_start_in(after, denied, now, request.limit)
 
 
-def _lease(tx: FlowTransaction, request: ClaimRequest, chosen: Sequence[Candidate]) -> list[Lease]:
+def _lease(
+    tx: FlowTransaction, request: ClaimArguments, chosen: Sequence[Candidate]
+) -> list[Lease]:
     """Lease ``chosen`` (ids) as the claim would, its other filters and cap included."""
     if not chosen:
         return []
@@ -267,28 +271,28 @@ def _decision_of(state: FlowState, chosen: Sequence[Candidate], now: datetime) -
     return choose(chosen, replace(state, running={}), max(1, len(chosen)), now)
 
 
-def _level_now(state: FlowState, key: Pair, now: datetime) -> Bucket:
+def _level_now(state: FlowState, key: Pair, now: datetime) -> TokenBucket:
     """A pair's bucket as it stands now (full if never stored)."""
     lim = next((x for x in state.limits if x.scope == key[0]), None)
     if lim is None or lim.rate is None or lim.burst is None:
         # Kept for its denied_at only (a concurrency or a pause held it): nothing was
         # spent, so a rate set on the scope later starts with a full bucket.
-        return Bucket(tokens=float(INT32_MAX), at=now)
+        return TokenBucket(tokens=float(INT32_MAX), at=now)
     stored = state.buckets.get(key)
     level = (
         float(lim.burst) if stored is None else stored.level(now, lim.rate.per_second, lim.burst)
     )
-    return Bucket(tokens=level, at=now)
+    return TokenBucket(tokens=level, at=now)
 
 
-def ready_at(limit: Limit | None, bucket: Bucket) -> datetime:
+def ready_at(limit: Limit | None, bucket: TokenBucket) -> datetime:
     """When a bucket holds a token again (its ``at`` if it holds one now)."""
     if limit is None or limit.rate is None or bucket.tokens >= 1:
         return bucket.at
     return bucket.at + timedelta(seconds=(1 - bucket.tokens) / limit.rate.per_second)
 
 
-def applying(limits: Sequence[Limit], request: ClaimRequest) -> list[Limit]:
+def applying(limits: Sequence[Limit], request: ClaimArguments) -> list[Limit]:
     """The ``limits`` that could hold an execution this claim may take."""
     jobs = None if request.jobs is None else set(request.jobs)
     queues = None if request.queues is None else {q for q, _ in request.queues}

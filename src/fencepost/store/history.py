@@ -28,13 +28,13 @@ from fencepost.domain.history import (
     ROLL_UP_ROWS,
     WINDOWS,
     Finished,
-    Held,
     History,
     HistorySummary,
     Key,
     RollUp,
     RowKey,
     SummaryBy,
+    ThrottledMinute,
     Totals,
     Window,
     history,
@@ -363,7 +363,7 @@ class MinuteRows:
                 held[minute] = held.get(minute, timedelta(0)) + amount
         added = increments(
             [row for _, row in chosen],
-            [Held(minute=m, job=j, queue=q, held=h) for (m, j, q), h in held.items()],
+            [ThrottledMinute(minute=m, job=j, queue=q, held=h) for (m, j, q), h in held.items()],
         )
         for key, counters in spread(added).items():
             into = self.rows.setdefault(key, [0] * len(COLUMNS))

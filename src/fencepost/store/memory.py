@@ -51,7 +51,7 @@ from fencepost.domain.events import (
     LeaseExpired,
 )
 from fencepost.domain.history import Finished, RollUp, SummaryBy, Totals, Window
-from fencepost.domain.limits import NO_KEY, Bucket, Candidate, Held, Limit, held_for
+from fencepost.domain.limits import NO_KEY, Candidate, Held, Limit, TokenBucket, held_for
 from fencepost.domain.limits import pair as flow_pair
 from fencepost.domain.machine import (
     Change,
@@ -89,8 +89,8 @@ from fencepost.domain.slo import (
     DEFAULT_CLAIM_WITHIN,
     FINISHED_STATES,
     ErrorClass,
-    Mark,
     SloFacts,
+    SloMark,
     Tally,
     Verdict,
     claim_verdict,
@@ -113,7 +113,7 @@ from fencepost.domain.states import (
 )
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
-    ClaimRequest,
+    ClaimArguments,
     Decide,
     ExecutionFilter,
     Materialization,
@@ -125,6 +125,7 @@ from fencepost.store.base import (
 )
 from fencepost.store.flow import (
     FlowChange,
+    Pair,
     Throttle,
     ThrottleCount,
     applying,
@@ -158,7 +159,7 @@ class _Facts:
     first_claimed_at: datetime | None = None
     first_finished_at: datetime | None = None
     held: timedelta = _ZERO
-    marks: Mark = Mark.NONE
+    marks: SloMark = SloMark.NONE
 
     def of(self, e: Execution) -> SloFacts:
         assert e.planned_at is not None  # every stored execution has one
@@ -204,7 +205,7 @@ class MemoryStore(Store):
         #: Flow control: limits and paused queues by scope, token buckets by (scope,
         #: key), throttled claims and the audit of changes (see store.flow).
         self._limits: dict[str, Limit] = {}
-        self._flow_buckets: dict[tuple[str, str], Bucket] = {}
+        self._flow_buckets: dict[Pair, TokenBucket] = {}
         self._throttles: list[Throttle] = []
         #: Every throttle ever recorded per scope: [count, seconds held] (never pruned).
         self._throttle_totals: dict[str, list[float]] = {}
@@ -236,7 +237,7 @@ class MemoryStore(Store):
     def _mark_backfill(self, execution: Execution, now: datetime) -> None:
         """Mark a caller's execution planned for a time already past (domain.slo)."""
         if execution.planned_at is not None and is_backfill(execution.planned_at, now):
-            self._facts.setdefault(execution.id, _Facts()).marks |= Mark.BACKFILL
+            self._facts.setdefault(execution.id, _Facts()).marks |= SloMark.BACKFILL
 
     def _record_submitted(self, execution_id: str, at: datetime, actor: str | None = None) -> None:
         """The SUBMITTED transition of a new execution (the SQL stores insert it with the row)."""
@@ -406,7 +407,7 @@ class MemoryStore(Store):
             self._row(execution_id)
             return list(self._audit.get(execution_id, []))
 
-    def _claim(self, request: ClaimRequest) -> list[Lease]:
+    def _claim(self, request: ClaimArguments) -> list[Lease]:
         with self._lock:
             now = self.clock.now()
             limits = applying(list(self._limits.values()), request)
@@ -416,7 +417,7 @@ class MemoryStore(Store):
             leases, self._flow_wait = claim_limited(_MemoryFlow(self, now), request, limits)
             return leases
 
-    def _claimable_now(self, request: ClaimRequest, now: datetime) -> list[Execution]:
+    def _claimable_now(self, request: ClaimArguments, now: datetime) -> list[Execution]:
         """The executions ``request`` admits, in claim order (queues' rooms not applied)."""
         jobs, ids, buckets, versions = request.jobs, request.ids, request.buckets, request.versions
         rooms = None if request.queues is None else dict(request.queues)
@@ -436,7 +437,7 @@ class MemoryStore(Store):
             key=lambda e: (-e.priority, e.due_at, e.id),
         )
 
-    def _claim_now(self, request: ClaimRequest, now: datetime) -> list[Lease]:
+    def _claim_now(self, request: ClaimArguments, now: datetime) -> list[Lease]:
         """Claim under the lock, at ``now``, without limits."""
         ordered = self._claimable_now(request, now)
         if request.max_per_bucket is not None:
@@ -1388,13 +1389,11 @@ class _MemoryFlow:
     def __init__(self, store: MemoryStore, now: datetime) -> None:
         self.store, self.now = store, now
 
-    def state(
-        self, limits: Sequence[Limit]
-    ) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], Bucket]]:
+    def state(self, limits: Sequence[Limit]) -> tuple[dict[Pair, int], dict[Pair, TokenBucket]]:
         counted = [lim for lim in limits if lim.concurrency is not None]
         return self.running(counted), self.buckets(limits, None)
 
-    def running(self, limits: Sequence[Limit]) -> dict[tuple[str, str], int]:
+    def running(self, limits: Sequence[Limit]) -> dict[Pair, int]:
         counts: Counter[tuple[str, str]] = Counter()
         for e in self.store._rows.values():
             if e.state is not State.RUNNING or not lease_is_live(e.lease_until, self.now):
@@ -1405,8 +1404,8 @@ class _MemoryFlow:
         return dict(counts)
 
     def buckets(
-        self, limits: Sequence[Limit], pairs: Iterable[tuple[str, str]] | None
-    ) -> dict[tuple[str, str], Bucket]:
+        self, limits: Sequence[Limit], pairs: Iterable[Pair] | None
+    ) -> dict[Pair, TokenBucket]:
         stored = self.store._flow_buckets
         if pairs is not None:
             return {p: stored[p] for p in pairs if p in stored}
@@ -1420,7 +1419,7 @@ class _MemoryFlow:
                 out[(scope, key)] = bucket
         return out
 
-    def candidates(self, request: ClaimRequest, held: Held, n: int) -> list[Candidate]:
+    def candidates(self, request: ClaimArguments, held: Held, n: int) -> list[Candidate]:
         jobs, queues = set(held.jobs), set(held.queues)
         job_keys, queue_keys = set(held.job_keys), set(held.queue_keys)
         cap = request.max_per_bucket
@@ -1444,9 +1443,9 @@ class _MemoryFlow:
                 break
         return out
 
-    def lease(self, request: ClaimRequest) -> list[Lease]:
+    def lease(self, request: ClaimArguments) -> list[Lease]:
         return self.store._claim_now(request, self.now)
 
-    def write(self, buckets: dict[tuple[str, str], Bucket], throttles: Sequence[Throttle]) -> None:
+    def write(self, buckets: dict[Pair, TokenBucket], throttles: Sequence[Throttle]) -> None:
         self.store._flow_buckets.update(buckets)
         self.store._record_throttles(throttles)

@@ -12,15 +12,13 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from fencepost.domain.limits import Bucket, Candidate, Held, Limit, Rate, scope_of
+from fencepost.domain.limits import Candidate, Held, Limit, Rate, TokenBucket, scope_of
 from fencepost.store.executors import Plan, Statement, Steps, run
-from fencepost.store.flow import FlowChange, Throttle, ThrottleCount, describe, ready_at
-from fencepost.store.values import ClaimRequest
+from fencepost.store.flow import FlowChange, Pair, Throttle, ThrottleCount, describe, ready_at
+from fencepost.store.values import ClaimArguments
 
 if TYPE_CHECKING:
     from fencepost.store.sqlstore import SqlStore
-
-Pair = tuple[str, str]
 
 
 def limit_from_row(store: SqlStore, row: Sequence[Any]) -> Limit:
@@ -238,7 +236,7 @@ class SqlFlow:
         self.by_scope = {lim.scope: lim for lim in limits}
         return limits
 
-    def state(self, limits: Sequence[Limit]) -> tuple[dict[Pair, int], dict[Pair, Bucket]]:
+    def state(self, limits: Sequence[Limit]) -> tuple[dict[Pair, int], dict[Pair, TokenBucket]]:
         s = self.store
         if "flow_state" not in s.queries:
             counted = [lim for lim in limits if lim.concurrency is not None]
@@ -255,14 +253,14 @@ class SqlFlow:
             },
         )
         running: dict[Pair, int] = {}
-        buckets: dict[Pair, Bucket] = {}
+        buckets: dict[Pair, TokenBucket] = {}
         for kind, scope, key, number, at, denied in found:
             if kind == "now":
                 self.now = s.rows.instant(at)
             elif kind == "running":
                 running[(scope, key)] = int(number)
             else:
-                buckets[(scope, key)] = Bucket(
+                buckets[(scope, key)] = TokenBucket(
                     tokens=float(number),
                     at=s.rows.instant(at),
                     denied_at=None if denied is None else s.rows.instant(denied),
@@ -285,7 +283,9 @@ class SqlFlow:
         )
         return {(scope, key): int(n) for scope, key, n in found}
 
-    def buckets(self, limits: Sequence[Limit], pairs: Iterable[Pair] | None) -> dict[Pair, Bucket]:
+    def buckets(
+        self, limits: Sequence[Limit], pairs: Iterable[Pair] | None
+    ) -> dict[Pair, TokenBucket]:
         s = self.store
         if pairs is None:
             found = self._all(
@@ -304,7 +304,7 @@ class SqlFlow:
                 },
             )
         return {
-            (scope, key): Bucket(
+            (scope, key): TokenBucket(
                 tokens=float(tokens),
                 at=s.rows.instant(at),
                 denied_at=None if denied is None else s.rows.instant(denied),
@@ -312,7 +312,7 @@ class SqlFlow:
             for scope, key, tokens, at, denied in found
         }
 
-    def candidates(self, request: ClaimRequest, held: Held, n: int) -> list[Candidate]:
+    def candidates(self, request: ClaimArguments, held: Held, n: int) -> list[Candidate]:
         s = self.store
         params = s._claim_params(request) | {
             "now": s._t(self.now),
@@ -328,10 +328,10 @@ class SqlFlow:
             for i, job, queue, key, due, *_ in found
         ]
 
-    def lease(self, request: ClaimRequest) -> Any:
+    def lease(self, request: ClaimArguments) -> Any:
         return self._lease(self.conn, request, self.now)
 
-    def write(self, buckets: dict[Pair, Bucket], throttles: Sequence[Throttle]) -> None:
+    def write(self, buckets: dict[Pair, TokenBucket], throttles: Sequence[Throttle]) -> None:
         self.store._write_flow(self.conn, bucket_rows(buckets, self.by_scope), throttles)
 
 
@@ -342,7 +342,7 @@ def fetched(statement: Statement) -> Steps[Any]:
 
 
 def bucket_rows(
-    buckets: dict[Pair, Bucket], limits: dict[str, Limit]
+    buckets: dict[Pair, TokenBucket], limits: dict[str, Limit]
 ) -> list[tuple[str, str, float, datetime, datetime, datetime | None]]:
     """The rows ``flow_put_bucket(s)`` writes: each bucket with its ``ready_at``."""
     return [

@@ -21,11 +21,11 @@ from fencepost.domain.history import (
     SPANS,
     WINDOWS,
     Finished,
-    Held,
     History,
     HistorySummary,
     RollUp,
     SummaryBy,
+    ThrottledMinute,
     Totals,
     Window,
     history,
@@ -37,7 +37,7 @@ from fencepost.domain.history import (
     spread,
     summary,
 )
-from fencepost.domain.slo import Mark, SloFacts
+from fencepost.domain.slo import SloFacts, SloMark
 from fencepost.domain.states import State
 from fencepost.store.executors import Plan, Statement, Steps
 from fencepost.store.history import (
@@ -68,8 +68,8 @@ _STATES = {state.value: state for state in State}
 
 
 @cache
-def _mark(bits: int) -> Mark:
-    return Mark(bits)
+def _mark(bits: int) -> SloMark:
+    return SloMark(bits)
 
 
 def watermark(store: SqlStore, row: Sequence[Any] | None) -> Watermark:
@@ -157,7 +157,9 @@ def roll_up_plan(store: SqlStore, max_rows: int, *, wait: bool) -> Plan[RollUp]:
         added = increments(
             (row for _, row in rows),
             (
-                Held(minute=int(minute), job=job, queue=queue, held=store.rows.duration(held))
+                ThrottledMinute(
+                    minute=int(minute), job=job, queue=queue, held=store.rows.duration(held)
+                )
                 for minute, job, queue, held in throttled
             ),
         )

@@ -99,7 +99,7 @@ from fencepost.domain.states import CommandKind, CommandState, Event, State
 from fencepost.store import sqlflow, sqlhistory
 from fencepost.store.base import (
     UNFINISHED_STATES,
-    ClaimRequest,
+    ClaimArguments,
     Decide,
     ExecutionFilter,
     Outcome,
@@ -535,7 +535,7 @@ class SqlStore(Store):
 
     # -- leasing ---------------------------------------------------------------------------
 
-    def _claim_params(self, request: ClaimRequest) -> dict[str, Any]:
+    def _claim_params(self, request: ClaimArguments) -> dict[str, Any]:
         """The filters of the claim blocks (the dialect adds its ``now``, owner and ttl)."""
         versions, queues = request.versions, request.queues
         return {
@@ -583,7 +583,7 @@ class SqlStore(Store):
         return self._q(block)
 
     def _flow_candidates(
-        self, conn: Any, params: dict[str, Any], request: ClaimRequest
+        self, conn: Any, params: dict[str, Any], request: ClaimArguments
     ) -> list[tuple[Any, ...]]:
         """The rows of ``flow_candidates`` for a limited claim (a dialect may ask in parts)."""
         return list(

@@ -40,8 +40,8 @@ from fencepost.domain.slo import (
     DEFAULT_CLAIM_WITHIN,
     DEFAULT_FINISH_WITHIN,
     ErrorClass,
-    Mark,
     Objective,
+    SloMark,
     Tally,
     objective,
     window_start,
@@ -373,7 +373,7 @@ def stats_error_params() -> dict[str, Any]:
     the dialect)."""
     return {
         "heartbeat_refused": stale_reason("heartbeat"),
-        "excluded_marks": int(Mark.BACKFILL | Mark.REPLAYED),
+        "excluded_marks": int(SloMark.BACKFILL | SloMark.REPLAYED),
         "claim_within": DEFAULT_CLAIM_WITHIN,
     }
 
@@ -392,7 +392,7 @@ def throttle_lookback(now: datetime, window: timedelta) -> datetime:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ClaimRequest:
+class ClaimArguments:
     """The validated arguments of :meth:`Store.claim`."""
 
     owner: str

@@ -16,7 +16,7 @@ clock: the materializer supplies ``now`` and stores the result.
 * **Overlap** (policies other than ``allow``): a slot that falls due while a
   previous run has not finished is run anyway, SKIPPED, or **held**: stored
   with ``due_at = HELD`` (not claimable) until the previous run ends and a
-  plan releases the oldest held one (:attr:`Plan.release_held`).
+  plan releases the oldest held one (:attr:`SchedulePlan.release_held`).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class InFlight:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Plan:
+class SchedulePlan:
     """What to store for one schedule, and when to plan it again."""
 
     occurrences: list[Occurrence]
@@ -86,7 +86,7 @@ def plan(
     lookahead: timedelta,
     recheck: timedelta = timedelta(seconds=1),
     limit: int = 1000,
-) -> Plan:
+) -> SchedulePlan:
     """Plan ``schedule`` at ``now`` (see the module docstring for the rules).
 
     At most ``limit`` occurrences are planned at once; a plan that stops there
@@ -128,15 +128,15 @@ def plan(
     return gate.finish(occurrences, max(watermark, horizon), next_due=next_due, warnings=warnings)
 
 
-def _plan_paused(schedule: Schedule, rule: Rule, *, now: datetime, limit: int) -> Plan:
+def _plan_paused(schedule: Schedule, rule: Rule, *, now: datetime, limit: int) -> SchedulePlan:
     """A paused schedule records each slot as SKIPPED ("paused") once it has passed."""
     occurrences: list[Occurrence] = []
     for slot in rule.slots(schedule.watermark, now):
         occurrences.append(Occurrence(slot=slot, due_at=slot, skipped=PAUSED))
         if len(occurrences) >= limit:
-            return Plan(occurrences=occurrences, watermark=slot, next_due=now)
+            return SchedulePlan(occurrences=occurrences, watermark=slot, next_due=now)
     upcoming = first_slot(rule, now)
-    return Plan(
+    return SchedulePlan(
         occurrences=occurrences,
         watermark=max(schedule.watermark, now),
         next_due=NEVER if upcoming is None else upcoming,
@@ -209,12 +209,12 @@ class _OverlapGate:
         *,
         next_due: datetime,
         warnings: list[str],
-    ) -> Plan:
+    ) -> SchedulePlan:
         # With nothing running or waiting, the oldest held occurrence may start.
         idle = not self.running and not self.waiting and not self.waiting_now(occurrences)
         if self.held:
             next_due = min(next_due, self.recheck_at)  # look again soon, to release the next
-        return Plan(
+        return SchedulePlan(
             occurrences=occurrences,
             watermark=watermark,
             next_due=next_due,

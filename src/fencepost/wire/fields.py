@@ -26,9 +26,9 @@ from typing_extensions import TypeAliasType
 
 from fencepost.domain import payloads
 from fencepost.domain.checks import INT32_MAX, MAX_QUEUE
+from fencepost.domain.durations import MAX_DURATION
 from fencepost.domain.limits import MAX_LIMIT_KEY
 from fencepost.domain.states import AttemptOutcome
-from fencepost.timing.durations import MAX_DURATION
 
 #: The longest duration the store keeps (100 years), in seconds: the most a delay,
 #: an interval, a misfire grace or a retry may be.

@@ -24,8 +24,8 @@ from pydantic import (
 
 from fencepost.domain import models
 from fencepost.domain import schedules as plans
+from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.submission import PRIORITY_RANGE
-from fencepost.timing.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.timing.zones import iana_names
 from fencepost.wire.fields import (
     MAX_DURATION_SECONDS,

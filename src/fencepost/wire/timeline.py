@@ -20,7 +20,7 @@ class RefusedWrite(WireModel[timeline.RefusedWrite]):
     owner: str | None
 
 
-class Lease(WireModel[timeline.LeaseSpan]):
+class LeaseSpan(WireModel[timeline.LeaseSpan]):
     """One lease (one epoch) from its claim to its end; ``end`` null while it runs."""
 
     epoch: int
@@ -63,6 +63,6 @@ class Timeline(WireModel[timeline.Timeline]):
     now: datetime
     start: datetime
     end: datetime
-    leases: list[Lease]
+    leases: list[LeaseSpan]
     waits: list[Wait]
     marks: list[Mark]

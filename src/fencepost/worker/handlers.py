@@ -18,8 +18,8 @@ from fencepost.domain.errors import Cancelled
 from fencepost.worker.runs import (
     CANCEL_REQUESTED,
     TIMED_OUT,
-    Outcome,
     Run,
+    RunOutcome,
     about,
     completion,
     failure,
@@ -70,7 +70,7 @@ class HandlerPool(WorkerState):
             if not mine:
                 return  # abandoned after a timeout: a replacement thread took our place
 
-    def _execute(self, run: Run) -> Outcome:
+    def _execute(self, run: Run) -> RunOutcome:
         refused = inputs_refused(run)
         if refused is not None:
             return refused
@@ -123,7 +123,7 @@ class HandlerPool(WorkerState):
                 extra=about(run.lease),
             )
             self._abandon(run, TIMED_OUT)
-            outcome = Outcome(run, "timeout", error=f"timed out after {timeout}")
+            outcome = RunOutcome(run, "timeout", error=f"timed out after {timeout}")
             if self.metrics is not None:
                 self.metrics.finished(outcome, now)
             self._outbox.append(outcome)

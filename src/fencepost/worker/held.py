@@ -18,7 +18,7 @@ from functools import partial
 from fencepost.domain.errors import StaleLease
 from fencepost.domain.models import JSON, Command
 from fencepost.domain.states import CommandKind
-from fencepost.worker.runs import CANCEL_REQUESTED, Outcome, Run, about
+from fencepost.worker.runs import CANCEL_REQUESTED, Run, RunOutcome, about
 from fencepost.worker.state import WorkerState
 
 log = logging.getLogger("fencepost.worker")
@@ -108,7 +108,7 @@ class HeldRuns(WorkerState):
             # Still waiting in the buffer: no handler to stop, cancel it at once.
             run.finished = True
             self._runs.pop(run.lease.execution_id, None)
-            self._outbox.append(Outcome(run, "abort"))
+            self._outbox.append(RunOutcome(run, "abort"))
         elif command.kind is CommandKind.CANCEL:
             run.cancel_requested = True
             if run.paused_at is not None:

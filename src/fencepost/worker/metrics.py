@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from fencepost.domain.models import Lease
     from fencepost.jobs.registry import JobRegistry
-    from fencepost.worker.runs import Outcome, Run
+    from fencepost.worker.runs import Run, RunOutcome
     from fencepost.worker.runtime import Worker
     from fencepost.worker.source import WorkSource
 
@@ -237,7 +237,7 @@ class WorkerMetrics:
         assert self.instruments is not None
         self.instruments.started.labels(job=run.lease.job).inc()
 
-    def finished(self, outcome: Outcome, now: float) -> None:
+    def finished(self, outcome: RunOutcome, now: float) -> None:
         """``outcome``'s handler ended (returned, raised, timed out) at ``now`` (monotonic)."""
         assert self.instruments is not None
         run = outcome.run

@@ -24,7 +24,7 @@ from fencepost.domain.machine import MAX_SNOOZE_REASON
 from fencepost.domain.models import JSON, Lease
 from fencepost.domain.payloads import RESULT_INVALID
 from fencepost.domain.states import State
-from fencepost.worker.runs import CANCEL_REQUESTED, SHUTTING_DOWN, Outcome, about, first_line
+from fencepost.worker.runs import CANCEL_REQUESTED, SHUTTING_DOWN, RunOutcome, about, first_line
 from fencepost.worker.state import WorkerState
 
 log = logging.getLogger("fencepost.worker")
@@ -104,10 +104,10 @@ class Outbox(WorkerState):
         self._writing = self._writer.submit(self._write_outcomes, batch)
         self._writing.add_done_callback(lambda _: self._wake.set())
 
-    def _write_outcomes(self, batch: list[Outcome]) -> tuple[list[Outcome], Exception | None]:
+    def _write_outcomes(self, batch: list[RunOutcome]) -> tuple[list[RunOutcome], Exception | None]:
         """Write ``batch``; what an outage left unwritten, and the outage (None: all written)."""
         completions = [o for o in batch if o.verb == "complete"]
-        steps: list[tuple[list[Outcome], Callable[[], bool]]] = []
+        steps: list[tuple[list[RunOutcome], Callable[[], bool]]] = []
         checkpointed = [o for o in batch if o.run.ctx._has_progress()]
         if checkpointed:  # progress of a job that ended before its next heartbeat: first
             steps.append(([], partial(self._write_progress, checkpointed)))
@@ -123,7 +123,7 @@ class Outbox(WorkerState):
                 return [o for unwritten, _ in steps[index:] for o in unwritten], exc
         return [], None
 
-    def _write_progress(self, outcomes: list[Outcome]) -> bool:
+    def _write_progress(self, outcomes: list[RunOutcome]) -> bool:
         """Write the last checkpoint's progress of finished runs, with a heartbeat each."""
         by_ttl: dict[timedelta, list[tuple[Lease, JSON]]] = defaultdict(list)
         for outcome in outcomes:
@@ -134,7 +134,7 @@ class Outbox(WorkerState):
             self.store.heartbeat_many(beats, ttl=ttl)  # a lost lease: its outcome is refused
         return True
 
-    def _written(self, unwritten: list[Outcome], outage: Exception | None) -> None:
+    def _written(self, unwritten: list[RunOutcome], outage: Exception | None) -> None:
         """Account for a written batch: an outage puts what it left back in front."""
         if outage is None:
             return
@@ -143,7 +143,7 @@ class Outbox(WorkerState):
             self._outbox_since = self._monotonic()
         self._store_down(outage)
 
-    def _expired(self, outcome: Outcome, now: float) -> bool:
+    def _expired(self, outcome: RunOutcome, now: float) -> bool:
         if outcome.run.expires > now:
             return False
         self.counters.dropped += 1
@@ -159,7 +159,7 @@ class Outbox(WorkerState):
         )
         return True
 
-    def _complete(self, outcomes: Sequence[Outcome]) -> bool:
+    def _complete(self, outcomes: Sequence[RunOutcome]) -> bool:
         try:
             verdicts = self.store.complete_many([(o.run.lease, o.result) for o in outcomes])
         except ValidationError:
@@ -176,7 +176,7 @@ class Outbox(WorkerState):
                 self._refused(outcome, verdict)
         return True
 
-    def _write(self, outcome: Outcome) -> bool:
+    def _write(self, outcome: RunOutcome) -> bool:
         """Write one outcome. A refusal (stale lease, refused value) is that outcome's problem."""
         try:
             self._apply(outcome)
@@ -186,7 +186,7 @@ class Outbox(WorkerState):
             self._rejected(outcome, exc)
         return True
 
-    def _apply(self, outcome: Outcome) -> None:
+    def _apply(self, outcome: RunOutcome) -> None:
         lease = outcome.run.lease
         # Error texts come from handlers and commands and may hold anything: they are
         # made storable here (U+0000 and lone surrogates replaced), never refused.
@@ -237,7 +237,7 @@ class Outbox(WorkerState):
         else:  # pragma: no cover - the verbs are ours
             raise AssertionError(outcome.verb)
 
-    def _snooze(self, outcome: Outcome) -> None:
+    def _snooze(self, outcome: RunOutcome) -> None:
         """Write a snooze; past its bound the store fails the attempt instead (logged so)."""
         lease = outcome.run.lease
         # A handler's reason is run-time text: made storable, never refused.
@@ -272,7 +272,7 @@ class Outbox(WorkerState):
             extra=about(lease),
         )
         self._log_dead_letter(lease, execution.state, error)
-        failed = Outcome(outcome.run, "fail", error=error)
+        failed = RunOutcome(outcome.run, "fail", error=error)
         tracing.end_attempt(
             outcome.run,
             _failed_outcome(failed, execution.state, lease),
@@ -292,7 +292,7 @@ class Outbox(WorkerState):
                 extra=about(lease),
             )
 
-    def _log_failure(self, outcome: Outcome) -> None:
+    def _log_failure(self, outcome: RunOutcome) -> None:
         """One WARNING line per failed attempt, with the handler's traceback on the record."""
         if outcome.logged:
             return
@@ -312,7 +312,7 @@ class Outbox(WorkerState):
             extra=about(lease),
         )
 
-    def _rejected(self, outcome: Outcome, exc: ValidationError) -> None:
+    def _rejected(self, outcome: RunOutcome, exc: ValidationError) -> None:
         """The store refused a value of this outcome: record it, log it once, go on.
 
         Not an outage: the worker keeps claiming and writing the others. A refused
@@ -332,10 +332,10 @@ class Outbox(WorkerState):
         )
         if outcome.verb == "complete":
             message = sanitize_text(f"{RESULT_INVALID}: {exc}", max_len=MAX_ERROR_CHARS)
-            self._write(Outcome(outcome.run, "fail", error=message, retryable=False))
+            self._write(RunOutcome(outcome.run, "fail", error=message, retryable=False))
         tracing.end_attempt(outcome.run, "rejected", error=str(exc))  # if the fail did not
 
-    def _refused(self, outcome: Outcome, exc: StaleLease) -> None:
+    def _refused(self, outcome: RunOutcome, exc: StaleLease) -> None:
         self.counters.refused += 1
         if outcome.run.span is not None:
             tracing.stale_refused(
@@ -362,7 +362,7 @@ class Outbox(WorkerState):
             return None
 
 
-def _failed_outcome(outcome: Outcome, state: State, lease: Lease) -> str:
+def _failed_outcome(outcome: RunOutcome, state: State, lease: Lease) -> str:
     """An attempt span's outcome for a written fail or timeout that left ``state``."""
     if outcome.verb == "timeout":
         return "timed_out"

@@ -53,7 +53,7 @@ HAND_BACK = 0.5
 _SAMPLE = 0.02
 
 
-class Waiting(Protocol):
+class BufferedRun(Protocol):
     """What the buffer needs of a claimed execution (the worker's ``Run``)."""
 
     is_async: bool
@@ -62,7 +62,7 @@ class Waiting(Protocol):
     holds_slot: bool
 
 
-R = TypeVar("R", bound=Waiting)
+R = TypeVar("R", bound=BufferedRun)
 
 
 class FinishRate:

@@ -1,6 +1,6 @@
 """One claimed execution as a worker tracks it, and the outcome its handler left.
 
-A :class:`Run` lives from its claim to its reported outcome; an :class:`Outcome` is
+A :class:`Run` lives from its claim to its reported outcome; a :class:`RunOutcome` is
 what the outbox (:mod:`fencepost.worker.outbox`) writes for it. The helpers below
 turn what a handler raised into an outcome and say which execution a log line is
 about.
@@ -66,7 +66,7 @@ class Run:
 
 
 @dataclass
-class Outcome:
+class RunOutcome:
     """A result to write: ``verb`` is complete, fail, timeout, abort, release or snooze."""
 
     run: Run
@@ -120,7 +120,7 @@ def inputs_of(lease: Lease) -> dict[str, Any]:
 INPUTS_INVALID = "inputs_invalid"
 
 
-def inputs_refused(run: Run) -> Outcome | None:
+def inputs_refused(run: Run) -> RunOutcome | None:
     """The outcome of an execution whose inputs were never checked and do not fit, or None.
 
     An execution submitted before its job was published is not pinned to a version,
@@ -139,11 +139,11 @@ def inputs_refused(run: Run) -> Outcome | None:
         run.spec.check_inputs(run.lease.inputs)
     except ValidationError as exc:
         error = sanitize_text(f"{INPUTS_INVALID}: {exc}", max_len=MAX_ERROR_CHARS)
-        return Outcome(run, "fail", error=error, retryable=False, exc=exc)
+        return RunOutcome(run, "fail", error=error, retryable=False, exc=exc)
     return None
 
 
-def completion(run: Run, result: Any) -> Outcome:
+def completion(run: Run, result: Any) -> RunOutcome:
     """What ``result``, returned by ``run``'s handler, makes of the attempt.
 
     The result as the job's spec stores it (a model dumped to JSON, checked
@@ -155,11 +155,11 @@ def completion(run: Run, result: Any) -> Outcome:
         value = run.spec.check_result(result)
     except ValidationError as exc:
         error = sanitize_text(f"{RESULT_INVALID}: {exc}", max_len=MAX_ERROR_CHARS)
-        return Outcome(run, "fail", error=error, retryable=False, exc=exc)
-    return Outcome(run, "complete", result=value)
+        return RunOutcome(run, "fail", error=error, retryable=False, exc=exc)
+    return RunOutcome(run, "complete", result=value)
 
 
-def failure(run: Run, exc: BaseException) -> Outcome:
+def failure(run: Run, exc: BaseException) -> RunOutcome:
     """What ``exc``, raised by ``run``'s handler, makes of the attempt.
 
     :class:`Cancelled` is sorted out when collected (release, abort or fail);
@@ -169,18 +169,18 @@ def failure(run: Run, exc: BaseException) -> Outcome:
     traceback's last lines, retryable.
     """
     if isinstance(exc, Cancelled):
-        return Outcome(run, "cancelled", error=str(exc), retryable=True, exc=exc)
+        return RunOutcome(run, "cancelled", error=str(exc), retryable=True, exc=exc)
     if isinstance(exc, Snooze):
-        return Outcome(run, "snooze", error=exc.reason or "", snooze=exc.seconds, exc=exc)
+        return RunOutcome(run, "snooze", error=exc.reason or "", snooze=exc.seconds, exc=exc)
     if isinstance(exc, Retry):
         error = f"{type(exc).__name__}: {exc}"
-        return Outcome(run, "fail", error=error, retry_in=exc.after, exc=exc)
+        return RunOutcome(run, "fail", error=error, retry_in=exc.after, exc=exc)
     if isinstance(exc, PermanentFailure):
         error = f"{type(exc).__name__}: {exc}"
-        return Outcome(run, "fail", error=error, retryable=False, exc=exc)
+        return RunOutcome(run, "fail", error=error, retryable=False, exc=exc)
     lines = traceback.format_exception(exc)
     error = f"{type(exc).__name__}: {exc}\n{''.join(lines[-6:])}"
-    return Outcome(run, "fail", error=error, exc=exc)
+    return RunOutcome(run, "fail", error=error, exc=exc)
 
 
 def first_line(error: str) -> str:

@@ -63,8 +63,8 @@ from fencepost.worker.runs import (
     CANCEL_REQUESTED,
     SHUTTING_DOWN,
     TIMED_OUT,
-    Outcome,
     Run,
+    RunOutcome,
     WorkerCounters,
 )
 from fencepost.worker.source import WorkSource
@@ -120,8 +120,8 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         self._immediate = threading.Event()  # second signal: stop now
         self._stopped = threading.Event()
         self._runs: dict[str, Run] = {}
-        self._done: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
-        self._outbox: list[Outcome] = []
+        self._done: queue.SimpleQueue[RunOutcome] = queue.SimpleQueue()
+        self._outbox: list[RunOutcome] = []
         self._outbox_since = 0.0  # when the oldest outcome in the outbox arrived
         self._buffer: ClaimBuffer[Run] = ClaimBuffer(self.options.concurrency, monotonic)
         # Outcomes are written beside the claims where the store takes both at once.
@@ -130,8 +130,8 @@ class Worker(HandlerPool, Outbox, HeldRuns):
             if getattr(store, "parallel_writes", False)
             else None
         )
-        self._writing: Future[tuple[list[Outcome], Exception | None]] | None = None
-        self._in_flight: list[Outcome] = []
+        self._writing: Future[tuple[list[RunOutcome], Exception | None]] | None = None
+        self._in_flight: list[RunOutcome] = []
         self._rate = FinishRate(self.options.prefetch)
         self._next_hand_back = 0.0
         self._next_scan = 0.0  # when held runs are next scanned for timeouts and heartbeats
@@ -498,7 +498,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
             self._runs.pop(run.lease.execution_id, None)
             if not self._outbox:
                 self._outbox_since = self._monotonic()
-            self._outbox.append(Outcome(run, "release", error=reason))
+            self._outbox.append(RunOutcome(run, "release", error=reason))
         if runs and reason == _WAITED_TOO_LONG:
             log.info("handed back %d buffered leases: %s", len(runs), reason)
 
@@ -587,7 +587,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         self._collect()
         for run in list(self._runs.values()):
             run.finished = True
-            self._outbox.append(Outcome(run, "release"))
+            self._outbox.append(RunOutcome(run, "release"))
         self._runs.clear()
         deadline = self._monotonic() + (1.0 if immediate else 10.0)
         self._healthy = True

@@ -29,7 +29,7 @@ from fencepost.domain.errors import StoreUnavailable
 from fencepost.jobs.registry import JobRegistry
 from fencepost.worker.options import WorkerOptions
 from fencepost.worker.prefetch import ClaimBuffer, FinishRate
-from fencepost.worker.runs import Outcome, Run, WorkerCounters
+from fencepost.worker.runs import Run, RunOutcome, WorkerCounters
 from fencepost.worker.source import WorkSource
 
 if TYPE_CHECKING:  # prometheus_client is loaded only when metrics are asked for
@@ -52,13 +52,13 @@ class WorkerState:
     _immediate: threading.Event  #: second signal: stop now
     _stopped: threading.Event
     _runs: dict[str, Run]  #: every run held, buffered or running, by execution id
-    _done: queue.SimpleQueue[Outcome]  #: handlers' outcomes (put by handler threads)
-    _outbox: list[Outcome]  #: outcomes waiting to be written
+    _done: queue.SimpleQueue[RunOutcome]  #: handlers' outcomes (put by handler threads)
+    _outbox: list[RunOutcome]  #: outcomes waiting to be written
     _outbox_since: float  #: when the oldest outcome in the outbox arrived
     _buffer: ClaimBuffer[Run]
     _writer: ThreadPoolExecutor | None  #: writes outcome batches beside the claims (PostgreSQL)
-    _writing: Future[tuple[list[Outcome], Exception | None]] | None  #: the batch in flight
-    _in_flight: list[Outcome]  #: the outcomes of the batch in flight
+    _writing: Future[tuple[list[RunOutcome], Exception | None]] | None  #: the batch in flight
+    _in_flight: list[RunOutcome]  #: the outcomes of the batch in flight
     _queues: tuple[str, ...] | None  #: claim only from these queues (None: every queue)
     _queue_limits: dict[str, int]  #: at most this many leases held of a queue
     _rate: FinishRate

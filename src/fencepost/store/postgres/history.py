@@ -119,7 +119,7 @@ def partitions(
     return sorted(out, key=lambda p: -1 if p.lower_ms is None else p.lower_ms)
 
 
-class History:
+class DayPartitions:
     """The days a store knows to have partitions, and the making of missing ones.
 
     ``cover`` runs before every insert of new executions: a set lookup when the

@@ -51,7 +51,7 @@ from fencepost.domain.slo import (
 from fencepost.domain.states import Event
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
-    ClaimRequest,
+    ClaimArguments,
     ExecutionFilter,
     Materialization,
     Outcome,
@@ -86,7 +86,7 @@ from fencepost.store.postgres.connection import (
 from fencepost.store.postgres.connection import migrate as apply_migrations
 from fencepost.store.postgres.history import (
     DAY_MS,
-    History,
+    DayPartitions,
     LiveWindow,
     day_of,
     drop_finished_days,
@@ -167,7 +167,7 @@ class PostgresStore(SqlStore):
         self._inserted_since_analyze = 0
         #: An id of the newest batch inserted: its partition is the one ANALYZE reads.
         self._newest_id: str | None = None
-        self._history = History(self._db.connection)
+        self._history = DayPartitions(self._db.connection)
         #: The live days the hot statements name (see LiveWindow).
         self._live = LiveWindow(Q)
         #: Whether any limit could hold a claim, read at most once a second (store.flow).
@@ -615,7 +615,7 @@ class PostgresStore(SqlStore):
 
     # -- leasing ---------------------------------------------------------------------------
 
-    def _claim(self, request: ClaimRequest) -> list[Lease]:
+    def _claim(self, request: ClaimArguments) -> list[Lease]:
         if request.ids is not None:
             ids = tuple(i for i in request.ids if _is_uuid(i))  # others name no execution here
             if not ids:
@@ -649,7 +649,7 @@ class PostgresStore(SqlStore):
             self._set_aside(conn, leases, unreadable, self._now(conn))
         return [lease for i, lease in enumerate(leases) if i not in unreadable]
 
-    def _claim_limited(self, request: ClaimRequest) -> list[Lease]:
+    def _claim_limited(self, request: ClaimArguments) -> list[Lease]:
         """A claim some limit or paused queue may hold (see store.flow): one transaction
         that holds the limits, reads their state, chooses, leases and spends."""
 
@@ -667,7 +667,7 @@ class PostgresStore(SqlStore):
         leases, self._flow_wait = self._retried(attempt, "claim", retry_if=unsent)
         return leases
 
-    def _lease_in(self, conn: Connection, request: ClaimRequest, now: datetime) -> list[Lease]:
+    def _lease_in(self, conn: Connection, request: ClaimArguments, now: datetime) -> list[Lease]:
         """Claim in the caller's transaction at ``now`` (the limited claim's lease of
         the executions it chose), setting aside those whose inputs cannot be read."""
         params = self._claim_params(request) | {

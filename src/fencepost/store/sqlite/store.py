@@ -34,11 +34,11 @@ from fencepost.domain.models import Command, Execution, Fence, Lease, Schedule
 from fencepost.domain.nodes import Node, Registration
 from fencepost.domain.reports import DueCount, Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
-from fencepost.domain.slo import ErrorClass, Mark, is_backfill, refusal_mark
+from fencepost.domain.slo import ErrorClass, SloMark, is_backfill, refusal_mark
 from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
 from fencepost.store.base import (
-    ClaimRequest,
+    ClaimArguments,
     Materialization,
     Outcome,
     StoreConfig,
@@ -90,7 +90,7 @@ from fencepost.timing.planning import HELD, NEVER
 
 Q = QUERIES
 _MICROSECOND = timedelta(microseconds=1)
-_BACKFILL = int(Mark.BACKFILL)
+_BACKFILL = int(SloMark.BACKFILL)
 T = TypeVar("T")
 log = logging.getLogger("fencepost.store")
 
@@ -414,7 +414,7 @@ class SqliteStore(SqlStore):
 
     # -- leasing ---------------------------------------------------------------------------
 
-    def _claim(self, request: ClaimRequest) -> list[Lease]:
+    def _claim(self, request: ClaimArguments) -> list[Lease]:
         # Whether any limit could hold this claim: this process's view, read again at
         # most once a second (a limit set elsewhere holds within that second; set
         # through this store, at once). Reading the limits in every claim cost a plain
@@ -435,7 +435,7 @@ class SqliteStore(SqlStore):
             return self._claim_in(conn, request, now)
 
     def _claim_in(
-        self, conn: sqlite3.Connection, request: ClaimRequest, now: datetime
+        self, conn: sqlite3.Connection, request: ClaimArguments, now: datetime
     ) -> list[Lease]:
         """Claim in the caller's write transaction, at ``now``, without limits."""
         owner = request.owner
@@ -482,7 +482,7 @@ class SqliteStore(SqlStore):
         return leases
 
     def _flow_candidates(
-        self, conn: sqlite3.Connection, params: dict[str, Any], request: ClaimRequest
+        self, conn: sqlite3.Connection, params: dict[str, Any], request: ClaimArguments
     ) -> list[tuple[Any, ...]]:
         # One indexed walk per queue (executions_claimable leads with the queue), merged
         # in claim order, as a plain claim does.
@@ -1009,7 +1009,7 @@ def _in_claim_order(found: list[Any], limit: int) -> list[Any]:
 def _queue_candidates(
     conn: sqlite3.Connection,
     queues: Sequence[tuple[str, int]],
-    request: ClaimRequest,
+    request: ClaimArguments,
     params: dict[str, Any],
 ) -> list[Any]:
     """The candidates of a claim over ``queues`` (name, room): at most ``limit``, in

@@ -3,7 +3,7 @@
 -- One row per schedule: its definition (inputs inline as JSONB: the row is read
 -- by materializers, never by claims), the materialization watermark, and the
 -- short lease a materializer holds while it plans (materializer, lease_until).
--- Policies are fencepost.timing.policies values. request_hash fingerprints the
+-- Policies are fencepost.domain.policies values. request_hash fingerprints the
 -- add_schedule arguments, for idempotent re-adds. Ids are compared byte-wise
 -- (COLLATE "C") so that listing pages in the same order on every backend and
 -- under any database collation.

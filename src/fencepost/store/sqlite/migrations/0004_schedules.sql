@@ -3,7 +3,7 @@
 -- One row per schedule: its definition (inputs inline as JSON text: the row is
 -- read by materializers, never by claims), the materialization watermark, and
 -- the short lease a materializer holds while it plans (materializer, lease_until).
--- Durations are INTEGER microseconds; policies are fencepost.timing.policies values.
+-- Durations are INTEGER microseconds; policies are fencepost.domain.policies values.
 -- request_hash fingerprints the add_schedule arguments, for idempotent re-adds.
 CREATE TABLE schedules (
     id               TEXT    NOT NULL PRIMARY KEY,  -- given by the user, or a UUIDv7

@@ -14,7 +14,7 @@ export const RUNS_SHOWN = 10;
 // The editor previews the edited rule this long after the last keystroke.
 export const PREVIEW_DELAY_MS = 300;
 
-// The policies a schedule takes, as fencepost.timing.policies names them (the
+// The policies a schedule takes, as fencepost.domain.policies names them (the
 // service refuses any other with a 422 naming the field).
 export const MISFIRE = ["coalesce", "catch_up", "skip"];
 export const OVERLAP = ["allow", "skip", "buffer_one", "buffer_all", "replace"];
