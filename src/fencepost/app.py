@@ -576,7 +576,7 @@ class App:
         configure_unless_configured()
         worker = self.worker(**options)
         if metrics_port is not None:
-            from fencepost.api.metered_store import meter_store
+            from fencepost.api.counters import meter_store
 
             worker.serve_metrics(metrics_port, metrics_host, meter=meter_store)
         materializer = None

@@ -1,8 +1,8 @@
-"""``GET /metrics``: store gauges read at scrape time, and what the metered store counts.
+"""``GET /metrics``: store gauges read at scrape time, and what this process counts.
 
-Each test drives a real store (memory and SQLite, on a ManualClock) through the
-:class:`MeteredStore` of an app's metrics, then reads the exposition back with
-Prometheus' own parser and checks exact values.
+Each test drives a real store (memory, SQLite and PostgreSQL, on a ManualClock) that
+an app's metrics observe (:class:`~fencepost.api.counters.ProcessCounters`), then
+reads the exposition back with Prometheus' own parser and checks exact values.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import cast
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -20,7 +19,7 @@ from prometheus_client.samples import Sample
 import fencepost
 from fencepost.api import create_app
 from fencepost.api.auth import Auth, Principal, Scope
-from fencepost.api.metered_store import MeteredStore
+from fencepost.api.counters import ProcessCounters
 from fencepost.api.metrics import Metrics, create_metrics
 from fencepost.app import App
 from fencepost.domain.errors import PermanentFailure, ResultInvalid, StaleLease, StoreUnavailable
@@ -28,8 +27,9 @@ from fencepost.domain.models import Lease, Occurrence
 from fencepost.domain.reports import Stats
 from fencepost.domain.states import State
 from fencepost.scheduler.materializer import Materializer, MaterializerOptions
-from fencepost.store.base import Store, StoreConfig
+from fencepost.store.base import Store
 from fencepost.store.memory import MemoryStore
+from fencepost.store.values import StoreConfig
 from fencepost.testing import ManualClock
 from fencepost.testing.clock import MANUAL_EPOCH
 from tests.api.support import TestClient, assert_problem
@@ -411,20 +411,18 @@ def test_a_worker_on_the_metered_store_is_counted(tmp_path: Path) -> None:
 # -- the wrapper, the app and the route ---------------------------------------------------------
 
 
-def test_the_metered_store_is_a_transparent_store(metrics: Metrics, store: Store) -> None:
-    metered = metrics.store
-    assert isinstance(metered, MeteredStore)
-    assert isinstance(metered, Store)
-    assert cast(MeteredStore, metered).wrapped is store
-    e = metered.submit("job")
-    assert store.get(e.id) == metered.get(e.id)
-    assert metered.clock is store.clock
+def test_the_metrics_observe_the_store_itself(metrics: Metrics, store: Store) -> None:
+    assert metrics.store is store
+    (observer,) = store.observers
+    assert isinstance(observer, ProcessCounters)
+    assert observer.instruments is metrics.instruments
 
 
-def test_each_app_has_its_own_registry(store: Store) -> None:
-    first, second = create_metrics(store), create_metrics(store)
+def test_each_app_has_its_own_registry_counting_from_its_start(store: Store) -> None:
+    first = create_metrics(store)
     first.store.submit("job")
     first.store.claim("w")
+    second = create_metrics(store)
     with (
         TestClient(create_app(first.store, metrics=first)) as one,
         TestClient(create_app(second.store, metrics=second)) as two,

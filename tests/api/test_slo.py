@@ -31,9 +31,9 @@ from fencepost.api.metrics import SLO_CACHE_SECONDS, Metrics, SloCollector, crea
 from fencepost.client import AsyncClient, Client
 from fencepost.domain.errors import StoreUnavailable
 from fencepost.domain.reports import SloReport
-from fencepost.store.base import Store, StoreConfig
+from fencepost.store.base import Store
 from fencepost.store.memory import MemoryStore
-from fencepost.store.values import SloRequest
+from fencepost.store.values import SloRequest, StoreConfig
 from fencepost.testing import ManualClock
 from fencepost.testing.clock import MANUAL_EPOCH as T0
 from fencepost.wire.reports import Slo

@@ -36,19 +36,18 @@ MAX_LINES = 600
 #: module that shrinks under the limit must leave the list (see
 #: :func:`test_every_module_listed_as_too_long_still_is`); none may grow past its entry.
 OVER_MAX_LINES: dict[str, int] = {
-    "store/memory.py": 1451,
-    "store/sqlstore.py": 1300,
-    "store/postgres/store.py": 1268,
-    "store/base.py": 1195,
-    "store/sqlite/store.py": 1149,
+    "store/memory.py": 1449,
+    "store/sqlstore.py": 1298,
+    "store/postgres/store.py": 1266,
+    "store/base.py": 1143,
+    "store/sqlite/store.py": 1147,
     "client/verbs.py": 1136,
     "store/asyncstore.py": 878,
     "store/postgres/history.py": 738,
     "client/http.py": 717,
     "store/operating.py": 667,
-    "store/values.py": 663,
+    "store/values.py": 661,
     "worker/runtime.py": 656,
-    "store/scheduling.py": 604,
     "app.py": 601,
 }
 

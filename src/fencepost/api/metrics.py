@@ -16,11 +16,11 @@ The figures come from two places, because they answer different questions:
   :data:`SLO_CACHE_SECONDS` however often it is scraped, so every process's work
   counts, not only this one's. Left out of a scrape whose report failed.
 * **This process, counted as it works**
-  (:class:`~fencepost.api.metered_store.MeteredStore`): claim lateness, attempts by
-  outcome, stale calls refused, lease expiries reaped, misfires and occurrences
-  materialized. The service hands its embedded workers, materializer and reaper the
-  same wrapped store, so these count everything the process did; Prometheus sums
-  them across processes.
+  (:class:`~fencepost.api.counters.ProcessCounters`, an observer of the store): claim
+  lateness, attempts by outcome, stale calls refused, lease expiries reaped, misfires
+  and occurrences materialized. The service's embedded workers, materializer and
+  reaper work on the same store, so these count everything the process did;
+  Prometheus sums them across processes.
 
 Each application gets its own :class:`~prometheus_client.CollectorRegistry`,
 never the global default one: a process (a test run) may build many apps.
@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import cast
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CollectorRegistry
@@ -44,8 +43,8 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import Collector
 
 from fencepost.api.auth import Scope
+from fencepost.api.counters import Instruments, count_on
 from fencepost.api.deps import guarded
-from fencepost.api.metered_store import Instruments, MeteredStore
 from fencepost.domain.errors import StoreUnavailable
 from fencepost.domain.limits import Limit, ThrottleCount
 from fencepost.domain.reports import SloReport
@@ -379,12 +378,11 @@ def _slo_families() -> tuple[GaugeMetricFamily, ...]:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Metrics:
-    """One application's metrics: its registry, instruments and metered store."""
+    """One application's metrics: its registry, instruments and store."""
 
     registry: CollectorRegistry
     instruments: Instruments
-    #: The store to give the API, workers, materializer and reaper of this process so
-    #: that their work is counted (a :class:`MeteredStore`).
+    #: The store whose leasing work :attr:`instruments` count (they observe it).
     store: Store
 
 
@@ -393,12 +391,7 @@ def create_metrics(store: Store) -> Metrics:
     registry = CollectorRegistry()
     registry.register(StoreCollector(store))
     registry.register(SloCollector(store))
-    instruments = Instruments.create(registry)
-    return Metrics(
-        registry=registry,
-        instruments=instruments,
-        store=cast(Store, MeteredStore(store, instruments)),
-    )
+    return Metrics(registry=registry, instruments=count_on(store, registry), store=store)
 
 
 _EXPOSITION = {"schema": {"type": "string"}}

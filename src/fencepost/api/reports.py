@@ -19,7 +19,7 @@ from fencepost.domain.slo import (
     DEFAULT_FINISH_TARGET,
     DEFAULT_FINISH_WITHIN,
 )
-from fencepost.store.base import DEFAULT_SLO_WINDOW
+from fencepost.store.values import DEFAULT_SLO_WINDOW
 from fencepost.wire.fields import MIN_SECONDS
 from fencepost.wire.reports import BucketReport, Node, Slo, Stats
 

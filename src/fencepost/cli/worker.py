@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         return common.fail("worker", str(exc), common.Exit.USAGE)
     if args.metrics_port is not None:
         try:  # before the scheduler: it counts its occurrences through the worker's store
-            from fencepost.api.metered_store import meter_store
+            from fencepost.api.counters import meter_store
 
             worker.serve_metrics(args.metrics_port, args.metrics_host, meter=meter_store)
         except ValidationError as exc:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
+from fencepost.domain.checks import require_int
 from fencepost.domain.errors import ValidationError
 
 #: How many buckets keys are spread over unless a store is configured otherwise.
@@ -21,6 +23,17 @@ def bucket_for(key: str, num_buckets: int = DEFAULT_NUM_BUCKETS) -> int:
     """
     digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") % num_buckets
+
+
+def buckets_of(buckets: Iterable[int], num_buckets: int) -> tuple[int, ...]:
+    """``buckets`` as a tuple, each a bucket of ``0 .. num_buckets - 1``; else
+    :class:`ValidationError` naming ``buckets``."""
+    if not isinstance(buckets, Iterable):
+        raise ValidationError("buckets", f"must be a collection of buckets, got {buckets!r}")
+    values = tuple(buckets)
+    for b in values:
+        require_int(b, "buckets", low=0, high=num_buckets - 1)
+    return values
 
 
 def parse_buckets(spec: str, num_buckets: int = DEFAULT_NUM_BUCKETS) -> tuple[int, ...]:

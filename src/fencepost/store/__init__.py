@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -12,7 +13,9 @@ from fencepost.domain.checks import require_int
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.payloads import DEFAULT_MAX_PAYLOAD_BYTES
 from fencepost.domain.retry import RetryPolicy
-from fencepost.store.base import Store, StoreConfig
+from fencepost.store.base import Store
+from fencepost.store.observers import Observer
+from fencepost.store.values import StoreConfig
 from fencepost.timing.clock import Clock, SystemClock
 
 if TYPE_CHECKING:
@@ -31,6 +34,7 @@ def connect(
     num_buckets: int | None = None,
     migrate: bool = True,
     unknown_jobs: str | None = None,
+    observers: Iterable[Observer] = (),
 ) -> Store:
     """Open the store that ``url`` names.
 
@@ -53,6 +57,10 @@ def connect(
     ``clock`` is where the store reads time (a ``ManualClock`` in tests);
     ``retry`` and ``rng`` set the backoff used by ``fail``
     (for jobs whose catalogue entry names no retry delays of its own).
+
+    ``observers`` are told of the leasing work the store does: leases claimed,
+    attempts ended, stale calls refused, leases expired, occurrences stored (see
+    :mod:`fencepost.store.observers`; ``store.observers.add`` adds one later).
 
     ``unknown_jobs`` (also ``?unknown_jobs=`` on any URL; the argument wins) decides a
     submit naming a job no worker published to the job catalogue, whatever the
@@ -87,6 +95,7 @@ def connect(
         # Not given: StoreConfig's default, which adopts the count the database records.
         **({} if num_buckets is None else {"num_buckets": num_buckets}),
         unknown_jobs=unknown_jobs,
+        observers=tuple(observers),
     )
     if parts.scheme == "memory":
         from fencepost.store.memory import MemoryStore

@@ -88,12 +88,13 @@ from fencepost.domain.slo import (
 from fencepost.domain.states import AttemptOutcome, CommandKind, State
 from fencepost.domain.submission import SUBMIT_ARGUMENTS, NewExecution, canonical, submit_arguments
 from fencepost.store import sqlflow, sqlhistory
-from fencepost.store.base import DEFAULT_SLO_WINDOW, Store
+from fencepost.store.base import Store
 from fencepost.store.catalogue import CATALOGUE_REFRESH
 from fencepost.store.executors import Plan, Steps, returning
 from fencepost.store.flow import MAX_ACTOR, Throttle
 from fencepost.store.history import roll_up_arguments
-from fencepost.store.values import MAX_LIMIT
+from fencepost.store.values import DEFAULT_SLO_WINDOW, MAX_LIMIT
+from fencepost.store.verbs.schedules import schedule_filter
 
 if TYPE_CHECKING:
     from fencepost.store.runners import AsyncRunner
@@ -583,7 +584,7 @@ class AsyncStore:
         }
         return await self._verb(
             lambda s: s.schedules(**arguments),
-            lambda s: s._list_schedules_plan(s._schedule_filter(**arguments)),
+            lambda s: s._list_schedules_plan(schedule_filter(**arguments)),
         )
 
     async def update_schedule(
@@ -844,8 +845,7 @@ class AsyncStore:
     unserved = _as_a_call(Store.unserved)
     job_counts = _as_a_call(Store.job_counts)
     prune = _as_a_call(Store.prune)
-    # waits: on a thread of its own, on every backend, so the loop and the runner's
-    # other verbs go on meanwhile
+    # waits on a thread of its own (every backend): the runner's other verbs go on
     wait_for_work = _as_a_call(Store.wait_for_work, waits=True)
 
     # -- executing -----------------------------------------------------------------------

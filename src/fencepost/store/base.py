@@ -33,14 +33,12 @@ from fencepost.domain import payloads
 from fencepost.domain.checks import (
     INT32_MAX,
     MAX_ERROR_CHARS,
-    attempt_outcome,
-    error_filter,
     require_int,
     require_name,
     require_text,
     storable,
 )
-from fencepost.domain.durations import as_aware_utc, as_duration
+from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import NotFound, ResultInvalid, StaleLease, ValidationError
 from fencepost.domain.events import ExecutionAborted, ExecutionEvent, ExecutionReleased
 from fencepost.domain.machine import (
@@ -73,68 +71,40 @@ from fencepost.domain.submission import (
     submit_arguments,
 )
 from fencepost.store.catalogue import with_store_defaults
-from fencepost.store.core import StoreCore
 from fencepost.store.flow import FlowVerbs
 from fencepost.store.history import HistoryVerbs
+from fencepost.store.observers import (
+    LeasesClaimed,
+    LeasesExpired,
+    tell_completions,
+    tell_ended,
+    tell_renewals,
+)
 from fencepost.store.operating import OperatingVerbs
 from fencepost.store.scheduling import ScheduleVerbs
 from fencepost.store.values import (
     DEFAULT_COMMAND_TTL,
-    DEFAULT_SLO_WINDOW,
-    DEFAULT_STATS_WINDOW,
     DEFAULT_TTL,
     MAX_LIMIT,
-    PAYLOAD_UNREADABLE,
     RESULT_INVALID,
-    UNFINISHED_STATES,
     ClaimArguments,
     Decide,
     ExecutionFilter,
-    Materialization,
     Outcome,
-    StoreConfig,
     always,
     check_fences,
-    claimed_inputs,
-    cursor_storable,
-    default_node_id,
     failure,
     names_of,
     queues_of,
     renewed,
     result_refused,
-    set_aside,
-    stale_schedule,
-    states_of,
     unix_ms,
     versions_of,
 )
+from fencepost.store.verbs.reading import execution_filter
 from fencepost.store.waiting import Watcher, await_on, block_on, timed_out, wait_seconds
 
-__all__ = [
-    "DEFAULT_COMMAND_TTL",
-    "DEFAULT_SLO_WINDOW",
-    "DEFAULT_STATS_WINDOW",
-    "DEFAULT_TTL",
-    "PAYLOAD_UNREADABLE",
-    "RESULT_INVALID",
-    "UNFINISHED_STATES",
-    "ClaimArguments",
-    "Decide",
-    "ExecutionFilter",
-    "Materialization",
-    "Outcome",
-    "Store",
-    "StoreConfig",
-    "StoreCore",
-    "always",
-    "claimed_inputs",
-    "default_node_id",
-    "failure",
-    "renewed",
-    "set_aside",
-    "stale_schedule",
-]
+__all__ = ["Store"]
 
 
 #: Seconds between looks of a wait on a backend without a watcher.
@@ -587,79 +557,9 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         found = {} if filters is None else self._count_by_state(filters)
         return {s: found.get(s, 0) for s in State}
 
-    def _query_filter(
-        self,
-        *,
-        state: State | str | Iterable[State | str] | None,
-        job: str | None,
-        schedule: str | None,
-        bucket: int | None,
-        due_after: datetime | None,
-        due_before: datetime | None,
-        limit: int,
-        after: str | None,
-        buckets: Iterable[int] | None,
-        newest_first: bool,
-        queue: str | None,
-        outcome: AttemptOutcome | str | None = None,
-        limit_key: str | None = None,
-        owner: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        finished_after: datetime | None = None,
-        finished_before: datetime | None = None,
-        error: str | None = None,
-    ) -> ExecutionFilter | None:
+    def _query_filter(self, **arguments: Any) -> ExecutionFilter | None:
         """:meth:`query`'s arguments validated; None when no stored row can match."""
-        ended = None if outcome is None else attempt_outcome(outcome)
-        if bucket is not None and buckets is not None:
-            raise ValidationError("buckets", "give bucket or buckets, not both")
-        named = (
-            ("job", job),
-            ("schedule", schedule),
-            ("after", after),
-            ("queue", queue),
-            ("limit_key", limit_key),
-            ("owner", owner),
-        )
-        for name, value in named:
-            if value is not None and not isinstance(value, str):
-                raise ValidationError(name, f"must be a string, got {type(value).__name__}")
-        if not cursor_storable(after):
-            raise ValidationError("after", "must be a cursor from a previous page")
-        needle = None if error is None else error_filter(error)
-        times = {
-            name: None if value is None else as_aware_utc(value, field=name)
-            for name, value in (
-                ("created_after", created_after),
-                ("created_before", created_before),
-                ("finished_after", finished_after),
-                ("finished_before", finished_before),
-            )
-        }
-        texts = (job, schedule, queue, limit_key, owner)
-        if not all(v is None or storable(v) for v in texts) or (error and needle is None):
-            return None  # no stored name or error holds such text
-        return ExecutionFilter(
-            states=states_of(state),
-            job=job,
-            schedule=schedule,
-            queue=queue,
-            bucket=None
-            if bucket is None
-            else require_int(bucket, "bucket", low=0, high=self.config.num_buckets - 1),
-            buckets=None if buckets is None else tuple(sorted(set(self._buckets(buckets)))),
-            due_after=None if due_after is None else as_aware_utc(due_after, field="due_after"),
-            due_before=None if due_before is None else as_aware_utc(due_before, field="due_before"),
-            limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
-            after=after,
-            newest_first=bool(newest_first),
-            outcome=ended,
-            limit_key=limit_key,
-            owner=owner,
-            error=needle,
-            **times,
-        )
+        return execution_filter(self.config.num_buckets, **arguments)
 
     @abstractmethod
     def _query(self, filters: ExecutionFilter) -> Page:
@@ -762,7 +662,10 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         )
         if rooms == ():
             return []  # no queue has room: nothing to claim
-        return self._claim(request)
+        leases = self._claim(request)
+        if leases and self.observers:
+            self.observers.emit(LeasesClaimed(leases, request.ttl))
+        return leases
 
     @abstractmethod
     def _claim(self, request: ClaimArguments) -> list[Lease]:
@@ -792,8 +695,9 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         ``now < lease_until``; otherwise :class:`StaleLease` (audited, nothing
         else changes). ``progress`` (JSON), when given, replaces the stored progress.
         """
-        outcome = self.heartbeat_many([(fence, progress)], ttl=ttl)[0]
+        outcome = self._renew([(fence, progress)], ttl=ttl)[0]
         if isinstance(outcome, StaleLease):
+            tell_renewals(self.observers, "heartbeat", [outcome])
             raise outcome
         return outcome
 
@@ -819,6 +723,14 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         :class:`StaleLease` that refused it (each refusal audited). One stale
         lease does not stop the others.
         """
+        renewals = self._renew(beats, ttl=ttl)
+        tell_renewals(self.observers, "heartbeat_many", renewals)
+        return renewals
+
+    def _renew(
+        self, beats: Sequence[tuple[Fence, JSON]], *, ttl: float | timedelta
+    ) -> Sequence[LiveFence | StaleLease]:
+        """:meth:`heartbeat_many`, untold: what ``heartbeat`` and it share."""
         duration = as_duration(ttl, field="ttl")
         check_fences(fence for fence, _ in beats)
         encoded = [
@@ -852,9 +764,17 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         check_fences((fence,))
         outcome = self._outcome(fence, result)
         if outcome.invalid is not None:
-            self._fenced_change(fence, "complete", result_refused(fence, outcome.invalid))
+            refused = result_refused(fence, outcome.invalid)
+            tell_ended(
+                self.observers,
+                "complete",
+                "result_invalid",
+                lambda: self._fenced_change(fence, "complete", refused),
+            )
             raise ResultInvalid(fence.execution_id, outcome.invalid)
-        return self._complete_one(outcome)
+        return tell_ended(
+            self.observers, "complete", "succeeded", lambda: self._complete_one(outcome)
+        )
 
     @abstractmethod
     def _complete_one(self, outcome: Outcome) -> Execution:
@@ -871,7 +791,10 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         :class:`StaleLease` that refused it. One stale lease does not stop the others.
         """
         check_fences(fence for fence, _ in results)
-        return self._complete([self._outcome(fence, result) for fence, result in results])
+        outcomes = [self._outcome(fence, result) for fence, result in results]
+        verdicts = self._complete(outcomes)
+        tell_completions(self.observers, outcomes, verdicts)
+        return verdicts
 
     def _outcome(self, fence: Fence, result: JSON) -> Outcome:
         try:
@@ -931,7 +854,10 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
                 fence, error, retryable=retryable, timed_out=timed_out, retry_at=now + wait
             )
 
-        return self._fenced_change(fence, "fail", decide)
+        ending = "timed_out" if timed_out else "failed"
+        return tell_ended(
+            self.observers, "fail", ending, lambda: self._fenced_change(fence, "fail", decide)
+        )
 
     def release(self, fence: Fence, *, reason: str = "released") -> Execution:
         """Give a live lease back unfinished: RUNNING -> SCHEDULED, claimable at once.
@@ -945,7 +871,12 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         event = ExecutionReleased(
             owner=fence.owner, reason=require_name(reason, "reason", max_len=MAX_ERROR_CHARS)
         )
-        return self._fenced_change(fence, "release", always(event))
+        return tell_ended(
+            self.observers,
+            "release",
+            "released",
+            lambda: self._fenced_change(fence, "release", always(event)),
+        )
 
     def snooze(
         self,
@@ -1004,7 +935,12 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
                 retry_at=retry_at,
             )
 
-        return self._fenced_change(fence, "snooze", decide)
+        def ending(snoozed: Execution) -> str:
+            return "snoozed" if snoozed.state is State.SCHEDULED else "failed"  # past the bound
+
+        return tell_ended(
+            self.observers, "snooze", ending, lambda: self._fenced_change(fence, "snooze", decide)
+        )
 
     def abort(self, fence: Fence, *, reason: str = "cancel requested") -> Execution:
         """Stop a running execution to honour a cancel: RUNNING -> CANCELLED, if the lease is live.
@@ -1022,7 +958,12 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         event = ExecutionAborted(
             owner=fence.owner, reason=require_name(reason, "reason", max_len=MAX_ERROR_CHARS)
         )
-        return self._fenced_change(fence, "abort", always(event))
+        return tell_ended(
+            self.observers,
+            "abort",
+            "cancelled",
+            lambda: self._fenced_change(fence, "abort", always(event)),
+        )
 
     @abstractmethod
     def _fenced_change(self, fence: Fence, verb: str, decide: Decide) -> Execution:
@@ -1045,7 +986,6 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         policy = self.config.retry if job is None else self._job_retry(job, version)
         return policy.delay(attempt, self.config.rng)
 
-    @abstractmethod
     def reap_expired(self, *, limit: int = 1000) -> int:
         """Time out up to ``limit`` RUNNING executions whose lease expired (``lease_until <= now``).
 
@@ -1056,6 +996,14 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         :meth:`claim` would have it. Returns how many were reaped; call again while
         it returns ``limit``.
         """
+        reaped = self._reap_expired(limit=limit)
+        if reaped and self.observers:
+            self.observers.emit(LeasesExpired(reaped))
+        return reaped
+
+    @abstractmethod
+    def _reap_expired(self, *, limit: int) -> int:
+        """Time out up to ``limit`` expired leases; how many (see :meth:`reap_expired`)."""
 
     def wait_for_work(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for new work; True if woken early.

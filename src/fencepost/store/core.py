@@ -8,10 +8,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 from fencepost.domain import payloads
-from fencepost.domain.checks import require_int
-from fencepost.domain.errors import ValidationError
+from fencepost.domain.buckets import buckets_of
 from fencepost.domain.ids import IdGenerator
 from fencepost.domain.models import JSON
+from fencepost.store.observers import Observers
 from fencepost.store.values import StoreConfig
 
 if TYPE_CHECKING:
@@ -37,18 +37,14 @@ class StoreCore(ABC):
         self.migrations_applied: list[int] = []
         #: The schema version the store runs on (0 for stores without a schema).
         self.schema_version = 0
+        #: Who is told of the leasing work this store does (:mod:`fencepost.store.observers`).
+        self.observers = Observers(config.observers)
 
     def _encode(self, value: JSON, field: str) -> str:
         return payloads.encode(value, field=field, limit=self.config.max_payload_bytes)
 
     def _buckets(self, buckets: Iterable[int]) -> tuple[int, ...]:
-        if not isinstance(buckets, Iterable):
-            raise ValidationError("buckets", f"must be a collection of buckets, got {buckets!r}")
-        values = tuple(buckets)
-        n = self.config.num_buckets
-        for b in values:
-            require_int(b, "buckets", low=0, high=n - 1)
-        return values
+        return buckets_of(buckets, self.config.num_buckets)
 
     def _async_runner(self) -> AsyncRunner:
         """Where an :class:`~fencepost.store.asyncstore.AsyncStore` over this store runs

@@ -112,17 +112,7 @@ from fencepost.domain.states import (
     State,
 )
 from fencepost.domain.submission import NewExecution
-from fencepost.store.base import (
-    ClaimArguments,
-    Decide,
-    ExecutionFilter,
-    Materialization,
-    Outcome,
-    Store,
-    StoreConfig,
-    always,
-    stale_schedule,
-)
+from fencepost.store.base import Store
 from fencepost.store.flow import (
     FlowChange,
     Pair,
@@ -137,12 +127,20 @@ from fencepost.store.history import MinuteRows
 from fencepost.store.values import (
     UNFINISHED_STATES,
     BucketsResized,
+    ClaimArguments,
+    Decide,
+    ExecutionFilter,
+    Materialization,
+    Outcome,
     ScheduleFilter,
     SloRequest,
+    StoreConfig,
+    always,
     burn_key,
     live_nodes_refusal,
     rebucketed,
     result_refused,
+    stale_schedule,
     stats_report,
     throttle_lookback,
 )
@@ -506,7 +504,7 @@ class MemoryStore(Store):
                 raise current
             return self._apply(current.id, decide(current, now), now)
 
-    def reap_expired(self, *, limit: int = 1000) -> int:
+    def _reap_expired(self, *, limit: int) -> int:
         with self._lock:
             now = self.clock.now()
             expired = sorted(

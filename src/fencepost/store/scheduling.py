@@ -16,13 +16,14 @@ from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.submission import canonical
 from fencepost.store.catalogue import CatalogueVerbs
+from fencepost.store.observers import tell_stored
 from fencepost.store.values import (
     DEFAULT_TTL,
     MAX_LIMIT,
     Materialization,
     ScheduleFilter,
-    cursor_storable,
 )
+from fencepost.store.verbs.schedules import schedule_filter
 from fencepost.timing import specs
 
 #: The changes of update_schedule that the job catalogue has a say in.
@@ -213,33 +214,7 @@ class ScheduleVerbs(CatalogueVerbs):
         greater); ``next_cursor`` is None on the last page.
         """
         return self._list_schedules(
-            self._schedule_filter(
-                job=job, paused=paused, limit=limit, after=after, due_before=due_before
-            )
-        )
-
-    @staticmethod
-    def _schedule_filter(
-        *,
-        job: str | None,
-        paused: bool | None,
-        limit: int,
-        after: str | None,
-        due_before: datetime | None,
-    ) -> ScheduleFilter:
-        """:meth:`schedules`'s arguments validated."""
-        if paused is not None and not isinstance(paused, bool):
-            raise ValidationError("paused", f"must be True, False or None, got {paused!r}")
-        if after is not None and not isinstance(after, str):
-            raise ValidationError("after", f"must be a cursor string, got {after!r}")
-        if not cursor_storable(after):
-            raise ValidationError("after", "must be a cursor from a previous page")
-        return ScheduleFilter(
-            job=None if job is None else require_name(job, "job"),
-            paused=paused,
-            limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
-            after=after,
-            due_before=None if due_before is None else as_aware_utc(due_before, field="due_before"),
+            schedule_filter(job=job, paused=paused, limit=limit, after=after, due_before=due_before)
         )
 
     @abstractmethod
@@ -459,7 +434,9 @@ class ScheduleVerbs(CatalogueVerbs):
                     next_due=as_aware_utc(next_due, field=f"{field}.next_due"),
                 )
             )
-        return self._materialize(items) if items else []
+        answers = self._materialize(items) if items else []
+        tell_stored(self.observers, items, answers)
+        return answers
 
     @abstractmethod
     def _materialize(self, items: Sequence[Materialization]) -> list[list[Execution] | StaleLease]:

@@ -97,28 +97,26 @@ from fencepost.domain.slo import (
 )
 from fencepost.domain.states import CommandKind, CommandState, Event, State
 from fencepost.store import sqlflow, sqlhistory
-from fencepost.store.base import (
-    UNFINISHED_STATES,
-    ClaimArguments,
-    Decide,
-    ExecutionFilter,
-    Outcome,
-    Store,
-    always,
-    claimed_inputs,
-    set_aside,
-)
+from fencepost.store.base import Store
 from fencepost.store.bulk import applicable
 from fencepost.store.executors import Execute, Plan, Statement, Steps, run
 from fencepost.store.flow import FlowChange, Throttle, ThrottleCount
 from fencepost.store.rows import version_keys
 from fencepost.store.values import (
     ID_CLOCK_SLACK,
+    UNFINISHED_STATES,
+    ClaimArguments,
+    Decide,
+    ExecutionFilter,
+    Outcome,
     ScheduleFilter,
     SloRequest,
+    always,
     burn_key,
+    claimed_inputs,
     like_pattern,
     result_refused,
+    set_aside,
     unix_ms,
 )
 
@@ -726,7 +724,7 @@ class SqlStore(Store):
 
         return self._retried(attempt, verb)
 
-    def reap_expired(self, *, limit: int = 1000) -> int:
+    def _reap_expired(self, *, limit: int) -> int:
         with self._write() as conn:
             now = self._tx_now(conn)
             if not self._may_judge_leases(now):

@@ -15,7 +15,7 @@ from typing import Any
 from fencepost.domain import payloads
 from fencepost.domain.buckets import DEFAULT_NUM_BUCKETS, MAX_NUM_BUCKETS, bucket_for
 from fencepost.domain.catalogue import unknown_jobs_policy
-from fencepost.domain.checks import INT32_MAX, MAX_QUEUE, require_int, require_name, storable
+from fencepost.domain.checks import INT32_MAX, MAX_QUEUE, require_int, require_name
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL as DEFAULT_COMMAND_TTL
 from fencepost.domain.defaults import DEFAULT_TTL as DEFAULT_TTL
 from fencepost.domain.errors import StaleLease, ValidationError
@@ -47,6 +47,7 @@ from fencepost.domain.slo import (
     window_start,
 )
 from fencepost.domain.states import TERMINAL_STATES, AttemptOutcome, State
+from fencepost.store.observers import Observer
 from fencepost.timing.clock import Clock, SystemClock
 
 #: The longest pause prune takes between batches, in seconds.
@@ -122,6 +123,8 @@ class StoreConfig:
     #: worker publishes it) or ``refuse`` (a ValidationError naming ``job``). See
     #: :data:`~fencepost.domain.catalogue.UNKNOWN_JOBS`.
     unknown_jobs: str = "allow"
+    #: Who is told of the store's leasing work (see :mod:`fencepost.store.observers`).
+    observers: tuple[Observer, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "unknown_jobs", unknown_jobs_policy(self.unknown_jobs))
@@ -629,11 +632,6 @@ def created_id_range(
 _ID_MS_LIMIT = 1 << 48
 #: An id above every id: a creation bound past what ids hold matches nothing.
 _LAST_ID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
-
-
-def cursor_storable(after: str | None) -> bool:
-    """A cursor without lone surrogates (no id holds one; U+0000 sorts like its prefix)."""
-    return after is None or after.isascii() or storable(after.replace("\x00", ""))
 
 
 def check_fences(leases: Iterable[Fence]) -> None:

@@ -143,16 +143,21 @@ def _plan_paused(schedule: Schedule, rule: Rule, *, now: datetime, limit: int) -
     )
 
 
+#: How the reason of a slot SKIPPED for a misfire begins (other skips say ``paused`` or
+#: ``overlap: ...``): what the store's observers count as a misfire.
+MISFIRE_REASON = "misfire:"
+
+
 def _misfire(
     schedule: Schedule, slots: _Peekable, grace_line: datetime, warnings: list[str]
 ) -> str | None:
     """For a late slot: None to run it, or why it is SKIPPED."""
     if schedule.misfire is Misfire.SKIP:
-        return "misfire: missed, skipped by policy"
+        return f"{MISFIRE_REASON} missed, skipped by policy"
     if schedule.misfire is Misfire.COALESCE:
         following = slots.peek(0)
         if following is not None and following < grace_line:
-            return "misfire: missed, coalesced into a later run"
+            return f"{MISFIRE_REASON} missed, coalesced into a later run"
         return None
     # catch_up: run the newest max_catch_up late slots, record the older ones.
     beyond = slots.peek(schedule.max_catch_up - 1)
@@ -162,7 +167,7 @@ def _misfire(
                 f"schedule {schedule.id}: more than {schedule.max_catch_up} missed slots; "
                 "the oldest are recorded SKIPPED"
             )
-        return f"misfire: missed, beyond max_catch_up ({schedule.max_catch_up})"
+        return f"{MISFIRE_REASON} missed, beyond max_catch_up ({schedule.max_catch_up})"
     return None
 
 

@@ -20,8 +20,8 @@ What a worker exports, besides what ``fencepost serve`` counts:
   whether the worker's store answers.
 * **The service's process counters** (claim lateness, attempts by outcome, stale
   refusals, lease expiries reaped, occurrences), under the same names and labels,
-  when the worker works on a database (``--db``): its store is wrapped in the
-  service's :class:`~fencepost.api.metered_store.MeteredStore`. A remote worker
+  when the worker works on a database (``--db``): the service's
+  :class:`~fencepost.api.counters.ProcessCounters` observe its store. A remote worker
   (``--server``) does not export them: its calls pass through the service's own
   store, which counts them already, and a sum across processes would count twice.
 """
@@ -53,9 +53,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fencepost.worker")
 
-#: Wraps a worker's store to count on a registry (the service's process counters:
-#: ``fencepost.api.metered_store.meter_store``). Given by the caller, which may import
-#: the API layer; the worker may not.
+#: Counts a worker's store on a registry and returns it (the service's process
+#: counters: ``fencepost.api.counters.meter_store``). Given by the caller, which may
+#: import the API layer; the worker may not.
 Meter = Callable[[CollectorRegistry, Any], Any]
 
 #: Upper bounds of the attempt duration histogram, in seconds: from a few
@@ -210,7 +210,7 @@ class WorkerMetrics:
         self._server: WSGIServer | None = None
 
     def wrap(self, source: WorkSource, meter: Meter | None) -> WorkSource:
-        """``source`` as ``meter`` wraps it to count on this registry (unchanged without one)."""
+        """``source``, counted on this registry by ``meter`` (when given)."""
         return source if meter is None else cast("WorkSource", meter(self.registry, source))
 
     def bind(self, worker: Worker, registry: JobRegistry) -> None:

@@ -186,9 +186,9 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         prometheus-client is imported here, not with the worker: a worker without
         metrics never loads it. What is exported: :mod:`fencepost.worker.metrics`.
         :class:`~fencepost.domain.errors.ValidationError` (field ``metrics-port``)
-        if the port is not one or cannot be listened on. ``meter`` wraps the worker's
-        store to count on the worker's registry too (the CLI and ``App`` give
-        :func:`fencepost.api.metered_store.meter_store`: the service's counters).
+        if the port is not one or cannot be listened on. ``meter`` counts the worker's
+        store on the worker's registry too (the CLI and ``App`` give
+        :func:`fencepost.api.counters.meter_store`: the service's counters).
         """
         from fencepost.worker.metrics import WorkerMetrics
 

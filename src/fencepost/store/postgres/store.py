@@ -50,14 +50,6 @@ from fencepost.domain.slo import (
 )
 from fencepost.domain.states import Event
 from fencepost.domain.submission import NewExecution
-from fencepost.store.base import (
-    ClaimArguments,
-    ExecutionFilter,
-    Materialization,
-    Outcome,
-    StoreConfig,
-    stale_schedule,
-)
 from fencepost.store.batching import rounds, rounds_of
 from fencepost.store.callers import check_psycopg, driver_connection, refuse
 from fencepost.store.executors import (
@@ -99,9 +91,15 @@ from fencepost.store.sqlflow import SqlFlow
 from fencepost.store.sqlstore import SqlStore, claimed_leases, fence_key, stale
 from fencepost.store.values import (
     BucketsResized,
+    ClaimArguments,
+    ExecutionFilter,
+    Materialization,
+    Outcome,
+    StoreConfig,
     adopt_buckets,
     live_nodes_refusal,
     rebucketed,
+    stale_schedule,
     stats_error_params,
     stats_report,
     throttle_lookback,

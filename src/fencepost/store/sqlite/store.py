@@ -37,13 +37,6 @@ from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.slo import ErrorClass, SloMark, is_backfill, refusal_mark
 from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
-from fencepost.store.base import (
-    ClaimArguments,
-    Materialization,
-    Outcome,
-    StoreConfig,
-    stale_schedule,
-)
 from fencepost.store.batching import rounds, rounds_of
 from fencepost.store.callers import check_sqlite, driver_connection, refuse
 from fencepost.store.executors import (
@@ -77,9 +70,14 @@ from fencepost.store.sqlite.connection import migrate as apply_migrations
 from fencepost.store.sqlstore import SqlStore, claimed_leases, stale
 from fencepost.store.values import (
     BucketsResized,
+    ClaimArguments,
+    Materialization,
+    Outcome,
+    StoreConfig,
     adopt_buckets,
     live_nodes_refusal,
     rebucketed,
+    stale_schedule,
     stats_error_params,
     stats_report,
     throttle_lookback,
