@@ -18,15 +18,16 @@ import pytest
 
 from fencepost.domain.errors import Cancelled, PermanentFailure, ValidationError
 from fencepost.domain.models import Lease
-from fencepost.jobs.context import Context
+from fencepost.jobs.context import Context, RunControl
 from fencepost.jobs.runners import CommandFailed, CommandRunner, HttpFailed, HttpRunner, templates
 from fencepost.jobs.runners.command import KILL_GRACE, TAIL_CHARS
 
 PY = sys.executable
 
 
-def context(**changes: Any) -> Context:
-    """A context for one attempt; ``changes`` override the lease's fields."""
+def context(control: RunControl | None = None, **changes: Any) -> Context:
+    """A context for one attempt, driven by ``control``; ``changes`` override the
+    lease's fields."""
     fields: dict[str, Any] = {
         "execution_id": "0190-exec",
         "owner": "worker-1",
@@ -43,7 +44,7 @@ def context(**changes: Any) -> Context:
         "slot": "2026-03-29T01:00:00Z",
     }
     fields.update(changes)
-    return Context(Lease(**fields))
+    return Context(Lease(**fields), control)
 
 
 def python(code: str, *args: str) -> CommandRunner:
@@ -184,8 +185,9 @@ def test_a_missing_input_fails_before_anything_runs(tmp_path: Path) -> None:
 
 
 def test_a_context_already_stopping_starts_nothing(tmp_path: Path) -> None:
-    ctx = context()
-    ctx._request_stop("worker shutting down")
+    control = RunControl()
+    ctx = context(control)
+    control.request_stop("worker shutting down")
     marker = tmp_path / "ran"
     with pytest.raises(Cancelled, match="worker shutting down"):
         CommandRunner(["touch", str(marker)])(ctx, {})
@@ -212,14 +214,15 @@ def test_a_stop_kills_the_whole_process_group(tmp_path: Path) -> None:
     # leave the grandchild running.
     script = 'sleep 30 & echo $$ $! > "$1"; sleep 30'
     runner = CommandRunner(["sh", "-c", script, "sh", str(pids)])
-    ctx = context()
+    control = RunControl()
+    ctx = context(control)
     thread, outcome = run_in_thread(runner, ctx)
     shell, grandchild = map(int, wait_for_file(pids).split())
     assert running(shell)
     assert running(grandchild)
 
     started = time.monotonic()
-    ctx._request_stop("timed out")
+    control.request_stop("timed out")
     thread.join(KILL_GRACE + 5)
     assert not thread.is_alive()
     assert time.monotonic() - started < KILL_GRACE + 2
@@ -234,10 +237,11 @@ def test_a_command_ignoring_sigterm_gets_sigkill_after_the_grace(tmp_path: Path)
     pids = tmp_path / "pids"
     script = 'trap "" TERM; sleep 30 & echo $$ $! > "$1"; wait'
     runner = CommandRunner(["sh", "-c", script, "sh", str(pids)], kill_grace=0.3)
-    ctx = context()
+    control = RunControl()
+    ctx = context(control)
     thread, outcome = run_in_thread(runner, ctx)
     shell, grandchild = map(int, wait_for_file(pids).split())
-    ctx._request_stop("cancelled by user")
+    control.request_stop("cancelled by user")
     thread.join(5)
     assert isinstance(outcome[0], Cancelled)
     assert not running(shell)
@@ -429,8 +433,9 @@ def test_http_timeout_is_retryable(server: tuple[str, _Server]) -> None:
 
 def test_http_a_context_already_stopping_sends_nothing(server: tuple[str, _Server]) -> None:
     base, httpd = server
-    ctx = context()
-    ctx._request_stop("cancelled")
+    control = RunControl()
+    ctx = context(control)
+    control.request_stop("cancelled")
     with pytest.raises(Cancelled):
         HttpRunner(method="POST", url=f"{base}/echo")(ctx, {})
     assert httpd.seen == []

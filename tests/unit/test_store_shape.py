@@ -6,6 +6,8 @@ otherwise have to notice by reading.
   backend states what differs (its runner, its capabilities);
 * no module imports another package's private (``_name``) names, and none outside
   ``store/`` imports a backend's package (``fencepost.store.postgres``, ...);
+* nothing outside ``jobs/context.py`` reaches into a handler's ``Context`` (``ctx._x``):
+  the worker drives an attempt through its ``RunControl``;
 * no two classes share a name, but the JSON shape of a domain value in ``wire/``
   (``wire.Execution`` of ``domain.models.Execution``) and Django's management
   commands, which Django finds by the name ``Command``;
@@ -195,6 +197,33 @@ def test_the_private_import_check_finds_what_it_must() -> None:
     ]
     assert _private_imports(path, "from fencepost.api.problems import _reported") == []
     assert _private_imports(path, "from fencepost.store.base import Store, __all__") == []
+
+
+# -- the worker and the handler's Context -------------------------------------------------
+
+
+def _reaches_into_a_context(source: str) -> list[str]:
+    """``ctx._x`` or ``run.ctx._x`` in ``source``: a private name of a Context."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
+            continue
+        owner = node.value
+        named = owner.id if isinstance(owner, ast.Name) else getattr(owner, "attr", None)
+        if named in {"ctx", "context"} and not node.attr.startswith("__"):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_nothing_reaches_into_a_handler_s_context() -> None:
+    found = {
+        _name(path): names
+        for path in _modules()
+        if _name(path) != "jobs/context.py" and (names := _reaches_into_a_context(path.read_text()))
+    }
+    assert found == {}
+    assert _reaches_into_a_context("run.ctx._request_stop('x')") == ["1: run.ctx._request_stop"]
+    assert _reaches_into_a_context("run.control.request_stop('x')") == []
 
 
 # -- one name, one class ----------------------------------------------------------------

@@ -8,9 +8,10 @@ needs to make external side effects idempotent) and two ways to talk back:
 blocks while the execution is paused; and :meth:`Context.snooze`, which ends the
 attempt by raising :class:`~fencepost.domain.errors.Snooze`.
 
-The worker drives the other side through the underscored methods; handlers
-never call those. Nothing here touches the store: progress reaches it with the
-worker's next batched heartbeat, so a checkpoint costs no round trip.
+The worker drives the other side through the attempt's :class:`RunControl`, which
+it makes and keeps; a handler sees only the Context. Nothing here touches the store:
+progress reaches it with the worker's next batched heartbeat, so a checkpoint costs no
+round trip.
 """
 
 from __future__ import annotations
@@ -33,22 +34,78 @@ LEASE_LOST = "lease lost"
 _PAUSE_POLL = 0.05
 
 
+class RunControl:
+    """The worker's side of one attempt: it asks the handler to stop, pauses and
+    resumes it, marks its lease lost, and takes the progress the handler recorded.
+    The attempt's :class:`Context` reads it; the worker makes one per claimed
+    execution and keeps it (``Run.control``)."""
+
+    __slots__ = (
+        "lock",
+        "lost",
+        "paused",
+        "progress",
+        "progress_dirty",
+        "stop_event",
+        "stop_reason",
+        "stopped",
+        "wake",
+    )
+
+    def __init__(self, wake: Callable[[], None] = lambda: None) -> None:
+        #: Called when the handler records progress (the worker's heartbeat wakes).
+        self.wake = wake
+        self.lock = threading.Lock()
+        # Plain flags, and an Event only for a handler that waits: a worker makes one
+        # per claimed execution, and two Events each cost more than the rest.
+        self.stopped = False
+        self.stop_event: threading.Event | None = None
+        self.paused = False
+        self.stop_reason: str | None = None
+        self.progress: JSON = None
+        self.progress_dirty = False
+        self.lost = False
+
+    def request_stop(self, reason: str) -> None:
+        """Ask the handler to stop (its next checkpoint raises :class:`Cancelled`);
+        the first reason given is kept."""
+        with self.lock:
+            if self.stop_reason is None:
+                self.stop_reason = reason
+            self.stopped = True
+            event = self.stop_event
+        if event is not None:
+            event.set()
+
+    def lose(self) -> None:
+        """The lease is gone: the handler's next checkpoint raises :class:`Cancelled`."""
+        self.lost = True
+
+    def pause(self) -> None:
+        """Block the handler's checkpoints until :meth:`resume`."""
+        self.paused = True
+
+    def resume(self) -> None:
+        """Let the handler's checkpoints return again."""
+        self.paused = False
+
+    def has_progress(self) -> bool:
+        """Whether the handler checkpointed since the last :meth:`take_progress`."""
+        return self.progress_dirty
+
+    def take_progress(self) -> tuple[bool, JSON]:
+        """(whether a checkpoint happened since the last call, the latest progress)."""
+        with self.lock:
+            dirty, self.progress_dirty = self.progress_dirty, False
+            return dirty, self.progress
+
+
 class Context:
     """One attempt of one execution, as its handler sees it."""
 
-    def __init__(self, lease: Lease, *, wake: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, lease: Lease, control: RunControl | None = None) -> None:
         self._lease = lease
-        self._wake = wake
-        self._lock = threading.Lock()
-        # Plain flags, and an Event only for a handler that waits: a worker makes a
-        # Context per claimed execution, and two Events each cost more than the rest.
-        self._stopped = False
-        self._stop_event: threading.Event | None = None
-        self._paused = False
-        self._stop_reason: str | None = None
-        self._progress: JSON = None
-        self._progress_dirty = False
-        self._lost = False
+        self._control = RunControl() if control is None else control
 
     # -- identity --------------------------------------------------------------------
 
@@ -102,12 +159,12 @@ class Context:
     @property
     def stop_reason(self) -> str | None:
         """Why the handler should stop (cancel, timeout, lost lease), or None."""
-        return self._stop_reason
+        return self._control.stop_reason
 
     @property
     def stopping(self) -> bool:
         """Whether the handler has been asked to stop."""
-        return self._stopped
+        return self._control.stopped
 
     @property
     def lease_lost(self) -> bool:
@@ -116,12 +173,12 @@ class Context:
         The handler may keep running, but its result will be refused; the next
         checkpoint raises :class:`Cancelled`.
         """
-        return self._lost
+        return self._control.lost
 
     @property
     def paused(self) -> bool:
         """Whether a pause is in force (checkpoints block until resumed)."""
-        return self._paused
+        return self._control.paused
 
     def checkpoint(self, progress: JSON = None) -> None:
         """Record ``progress`` (JSON, optional) and a heartbeat; stop or wait if told to.
@@ -131,14 +188,14 @@ class Context:
         stored with the worker's next heartbeat, within about a second.
         """
         self._record(progress)
-        while self._paused and not self._should_stop():
+        while self._control.paused and not self._should_stop():
             time.sleep(_PAUSE_POLL)
         self._raise_if_stopping()
 
     async def acheckpoint(self, progress: JSON = None) -> None:
         """:meth:`checkpoint` for coroutines: waits without blocking the event loop."""
         self._record(progress)
-        while self._paused and not self._should_stop():
+        while self._control.paused and not self._should_stop():
             await asyncio.sleep(_PAUSE_POLL)
         self._raise_if_stopping()
 
@@ -146,19 +203,20 @@ class Context:
         """Keep ``progress`` (refused at once if it is not JSON) for the next heartbeat."""
         if progress is not None:
             payloads.encode(progress, field="progress", limit=payloads.DEFAULT_MAX_PAYLOAD_BYTES)
-        with self._lock:
+        control = self._control
+        with control.lock:
             if progress is not None:
-                self._progress = progress
-            self._progress_dirty = True
-        self._wake()
+                control.progress = progress
+            control.progress_dirty = True
+        control.wake()
 
     def _should_stop(self) -> bool:
-        return self._stopped or self._lost
+        return self._control.stopped or self._control.lost
 
     def _raise_if_stopping(self) -> None:
-        if self._stopped:
-            raise Cancelled(self._stop_reason or "stop requested")
-        if self._lost:
+        if self._control.stopped:
+            raise Cancelled(self._control.stop_reason or "stop requested")
+        if self._control.lost:
             raise Cancelled(LEASE_LOST)
 
     def snooze(self, seconds: float | timedelta, reason: str | None = None) -> NoReturn:
@@ -175,39 +233,11 @@ class Context:
 
     def wait(self, seconds: float) -> bool:
         """Sleep up to ``seconds``; return True early if the handler is asked to stop."""
-        with self._lock:
-            if self._stopped:
+        control = self._control
+        with control.lock:
+            if control.stopped:
                 return True
-            if self._stop_event is None:
-                self._stop_event = threading.Event()
-            event = self._stop_event
+            if control.stop_event is None:
+                control.stop_event = threading.Event()
+            event = control.stop_event
         return event.wait(seconds)
-
-    # -- the worker's side -----------------------------------------------------------
-
-    def _request_stop(self, reason: str) -> None:
-        with self._lock:
-            if self._stop_reason is None:
-                self._stop_reason = reason
-            self._stopped = True
-            event = self._stop_event
-        if event is not None:
-            event.set()
-
-    def _lose(self) -> None:
-        self._lost = True
-
-    def _pause(self) -> None:
-        self._paused = True
-
-    def _resume(self) -> None:
-        self._paused = False
-
-    def _has_progress(self) -> bool:
-        return self._progress_dirty
-
-    def _take_progress(self) -> tuple[bool, JSON]:
-        """(whether a checkpoint happened since the last call, the latest progress)."""
-        with self._lock:
-            dirty, self._progress_dirty = self._progress_dirty, False
-            return dirty, self._progress

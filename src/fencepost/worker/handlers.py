@@ -131,7 +131,7 @@ class HandlerPool(WorkerState):
     def _abandon(self, run: Run, reason: str) -> None:
         """Tell a handler to stop and stop waiting for it; its thread is replaced."""
         run.finished = True
-        run.ctx._request_stop(reason)
+        run.control.request_stop(reason)
         self._runs.pop(run.lease.execution_id, None)
         # Whoever frees the slot first owns what follows: if the handler returned just
         # now, its thread carries on and needs no replacement.

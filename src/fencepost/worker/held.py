@@ -35,14 +35,14 @@ class HeldRuns(WorkerState):
         """
         due: dict[timedelta, list[tuple[Run, JSON]]] = defaultdict(list)
         for run in list(self._runs.values()):
-            dirty = run.ctx._has_progress()
+            dirty = run.control.has_progress()
             soon = (
                 run.next_beat
                 - run.spec.lease_ttl.total_seconds() / 3
                 + self.options.progress_interval
             )
             if now >= run.next_beat or (dirty and now >= soon):
-                dirty, progress = run.ctx._take_progress()
+                dirty, progress = run.control.take_progress()
                 due[run.spec.lease_ttl].append((run, progress if dirty else None))
         for ttl, beats in due.items():
             self._store_call(partial(self._renew, ttl, beats, now))
@@ -61,7 +61,7 @@ class HeldRuns(WorkerState):
                         self.owner,
                         extra=about(run.lease),
                     )
-                run.ctx._lose()
+                run.control.lose()
                 run.next_beat = float("inf")
             else:
                 run.lease = verdict
@@ -112,14 +112,14 @@ class HeldRuns(WorkerState):
         elif command.kind is CommandKind.CANCEL:
             run.cancel_requested = True
             if run.paused_at is not None:
-                run.ctx._resume()
+                run.control.resume()
                 run.resume(now)
-            run.ctx._request_stop(CANCEL_REQUESTED)
+            run.control.request_stop(CANCEL_REQUESTED)
         elif command.kind is CommandKind.PAUSE:
             if run.paused_at is None:
                 run.paused_at = now
-                run.ctx._pause()
+                run.control.pause()
         elif command.kind is CommandKind.RESUME and run.paused_at is not None:
             # Time spent paused does not count against the attempt's timeout.
             run.resume(now)
-            run.ctx._resume()
+            run.control.resume()

@@ -108,7 +108,7 @@ class Outbox(WorkerState):
         """Write ``batch``; what an outage left unwritten, and the outage (None: all written)."""
         completions = [o for o in batch if o.verb == "complete"]
         steps: list[tuple[list[RunOutcome], Callable[[], bool]]] = []
-        checkpointed = [o for o in batch if o.run.ctx._has_progress()]
+        checkpointed = [o for o in batch if o.run.control.has_progress()]
         if checkpointed:  # progress of a job that ended before its next heartbeat: first
             steps.append(([], partial(self._write_progress, checkpointed)))
         if completions:
@@ -127,7 +127,7 @@ class Outbox(WorkerState):
         """Write the last checkpoint's progress of finished runs, with a heartbeat each."""
         by_ttl: dict[timedelta, list[tuple[Lease, JSON]]] = defaultdict(list)
         for outcome in outcomes:
-            dirty, progress = outcome.run.ctx._take_progress()
+            dirty, progress = outcome.run.control.take_progress()
             if dirty and progress is not None:
                 by_ttl[outcome.run.spec.lease_ttl].append((outcome.run.lease, progress))
         for ttl, beats in by_ttl.items():

@@ -16,7 +16,7 @@ from fencepost.domain.checks import MAX_ERROR_CHARS, sanitize_text
 from fencepost.domain.errors import Cancelled, PermanentFailure, Retry, Snooze, ValidationError
 from fencepost.domain.models import JSON, Lease
 from fencepost.domain.payloads import RESULT_INVALID
-from fencepost.jobs.context import Context
+from fencepost.jobs.context import Context, RunControl
 from fencepost.jobs.spec import JobSpec
 
 #: Why a handler was told to stop, as recorded and as raised by checkpoints.
@@ -36,6 +36,7 @@ class Run:
     spec: JobSpec
     lease: Lease
     ctx: Context
+    control: RunControl  #: the worker's side of ``ctx``: stop, pause, resume, progress
     expires: float  #: by when the lease has surely expired
     timeout: float | None  #: seconds the attempt may run (None: no timeout)
     next_beat: float

@@ -51,7 +51,7 @@ from fencepost.domain.errors import FencepostError, StoreUnavailable, Validation
 from fencepost.domain.models import Lease
 from fencepost.domain.nodes import default_node_id
 from fencepost.jobs.catalogue import entries_of, publish
-from fencepost.jobs.context import Context
+from fencepost.jobs.context import Context, RunControl
 from fencepost.jobs.registry import JobRegistry
 from fencepost.scheduler.reaper import reap_all
 from fencepost.worker.handlers import HandlerPool
@@ -475,12 +475,12 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         spec = self.registry.get(lease.job, lease.job_version)
         # The execution's own timeout (set at submit) wins over the job's default.
         timeout = lease.timeout if lease.timeout is not None else spec.timeout
-        seconds = ttl.total_seconds()
         run = Run(
             spec=spec,
             lease=lease,
-            ctx=Context(lease, wake=self._wake.set),
-            expires=sent + seconds,
+            control=(control := RunControl(self._wake.set)),
+            ctx=Context(lease, control),
+            expires=sent + (seconds := ttl.total_seconds()),
             timeout=None if timeout is None else timeout.total_seconds(),
             next_beat=sent + seconds / 3,
             claimed_at=arrived,
@@ -576,7 +576,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         immediate = self._immediate.is_set()
         self._hand_back(self._buffer.clear(), SHUTTING_DOWN)
         for run in list(self._runs.values()):
-            run.ctx._request_stop(SHUTTING_DOWN)
+            run.control.request_stop(SHUTTING_DOWN)
         # Give stopped handlers (and command jobs killing their process groups) a moment.
         settle = self._monotonic() + (0.2 if immediate else 2.5)
         while self._runs and self._monotonic() < settle:
