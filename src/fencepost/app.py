@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, Unpack, cast
 
 from fencepost.domain.bulk import DEFAULT_BATCH, Action, BulkResult, Deletion, DeletionPage
 from fencepost.domain.errors import ValidationError
+from fencepost.domain.filters import StoreFilters, StoreQuery
 from fencepost.domain.history import (
     READ_ROLL_UP_ROWS,
     History,
@@ -33,7 +34,7 @@ from fencepost.domain.history import (
 from fencepost.domain.limits import Limit, ThrottleCount
 from fencepost.domain.models import JSON, Command, Execution, Page
 from fencepost.domain.retry import RetryPolicy
-from fencepost.domain.states import AttemptOutcome, CommandKind, State
+from fencepost.domain.states import CommandKind, State
 from fencepost.jobs.catalogue import publish
 from fencepost.jobs.registry import JobRegistry
 from fencepost.jobs.spec import (
@@ -286,97 +287,19 @@ class App:
         """Ask the worker running ``execution_id`` to cancel, pause or resume it."""
         return self.store.request(execution_id, kind, actor=actor)
 
-    def query(
-        self,
-        *,
-        state: State | str | Iterable[State | str] | None = None,
-        job: str | None = None,
-        schedule: str | None = None,
-        bucket: int | None = None,
-        due_after: datetime | None = None,
-        due_before: datetime | None = None,
-        limit: int = 100,
-        after: str | None = None,
-        buckets: Iterable[int] | None = None,
-        newest_first: bool = False,
-        queue: str | None = None,
-        outcome: AttemptOutcome | str | None = None,
-        limit_key: str | None = None,
-        owner: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        finished_after: datetime | None = None,
-        finished_before: datetime | None = None,
-        error: str | None = None,
-    ) -> Page:
+    def query(self, **query: Unpack[StoreQuery]) -> Page:
         """Executions matching every given filter, by id: :meth:`Store.query
         <fencepost.store.base.Store.query>` (``due_after <= due_at < due_before``;
         ``outcome``: those any of whose attempts ended with it, e.g. ``timed_out``;
         ``owner``: RUNNING under that owner's lease; ``finished_*``: finished ones by
         finish time; ``error``: a piece of the latest error, in any case)."""
-        return self.store.query(
-            state=state,
-            job=job,
-            schedule=schedule,
-            bucket=bucket,
-            due_after=due_after,
-            due_before=due_before,
-            limit=limit,
-            after=after,
-            buckets=buckets,
-            newest_first=newest_first,
-            queue=queue,
-            outcome=outcome,
-            limit_key=limit_key,
-            owner=owner,
-            created_after=created_after,
-            created_before=created_before,
-            finished_after=finished_after,
-            finished_before=finished_before,
-            error=error,
-        )
+        return self.store.query(**query)
 
-    def count_by_state(
-        self,
-        *,
-        state: State | str | Iterable[State | str] | None = None,
-        job: str | None = None,
-        schedule: str | None = None,
-        bucket: int | None = None,
-        due_after: datetime | None = None,
-        due_before: datetime | None = None,
-        buckets: Iterable[int] | None = None,
-        queue: str | None = None,
-        outcome: AttemptOutcome | str | None = None,
-        limit_key: str | None = None,
-        owner: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        finished_after: datetime | None = None,
-        finished_before: datetime | None = None,
-        error: str | None = None,
-    ) -> dict[State, int]:
+    def count_by_state(self, **filters: Unpack[StoreFilters]) -> dict[State, int]:
         """How many executions :meth:`query` with these filters lists, by state (every
         state a key): :meth:`Store.count_by_state
         <fencepost.store.base.Store.count_by_state>`."""
-        return self.store.count_by_state(
-            state=state,
-            job=job,
-            schedule=schedule,
-            bucket=bucket,
-            due_after=due_after,
-            due_before=due_before,
-            buckets=buckets,
-            queue=queue,
-            outcome=outcome,
-            limit_key=limit_key,
-            owner=owner,
-            created_after=created_after,
-            created_before=created_before,
-            finished_after=finished_after,
-            finished_before=finished_before,
-            error=error,
-        )
+        return self.store.count_by_state(**filters)
 
     # -- schedules -------------------------------------------------------------------
 

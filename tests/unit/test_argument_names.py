@@ -6,22 +6,26 @@ it counts as ``version`` here.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
+import fencepost
 from fencepost import App
 from fencepost.client.http import Client
+from fencepost.client.verbs import count_by_state, query
 from fencepost.store.base import Store
 from fencepost.wire.executions import SubmitItem
 from fencepost.wire.mapping import argument_name
 from fencepost.wire.schedules import ScheduleCreate
+from tests.keywords import keywords
 
 
 def names(verb: Callable[..., Any]) -> set[str]:
-    """The named parameters of ``verb`` (``self`` and ``**kwargs`` aside), old names as new."""
-    parameters = inspect.signature(verb).parameters.values()
-    given = {p.name for p in parameters if p.kind is not p.VAR_KEYWORD and p.name != "self"}
+    """The named parameters of ``verb`` (``self`` aside; ``**kwargs`` only as the keys of
+    the TypedDict it unpacks), old names as new."""
+    given = keywords(verb)
     return {"version" if name == "job_version" else name for name in given}
 
 
@@ -69,3 +73,19 @@ def test_the_queries_take_the_same_names() -> None:
 
     assert names(App.query) == names(Store.query) == names(AsyncStore.query)
     assert names(Client.query) == names(AsyncClient.query) == names(Store.query) - WORKER_ONLY
+
+
+def test_a_filter_no_verb_takes_is_refused_by_name() -> None:
+    store = fencepost.connect("memory://")
+    try:
+        with pytest.raises(TypeError, match=r"query\(\) got an unexpected keyword argument 'jobs'"):
+            store.query(jobs=["x"])
+        with pytest.raises(TypeError, match=r"count_by_state\(\) .* 'limit'"):
+            store.count_by_state(limit=5)
+        assert store.query(job="x", buckets=[0]).items == []
+    finally:
+        store.close()
+    with pytest.raises(TypeError, match=r"query\(\) .* 'buckets'"):
+        next(query(buckets=[1]))  # a store's filter only
+    with pytest.raises(TypeError, match=r"count_by_state\(\) .* 'after'"):
+        next(count_by_state(after="x"))

@@ -6,7 +6,6 @@ clients), and ``fencepost ps``'s filter flags (:mod:`fencepost.cli.filters`) giv
 from __future__ import annotations
 
 import argparse
-import inspect
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,13 +16,14 @@ from fencepost.client.aio import AsyncClient
 from fencepost.client.http import Client
 from fencepost.store.asyncstore import AsyncStore
 from fencepost.store.base import Store
+from tests.keywords import keywords
 
 #: What a listing takes that a count does not: its page.
 PAGING = {"limit", "after", "newest_first"}
 
 
 def names(verb: Callable[..., Any]) -> set[str]:
-    return {p for p in inspect.signature(verb).parameters if p != "self"}
+    return keywords(verb)
 
 
 def test_the_counts_take_the_query_s_filters() -> None:

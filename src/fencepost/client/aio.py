@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import anyio
 import httpx
@@ -31,6 +31,7 @@ import httpx
 from fencepost.client import verbs
 from fencepost.client.retries import DEFAULT_RETRY_TIMEOUT, Retrying, retry_timeout_option
 from fencepost.domain.bulk import DEFAULT_BATCH, BulkResult, DeletionPage
+from fencepost.domain.filters import ExecutionFilters, ExecutionQuery
 from fencepost.domain.history import History, HistorySummary, SummaryBy, Window
 from fencepost.domain.jobviews import JobSummary, JobView
 from fencepost.domain.limits import FlowChange, Limit, Rate, ThrottleCount
@@ -53,7 +54,7 @@ from fencepost.domain.slo import (
     DEFAULT_FINISH_TARGET,
     DEFAULT_FINISH_WITHIN,
 )
-from fencepost.domain.states import AttemptOutcome, CommandKind, State
+from fencepost.domain.states import CommandKind, State
 from fencepost.domain.timeline import Timeline
 
 T = TypeVar("T")
@@ -225,95 +226,17 @@ class AsyncClient:
         """
         return await self._run(verbs.wait(execution_id, timeout=timeout))
 
-    async def query(
-        self,
-        *,
-        state: State | str | Iterable[State | str] | None = None,
-        job: str | None = None,
-        schedule: str | None = None,
-        bucket: int | None = None,
-        limit: int = 100,
-        after: str | None = None,
-        newest_first: bool = False,
-        queue: str | None = None,
-        due_after: datetime | None = None,
-        due_before: datetime | None = None,
-        outcome: AttemptOutcome | str | None = None,
-        limit_key: str | None = None,
-        owner: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        finished_after: datetime | None = None,
-        finished_before: datetime | None = None,
-        error: str | None = None,
-    ) -> Page:
+    async def query(self, **query: Unpack[ExecutionQuery]) -> Page:
         """Executions matching every given filter, by id; see ``Store.query``
         (``due_after <= due_at < due_before``; ``outcome``: any attempt ended so;
         ``owner``: RUNNING under its lease; ``finished_*``: finished ones by finish
         time; ``error``: a piece of the latest error, ASCII letters in any case)."""
-        return await self._run(
-            verbs.query(
-                state=state,
-                job=job,
-                schedule=schedule,
-                bucket=bucket,
-                limit=limit,
-                after=after,
-                newest_first=newest_first,
-                queue=queue,
-                due_after=due_after,
-                due_before=due_before,
-                outcome=outcome,
-                limit_key=limit_key,
-                owner=owner,
-                created_after=created_after,
-                created_before=created_before,
-                finished_after=finished_after,
-                finished_before=finished_before,
-                error=error,
-            )
-        )
+        return await self._run(verbs.query(**query))
 
-    async def count_by_state(
-        self,
-        *,
-        state: State | str | Iterable[State | str] | None = None,
-        job: str | None = None,
-        schedule: str | None = None,
-        bucket: int | None = None,
-        queue: str | None = None,
-        due_after: datetime | None = None,
-        due_before: datetime | None = None,
-        outcome: AttemptOutcome | str | None = None,
-        limit_key: str | None = None,
-        owner: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        finished_after: datetime | None = None,
-        finished_before: datetime | None = None,
-        error: str | None = None,
-    ) -> dict[State, int]:
+    async def count_by_state(self, **filters: Unpack[ExecutionFilters]) -> dict[State, int]:
         """How many executions :meth:`query` with these filters lists, by state (every
         state a key); see ``Store.count_by_state``."""
-        return await self._run(
-            verbs.count_by_state(
-                state=state,
-                job=job,
-                schedule=schedule,
-                bucket=bucket,
-                queue=queue,
-                due_after=due_after,
-                due_before=due_before,
-                outcome=outcome,
-                limit_key=limit_key,
-                owner=owner,
-                created_after=created_after,
-                created_before=created_before,
-                finished_after=finished_after,
-                finished_before=finished_before,
-                error=error,
-            )
-        )
+        return await self._run(verbs.count_by_state(**filters))
 
     async def dead_letters(
         self, *, job: str | None = None, limit: int = 100, after: str | None = None

@@ -29,7 +29,7 @@ from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, cast
 from urllib.parse import quote
 
 import httpx
@@ -51,6 +51,7 @@ from fencepost.domain.errors import (
     StoreUnavailable,
     ValidationError,
 )
+from fencepost.domain.filters import ExecutionFilters, ExecutionQuery, checked
 from fencepost.domain.history import (
     History,
     HistorySummary,
@@ -371,86 +372,20 @@ def _wait_timeout(timeout: object) -> float | None:
     return value
 
 
-def query(
-    *,
-    state: State | str | Iterable[State | str] | None = None,
-    job: str | None = None,
-    schedule: str | None = None,
-    bucket: int | None = None,
-    limit: int = 100,
-    after: str | None = None,
-    newest_first: bool = False,
-    queue: str | None = None,
-    due_after: datetime | None = None,
-    due_before: datetime | None = None,
-    outcome: AttemptOutcome | str | None = None,
-    limit_key: str | None = None,
-    owner: str | None = None,
-    created_after: datetime | None = None,
-    created_before: datetime | None = None,
-    finished_after: datetime | None = None,
-    finished_before: datetime | None = None,
-    error: str | None = None,
-) -> Verb[Page]:
+def query(**query: Unpack[ExecutionQuery]) -> Verb[Page]:
     """``GET /executions``; see ``Client.query``. The time bounds, the outcome and the
     error text are checked as the store checks them (nothing is sent if one is bad)."""
-    params = _filter_params(
-        state=state,
-        job=job,
-        schedule=schedule,
-        bucket=bucket,
-        queue=queue,
-        due_after=due_after,
-        due_before=due_before,
-        outcome=outcome,
-        limit_key=limit_key,
-        owner=owner,
-        created_after=created_after,
-        created_before=created_before,
-        finished_after=finished_after,
-        finished_before=finished_before,
-        error=error,
-    ) | {"limit": limit, "cursor": after, "order": "desc" if newest_first else "asc"}
+    given = dict(checked(query, ExecutionQuery, "query"))
+    limit, after = given.pop("limit", 100), given.pop("after", None)
+    order = "desc" if given.pop("newest_first", False) else "asc"
+    params = _filter_params(**given) | {"limit": limit, "cursor": after, "order": order}
     request = Request("GET", "/executions", params=params)
     return (yield from _read(executions.Page, request)).to_domain()
 
 
-def count_by_state(
-    *,
-    state: State | str | Iterable[State | str] | None = None,
-    job: str | None = None,
-    schedule: str | None = None,
-    bucket: int | None = None,
-    queue: str | None = None,
-    due_after: datetime | None = None,
-    due_before: datetime | None = None,
-    outcome: AttemptOutcome | str | None = None,
-    limit_key: str | None = None,
-    owner: str | None = None,
-    created_after: datetime | None = None,
-    created_before: datetime | None = None,
-    finished_after: datetime | None = None,
-    finished_before: datetime | None = None,
-    error: str | None = None,
-) -> Verb[dict[State, int]]:
+def count_by_state(**filters: Unpack[ExecutionFilters]) -> Verb[dict[State, int]]:
     """``GET /executions/counts``; see ``Client.count_by_state``."""
-    params = _filter_params(
-        state=state,
-        job=job,
-        schedule=schedule,
-        bucket=bucket,
-        queue=queue,
-        due_after=due_after,
-        due_before=due_before,
-        outcome=outcome,
-        limit_key=limit_key,
-        owner=owner,
-        created_after=created_after,
-        created_before=created_before,
-        finished_after=finished_after,
-        finished_before=finished_before,
-        error=error,
-    )
+    params = _filter_params(**checked(filters, ExecutionFilters, "count_by_state"))
     request = Request("GET", "/executions/counts", params=params)
     return (yield from _read(executions.StateCounts, request)).to_domain()
 
@@ -470,9 +405,9 @@ _TIME_FILTERS = frozenset(
 
 def _filter_params(
     *,
-    state: State | str | Iterable[State | str] | None,
-    outcome: AttemptOutcome | str | None,
-    error: str | None,
+    state: State | str | Iterable[State | str] | None = None,
+    outcome: AttemptOutcome | str | None = None,
+    error: str | None = None,
     **given: Any,
 ) -> dict[str, Any]:
     """The query parameters of the filters ``GET /executions`` and its counts share:

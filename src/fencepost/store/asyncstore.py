@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack
 
 from fencepost import tracing
 from fencepost.domain.bulk import (
@@ -56,6 +56,7 @@ from fencepost.domain.bulk import (
 from fencepost.domain.checks import require_int, require_name, require_queue
 from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import NotFound
+from fencepost.domain.filters import StoreFilters, StoreQuery, checked
 from fencepost.domain.history import (
     ROLL_UP_ROWS,
     History,
@@ -85,7 +86,7 @@ from fencepost.domain.slo import (
     DEFAULT_FINISH_TARGET,
     DEFAULT_FINISH_WITHIN,
 )
-from fencepost.domain.states import AttemptOutcome, CommandKind, State
+from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import SUBMIT_ARGUMENTS, NewExecution, canonical, submit_arguments
 from fencepost.store import sqlflow, sqlhistory
 from fencepost.store.base import Store
@@ -267,111 +268,32 @@ class AsyncStore:
             lambda s: s._find_plan(s._find_key(idempotency_key)),
         )
 
-    async def query(
-        self,
-        *,
-        state: State | str | Iterable[State | str] | None = None,
-        job: str | None = None,
-        schedule: str | None = None,
-        bucket: int | None = None,
-        due_after: datetime | None = None,
-        due_before: datetime | None = None,
-        limit: int = 100,
-        after: str | None = None,
-        buckets: Iterable[int] | None = None,
-        newest_first: bool = False,
-        queue: str | None = None,
-        outcome: AttemptOutcome | str | None = None,
-        limit_key: str | None = None,
-        owner: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        finished_after: datetime | None = None,
-        finished_before: datetime | None = None,
-        error: str | None = None,
-    ) -> Page:
+    async def query(self, **query: Unpack[StoreQuery]) -> Page:
         """:meth:`Store.query <fencepost.store.base.Store.query>`, awaited."""
-        arguments: dict[str, Any] = {
-            "state": state,
-            "job": job,
-            "schedule": schedule,
-            "bucket": bucket,
-            "due_after": due_after,
-            "due_before": due_before,
-            "limit": limit,
-            "after": after,
-            "buckets": buckets,
-            "newest_first": newest_first,
-            "queue": queue,
-            "outcome": outcome,
-            "limit_key": limit_key,
-            "owner": owner,
-            "created_after": created_after,
-            "created_before": created_before,
-            "finished_after": finished_after,
-            "finished_before": finished_before,
-            "error": error,
-        }
 
         def plan(store: Any) -> Plan[Page]:
-            filters = store._query_filter(**arguments)
+            filters = store._query_filter(**checked(query, StoreQuery, "query"))
             if filters is None:
                 return Plan(returning(Page(items=[], next_cursor=None)), atomic=False)
             found: Plan[Page] = store._query_plan(filters)
             return found
 
-        return await self._verb(lambda s: s.query(**arguments), plan)
+        return await self._verb(lambda s: s.query(**query), plan)
 
-    async def count_by_state(
-        self,
-        *,
-        state: State | str | Iterable[State | str] | None = None,
-        job: str | None = None,
-        schedule: str | None = None,
-        bucket: int | None = None,
-        due_after: datetime | None = None,
-        due_before: datetime | None = None,
-        buckets: Iterable[int] | None = None,
-        queue: str | None = None,
-        outcome: AttemptOutcome | str | None = None,
-        limit_key: str | None = None,
-        owner: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        finished_after: datetime | None = None,
-        finished_before: datetime | None = None,
-        error: str | None = None,
-    ) -> dict[State, int]:
+    async def count_by_state(self, **filters: Unpack[StoreFilters]) -> dict[State, int]:
         """:meth:`Store.count_by_state <fencepost.store.base.Store.count_by_state>`, awaited."""
-        arguments: dict[str, Any] = {
-            "state": state,
-            "job": job,
-            "schedule": schedule,
-            "bucket": bucket,
-            "due_after": due_after,
-            "due_before": due_before,
-            "buckets": buckets,
-            "queue": queue,
-            "outcome": outcome,
-            "limit_key": limit_key,
-            "owner": owner,
-            "created_after": created_after,
-            "created_before": created_before,
-            "finished_after": finished_after,
-            "finished_before": finished_before,
-            "error": error,
-        }
 
         def plan(store: Any) -> Plan[dict[State, int]]:
-            filters = store._query_filter(limit=1, after=None, newest_first=False, **arguments)
+            given = checked(filters, StoreFilters, "count_by_state")
+            found_filters = store._query_filter(**given, limit=1)
             found: Plan[dict[State, int]] = (
                 Plan(returning({}), atomic=False)
-                if filters is None
-                else store._count_by_state_plan(filters)
+                if found_filters is None
+                else store._count_by_state_plan(found_filters)
             )
             return found
 
-        counted = await self._verb(lambda s: s.count_by_state(**arguments), plan)
+        counted = await self._verb(lambda s: s.count_by_state(**filters), plan)
         return {s: counted.get(s, 0) for s in State}
 
     async def transitions(self, execution_id: str) -> list[Transition]:

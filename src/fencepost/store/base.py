@@ -26,7 +26,7 @@ import time
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, overload
+from typing import Any, Unpack, overload
 
 from fencepost import tracing
 from fencepost.domain import payloads
@@ -41,6 +41,7 @@ from fencepost.domain.checks import (
 from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import NotFound, ResultInvalid, StaleLease, ValidationError
 from fencepost.domain.events import ExecutionAborted, ExecutionEvent, ExecutionReleased
+from fencepost.domain.filters import StoreFilters, StoreQuery, checked
 from fencepost.domain.machine import (
     DEFAULT_MAX_SNOOZES,
     MAX_SNOOZE_REASON,
@@ -61,7 +62,7 @@ from fencepost.domain.models import (
     Page,
     Transition,
 )
-from fencepost.domain.states import AttemptOutcome, CommandKind, State
+from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import (
     SUBMIT_ARGUMENTS,
     NewExecution,
@@ -430,30 +431,10 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         """Whether ``execution_id`` can name an execution here (else a wait is NotFound)."""
         return storable(execution_id)
 
-    def query(
-        self,
-        *,
-        state: State | str | Iterable[State | str] | None = None,
-        job: str | None = None,
-        schedule: str | None = None,
-        bucket: int | None = None,
-        due_after: datetime | None = None,
-        due_before: datetime | None = None,
-        limit: int = 100,
-        after: str | None = None,
-        buckets: Iterable[int] | None = None,
-        newest_first: bool = False,
-        queue: str | None = None,
-        outcome: AttemptOutcome | str | None = None,
-        limit_key: str | None = None,
-        owner: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        finished_after: datetime | None = None,
-        finished_before: datetime | None = None,
-        error: str | None = None,
-    ) -> Page:
+    def query(self, **query: Unpack[StoreQuery]) -> Page:
         """Executions matching every given filter, ordered by id (creation order).
+
+        The arguments are :class:`~fencepost.domain.filters.StoreQuery`'s, each optional.
 
         ``state`` is one state or several; ``bucket`` one bucket, ``buckets`` any of
         several (each in ``[0, num_buckets)``; an empty collection matches nothing;
@@ -483,49 +464,10 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         ``newest_first`` orders by id descending instead (ids are time-ordered), and
         its cursor then means ids strictly smaller.
         """
-        filters = self._query_filter(
-            state=state,
-            job=job,
-            schedule=schedule,
-            bucket=bucket,
-            due_after=due_after,
-            due_before=due_before,
-            limit=limit,
-            after=after,
-            buckets=buckets,
-            newest_first=newest_first,
-            queue=queue,
-            outcome=outcome,
-            limit_key=limit_key,
-            owner=owner,
-            created_after=created_after,
-            created_before=created_before,
-            finished_after=finished_after,
-            finished_before=finished_before,
-            error=error,
-        )
+        filters = self._query_filter(**checked(query, StoreQuery, "query"))
         return Page(items=[], next_cursor=None) if filters is None else self._query(filters)
 
-    def count_by_state(
-        self,
-        *,
-        state: State | str | Iterable[State | str] | None = None,
-        job: str | None = None,
-        schedule: str | None = None,
-        bucket: int | None = None,
-        due_after: datetime | None = None,
-        due_before: datetime | None = None,
-        buckets: Iterable[int] | None = None,
-        queue: str | None = None,
-        outcome: AttemptOutcome | str | None = None,
-        limit_key: str | None = None,
-        owner: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        finished_after: datetime | None = None,
-        finished_before: datetime | None = None,
-        error: str | None = None,
-    ) -> dict[State, int]:
+    def count_by_state(self, **filters: Unpack[StoreFilters]) -> dict[State, int]:
         """How many executions :meth:`query` with these filters would list, by state:
         every :class:`State` is a key (0 where none match), in the enum's order.
 
@@ -533,28 +475,9 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         order); a filter that matches nothing gives every state 0. The counts are
         one snapshot.
         """
-        filters = self._query_filter(
-            state=state,
-            job=job,
-            schedule=schedule,
-            bucket=bucket,
-            due_after=due_after,
-            due_before=due_before,
-            limit=1,
-            after=None,
-            buckets=buckets,
-            newest_first=False,
-            queue=queue,
-            outcome=outcome,
-            limit_key=limit_key,
-            owner=owner,
-            created_after=created_after,
-            created_before=created_before,
-            finished_after=finished_after,
-            finished_before=finished_before,
-            error=error,
-        )
-        found = {} if filters is None else self._count_by_state(filters)
+        given = checked(filters, StoreFilters, "count_by_state")
+        found_filters = self._query_filter(**given, limit=1)
+        found = {} if found_filters is None else self._count_by_state(found_filters)
         return {s: found.get(s, 0) for s in State}
 
     def _query_filter(self, **arguments: Any) -> ExecutionFilter | None:

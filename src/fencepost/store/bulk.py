@@ -12,7 +12,6 @@ between groups, and claims on PostgreSQL the server's time.
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -31,6 +30,7 @@ from fencepost.domain.bulk import (
 )
 from fencepost.domain.durations import as_aware_utc
 from fencepost.domain.errors import InvalidTransition, NotFound, NotRunning, ValidationError
+from fencepost.domain.filters import StoreFilters
 from fencepost.domain.models import Execution
 from fencepost.domain.states import CommandKind, State
 from fencepost.store.values import MAX_LIMIT, PRUNE_YIELD_CAP, states_of
@@ -40,21 +40,11 @@ if TYPE_CHECKING:
     from fencepost.store.base import Store
 
 
-#: ``Store.query``'s arguments that are not filters.
-_NOT_FILTERS = frozenset({"self", "limit", "after", "newest_first"})
+#: The filters a bulk request may use: a store's (so a filter added to
+#: :class:`~fencepost.domain.filters.StoreFilters` is a filter here at once).
+FILTER_NAMES = frozenset(StoreFilters.__annotations__)
 
 _US = timedelta(microseconds=1)
-
-
-def filter_names(store: Store) -> frozenset[str]:
-    """The filters a bulk request may use: ``store.query``'s keyword arguments but
-    paging (so a filter the store learns is a filter here at once)."""
-    parameters = inspect.signature(type(store).query).parameters
-    return frozenset(
-        name
-        for name, p in parameters.items()
-        if name not in _NOT_FILTERS and p.kind is inspect.Parameter.KEYWORD_ONLY
-    )
 
 
 def applicable(action: Action, execution: Execution, now: datetime) -> bool:
@@ -86,7 +76,7 @@ def act(
         dry_run=dry_run,
         limit=limit,
         after=after,
-        filter_names=filter_names(store),
+        filter_names=FILTER_NAMES,
     )
     now = store._store_now()
     if request.dry_run:
