@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar, Unpack, cast
 
@@ -34,7 +34,9 @@ from fencepost.domain.history import (
 from fencepost.domain.limits import Limit, ThrottleCount
 from fencepost.domain.models import JSON, Command, Execution, Page
 from fencepost.domain.retry import RetryPolicy
+from fencepost.domain.schedules import ScheduleOptions
 from fencepost.domain.states import CommandKind, State
+from fencepost.domain.submission import SubmitOptions, submit_options
 from fencepost.jobs.catalogue import publish
 from fencepost.jobs.registry import JobRegistry
 from fencepost.jobs.spec import (
@@ -182,17 +184,8 @@ class App:
         job: str,
         inputs: JSON = None,
         *,
-        version: int | None = None,
-        execute_at: datetime | None = None,
-        delay: float | timedelta | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
-        timeout: float | timedelta | None = None,
-        bucket_key: str | None = None,
-        priority: int | None = None,
-        queue: str | None = None,
         actor: str | None = None,
-        limit_key: str | None = None,
+        **options: Unpack[SubmitOptions],
     ) -> Execution:
         """Submit an execution of ``job``, by the store's one catalogue rule.
 
@@ -207,23 +200,10 @@ class App:
         ``actor`` names the submitter in the audit trail (a user of your application).
         ``limit_key`` is the key a per-key limit counts it under (a tenant, a host).
         """
+        arguments = submit_options(inputs, options, stacklevel=2)
         self._publish_jobs()
-        self._bind_locally(job, version, inputs)
-        return self.store.submit(
-            job,
-            inputs=inputs,
-            version=version,
-            execute_at=execute_at,
-            delay=delay,
-            idempotency_key=idempotency_key,
-            max_attempts=max_attempts,
-            timeout=timeout,
-            bucket_key=bucket_key,
-            priority=priority,
-            queue=queue,
-            actor=actor,
-            limit_key=limit_key,
-        )
+        self._bind_locally(job, arguments.get("version"), inputs)
+        return self.store.submit(job, actor=actor, **arguments)
 
     def _bind_locally(self, job: str, version: int | None, inputs: JSON) -> None:
         """Bind ``inputs`` to the handler's parameters as a run will, when this app holds
@@ -303,30 +283,7 @@ class App:
 
     # -- schedules -------------------------------------------------------------------
 
-    def schedule(
-        self,
-        job: str,
-        *,
-        cron: str | None = None,
-        every: float | timedelta | None = None,
-        timezone: str = "UTC",
-        inputs: JSON = None,
-        misfire: str = "coalesce",
-        misfire_grace: float | timedelta = 60,
-        max_catch_up: int = 100,
-        overlap: str = "allow",
-        dst_gap: str = "shift",
-        dst_fold: str = "once",
-        start_at: datetime | None = None,
-        end_at: datetime | None = None,
-        id: str | None = None,
-        version: int | None = None,
-        max_attempts: int | None = None,
-        priority: int | None = None,
-        paused: bool = False,
-        queue: str | None = None,
-        limit_key: str | None = None,
-    ) -> ScheduleHandle:
+    def schedule(self, job: str, **options: Unpack[ScheduleOptions]) -> ScheduleHandle:
         """Run ``job`` on a cron rule (in ``timezone``) or ``every`` interval; returns a handle.
 
         The inputs are checked against the job's schema and the schedule is
@@ -338,28 +295,7 @@ class App:
         Every execution of it carries ``limit_key`` (the key a per-key limit counts).
         """
         self._publish_jobs()
-        stored = self.store.add_schedule(
-            job,
-            cron=cron,
-            every=every,
-            timezone=timezone,
-            inputs=inputs,
-            misfire=misfire,
-            misfire_grace=misfire_grace,
-            max_catch_up=max_catch_up,
-            overlap=overlap,
-            dst_gap=dst_gap,
-            dst_fold=dst_fold,
-            start_at=start_at,
-            end_at=end_at,
-            id=id,
-            version=version,
-            max_attempts=max_attempts,
-            priority=priority,
-            paused=paused,
-            queue=queue,
-            limit_key=limit_key,
-        )
+        stored = self.store.add_schedule(job, **options)
         return ScheduleHandle(self.store, stored)
 
     def get_schedule(self, schedule_id: str) -> ScheduleHandle:

@@ -6,6 +6,8 @@ it counts as ``version`` here.
 
 from __future__ import annotations
 
+import inspect
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +17,8 @@ import fencepost
 from fencepost import App
 from fencepost.client.http import Client
 from fencepost.client.verbs import count_by_state, query
+from fencepost.domain.schedules import SCHEDULE_FIELDS, ScheduleOptions
+from fencepost.domain.submission import SubmitOptions
 from fencepost.store.base import Store
 from fencepost.wire.executions import SubmitItem
 from fencepost.wire.mapping import argument_name
@@ -40,6 +44,98 @@ def test_the_three_submits_take_the_same_names() -> None:
     assert names(App.submit) == names(Store.submit) - IN_PROCESS
     assert names(Client.submit) == names(App.submit) - FROM_THE_TOKEN
     assert names(Store.submit) >= IN_PROCESS | FROM_THE_TOKEN
+
+
+def unpacked(verb: Callable[..., Any]) -> Any:
+    """The TypedDict ``verb``'s ``**kwargs`` unpack (None when they are not typed so)."""
+    for parameter in inspect.signature(verb).parameters.values():
+        if parameter.kind is parameter.VAR_KEYWORD:
+            hint = typing.get_type_hints(verb, include_extras=True).get(parameter.name)
+            if typing.get_origin(hint) is typing.Unpack:
+                return typing.get_args(hint)[0]
+    return None
+
+
+def every_submit() -> list[Callable[..., Any]]:
+    from fencepost.client import verbs
+    from fencepost.client.aio import AsyncClient
+    from fencepost.contrib.django import transactions
+    from fencepost.store.asyncstore import AsyncStore
+
+    return [
+        Store.submit,
+        Store.submit_or_find,
+        AsyncStore.submit,
+        AsyncStore.submit_or_find,
+        App.submit,
+        Client.submit,
+        AsyncClient.submit,
+        verbs.submit,
+        transactions.submit,
+    ]
+
+
+@pytest.mark.parametrize("verb", every_submit(), ids=lambda v: v.__qualname__)
+def test_every_submit_takes_the_options_declared_once(verb: Callable[..., Any]) -> None:
+    assert unpacked(verb) is SubmitOptions
+    own = keywords(verb) - set(SubmitOptions.__annotations__)
+    assert own <= {"job", "inputs"} | IN_PROCESS | FROM_THE_TOKEN | {"using"}, own
+
+
+def test_an_option_no_submit_takes_is_refused_by_name() -> None:
+    store = fencepost.connect("memory://")
+    try:
+        for verb in (store.submit, store.submit_or_find):
+            with pytest.raises(TypeError, match=r"got an unexpected keyword argument 'colour'"):
+                verb("job", colour="red")  # type: ignore[call-arg]
+        assert sum(store.count_by_state().values()) == 0
+    finally:
+        store.close()
+    from fencepost.client import verbs
+
+    with pytest.raises(TypeError, match=r"submit\(\) .* 'colour'"):
+        next(verbs.submit("job", colour="red"))  # type: ignore[call-arg]
+
+
+def every_add_schedule() -> list[Callable[..., Any]]:
+    from fencepost.client import verbs
+    from fencepost.client.aio import AsyncClient
+    from fencepost.store.asyncstore import AsyncStore
+
+    return [
+        Store.add_schedule,
+        AsyncStore.add_schedule,
+        App.schedule,
+        Client.add_schedule,
+        AsyncClient.add_schedule,
+        verbs.add_schedule,
+    ]
+
+
+@pytest.mark.parametrize("verb", every_add_schedule(), ids=lambda v: v.__qualname__)
+def test_every_add_schedule_takes_the_options_declared_once(verb: Callable[..., Any]) -> None:
+    assert unpacked(verb) is ScheduleOptions
+    assert keywords(verb) - set(ScheduleOptions.__annotations__) == {"job"}
+
+
+def test_a_schedule_stores_each_option_it_takes() -> None:
+    stored = set(SCHEDULE_FIELDS) - {"job"}
+    taken = {"job_version" if n == "version" else n for n in ScheduleOptions.__annotations__}
+    assert taken - {"id"} == stored
+
+
+def test_a_schedule_option_no_verb_takes_is_refused_by_name() -> None:
+    store = fencepost.connect("memory://")
+    try:
+        with pytest.raises(TypeError, match=r"add_schedule\(\) .* 'colour'"):
+            store.add_schedule("job", every=60, colour="red")  # type: ignore[call-arg]
+        assert store.schedules().items == []
+    finally:
+        store.close()
+    from fencepost.client import verbs
+
+    with pytest.raises(TypeError, match=r"add_schedule\(\) .* 'colour'"):
+        next(verbs.add_schedule("job", every=60, colour="red"))  # type: ignore[call-arg]
 
 
 def test_a_submit_body_carries_every_argument() -> None:

@@ -48,6 +48,7 @@ from fencepost.domain.models import (
 from fencepost.domain.nodes import BucketReport, Node
 from fencepost.domain.queueviews import QueueView
 from fencepost.domain.reports import SloReport, Stats
+from fencepost.domain.schedules import ScheduleOptions
 from fencepost.domain.slo import (
     DEFAULT_CLAIM_TARGET,
     DEFAULT_CLAIM_WITHIN,
@@ -55,6 +56,7 @@ from fencepost.domain.slo import (
     DEFAULT_FINISH_WITHIN,
 )
 from fencepost.domain.states import CommandKind, State
+from fencepost.domain.submission import SubmitOptions
 from fencepost.domain.timeline import Timeline
 
 T = TypeVar("T")
@@ -161,21 +163,7 @@ class AsyncClient:
     # -- submitting and reading ----------------------------------------------
 
     async def submit(
-        self,
-        job: str,
-        inputs: JSON = None,
-        *,
-        version: int | None = None,
-        execute_at: datetime | None = None,
-        delay: float | timedelta | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
-        timeout: float | timedelta | None = None,
-        bucket_key: str | None = None,
-        priority: int | None = None,
-        queue: str | None = None,
-        job_version: int | None = None,
-        limit_key: str | None = None,
+        self, job: str, inputs: JSON = None, **options: Unpack[SubmitOptions]
     ) -> Execution:
         """Submit one execution (``POST /executions``); see ``Store.submit``.
 
@@ -183,23 +171,7 @@ class AsyncClient:
         the store's job catalogue), else the store's default. ``job_version`` is the deprecated
         name of ``version``. ``limit_key``: the key a per-key limit counts it under.
         """
-        return await self._run(
-            verbs.submit(
-                job,
-                inputs,
-                version=version,
-                execute_at=execute_at,
-                delay=delay,
-                idempotency_key=idempotency_key,
-                max_attempts=max_attempts,
-                timeout=timeout,
-                bucket_key=bucket_key,
-                priority=priority,
-                queue=queue,
-                job_version=job_version,
-                limit_key=limit_key,
-            )
-        )
+        return await self._run(verbs.submit(job, inputs, **options))
 
     async def submit_many(self, requests: Iterable[Mapping[str, Any]]) -> list[Execution]:
         """Submit a batch in one transaction (``POST /executions/batch``): all or none.
@@ -370,14 +342,14 @@ class AsyncClient:
 
     # -- schedules -----------------------------------------------------------
 
-    async def add_schedule(self, job: str, **arguments: Any) -> Schedule:
+    async def add_schedule(self, job: str, **options: Unpack[ScheduleOptions]) -> Schedule:
         """Add a schedule (``POST /schedules``); ``Store.add_schedule``'s arguments.
 
         ``version``, ``every`` and ``misfire_grace`` as the store names them
         (``limit_key`` too: every execution of it carries that key);
         ``job_version`` is the deprecated name of ``version``.
         """
-        return await self._run(verbs.add_schedule(job, **arguments))
+        return await self._run(verbs.add_schedule(job, **options))
 
     async def get_schedule(self, schedule_id: str) -> Schedule:
         """One schedule; :class:`NotFound` if unknown."""

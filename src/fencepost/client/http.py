@@ -50,6 +50,7 @@ from fencepost.domain.models import (
 from fencepost.domain.nodes import BucketReport, Node
 from fencepost.domain.queueviews import QueueView
 from fencepost.domain.reports import SloReport, Stats
+from fencepost.domain.schedules import ScheduleOptions
 from fencepost.domain.slo import (
     DEFAULT_CLAIM_TARGET,
     DEFAULT_CLAIM_WITHIN,
@@ -57,6 +58,7 @@ from fencepost.domain.slo import (
     DEFAULT_FINISH_WITHIN,
 )
 from fencepost.domain.states import CommandKind, State
+from fencepost.domain.submission import SubmitOptions
 from fencepost.domain.timeline import Timeline
 
 T = TypeVar("T")
@@ -159,46 +161,14 @@ class Client:
 
     # -- submitting and reading ----------------------------------------------
 
-    def submit(
-        self,
-        job: str,
-        inputs: JSON = None,
-        *,
-        version: int | None = None,
-        execute_at: datetime | None = None,
-        delay: float | timedelta | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
-        timeout: float | timedelta | None = None,
-        bucket_key: str | None = None,
-        priority: int | None = None,
-        queue: str | None = None,
-        job_version: int | None = None,
-        limit_key: str | None = None,
-    ) -> Execution:
+    def submit(self, job: str, inputs: JSON = None, **options: Unpack[SubmitOptions]) -> Execution:
         """Submit one execution (``POST /executions``); see ``Store.submit``.
 
         ``max_attempts``, ``timeout`` and ``priority`` None: the job's own (from
         the store's job catalogue), else the store's default. ``job_version`` is the deprecated
         name of ``version``. ``limit_key``: the key a per-key limit counts it under.
         """
-        return self._run(
-            verbs.submit(
-                job,
-                inputs,
-                version=version,
-                execute_at=execute_at,
-                delay=delay,
-                idempotency_key=idempotency_key,
-                max_attempts=max_attempts,
-                timeout=timeout,
-                bucket_key=bucket_key,
-                priority=priority,
-                queue=queue,
-                job_version=job_version,
-                limit_key=limit_key,
-            )
-        )
+        return self._run(verbs.submit(job, inputs, **options))
 
     def submit_many(self, requests: Iterable[Mapping[str, Any]]) -> list[Execution]:
         """Submit a batch in one transaction (``POST /executions/batch``): all or none.
@@ -367,14 +337,14 @@ class Client:
 
     # -- schedules -----------------------------------------------------------
 
-    def add_schedule(self, job: str, **arguments: Any) -> Schedule:
+    def add_schedule(self, job: str, **options: Unpack[ScheduleOptions]) -> Schedule:
         """Add a schedule (``POST /schedules``); ``Store.add_schedule``'s arguments.
 
         ``version``, ``every`` and ``misfire_grace`` as the store names them
         (``limit_key`` too: every execution of it carries that key);
         ``job_version`` is the deprecated name of ``version``.
         """
-        return self._run(verbs.add_schedule(job, **arguments))
+        return self._run(verbs.add_schedule(job, **options))
 
     def get_schedule(self, schedule_id: str) -> Schedule:
         """One schedule; :class:`NotFound` if unknown."""

@@ -36,7 +36,7 @@ import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from fencepost import tracing
-from fencepost.client.arguments import OLD_VERSION, claim_queues, renamed, submit_item
+from fencepost.client.arguments import claim_queues, renamed, submit_item
 from fencepost.client.errors import error_of
 from fencepost.domain import payloads
 from fencepost.domain.bulk import DEFAULT_BATCH, BulkResult, DeletionPage
@@ -85,6 +85,7 @@ from fencepost.domain.models import (
 from fencepost.domain.nodes import BucketReport, Node, default_node_id
 from fencepost.domain.queueviews import QueueView
 from fencepost.domain.reports import SloReport, Stats
+from fencepost.domain.schedules import ScheduleOptions
 from fencepost.domain.slo import (
     DEFAULT_CLAIM_TARGET,
     DEFAULT_CLAIM_WITHIN,
@@ -93,6 +94,7 @@ from fencepost.domain.slo import (
     require_target,
 )
 from fencepost.domain.states import AttemptOutcome, CommandKind, State
+from fencepost.domain.submission import SubmitOptions
 from fencepost.domain.timeline import Timeline
 from fencepost.wire import actions as actions_wire
 from fencepost.wire import catalogue, executions, reports, work
@@ -243,38 +245,11 @@ def _list_of(model: type[M]) -> TypeAdapter[list[M]]:
 # -- submitting and reading ------------------------------------------------------------
 
 
-def submit(
-    job: str,
-    inputs: JSON = None,
-    *,
-    version: int | None = None,
-    execute_at: datetime | None = None,
-    delay: float | timedelta | None = None,
-    idempotency_key: str | None = None,
-    max_attempts: int | None = None,
-    timeout: float | timedelta | None = None,
-    bucket_key: str | None = None,
-    priority: int | None = None,
-    queue: str | None = None,
-    job_version: int | None = None,
-    limit_key: str | None = None,
-) -> Verb[Execution]:
+def submit(job: str, inputs: JSON = None, **options: Unpack[SubmitOptions]) -> Verb[Execution]:
     """``POST /executions``; see ``Client.submit``."""
-    arguments = {
-        "job": job,
-        "inputs": inputs,
-        "version": version,
-        "execute_at": execute_at,
-        "delay": delay,
-        "max_attempts": max_attempts,
-        "timeout": timeout,
-        "bucket_key": bucket_key,
-        "priority": priority,
-        "queue": queue,
-        "limit_key": limit_key,
-    }
-    if job_version is not None:
-        arguments[OLD_VERSION] = job_version
+    given = dict(checked(options, SubmitOptions, "submit"))
+    idempotency_key = given.pop("idempotency_key", None)
+    arguments = {"job": job, "inputs": inputs, **given}
     body = executions.SubmitRequest.body(renamed(arguments, stacklevel=CALLER))
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
     request = Request("POST", "/executions", body=body, headers=headers)
@@ -609,9 +584,10 @@ def deletions(*, limit: int = 100, after: str | None = None) -> Verb[DeletionPag
 # -- schedules -------------------------------------------------------------------------
 
 
-def add_schedule(job: str, **arguments: Any) -> Verb[Schedule]:
+def add_schedule(job: str, **options: Unpack[ScheduleOptions]) -> Verb[Schedule]:
     """``POST /schedules``; see ``Client.add_schedule``."""
-    body = schedules_wire.ScheduleCreate.body({"job": job, **renamed(arguments, stacklevel=CALLER)})
+    given = checked(options, ScheduleOptions, "add_schedule")
+    body = schedules_wire.ScheduleCreate.body({"job": job, **renamed(given, stacklevel=CALLER)})
     request = Request("POST", "/schedules", body=body)
     return (yield from _read(schedules_wire.Schedule, request)).to_domain()
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from fencepost.domain import payloads
 from fencepost.domain.buckets import bucket_for
@@ -55,6 +55,41 @@ SCHEDULE_FIELDS = (
     "paused",
     "limit_key",
 )
+
+
+class ScheduleOptions(TypedDict, total=False):
+    """``add_schedule``'s options beside ``job``, declared once.
+
+    ``Store``, ``AsyncStore``, ``App.schedule``, ``Client`` and ``AsyncClient`` take
+    them as keywords typed by this (``**options: Unpack[ScheduleOptions]``), and the
+    body of ``POST /schedules`` carries each (tests/unit/test_argument_names.py holds
+    them equal). What each means is :meth:`Store.add_schedule
+    <fencepost.store.scheduling.ScheduleVerbs.add_schedule>`'s; one left out takes the
+    default :func:`fencepost.timing.specs.define` gives it (the one place defaults are).
+    """
+
+    cron: str | None
+    every: float | timedelta | None
+    timezone: str  #: default ``"UTC"``
+    inputs: JSON
+    version: int | None
+    misfire: Misfire | str  #: default ``coalesce``
+    misfire_grace: float | timedelta  #: default :data:`DEFAULT_MISFIRE_GRACE` seconds
+    max_catch_up: int  #: default :data:`DEFAULT_MAX_CATCH_UP`
+    overlap: Overlap | str  #: default ``allow``
+    dst_gap: DstGap | str  #: default ``shift``
+    dst_fold: DstFold | str  #: default ``once``
+    start_at: datetime | None
+    end_at: datetime | None
+    max_attempts: int | None
+    priority: int | None
+    id: str | None
+    paused: bool  #: default False
+    queue: str | None
+    limit_key: str | None
+    #: The deprecated name of ``version`` (a :class:`DeprecationWarning`).
+    job_version: int | None
+
 
 #: Seconds by which a slot may be late before the misfire policy applies.
 DEFAULT_MISFIRE_GRACE = 60

@@ -6,7 +6,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from fencepost.domain import payloads
 from fencepost.domain.buckets import bucket_for
@@ -19,6 +19,7 @@ from fencepost.domain.checks import (
 )
 from fencepost.domain.durations import as_aware_utc, as_duration
 from fencepost.domain.errors import ValidationError
+from fencepost.domain.filters import checked
 from fencepost.domain.limits import require_limit_key
 from fencepost.domain.models import JSON, Execution, scheduled_execution
 from fencepost.domain.slots import slot_builder
@@ -26,25 +27,35 @@ from fencepost.domain.slots import slot_builder
 #: How many attempts an execution gets unless the submitter says otherwise.
 DEFAULT_MAX_ATTEMPTS = 3
 
+
+class SubmitOptions(TypedDict, total=False):
+    """``submit``'s options beside ``job`` and ``inputs``, declared once.
+
+    Every way in (``Store``, ``AsyncStore``, ``App``, ``Client``, ``AsyncClient``,
+    Django's ``submit``) takes them as keywords typed by this
+    (``**options: Unpack[SubmitOptions]``), and the body of ``POST /executions``
+    carries each (tests/unit/test_argument_names.py holds them equal), so an option
+    is added in one place. Each may be left out (as None); what each means and how it
+    is checked is :meth:`Store.submit <fencepost.store.base.Store.submit>`'s.
+    """
+
+    version: int | None
+    execute_at: datetime | None
+    delay: float | timedelta | None
+    idempotency_key: str | None
+    max_attempts: int | None
+    timeout: float | timedelta | None
+    bucket_key: str | None
+    priority: int | None
+    queue: str | None
+    limit_key: str | None
+    #: The deprecated name of ``version`` (a :class:`DeprecationWarning`).
+    job_version: int | None
+
+
 #: The arguments ``submit`` accepts (and ``submit_many`` accepts in each item);
 #: ``job_version`` is the deprecated name of ``version`` (see :func:`canonical`).
-SUBMIT_ARGUMENTS = frozenset(
-    {
-        "job",
-        "version",
-        "job_version",
-        "inputs",
-        "execute_at",
-        "delay",
-        "idempotency_key",
-        "max_attempts",
-        "timeout",
-        "bucket_key",
-        "priority",
-        "queue",
-        "limit_key",
-    }
-)
+SUBMIT_ARGUMENTS = frozenset({"job", "inputs", *SubmitOptions.__annotations__})
 
 #: The fields a job's published defaults fill in when its submitter left them out:
 #: at submit for a published job, at publication for work submitted before it.
@@ -128,8 +139,13 @@ def prepare(
     unset_defaults: str | None = None,
     actor: str | None = None,
     limit_key: object = None,
+    inputs_json: str | None = None,
 ) -> NewExecution:
     """Validate one submit request; every error names its field. ``now`` is the store's.
+
+    ``inputs_json``: ``inputs`` already encoded as they are stored (by the job
+    catalogue's schema check, which encodes them to check them as a handler gets
+    them), so that a submit encodes its inputs once.
 
     A bad ``version`` is reported on the field ``job_version``, the execution's field
     it sets (as it was before ``version`` was the argument's name).
@@ -138,8 +154,9 @@ def prepare(
     job_version = (
         None if version is None else require_int(version, "job_version", low=1, high=INT32_MAX)
     )
-    inputs = payloads.as_inputs(inputs)
-    inputs_json = payloads.encode(inputs, field="inputs", limit=max_payload_bytes)
+    if inputs_json is None:
+        inputs = payloads.as_inputs(inputs)
+        inputs_json = payloads.encode(inputs, field="inputs", limit=max_payload_bytes)
     if execute_at is not None and delay is not None:
         raise ValidationError("execute_at", "give execute_at or delay, not both")
     at: datetime | None = None
@@ -232,23 +249,22 @@ def canonical(arguments: Mapping[str, Any], *, stacklevel: int = 2) -> dict[str,
     return renamed
 
 
-def submit_arguments(
-    named: dict[str, Any], deprecated: Mapping[str, Any], *, stacklevel: int = 2
+def submit_options(
+    inputs: JSON, options: Mapping[str, Any], *, verb: str = "submit", stacklevel: int = 2
 ) -> dict[str, Any]:
-    """A ``submit`` call's keyword arguments (``named``, every one of submit's names)
-    with the old names it was also given (``deprecated``: only ``job_version`` is
-    known; anything else is the TypeError Python gives an unknown keyword).
+    """A ``submit`` call's ``inputs`` and keyword ``options`` as one mapping of its
+    arguments, the deprecated ``job_version`` given as ``version``.
 
-    ``stacklevel`` counts from the caller of this function, as :func:`canonical`'s.
+    A name that is not a :class:`SubmitOptions` is the TypeError Python gives an
+    unknown keyword (naming ``verb``). ``stacklevel`` counts from the caller of this
+    function, as :func:`canonical`'s.
     """
-    if not deprecated:
+    named = {"inputs": inputs, **checked(options, SubmitOptions, verb)}
+    if "job_version" not in named:
         return named
-    unknown = sorted(set(deprecated) - {"job_version"})
-    if unknown:
-        raise TypeError(f"submit() got an unexpected keyword argument {unknown[0]!r}")
     if named.get("version") is None:
-        named = {k: v for k, v in named.items() if k != "version"}
-    return canonical(named | dict(deprecated), stacklevel=stacklevel + 1)
+        named.pop("version", None)
+    return canonical(named, stacklevel=stacklevel + 1)
 
 
 def check_arguments(item: Mapping[str, Any], *, index: int) -> None:

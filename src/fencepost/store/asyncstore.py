@@ -77,9 +77,8 @@ from fencepost.domain.models import (
     SchedulePage,
     Transition,
 )
-from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.reports import SloReport
-from fencepost.domain.schedules import DEFAULT_MAX_CATCH_UP, DEFAULT_MISFIRE_GRACE
+from fencepost.domain.schedules import ScheduleOptions
 from fencepost.domain.slo import (
     DEFAULT_CLAIM_TARGET,
     DEFAULT_CLAIM_WITHIN,
@@ -87,7 +86,7 @@ from fencepost.domain.slo import (
     DEFAULT_FINISH_WITHIN,
 )
 from fencepost.domain.states import CommandKind, State
-from fencepost.domain.submission import SUBMIT_ARGUMENTS, NewExecution, canonical, submit_arguments
+from fencepost.domain.submission import NewExecution, SubmitOptions, submit_options
 from fencepost.store import sqlflow, sqlhistory
 from fencepost.store.base import Store
 from fencepost.store.catalogue import CATALOGUE_REFRESH
@@ -167,49 +166,30 @@ class AsyncStore:
         job: str,
         inputs: JSON = None,
         *,
-        version: int | None = None,
-        execute_at: datetime | None = None,
-        delay: float | timedelta | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
-        timeout: float | timedelta | None = None,
-        bucket_key: str | None = None,
-        priority: int | None = None,
-        queue: str | None = None,
-        limit_key: str | None = None,
         connection: object = None,
         actor: str | None = None,
-        **deprecated: Any,
+        **options: Unpack[SubmitOptions],
     ) -> Execution:
         """:meth:`Store.submit <fencepost.store.base.Store.submit>`, awaited.
 
         ``connection`` joins the caller's transaction on a psycopg ``AsyncConnection``
         or a SQLAlchemy ``AsyncConnection`` / ``AsyncSession`` (psycopg driver).
         """
-        arguments = {
-            "inputs": inputs,
-            "version": version,
-            "execute_at": execute_at,
-            "delay": delay,
-            "idempotency_key": idempotency_key,
-            "max_attempts": max_attempts,
-            "timeout": timeout,
-            "bucket_key": bucket_key,
-            "priority": priority,
-            "queue": queue,
-            "limit_key": limit_key,
-        }
-        arguments = submit_arguments(arguments, deprecated, stacklevel=2)
+        arguments = submit_options(inputs, options, stacklevel=2)
         return (await self._submit_or_find(job, arguments, connection, actor))[0]
 
     async def submit_or_find(
-        self, job: str, *, connection: object = None, actor: str | None = None, **arguments: Any
+        self,
+        job: str,
+        inputs: JSON = None,
+        *,
+        connection: object = None,
+        actor: str | None = None,
+        **options: Unpack[SubmitOptions],
     ) -> tuple[Execution, bool]:
         """:meth:`Store.submit_or_find <fencepost.store.base.Store.submit_or_find>`, awaited."""
-        unknown = set(arguments) - SUBMIT_ARGUMENTS
-        if unknown:
-            raise TypeError(f"submit_or_find() got an unexpected argument {sorted(unknown)[0]!r}")
-        return await self._submit_or_find(job, canonical(arguments), connection, actor)
+        arguments = submit_options(inputs, options, verb="submit_or_find", stacklevel=2)
+        return await self._submit_or_find(job, arguments, connection, actor)
 
     async def submit_many(
         self,
@@ -415,66 +395,19 @@ class AsyncStore:
 
     # -- schedules -----------------------------------------------------------------------
 
-    async def add_schedule(
-        self,
-        job: str,
-        *,
-        cron: str | None = None,
-        every: float | timedelta | None = None,
-        timezone: str = "UTC",
-        inputs: JSON = None,
-        version: int | None = None,
-        misfire: Misfire | str = "coalesce",
-        misfire_grace: float | timedelta = DEFAULT_MISFIRE_GRACE,
-        max_catch_up: int = DEFAULT_MAX_CATCH_UP,
-        overlap: Overlap | str = "allow",
-        dst_gap: DstGap | str = "shift",
-        dst_fold: DstFold | str = "once",
-        start_at: datetime | None = None,
-        end_at: datetime | None = None,
-        max_attempts: int | None = None,
-        priority: int | None = None,
-        id: str | None = None,
-        paused: bool = False,
-        queue: str | None = None,
-        limit_key: str | None = None,
-        **deprecated: Any,
-    ) -> Schedule:
+    async def add_schedule(self, job: str, **options: Unpack[ScheduleOptions]) -> Schedule:
         """:meth:`Store.add_schedule <fencepost.store.scheduling.ScheduleVerbs.add_schedule>`,
         awaited."""
-        arguments = {
-            "cron": cron,
-            "every": every,
-            "timezone": timezone,
-            "inputs": inputs,
-            "version": version,
-            "misfire": misfire,
-            "misfire_grace": misfire_grace,
-            "max_catch_up": max_catch_up,
-            "overlap": overlap,
-            "dst_gap": dst_gap,
-            "dst_fold": dst_fold,
-            "start_at": start_at,
-            "end_at": end_at,
-            "max_attempts": max_attempts,
-            "priority": priority,
-            "id": id,
-            "paused": paused,
-            "queue": queue,
-            "limit_key": limit_key,
-        }
         await self._fresh_catalogue()
 
         def plan(store: Any) -> Plan[Schedule]:
-            spec, schedule_id = store._schedule_to_add(job, arguments, deprecated, stacklevel=5)
+            spec, schedule_id = store._schedule_to_add(job, options, stacklevel=5)
             found: Plan[Schedule] = store._add_schedule_plan(spec, schedule_id)
             return found
 
-        schedule: Schedule = await self._verb(
-            lambda s: s.add_schedule(job, **arguments, **deprecated), plan
-        )
+        schedule: Schedule = await self._verb(lambda s: s.add_schedule(job, **options), plan)
         if self._runner.runs_plans:  # else the sync verb noted it already
-            given = {"max_attempts": max_attempts, "priority": priority, "queue": queue}
+            given = {name: options.get(name) for name in ("max_attempts", "priority", "queue")}
             if schedule.job_version is None:  # a job not published: off the event loop
                 await asyncio.to_thread(self.store._note_unpublished_schedule, schedule, given)
         return schedule

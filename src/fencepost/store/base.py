@@ -64,12 +64,12 @@ from fencepost.domain.models import (
 )
 from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import (
-    SUBMIT_ARGUMENTS,
     NewExecution,
+    SubmitOptions,
     canonical,
     check_arguments,
     prepare,
-    submit_arguments,
+    submit_options,
 )
 from fencepost.store.catalogue import with_store_defaults
 from fencepost.store.flow import FlowVerbs
@@ -136,19 +136,9 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         job: str,
         inputs: JSON = None,
         *,
-        version: int | None = None,
-        execute_at: datetime | None = None,
-        delay: float | timedelta | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
-        timeout: float | timedelta | None = None,
-        bucket_key: str | None = None,
-        priority: int | None = None,
-        queue: str | None = None,
-        limit_key: str | None = None,
         connection: object = None,
         actor: str | None = None,
-        **deprecated: Any,
+        **options: Unpack[SubmitOptions],
     ) -> Execution:
         """Store a new execution of ``job`` and return it (state SCHEDULED, epoch 0).
 
@@ -201,24 +191,17 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         is refused with a :class:`ValidationError` on ``connection``
         (see :mod:`fencepost.store.callers`).
         """
-        arguments = {
-            "inputs": inputs,
-            "version": version,
-            "execute_at": execute_at,
-            "delay": delay,
-            "idempotency_key": idempotency_key,
-            "max_attempts": max_attempts,
-            "timeout": timeout,
-            "bucket_key": bucket_key,
-            "priority": priority,
-            "queue": queue,
-            "limit_key": limit_key,
-        }
-        arguments = submit_arguments(arguments, deprecated, stacklevel=2)
+        arguments = submit_options(inputs, options, stacklevel=2)
         return self._submit_or_find(job, arguments, connection, actor)[0]
 
     def submit_or_find(
-        self, job: str, *, connection: object = None, actor: str | None = None, **arguments: Any
+        self,
+        job: str,
+        inputs: JSON = None,
+        *,
+        connection: object = None,
+        actor: str | None = None,
+        **options: Unpack[SubmitOptions],
     ) -> tuple[Execution, bool]:
         """:meth:`submit` (with its arguments), also saying whether this call created it.
 
@@ -228,10 +211,8 @@ class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
         racing submits with one key exactly one is told it created it.
         ``connection`` joins the caller's transaction, as for :meth:`submit`.
         """
-        unknown = set(arguments) - SUBMIT_ARGUMENTS
-        if unknown:
-            raise TypeError(f"submit_or_find() got an unexpected argument {sorted(unknown)[0]!r}")
-        return self._submit_or_find(job, canonical(arguments), connection, actor)
+        arguments = submit_options(inputs, options, verb="submit_or_find", stacklevel=2)
+        return self._submit_or_find(job, arguments, connection, actor)
 
     def _submit_or_find(
         self,

@@ -272,7 +272,9 @@ class CatalogueVerbs(StoreCore):
         if entry is None:
             return with_store_defaults(out, unpublished=not schedule and isinstance(job, str))
         out["version"] = entry.version
-        out["inputs"] = self._checked_inputs(entry, out.get("inputs"))
+        out["inputs"], text = self._checked_inputs(entry, out.get("inputs"))
+        if not schedule:  # encoded once: prepare() stores this text as it is
+            out["inputs_json"] = text
         defaults = entry.defaults
         if out.get("max_attempts") is None:
             out["max_attempts"] = defaults.max_attempts
@@ -323,8 +325,9 @@ class CatalogueVerbs(StoreCore):
             catalogue = self._refresh_catalogue()
         return catalogue.lookup(job, version, policy)
 
-    def _checked_inputs(self, entry: JobEntry, inputs: object) -> dict[str, Any]:
-        """``inputs`` as they will be stored, if ``entry``'s schema accepts them."""
+    def _checked_inputs(self, entry: JobEntry, inputs: object) -> tuple[dict[str, Any], str]:
+        """``inputs`` as they will be stored, and their JSON text, if ``entry``'s schema
+        accepts them."""
         # Checked as stored (JSON: {1: "a"} is {"1": "a"}), what the handler receives.
         text = payloads.encode(
             {} if inputs is None else inputs, field="inputs", limit=self.config.max_payload_bytes
@@ -332,7 +335,7 @@ class CatalogueVerbs(StoreCore):
         validator = self._validators.get(entry.digest)
         if validator is None:
             validator = self._validators[entry.digest] = input_validator(entry.input_schema)
-        return check_inputs(validator, payloads.decode(text))
+        return check_inputs(validator, payloads.decode(text)), text
 
     def _job_retry(self, job: str, version: int | None) -> RetryPolicy:
         """The backoff of an execution of ``job`` pinned to ``version``: the job's, if the

@@ -5,15 +5,15 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from fencepost.domain import schedules as plans
 from fencepost.domain.checks import require_int, require_name, storable
 from fencepost.domain.durations import as_aware_utc, as_duration
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, ValidationError
-from fencepost.domain.models import JSON, Execution, Occurrence, Schedule, SchedulePage
-from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
-from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
+from fencepost.domain.filters import checked
+from fencepost.domain.models import Execution, Occurrence, Schedule, SchedulePage
+from fencepost.domain.schedules import NewOccurrence, ScheduleOptions, ScheduleSpec
 from fencepost.domain.submission import canonical
 from fencepost.store.catalogue import CatalogueVerbs
 from fencepost.store.observers import tell_stored
@@ -28,6 +28,8 @@ from fencepost.timing import specs
 
 #: The changes of update_schedule that the job catalogue has a say in.
 _CATALOGUED = frozenset({"job", "job_version", "inputs"})
+#: The options of add_schedule that the job catalogue resolves.
+_CATALOGUED_OPTIONS = ("version", "inputs", "max_attempts", "priority", "queue")
 
 
 class ScheduleVerbs(CatalogueVerbs):
@@ -35,31 +37,7 @@ class ScheduleVerbs(CatalogueVerbs):
 
     # -- schedules -------------------------------------------------------------------------
 
-    def add_schedule(
-        self,
-        job: str,
-        *,
-        cron: str | None = None,
-        every: float | timedelta | None = None,
-        timezone: str = "UTC",
-        inputs: JSON = None,
-        version: int | None = None,
-        misfire: Misfire | str = "coalesce",
-        misfire_grace: float | timedelta = plans.DEFAULT_MISFIRE_GRACE,
-        max_catch_up: int = plans.DEFAULT_MAX_CATCH_UP,
-        overlap: Overlap | str = "allow",
-        dst_gap: DstGap | str = "shift",
-        dst_fold: DstFold | str = "once",
-        start_at: datetime | None = None,
-        end_at: datetime | None = None,
-        max_attempts: int | None = None,
-        priority: int | None = None,
-        id: str | None = None,
-        paused: bool = False,
-        queue: str | None = None,
-        limit_key: str | None = None,
-        **deprecated: Any,
-    ) -> Schedule:
+    def add_schedule(self, job: str, **options: Unpack[ScheduleOptions]) -> Schedule:
         """Store a schedule of ``job`` and return it.
 
         The rule is exactly one of ``cron`` (5 fields, or 6 with leading seconds,
@@ -98,91 +76,41 @@ class ScheduleVerbs(CatalogueVerbs):
         returned unchanged, whatever happened to it since (updates, pauses);
         with different arguments :class:`IdempotencyConflict` is raised.
         """
-        spec, schedule_id = self._schedule_to_add(
-            job,
-            {
-                "cron": cron,
-                "every": every,
-                "timezone": timezone,
-                "inputs": inputs,
-                "version": version,
-                "misfire": misfire,
-                "misfire_grace": misfire_grace,
-                "max_catch_up": max_catch_up,
-                "overlap": overlap,
-                "dst_gap": dst_gap,
-                "dst_fold": dst_fold,
-                "start_at": start_at,
-                "end_at": end_at,
-                "max_attempts": max_attempts,
-                "priority": priority,
-                "id": id,
-                "paused": paused,
-                "queue": queue,
-                "limit_key": limit_key,
-            },
-            deprecated,
-            stacklevel=3,
-        )
+        spec, schedule_id = self._schedule_to_add(job, options, stacklevel=3)
         schedule = self._add_schedule(spec, schedule_id)
-        given = {"max_attempts": max_attempts, "priority": priority, "queue": queue}
+        given = {name: options.get(name) for name in ("max_attempts", "priority", "queue")}
         self._note_unpublished_schedule(schedule, given)
         return schedule
 
     def _schedule_to_add(
-        self,
-        job: str,
-        arguments: Mapping[str, Any],
-        deprecated: Mapping[str, Any],
-        *,
-        stacklevel: int,
+        self, job: str, options: Mapping[str, Any], *, stacklevel: int
     ) -> tuple[ScheduleSpec, str]:
-        """:meth:`add_schedule`'s arguments validated (through the job catalogue): the
+        """:meth:`add_schedule`'s options validated (through the job catalogue): the
         schedule's spec and its id. ``stacklevel`` places a deprecation warning."""
-        a = dict(arguments)
-        version = a["version"]
-        if deprecated:
-            unknown = sorted(set(deprecated) - {"job_version"})
-            if unknown:
-                raise TypeError(f"add_schedule() got an unexpected keyword argument {unknown[0]!r}")
-            given = {} if version is None else {"version": version}
-            version = canonical(given | dict(deprecated), stacklevel=stacklevel)["version"]
+        a = dict(checked(options, ScheduleOptions, "add_schedule"))
+        if "job_version" in a:
+            if a.get("version") is None:
+                a.pop("version", None)
+            a = canonical(a, stacklevel=stacklevel)
         resolved = self._catalogued(
             job,
-            {
-                "version": version,
-                "inputs": a["inputs"],
-                "max_attempts": a["max_attempts"],
-                "priority": a["priority"],
-                "queue": a["queue"],
-            },
+            {name: a.pop(name, None) for name in _CATALOGUED_OPTIONS},
             schedule=True,
         )
+        schedule_id = a.pop("id", None)
         spec = specs.define(
             job,
             max_payload_bytes=self.config.max_payload_bytes,
-            cron=a["cron"],
-            every=a["every"],
-            timezone=a["timezone"],
             inputs=resolved["inputs"],
             job_version=resolved["version"],
-            misfire=a["misfire"],
-            misfire_grace=a["misfire_grace"],
-            max_catch_up=a["max_catch_up"],
-            overlap=a["overlap"],
-            dst_gap=a["dst_gap"],
-            dst_fold=a["dst_fold"],
-            start_at=a["start_at"],
-            end_at=a["end_at"],
             max_attempts=resolved["max_attempts"],
             priority=resolved["priority"],
             queue=resolved["queue"],
-            paused=a["paused"],
-            limit_key=a.get("limit_key"),
+            **a,
         )
-        if a["id"] is None:
+        if schedule_id is None:
             return spec, self._ids.new(int(self.clock.now().timestamp() * 1000))
-        return spec, plans.check_schedule_id(a["id"])
+        return spec, plans.check_schedule_id(schedule_id)
 
     @abstractmethod
     def _add_schedule(self, spec: ScheduleSpec, schedule_id: str) -> Schedule:

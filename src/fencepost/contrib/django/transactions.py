@@ -29,27 +29,35 @@ from it); a store elsewhere is refused by the store with a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
 from django.db import connections, transaction
 
 from fencepost.contrib.django.runtime import get_store
 from fencepost.domain.models import JSON, Execution
+from fencepost.domain.submission import SubmitOptions
 
 
 def submit(
-    job: str, inputs: JSON = None, *, using: str = "default", **submit_args: Any
+    job: str,
+    inputs: JSON = None,
+    *,
+    using: str = "default",
+    actor: str | None = None,
+    **options: Unpack[SubmitOptions],
 ) -> Execution:
-    """``store.submit(job, inputs, **submit_args)`` inside Django's transaction on ``using``.
+    """``store.submit(job, inputs, actor=actor, **options)`` inside Django's transaction
+    on ``using``.
 
-    ``submit_args`` are :meth:`fencepost.Store.submit`'s (``execute_at``, ``delay``,
+    ``options`` are :meth:`fencepost.Store.submit`'s (``execute_at``, ``delay``,
     ``idempotency_key``, ``max_attempts``, ``priority``, ``queue``, ...); errors are
     the store's (:class:`~fencepost.ValidationError` naming the field). See the module
     docstring for what happens inside and outside ``transaction.atomic()``.
     """
     store = get_store()
     with transaction.atomic(using=using):
-        return store.submit(job, inputs, connection=_driver_connection(using), **submit_args)
+        connection = _driver_connection(using)
+        return store.submit(job, inputs, connection=connection, actor=actor, **options)
 
 
 def submit_many(

@@ -212,7 +212,7 @@ class SubmittingContract(ContractFixtures):
         with pytest.raises(IdempotencyConflict):
             store.submit_or_find("job", idempotency_key="order-1", delay=11)
         with pytest.raises(TypeError):
-            store.submit_or_find("job", colour="red")
+            store.submit_or_find("job", colour="red")  # type: ignore[call-arg]
 
     def test_submit_or_find_under_concurrent_submits(self, store_factory: StoreFactory) -> None:
         """Of many racing submits with one key exactly one is told it created it."""
