@@ -196,3 +196,35 @@ def test_observers_given_at_connect_and_through_asyncstore() -> None:
 
     asyncio.run(work())
     assert [type(e) for e in told] == [LeasesClaimed, AttemptsEnded]
+
+
+def test_an_app_s_own_counters_observe_its_store_while_it_is_served(store: Store) -> None:
+    from fencepost.api.app import create_app
+    from fencepost.api.metrics import create_metrics
+    from tests.api.support import TestClient
+
+    def claims_counted(app: object) -> float:
+        metrics = app.state.metrics  # type: ignore[attr-defined]
+        value = metrics.registry.get_sample_value("fencepost_claim_lateness_seconds_count")
+        return 0.0 if value is None else value
+
+    before = len(list(store.observers))
+    apps = [create_app(store) for _ in range(3)]
+    assert len(list(store.observers)) == before + 3
+    for app in apps:  # served, then stopped: the lifespan's end closes its own metrics
+        with TestClient(app):
+            pass
+    assert len(list(store.observers)) == before, "stopped apps leave no observers"
+    served = create_app(store)
+    with TestClient(served):
+        store.submit("job")
+        store.claim("w", limit=1)
+        assert claims_counted(served) == 1.0
+        assert [claims_counted(app) for app in apps] == [0.0, 0.0, 0.0]
+    given = create_metrics(store)  # the caller's: the caller closes them
+    with TestClient(create_app(store, metrics=given)):
+        pass
+    assert len(list(store.observers)) == before + 1
+    given.close()
+    given.close()  # twice is harmless
+    assert len(list(store.observers)) == before

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import weakref
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from fastapi import FastAPI
@@ -35,6 +39,19 @@ from fencepost.store.base import Store
 
 #: Where the API docs' own assets (Swagger UI) are served.
 DOCS_ASSETS = "/docs-assets"
+
+
+def _closing(metrics: Metrics) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """A lifespan that closes ``metrics`` when the server stops."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            metrics.close()
+
+    return lifespan
 
 
 def create_app(
@@ -86,11 +103,25 @@ def create_app(
         # The jobs this service knows go to the catalogue first, so that every other
         # submitter (the CLI, workers' stores, schedules) checks them the same way.
         publish(store, registry)  # and the limits they declare
-    app = FastAPIOffline(title="fencepost", version="0.1.0", static_url=DOCS_ASSETS, redoc_url=None)
+    own_metrics = metrics is None
+    if metrics is None:
+        metrics = create_metrics(store)
+    app = FastAPIOffline(
+        title="fencepost",
+        version="0.1.0",
+        static_url=DOCS_ASSETS,
+        redoc_url=None,
+        lifespan=_closing(metrics) if own_metrics else None,
+    )
     app.state.store = store
     app.state.auth = auth if auth is not None else Auth()
     app.state.max_wait = float(max_wait)
-    app.state.metrics = metrics if metrics is not None else create_metrics(store)
+    if own_metrics:
+        # No one else can close them: they close when this app's server stops, or
+        # when an app never served is collected (its store would otherwise feed the
+        # counters of every app ever made over it).
+        weakref.finalize(app, metrics.close)
+    app.state.metrics = metrics
     # Shared by every request of this app (and readable, for tests and operators' probes).
     app.state.body_budget = ByteBudget(body_budget)
     app.state.failures = failures if failures is not None else FailureLimiter()

@@ -139,11 +139,12 @@ class ProcessCounters:
             instruments.misfires.inc(event.misfires)
 
 
-def count_on(store: Store, registry: CollectorRegistry) -> Instruments:
-    """Count ``store``'s leasing work on ``registry`` from now on; the instruments."""
-    instruments = Instruments.create(registry)
-    store.observers.add(ProcessCounters(instruments))
-    return instruments
+def count_on(store: Store, registry: CollectorRegistry) -> ProcessCounters:
+    """Count ``store``'s leasing work on ``registry`` from now on; the observer that
+    counts (its ``instruments``; ``store.observers.remove`` it to stop)."""
+    counters = ProcessCounters(Instruments.create(registry))
+    store.observers.add(counters)
+    return counters
 
 
 def meter_store(registry: CollectorRegistry, source: Any) -> Any:

@@ -28,6 +28,7 @@ never the global default one: a process (a test run) may build many apps.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -43,7 +44,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import Collector
 
 from fencepost.api.auth import Scope
-from fencepost.api.counters import Instruments, count_on
+from fencepost.api.counters import Instruments, ProcessCounters, count_on
 from fencepost.api.deps import guarded
 from fencepost.domain.errors import StoreUnavailable
 from fencepost.domain.limits import Limit, ThrottleCount
@@ -381,17 +382,35 @@ class Metrics:
     """One application's metrics: its registry, instruments and store."""
 
     registry: CollectorRegistry
-    instruments: Instruments
+    #: The observer of :attr:`store` that feeds :attr:`instruments`.
+    counters: ProcessCounters
     #: The store whose leasing work :attr:`instruments` count (they observe it).
     store: Store
 
+    @property
+    def instruments(self) -> Instruments:
+        """The process counters, fed by the store's events."""
+        return self.counters.instruments
+
+    def close(self) -> None:
+        """Stop counting the store's work (the registry still serves what was counted).
+        Closing twice is harmless."""
+        with contextlib.suppress(ValueError):  # closed already
+            self.store.observers.remove(self.counters)
+
 
 def create_metrics(store: Store) -> Metrics:
-    """A fresh registry with the store's gauges and this process's counters over ``store``."""
+    """A fresh registry with the store's gauges and this process's counters over ``store``.
+
+    The counters observe ``store`` until :meth:`Metrics.close`: an application that
+    made its own metrics (``create_app(store)`` without ``metrics=``) closes them when
+    it is garbage collected, so that apps made and dropped over one store leave it
+    no observers.
+    """
     registry = CollectorRegistry()
     registry.register(StoreCollector(store))
     registry.register(SloCollector(store))
-    return Metrics(registry=registry, instruments=count_on(store, registry), store=store)
+    return Metrics(registry=registry, counters=count_on(store, registry), store=store)
 
 
 _EXPOSITION = {"schema": {"type": "string"}}
