@@ -33,7 +33,8 @@ from fencepost.domain.errors import StoreUnavailable
 from fencepost.domain.reports import SloReport
 from fencepost.store.base import Store
 from fencepost.store.memory import MemoryStore
-from fencepost.store.values import SloRequest, StoreConfig
+from fencepost.store.values import StoreConfig
+from fencepost.store.verbs.reports import SloRequest
 from fencepost.testing import ManualClock
 from fencepost.testing.clock import MANUAL_EPOCH as T0
 from fencepost.wire.reports import Slo

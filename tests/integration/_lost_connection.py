@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from fencepost.store.postgres.history import unbounded
+from fencepost.store.postgres.live_window import unbounded
 
 
 @dataclass

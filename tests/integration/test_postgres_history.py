@@ -22,7 +22,7 @@ import pytest
 import fencepost
 from fencepost import IdempotencyConflict, Lease, StaleLease, State, Store
 from fencepost.domain.ids import IdGenerator
-from fencepost.store.postgres import conversion, history
+from fencepost.store.postgres import conversion, history, live_window
 from fencepost.store.postgres.connection import MIGRATIONS_PACKAGE, QUERIES, Database
 from fencepost.store.sql import latest_version, migration_files
 from fencepost.testing import ManualClock
@@ -208,7 +208,7 @@ def test_a_replayed_dead_letter_of_an_old_day_is_claimed_and_completed(
     """A replay makes an old day live again: a store whose window was read before the
     replay claims it within the window's refresh, and one whose window still starts
     after it completes its lease all the same (that statement runs unbounded)."""
-    monkeypatch.setattr(history.LiveWindow, "REFRESH", 0.5)
+    monkeypatch.setattr(live_window.LiveWindow, "REFRESH", 0.5)
     with fencepost.connect(_pg.url(schema), clock=_days_ago(10)) as old:
         dead = old.submit("flaky", max_attempts=1)
         (lease,) = old.claim("setup", jobs=["flaky"])
@@ -224,7 +224,7 @@ def test_a_replayed_dead_letter_of_an_old_day_is_claimed_and_completed(
             leases = claimer.claim("w", jobs=["flaky"])
             time.sleep(0.05)
         assert [lease.execution_id for lease in leases] == [dead.id]
-        monkeypatch.setattr(history.LiveWindow, "REFRESH", 3600.0)  # late keeps its window
+        monkeypatch.setattr(live_window.LiveWindow, "REFRESH", 3600.0)  # late keeps its window
         assert late._live.bounds[0] > dead.id  # type: ignore[attr-defined]
         assert not isinstance(late.heartbeat_many([(leases[0], None)])[0], StaleLease)
         assert late.complete_many([(leases[0], "ok")]) == [None]

@@ -38,17 +38,15 @@ MAX_LINES = 600
 #: module that shrinks under the limit must leave the list (see
 #: :func:`test_every_module_listed_as_too_long_still_is`); none may grow past its entry.
 OVER_MAX_LINES: dict[str, int] = {
-    "store/memory.py": 1449,
-    "store/sqlstore.py": 1298,
-    "store/postgres/store.py": 1266,
-    "store/base.py": 1066,
-    "store/sqlite/store.py": 1147,
-    "client/verbs.py": 1071,
-    "store/asyncstore.py": 800,
-    "store/postgres/history.py": 738,
-    "client/http.py": 640,
+    "store/memory.py": 1446,
+    "store/sqlstore.py": 1297,
+    "store/postgres/store.py": 1264,
+    "store/base.py": 1047,
+    "store/sqlite/store.py": 1145,
+    "client/verbs.py": 1047,
+    "store/asyncstore.py": 733,
+    "client/http.py": 610,
     "store/operating.py": 667,
-    "store/values.py": 661,
     "worker/runtime.py": 656,
 }
 

@@ -133,17 +133,14 @@ from fencepost.store.values import (
     Materialization,
     Outcome,
     ScheduleFilter,
-    SloRequest,
     StoreConfig,
     always,
-    burn_key,
     live_nodes_refusal,
     rebucketed,
     result_refused,
     stale_schedule,
-    stats_report,
-    throttle_lookback,
 )
+from fencepost.store.verbs.reports import SloRequest, burn_key, stats_report, throttle_lookback
 from fencepost.store.waiting import HintedWatcher, Watcher, timed_out
 from fencepost.timing.planning import HELD, NEVER
 

@@ -57,11 +57,11 @@ from fencepost.store.values import (
     PRUNE_YIELD_CAP,
     UNFINISHED_STATES,
     BucketsResized,
-    SloRequest,
     default_node_id,
     states_of,
     versions_of,
 )
+from fencepost.store.verbs.reports import SloRequest
 
 
 class OperatingVerbs(CatalogueVerbs):

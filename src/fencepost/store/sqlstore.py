@@ -110,15 +110,14 @@ from fencepost.store.values import (
     ExecutionFilter,
     Outcome,
     ScheduleFilter,
-    SloRequest,
     always,
-    burn_key,
     claimed_inputs,
     like_pattern,
     result_refused,
     set_aside,
     unix_ms,
 )
+from fencepost.store.verbs.reports import SloRequest, burn_key
 
 log = logging.getLogger("fencepost.store")
 

@@ -366,7 +366,7 @@ SELECT 1 FROM executions WHERE id = %(id)s::uuid
 -- fragment: claim_filters
 -- The restrictions every branch of a claim applies (see claim). The first is the
 -- live days of history: the store writes the oldest day holding a live execution
--- into the text (see LiveWindow in history.py), so the plan holds only those days'
+-- into the text (see LiveWindow in live_window.py), so the plan holds only those days'
 -- partitions, and a claim neither plans nor locks the finished days.
       AND e.id >= /*live*/'00000000-0000-0000-0000-000000000000'::uuid
       AND (%(jobs)s::text[] IS NULL OR e.job = ANY(%(jobs)s::text[]))

@@ -79,11 +79,11 @@ from fencepost.store.postgres.connection import migrate as apply_migrations
 from fencepost.store.postgres.history import (
     DAY_MS,
     DayPartitions,
-    LiveWindow,
     day_of,
     drop_finished_days,
     partition_name,
 )
+from fencepost.store.postgres.live_window import LiveWindow
 from fencepost.store.postgres.outages import is_outage, lost_race, retried, unsent
 from fencepost.store.postgres.waiting import NotifiedWatcher
 from fencepost.store.sql import latest_version, require_migrated
@@ -100,10 +100,8 @@ from fencepost.store.values import (
     live_nodes_refusal,
     rebucketed,
     stale_schedule,
-    stats_error_params,
-    stats_report,
-    throttle_lookback,
 )
+from fencepost.store.verbs.reports import stats_error_params, stats_report, throttle_lookback
 from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.planning import HELD, NEVER
 

@@ -78,10 +78,8 @@ from fencepost.store.values import (
     live_nodes_refusal,
     rebucketed,
     stale_schedule,
-    stats_error_params,
-    stats_report,
-    throttle_lookback,
 )
+from fencepost.store.verbs.reports import stats_error_params, stats_report, throttle_lookback
 from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.clock import SystemClock
 from fencepost.timing.planning import HELD, NEVER
