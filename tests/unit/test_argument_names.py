@@ -185,3 +185,10 @@ def test_a_filter_no_verb_takes_is_refused_by_name() -> None:
         next(query(buckets=[1]))  # a store's filter only
     with pytest.raises(TypeError, match=r"count_by_state\(\) .* 'after'"):
         next(count_by_state(after="x"))
+
+
+def test_the_listing_s_query_parameters_are_the_filters() -> None:
+    from fencepost.api.executions import ExecutionFilterQuery
+    from fencepost.domain.filters import ExecutionFilters
+
+    assert set(ExecutionFilterQuery.model_fields) == set(ExecutionFilters.__annotations__)

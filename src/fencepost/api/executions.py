@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from fencepost import tracing
@@ -36,35 +37,55 @@ from fencepost.wire.fields import (
 
 router = APIRouter()
 
-#: The filters ``GET /executions`` and ``GET /executions/counts`` share beyond the
-#: first ones (checked again by the store, which names the field as these do).
-LimitKeyFilter = Annotated[str | None, Query(description="only executions under this limit key")]
-OwnerFilter = Annotated[
-    str | None, Query(description="only RUNNING executions whose lease this owner holds")
-]
-CreatedAfter = Annotated[
-    Instant | None, Query(description="only created_at >= this (ISO 8601 with offset)")
-]
-CreatedBefore = Annotated[
-    Instant | None, Query(description="only created_at < this (ISO 8601 with offset)")
-]
-FinishedAfter = Annotated[
-    Instant | None,
-    Query(description="only finished executions, finished at or after this (ISO 8601)"),
-]
-FinishedBefore = Annotated[
-    Instant | None,
-    Query(description="only finished executions, finished before this (ISO 8601)"),
-]
-ErrorFilter = Annotated[
-    str | None,
-    Query(
+
+class ExecutionFilterQuery(BaseModel):
+    """The filters of ``GET /executions`` and ``GET /executions/counts``, declared once:
+    a query parameter each, the keys of :class:`~fencepost.domain.filters.ExecutionFilters`
+    (tests/api hold them equal), checked again by the store, which names the field as
+    these do."""
+
+    state: list[State] | None = None
+    job: str | None = None
+    schedule: str | None = None
+    bucket: int | None = Field(None, ge=0, le=INT32_MAX, json_schema_extra={BUCKET_EXTENSION: True})
+    queue: str | None = None
+    due_after: Instant | None = Field(
+        None, description="only due_at >= this (ISO 8601 with offset)"
+    )
+    due_before: Instant | None = Field(
+        None, description="only due_at < this (ISO 8601 with offset)"
+    )
+    outcome: str | None = Field(
+        None, pattern=OUTCOME_PATTERN, description=PATTERN_MEANINGS[OUTCOME_PATTERN]
+    )
+    limit_key: str | None = Field(None, description="only executions under this limit key")
+    owner: str | None = Field(
+        None, description="only RUNNING executions whose lease this owner holds"
+    )
+    created_after: Instant | None = Field(
+        None, description="only created_at >= this (ISO 8601 with offset)"
+    )
+    created_before: Instant | None = Field(
+        None, description="only created_at < this (ISO 8601 with offset)"
+    )
+    finished_after: Instant | None = Field(
+        None, description="only finished executions, finished at or after this (ISO 8601)"
+    )
+    finished_before: Instant | None = Field(
+        None, description="only finished executions, finished before this (ISO 8601)"
+    )
+    error: str | None = Field(
+        None,
         min_length=1,
         max_length=MAX_ERROR_FILTER,
         description="only executions whose latest error contains this text (ASCII letters "
         "in any case; % and _ literal)",
-    ),
-]
+    )
+
+    def filters(self) -> dict[str, Any]:
+        """The store's keyword arguments (``Store.query``'s filters)."""
+        return {name: getattr(self, name) for name in type(self).model_fields}
+
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: The header a single submit takes its idempotency key from (a batch: each item's field).
@@ -176,33 +197,10 @@ def submit_batch(
 )
 def list_executions(
     store: StoreDep,
-    state: Annotated[list[State] | None, Query()] = None,
-    job: str | None = None,
-    schedule: str | None = None,
-    bucket: Annotated[
-        int | None,
-        Query(ge=0, le=INT32_MAX, json_schema_extra={BUCKET_EXTENSION: True}),
-    ] = None,
+    filters: Annotated[ExecutionFilterQuery, Query()],
     cursor: Cursor = None,
     limit: Limit = 100,
     order: Order = "asc",
-    queue: str | None = None,
-    due_after: Annotated[
-        Instant | None, Query(description="only due_at >= this (ISO 8601 with offset)")
-    ] = None,
-    due_before: Annotated[
-        Instant | None, Query(description="only due_at < this (ISO 8601 with offset)")
-    ] = None,
-    outcome: Annotated[
-        str | None, Query(pattern=OUTCOME_PATTERN, description=PATTERN_MEANINGS[OUTCOME_PATTERN])
-    ] = None,
-    limit_key: LimitKeyFilter = None,
-    owner: OwnerFilter = None,
-    created_after: CreatedAfter = None,
-    created_before: CreatedBefore = None,
-    finished_after: FinishedAfter = None,
-    finished_before: FinishedBefore = None,
-    error: ErrorFilter = None,
 ) -> schemas.Page:
     """Executions matching every filter, oldest first (``order=desc``: newest first).
 
@@ -215,26 +213,7 @@ def list_executions(
     in any case; ``%`` and ``_`` literal). Pass ``next_cursor`` as ``cursor`` with the
     same ``order`` and filters.
     """
-    page = store.query(
-        state=state,
-        job=job,
-        schedule=schedule,
-        bucket=bucket,
-        after=cursor,
-        limit=limit,
-        newest_first=order == "desc",
-        queue=queue,
-        due_after=due_after,
-        due_before=due_before,
-        outcome=outcome,
-        limit_key=limit_key,
-        owner=owner,
-        created_after=created_after,
-        created_before=created_before,
-        finished_after=finished_after,
-        finished_before=finished_before,
-        error=error,
-    )
+    page = store.query(after=cursor, limit=limit, newest_first=order == "desc", **filters.filters())
     return schemas.Page.from_domain(page)
 
 
@@ -244,54 +223,14 @@ def list_executions(
     **guarded(Scope.READ, p.VALIDATION, p.STORE_UNAVAILABLE),
 )
 def count_executions(
-    store: StoreDep,
-    state: Annotated[list[State] | None, Query()] = None,
-    job: str | None = None,
-    schedule: str | None = None,
-    bucket: Annotated[
-        int | None,
-        Query(ge=0, le=INT32_MAX, json_schema_extra={BUCKET_EXTENSION: True}),
-    ] = None,
-    queue: str | None = None,
-    due_after: Annotated[
-        Instant | None, Query(description="only due_at >= this (ISO 8601 with offset)")
-    ] = None,
-    due_before: Annotated[
-        Instant | None, Query(description="only due_at < this (ISO 8601 with offset)")
-    ] = None,
-    outcome: Annotated[
-        str | None, Query(pattern=OUTCOME_PATTERN, description=PATTERN_MEANINGS[OUTCOME_PATTERN])
-    ] = None,
-    limit_key: LimitKeyFilter = None,
-    owner: OwnerFilter = None,
-    created_after: CreatedAfter = None,
-    created_before: CreatedBefore = None,
-    finished_after: FinishedAfter = None,
-    finished_before: FinishedBefore = None,
-    error: ErrorFilter = None,
+    store: StoreDep, filters: Annotated[ExecutionFilterQuery, Query()]
 ) -> schemas.StateCounts:
     """How many executions ``GET /executions`` with these filters lists, by state.
 
     The filters are the listing's (no ``cursor``, ``limit`` or ``order``); every
     state is in ``counts`` (0 when none match), and ``total`` is their sum.
     """
-    counts = store.count_by_state(
-        state=state,
-        job=job,
-        schedule=schedule,
-        bucket=bucket,
-        queue=queue,
-        due_after=due_after,
-        due_before=due_before,
-        outcome=outcome,
-        limit_key=limit_key,
-        owner=owner,
-        created_after=created_after,
-        created_before=created_before,
-        finished_after=finished_after,
-        finished_before=finished_before,
-        error=error,
-    )
+    counts = store.count_by_state(**filters.filters())
     return schemas.StateCounts.from_domain(counts)
 
 
