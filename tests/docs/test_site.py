@@ -24,7 +24,8 @@ from fencepost.domain.states import State
 ROOT = Path(__file__).parents[2]
 MKDOCS = Path(sys.executable).with_name("mkdocs")
 
-pytestmark = pytest.mark.slow
+# One worker runs them all, so the site (a module fixture, ~20 s) is built once a run.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("site")]
 
 #: Attributes whose value the browser loads or navigates to.
 URL_ATTRIBUTES = frozenset(
