@@ -49,8 +49,10 @@ system-deps:
 	fi
 
 # The suite on PYTEST_WORKERS processes (pytest-xdist); tests marked with one
-# xdist_group (a shared cluster, namespaced hosts) run in turn on one of them.
-PYTEST_WORKERS ?= 2
+# xdist_group (a shared cluster, namespaced hosts) run in turn on one of them. Three on
+# two cores: a third of the time two processes leave the cores idle (waiting on
+# subprocesses, servers and fsync), and the third fills it.
+PYTEST_WORKERS ?= 3
 
 pytest: $(STAMP) system-deps
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup

@@ -1,8 +1,8 @@
 """The documentation site: it builds with ``--strict``, loads nothing from another host,
 and its generated pages and pictures say what the code says.
 
-One build per test session (``site``), into a temporary directory, exactly as
-``make docs`` does it.
+One build per test run (``site``, on the one worker of their xdist group), into a
+temporary directory, exactly as ``make docs`` does it.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ THEME_LOADS = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # a module's fixture is built again when xdist interleaves
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
