@@ -4,7 +4,7 @@ otherwise have to notice by reading.
 * :class:`AsyncStore` has every verb :class:`Store` has, with the same parameters;
 * no code chooses by a class's name (``type(x).__name__ == "PostgresStore"``): a
   backend states what differs (its runner, its capabilities);
-* no module imports another package's private (``_name``) names, and none outside
+* no module imports another module's private (``_name``) names, and none outside
   ``store/`` imports a backend's package (``fencepost.store.postgres``, ...);
 * nothing outside ``jobs/context.py`` reaches into a handler's ``Context`` (``ctx._x``):
   the worker drives an attempt through its ``RunControl``;
@@ -126,30 +126,28 @@ def test_the_class_name_check_finds_what_it_must(source: str, found: bool) -> No
     assert any(_compares_a_class_name(node) for node in ast.walk(tree)) is found
 
 
-# -- private names stay in their package -------------------------------------------------
+# -- private names stay in their module ---------------------------------------------------
 
 
 def _private_imports(path: Path, source: str) -> list[str]:
-    """``from fencepost.x.y import _z`` in ``path`` where ``fencepost.x.y`` is not in the
-    importing module's package."""
-    relative = path.relative_to(PACKAGE.parent)
-    own_package = ".".join(relative.parent.parts)
+    """``from fencepost.x.y import _z`` in ``path`` where ``fencepost.x.y`` is another
+    module (a sibling in the same package too: what two modules share is public)."""
+    relative = path.relative_to(PACKAGE.parent).with_suffix("")
+    own_module = ".".join(relative.parts)
     found = []
     for node in ast.walk(ast.parse(source, str(path))):
         if not (isinstance(node, ast.ImportFrom) and node.module):
             continue
         if not node.module.startswith("fencepost"):
             continue
-        target = PACKAGE.parent / node.module.replace(".", "/")
-        target_package = node.module if target.is_dir() else node.module.rpartition(".")[0]
         for alias in node.names:
             private = alias.name.startswith("_") and not alias.name.startswith("__")
-            if private and target_package != own_package:
+            if private and node.module != own_module:
                 found.append(f"{node.module}.{alias.name}")
     return found
 
 
-def test_no_module_imports_another_package_s_private_names() -> None:
+def test_no_module_imports_another_module_s_private_names() -> None:
     found = {
         _name(path): names
         for path in _modules()
@@ -192,7 +190,10 @@ def test_the_private_import_check_finds_what_it_must() -> None:
     assert _private_imports(path, "from fencepost.store.base import _secret") == [
         "fencepost.store.base._secret"
     ]
-    assert _private_imports(path, "from fencepost.api.problems import _reported") == []
+    assert _private_imports(path, "from fencepost.api.problems import _reported") == [
+        "fencepost.api.problems._reported"
+    ]
+    assert _private_imports(path, "from fencepost.api.probe import _own") == []
     assert _private_imports(path, "from fencepost.store.base import Store, __all__") == []
 
 

@@ -24,11 +24,11 @@ from fencepost.domain.states import AttemptOutcome, CommandKind, CommandState, E
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
 from fencepost.testing.contract.support import (
-    _US,
+    US,
     ContractFixtures,
-    _command_fields,
     assert_audit_valid,
     at,
+    fields_of,
     taken_over,
 )
 from fencepost.testing.factory import ExecutionFactory
@@ -169,7 +169,7 @@ class CommandsContract(ContractFixtures):
         }
         (rest,) = store.claim_commands("x", [a, b], ttl=5)
         assert (rest.id, rest.owner, rest.claim_until) == (a_resume.id, "x", at(9))
-        clock.set(at(9) - _US)
+        clock.set(at(9) - US)
         assert store.claim_commands("x", [a, b]) == [], "every claim is still live"
         clock.set(9)
         expired = store.claim_commands("y", [a, b], ttl=1)
@@ -285,10 +285,10 @@ class CommandsContract(ContractFixtures):
         with pytest.raises(StaleLease):
             store.complete_command(short_again, short_lease)  # its lease expired at t=5
         (long_again,) = store.claim_commands("worker", [long_lease.execution_id], ttl=30)
-        clock.set(at(36) - _US)
+        clock.set(at(36) - US)
         done = store.complete_command(long_again, long_lease)
-        assert (done.state, done.epoch, done.done_at) == (CommandState.DONE, 1, at(36) - _US)
-        pending = Command(**{**_command_fields(short_again), "owner": None})
+        assert (done.state, done.epoch, done.done_at) == (CommandState.DONE, 1, at(36) - US)
+        pending = Command(**{**fields_of(short_again), "owner": None})
         with pytest.raises(StaleLease):
             store.complete_command(pending, short_lease)
         for lease in (short_lease, long_lease):

@@ -22,7 +22,7 @@ from fencepost.domain.states import WAITING_STATES, AttemptOutcome, State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
 from fencepost.testing.contract.support import (
-    _US,
+    US,
     ContractFixtures,
     at,
     pages_of,
@@ -206,9 +206,9 @@ class FindingContract(ContractFixtures):
             return [e.id for e in store.query(**filters).items]
 
         assert ids(due_after=at(100)) == [a.id, b.id], "due_after is inclusive"
-        assert ids(due_after=at(100) + _US) == [b.id]
+        assert ids(due_after=at(100) + US) == [b.id]
         assert ids(due_before=at(200)) == [a.id], "due_before is exclusive"
-        assert ids(due_before=at(200) + _US) == [a.id, b.id]
+        assert ids(due_before=at(200) + US) == [a.id, b.id]
         assert ids(due_after=at(150), due_before=at(150)) == []
         assert ids(due_after=at(200), due_before=at(100)) == [], "an empty range is no error"
         # The same instant in another offset is the same bound.

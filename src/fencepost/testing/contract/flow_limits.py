@@ -39,9 +39,9 @@ from fencepost.testing.clock import ManualClock
 from fencepost.testing.contract.support import (
     ContractFixtures,
     StoreFactory,
-    _keys_in_distinct_buckets,
     at,
     executions,
+    keys_in_distinct_buckets,
 )
 
 #: The rates the random run draws from, with their starts a second.
@@ -134,7 +134,7 @@ def populate(store: Store) -> tuple[list[str], list[int]]:
     """The same executions in any store: three jobs (``z`` pinned to versions), three
     queues, two buckets, priorities and distinct due times, so that claim order is
     the same everywhere. Returns the ids in submit order and the two buckets."""
-    heavy, light = _keys_in_distinct_buckets(2, store.config.num_buckets)
+    heavy, light = keys_in_distinct_buckets(2, store.config.num_buckets)
     requests = []
     for n in range(24):
         requests.append(

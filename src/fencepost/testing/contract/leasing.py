@@ -21,13 +21,13 @@ from fencepost.domain.states import AttemptOutcome, Event, State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
 from fencepost.testing.contract.support import (
-    _US,
+    US,
     ContractFixtures,
     StoreFactory,
-    _fields,
     assert_audit_valid,
     at,
     expired_lease,
+    fields_of,
     refused_unchanged,
     taken_over,
 )
@@ -123,7 +123,7 @@ class LeasingContract(ContractFixtures):
 
     def test_claim_is_due_inclusive(self, store: Store, clock: ManualClock) -> None:
         e = store.submit("job", execute_at=at(10))
-        clock.set(at(10) - _US)
+        clock.set(at(10) - US)
         assert store.claim("w") == []
         clock.set(10)
         assert [lease.execution_id for lease in store.claim("w")] == [e.id]
@@ -171,7 +171,7 @@ class LeasingContract(ContractFixtures):
         self, store: Store, execution_id: str
     ) -> None:
         [real] = store.claim("w", ids=[store.submit("job").id])
-        lease = Lease(**{**_fields(real), "execution_id": execution_id})
+        lease = Lease(**{**fields_of(real), "execution_id": execution_id})
         for call in (
             lambda: store.complete(lease, 1),
             lambda: store.heartbeat(lease),
@@ -267,7 +267,7 @@ class LeasingContract(ContractFixtures):
     def test_takeover_happens_exactly_at_expiry(self, store: Store, clock: ManualClock) -> None:
         e = store.submit("job")
         (first,) = store.claim("a", ttl=5)
-        clock.set(at(5) - _US)
+        clock.set(at(5) - US)
         assert store.claim("b", ttl=5) == []
         clock.set(5)
         (second,) = store.claim("b", ttl=5)
@@ -387,9 +387,9 @@ class LeasingContract(ContractFixtures):
         (lease,) = store.claim("w", ttl=5)
         before = store.get(e.id)
         for forged in (
-            Lease(**{**_fields(lease), "owner": "intruder"}),
-            Lease(**{**_fields(lease), "epoch": lease.epoch + 1}),
-            Lease(**{**_fields(lease), "epoch": lease.epoch - 1}),
+            Lease(**{**fields_of(lease), "owner": "intruder"}),
+            Lease(**{**fields_of(lease), "epoch": lease.epoch + 1}),
+            Lease(**{**fields_of(lease), "epoch": lease.epoch - 1}),
         ):
             with pytest.raises(StaleLease):
                 store.heartbeat(forged, progress={"evil": True})
@@ -408,7 +408,7 @@ class LeasingContract(ContractFixtures):
     def test_reap_times_out_expired_attempts(self, store: Store, clock: ManualClock) -> None:
         e = store.submit("job", max_attempts=3)
         (lease,) = store.claim("w", ttl=5)
-        clock.set(at(5) - _US)
+        clock.set(at(5) - US)
         assert store.reap_expired() == 0
         clock.set(5)
         assert store.reap_expired() == 1

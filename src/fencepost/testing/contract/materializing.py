@@ -22,11 +22,11 @@ from fencepost.domain.states import Event, State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
 from fencepost.testing.contract.support import (
-    _US,
+    US,
     ContractFixtures,
-    _schedule_fields,
     assert_audit_valid,
     at,
+    fields_of,
     timezone_plus,
 )
 
@@ -44,7 +44,7 @@ class MaterializingContract(ContractFixtures):
         next_due = {"a": at(20), "b": at(10), "c": at(10), "d": at(30)}
         store.materialize([(s, [], s.watermark, next_due[s.id]) for s in got])
 
-        clock.set(at(10) - _US)
+        clock.set(at(10) - US)
         assert store.acquire_schedules("m", limit=10) == []
         clock.set(10)
         first = store.acquire_schedules("m", limit=10, ttl=5)
@@ -52,7 +52,7 @@ class MaterializingContract(ContractFixtures):
         assert {(s.materializer, s.lease_until) for s in first} == {("m", at(15))}
         assert store.get_schedule("b") == first[0]
 
-        clock.set(at(15) - _US)
+        clock.set(at(15) - US)
         assert store.acquire_schedules("n", limit=10) == [], "leases live until 15"
         clock.set(15)
         assert [s.id for s in store.acquire_schedules("n", limit=1)] == ["b"], "expired at 15"
@@ -284,12 +284,12 @@ class MaterializingContract(ContractFixtures):
             "replanned": long["replanned"],  # the same, though the old lease would still be live
             "expired": short["expired"],  # lease_until == now
             "fresh": long["fresh"],
-            "forged": Schedule(**{**_schedule_fields(long["forged"]), "materializer": "intruder"}),
+            "forged": Schedule(**{**fields_of(long["forged"]), "materializer": "intruder"}),
             "updated": long["updated"],
             "paused": long["paused"],
             "deleted": long["deleted"],
             "unleased": Schedule(
-                **{**_schedule_fields(long["unleased"]), "materializer": None, "lease_until": None}
+                **{**fields_of(long["unleased"]), "materializer": None, "lease_until": None}
             ),
         }
         before = {sid: store.get_schedule(sid) for sid in presented if sid != "deleted"}

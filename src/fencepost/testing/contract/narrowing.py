@@ -26,7 +26,7 @@ from fencepost.domain.models import Lease, Page
 from fencepost.domain.states import CommandKind, State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
-from fencepost.testing.contract.support import _US, ContractFixtures, at, pages_of, timezone_plus
+from fencepost.testing.contract.support import US, ContractFixtures, at, pages_of, timezone_plus
 
 #: Error texts the scene records, by name: what the error filter must match literally.
 ERRORS = {
@@ -117,17 +117,15 @@ class NarrowingContract(ContractFixtures):
 
         assert _ids(store, created_after=at(1)) == sorted(set(made.values()) - {made["waiting"]})
         assert _ids(store, created_before=at(1)) == n("waiting"), "created_before is exclusive"
-        assert _ids(store, created_after=at(1) + _US, created_before=at(46)) == n("late")
-        assert _ids(store, created_after=at(45), created_before=at(45) + _US) == n("late")
+        assert _ids(store, created_after=at(1) + US, created_before=at(46)) == n("late")
+        assert _ids(store, created_after=at(45), created_before=at(45) + US) == n("late")
 
         assert _ids(store, finished_after=at(10)) == n(
             "done", "dead", "cancelled", "accented", "late"
         )
-        assert _ids(store, finished_after=at(10) + _US) == n(
-            "dead", "cancelled", "accented", "late"
-        )
+        assert _ids(store, finished_after=at(10) + US) == n("dead", "cancelled", "accented", "late")
         assert _ids(store, finished_before=at(30)) == n("done", "dead"), "exclusive; finished"
-        assert _ids(store, finished_after=at(20), finished_before=at(40) + _US) == n(
+        assert _ids(store, finished_after=at(20), finished_before=at(40) + US) == n(
             "dead", "cancelled", "accented"
         )
         assert _ids(store, finished_after=at(51)) == []
@@ -261,7 +259,7 @@ class NarrowingContract(ContractFixtures):
         store.reap_expired()
         clock.set(100)
         store.reap_expired()
-        assert _ids(store, finished_after=at(10), finished_before=at(10) + _US) == sorted(
+        assert _ids(store, finished_after=at(10), finished_before=at(10) + US) == sorted(
             [dead.id, done.id]
         )
         store.replay(dead.id, actor="op")
@@ -298,9 +296,9 @@ class NarrowingContract(ContractFixtures):
             assert _ids(store, **{f"{name}_after": latest}) == []
             assert _ids(store, **{f"{name}_before": earliest}) == []
         # Ids are read from a slack around a creation bound; created_at decides.
-        assert _ids(store, created_after=at(10) - _US) == [second.id]
-        assert _ids(store, created_before=at(0) + _US) == [first.id]
-        assert store.count_by_state(created_after=at(10) - _US)[State.SUCCEEDED] == 1
+        assert _ids(store, created_after=at(10) - US) == [second.id]
+        assert _ids(store, created_before=at(0) + US) == [first.id]
+        assert store.count_by_state(created_after=at(10) - US)[State.SUCCEEDED] == 1
 
     def test_bad_values_are_refused_naming_the_argument(self, store: Store) -> None:
         store.submit("j", limit_key="k")

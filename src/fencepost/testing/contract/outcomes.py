@@ -19,13 +19,13 @@ from fencepost.domain.states import AttemptOutcome, Event, State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
 from fencepost.testing.contract.support import (
-    _US,
+    US,
     ContractFixtures,
     StoreFactory,
-    _fields,
     assert_audit_valid,
     at,
     expired_lease,
+    fields_of,
     refused_unchanged,
     taken_over,
 )
@@ -61,7 +61,7 @@ class OutcomesContract(ContractFixtures):
     def test_complete_at_expiry_is_stale(self, store: Store, clock: ManualClock) -> None:
         e = store.submit("job")
         (lease,) = store.claim("w", ttl=5)
-        clock.set(at(5) - _US)
+        clock.set(at(5) - US)
         clock.set(5)
         with pytest.raises(StaleLease):
             store.complete(lease, "late")
@@ -71,7 +71,7 @@ class OutcomesContract(ContractFixtures):
     def test_complete_just_before_expiry_counts(self, store: Store, clock: ManualClock) -> None:
         store.submit("job")
         (lease,) = store.claim("w", ttl=5)
-        clock.set(at(5) - _US)
+        clock.set(at(5) - US)
         assert store.complete(lease, "in time").result == "in time"
 
     def test_stale_complete_after_takeover_changes_nothing(
@@ -96,7 +96,7 @@ class OutcomesContract(ContractFixtures):
         """The epoch alone proves nothing either: owner and epoch must both match."""
         e = store.submit("job")
         (lease,) = store.claim("w", ttl=5)
-        forged = Lease(**{**_fields(lease), "owner": "intruder"})
+        forged = Lease(**{**fields_of(lease), "owner": "intruder"})
         before = store.get(e.id)
         assert isinstance(store.complete_many([(forged, "forged")])[0], StaleLease)
         with pytest.raises(StaleLease):
@@ -148,7 +148,7 @@ class OutcomesContract(ContractFixtures):
     def test_complete_many(self, store: Store, clock: ManualClock) -> None:
         ids = [e.id for e in store.submit_many([{"job": "job"} for _ in range(4)])]
         leases = store.claim("w", limit=4, ttl=5)
-        stale = Lease(**{**_fields(leases[1]), "epoch": 99})
+        stale = Lease(**{**fields_of(leases[1]), "epoch": 99})
         outcomes = store.complete_many(
             [(leases[0], 0), (stale, "forged"), (leases[2], {1}), (leases[3], [3])]
         )
@@ -171,7 +171,7 @@ class OutcomesContract(ContractFixtures):
         """Repeats in one batch: the first completion counts, the repeat is stale."""
         a, b = (e.id for e in store.submit_many([{"job": "job"}, {"job": "job"}]))
         la, lb = store.claim("w", limit=2)
-        forged = Lease(**{**_fields(lb), "epoch": 7})
+        forged = Lease(**{**fields_of(lb), "epoch": 7})
         outcomes = store.complete_many([(la, 1), (forged, 2), (la, 3), (lb, 4), (lb, {5})])
         assert outcomes[0] is None
         assert isinstance(outcomes[1], StaleLease)
@@ -204,7 +204,7 @@ class OutcomesContract(ContractFixtures):
             assert timedelta(0) <= wait <= timedelta(seconds=cap), (attempt, wait)
             waits.append(wait)
             if wait > timedelta(0):
-                clock.set(failed.due_at - _US)
+                clock.set(failed.due_at - US)
                 assert store.claim("w") == [], "not claimable before its retry is due"
             clock.set(failed.due_at)
         assert len(set(waits)) > 1, "full jitter draws different delays"
@@ -399,7 +399,7 @@ class OutcomesContract(ContractFixtures):
             store.abort(old)  # expired exactly now
         (new,) = store.claim("b", ttl=5)
         taken = store.get(e.id)
-        forged = Lease(**{**_fields(new), "owner": "intruder"})
+        forged = Lease(**{**fields_of(new), "owner": "intruder"})
         for stale in (old, forged):
             with pytest.raises(StaleLease):
                 store.abort(stale)

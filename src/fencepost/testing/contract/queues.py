@@ -21,9 +21,9 @@ from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
 from fencepost.testing.contract.support import (
     ContractFixtures,
-    _keys_in_distinct_buckets,
     at,
     executions,
+    keys_in_distinct_buckets,
     names_the_field,
 )
 
@@ -184,14 +184,14 @@ class QueuesContract(ContractFixtures):
         assert store.claim("w", limit=10, queues=["a"], jobs=["z"], versions=[("z", 1)]) == []
         (by_id,) = store.claim("w", queues=["a"], ids=[pinned.id], versions=[("z", 2)])
         assert by_id.execution_id == pinned.id
-        key, other = _keys_in_distinct_buckets(2, store.config.num_buckets)
+        key, other = keys_in_distinct_buckets(2, store.config.num_buckets)
         mine = store.submit("job", queue="c", bucket_key=key)
         store.submit("job", queue="c", bucket_key=other)
         (in_bucket,) = store.claim("w", limit=10, queues=["c"], buckets=[mine.bucket])
         assert in_bucket.execution_id == mine.id
 
     def test_the_bucket_cap_holds_over_every_queue_of_a_claim(self, store: Store) -> None:
-        (tenant,) = _keys_in_distinct_buckets(1, store.config.num_buckets)
+        (tenant,) = keys_in_distinct_buckets(1, store.config.num_buckets)
         for queue in ("a", "a", "a", "b", "b", "b"):
             store.submit("job", queue=queue, bucket_key=tenant)
         taken = store.claim("w", limit=10, queues=["a", "b"], max_per_bucket=2)

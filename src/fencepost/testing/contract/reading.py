@@ -18,8 +18,8 @@ from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
 from fencepost.testing.contract.support import (
     ContractFixtures,
-    _keys_in_distinct_buckets,
     at,
+    keys_in_distinct_buckets,
     pages_of,
 )
 from fencepost.testing.factory import ExecutionFactory
@@ -101,7 +101,7 @@ class ReadingContract(ContractFixtures):
         assert caught.value.field == field
 
     def test_query_by_buckets(self, store: Store, make: ExecutionFactory) -> None:
-        keys = _keys_in_distinct_buckets(3, store.config.num_buckets)
+        keys = keys_in_distinct_buckets(3, store.config.num_buckets)
         a, b, c = (make.scheduled(f"job-{n}", bucket_key=key) for n, key in enumerate(keys))
         running = make.running("job-r", bucket_key=keys[0])
 

@@ -25,11 +25,11 @@ from fencepost.domain.states import State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
 from fencepost.testing.contract.support import (
-    _US,
+    US,
     ContractFixtures,
     StoreFactory,
-    _keys_in_distinct_buckets,
     at,
+    keys_in_distinct_buckets,
 )
 from fencepost.testing.factory import ExecutionFactory
 from fencepost.timing.planning import HELD, NEVER
@@ -127,7 +127,7 @@ class ReportsContract(ContractFixtures):
     # -- reports -------------------------------------------------------------------------
 
     def test_bucket_counts(self, store: Store, make: ExecutionFactory) -> None:
-        x, y, z = _keys_in_distinct_buckets(3, store.config.num_buckets)
+        x, y, z = keys_in_distinct_buckets(3, store.config.num_buckets)
         bx, by, bz = (bucket_for(key, store.config.num_buckets) for key in (x, y, z))
         make.scheduled("a", bucket_key=x)
         make.running("b", bucket_key=x)
@@ -252,9 +252,9 @@ class ReportsContract(ContractFixtures):
     ) -> None:
         clock.set(100)
         store.submit("job", execute_at=at(100))
-        store.submit("job", execute_at=at(100) + _US)
+        store.submit("job", execute_at=at(100) + US)
         assert store.unserved().executions == [DueCount(job="job", job_version=None, count=1)]
-        clock.set(at(100) + _US)
+        clock.set(at(100) + US)
         assert store.unserved().due_unserved == 2
 
     def test_unserved_schedules_while_no_scheduler_node_lives(
@@ -284,13 +284,13 @@ class ReportsContract(ContractFixtures):
         clock.set(100)
         store.submit("job", execute_at=at(100))  # due_at == now: due
         store.submit("job", execute_at=at(99))
-        store.submit("job", execute_at=at(100) + _US)  # not yet
+        store.submit("job", execute_at=at(100) + US)  # not yet
         (lease,) = store.claim("w", limit=1)
         store.fail(lease, "boom", retry_in=0)  # RETRY_WAIT, due now
         store.submit("running", execute_at=at(50))
         store.claim("w", jobs=["running"])
         assert store.stats().due_backlog == 2
-        clock.set(at(100) + _US)
+        clock.set(at(100) + US)
         assert store.stats().due_backlog == 3
 
     def test_stats_backlog_leaves_held_occurrences_out(
@@ -475,7 +475,7 @@ class ReportsContract(ContractFixtures):
             store.heartbeat(hb)  # the lost lease's worker renews: refused
         clock.set(10)
         store.claim("w", jobs=["edge"])  # exactly 10 s after its planned time: on time
-        clock.set(at(10) + _US)
+        clock.set(at(10) + US)
         store.claim("w", jobs=["just"])  # a microsecond late
         clock.set(20)
         store.claim("w", jobs=["late", "backfill"], limit=2)
@@ -506,7 +506,7 @@ class ReportsContract(ContractFixtures):
         }
         # A first claim at exactly at - window is out; a microsecond later, in.
         assert store.stats(window=20).errors[ErrorClass.LATE_CLAIM] == 2
-        window = timedelta(seconds=20) - _US  # (10 s + 1 us, 30]
+        window = timedelta(seconds=20) - US  # (10 s + 1 us, 30]
         assert store.stats(window=window).errors[ErrorClass.LATE_CLAIM] == 1
         assert store.stats(window=1).errors == dict.fromkeys(STATS_ERROR_CLASSES, 0)
 
@@ -563,11 +563,10 @@ class ReportsContract(ContractFixtures):
         # (start, now]: created at the start is out, created at now is in.
         assert store.job_counts(window=100).by_job["job"][State.SCHEDULED] == 1
         assert (
-            store.job_counts(window=timedelta(seconds=100) + _US).by_job["job"][State.SCHEDULED]
-            == 2
+            store.job_counts(window=timedelta(seconds=100) + US).by_job["job"][State.SCHEDULED] == 2
         )
-        clock.set(at(200) + _US)
-        assert store.job_counts(window=_US).by_job == {}
+        clock.set(at(200) + US)
+        assert store.job_counts(window=US).by_job == {}
         assert store.job_counts(window=timedelta(days=36500)).by_job["job"][State.SCHEDULED] == 2
 
     def test_job_counts_refuse_bad_arguments(self, store: Store) -> None:

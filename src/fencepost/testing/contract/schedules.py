@@ -19,9 +19,9 @@ from fencepost.domain.states import Event, State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
 from fencepost.testing.contract.support import (
-    _US,
     NOT_AN_OBJECT,
     OBJECT_INPUTS,
+    US,
     ContractFixtures,
     assert_audit_valid,
     at,
@@ -113,7 +113,7 @@ class SchedulesContract(ContractFixtures):
         """Slots strictly after the watermark are to come: a slot at start_at runs."""
         clock.set(100)
         future = store.add_schedule("job", every=60, start_at=at(200))
-        assert (future.watermark, future.next_due) == (at(200) - _US, at(100))
+        assert (future.watermark, future.next_due) == (at(200) - US, at(100))
         assert store.add_schedule("job", every=60, start_at=at(50)).watermark == at(100)
         assert store.add_schedule("job", every=60, start_at=at(100)).watermark == at(100)
 
@@ -303,7 +303,7 @@ class SchedulesContract(ContractFixtures):
 
         # next_due is each schedule's creation instant; due_before is inclusive.
         assert listed(due_before=at(10)) == ["s0", "s10"]
-        assert listed(due_before=at(10) - _US) == ["s0"]
+        assert listed(due_before=at(10) - US) == ["s0"]
         assert listed(due_before=at(-1)) == []
         assert listed(due_before=at(10), paused=False) == ["s0"]
         assert listed(due_before=at(100), limit=2) == ["s0", "s10"]

@@ -21,7 +21,7 @@ from fencepost.domain.states import AttemptOutcome, Event, State
 from fencepost.store.base import Store
 from fencepost.testing.clock import ManualClock
 from fencepost.testing.contract.support import (
-    _US,
+    US,
     ContractFixtures,
     StoreFactory,
     assert_audit_valid,
@@ -79,7 +79,7 @@ class SnoozingContract(ContractFixtures):
             snoozed.lease_until,
         ) == (State.SCHEDULED, 0, 1, at(14), None, None)
         assert store.get(e.id) == snoozed
-        clock.set(at(14) - _US)
+        clock.set(at(14) - US)
         assert store.claim("b", ttl=30) == [], "not claimable before the snooze ends"
         clock.set(14)
         (again,) = store.claim("b", ttl=30)
@@ -124,7 +124,7 @@ class SnoozingContract(ContractFixtures):
     def test_a_snooze_just_before_expiry_counts(self, store: Store, clock: ManualClock) -> None:
         store.submit("job", execute_at=at(0))
         (lease,) = store.claim("w", ttl=5)
-        clock.set(at(5) - _US)
+        clock.set(at(5) - US)
         assert store.snooze(lease, 1).state is State.SCHEDULED
 
     def test_a_stale_snooze_after_a_takeover_changes_nothing(

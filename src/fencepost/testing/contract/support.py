@@ -2,7 +2,7 @@
 
 * :class:`ContractFixtures` — the ``clock``, ``store`` and ``make`` fixtures each section's
   tests take, built on the one ``store_factory`` fixture the user provides;
-* :func:`at` — an instant on the ManualClock timeline; ``_US``, one microsecond, for
+* :func:`at` — an instant on the ManualClock timeline; ``US``, one microsecond, for
   "just before" a boundary;
 * :func:`assert_audit_valid` — the audit trail of an execution walks the state machine;
 * scenario set-ups: :func:`expired_lease` (a lease at its expiry), :func:`taken_over`
@@ -12,12 +12,13 @@
 * inputs: :data:`NOT_AN_OBJECT` (refused) and :data:`OBJECT_INPUTS` (stored), with
   :func:`not_an_object`, the refusal's message;
 * small readers: :func:`pages_of` (follow the cursor), :func:`executions` (every row, paged),
-  ``_fields`` and its kin (a frozen value's fields as a dict, to forge a changed copy),
-  ``_keys_in_distinct_buckets``.
+  ``fields_of`` and its kin (a frozen value's fields as a dict, to forge a changed copy),
+  ``keys_in_distinct_buckets``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,7 +40,8 @@ from fencepost.testing.factory import ExecutionFactory
 #: (None: the system clock). The one fixture a backend provides, named ``store_factory``.
 StoreFactory = Callable[..., Store]
 
-_US = timedelta(microseconds=1)
+#: One microsecond: the stores' resolution.
+US = timedelta(microseconds=1)
 
 #: Inputs that are JSON but not an object: a handler takes its inputs as keywords, so
 #: every verb that takes inputs refuses these, naming ``inputs``.
@@ -114,19 +116,13 @@ def timezone_plus(hours: int) -> Any:
     return timezone(timedelta(hours=hours))
 
 
-def _fields(lease: Lease) -> dict[str, Any]:
-    return {name: getattr(lease, name) for name in Lease.__dataclass_fields__}
+def fields_of(value: Lease | Command | Schedule) -> dict[str, Any]:
+    """Every field of a lease, command or schedule, by name (to compare two field by
+    field, or one with a few fields changed)."""
+    return {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
 
 
-def _command_fields(command: Command) -> dict[str, Any]:
-    return {name: getattr(command, name) for name in Command.__dataclass_fields__}
-
-
-def _schedule_fields(schedule: Schedule) -> dict[str, Any]:
-    return {name: getattr(schedule, name) for name in Schedule.__dataclass_fields__}
-
-
-def _keys_in_distinct_buckets(count: int, num_buckets: int) -> list[str]:
+def keys_in_distinct_buckets(count: int, num_buckets: int) -> list[str]:
     """``count`` bucket keys that land in ``count`` different buckets."""
     keys: dict[int, str] = {}
     for n in range(10 * num_buckets):
