@@ -434,6 +434,9 @@ def test_a_claim_with_a_queue_name_the_api_refuses_is_refused_by_its_spec(
         pytest.param({"q": "1"}, "queues.q", "valid integer", id="object-value-type"),
         pytest.param([" "], "queues.0", "", id="list-item"),
         pytest.param(5, "queues", "valid list", id="neither"),
+        # A caller's key spelt like pydantic's name for a branch is still the caller's.
+        pytest.param({"list[x]": -1}, "queues.list[x]", "greater than", id="key-like-a-tag"),
+        pytest.param({"dict[a]": "x"}, "queues.dict[a]", "valid integer", id="key-like-a-tag-2"),
     ],
 )
 def test_a_bad_union_names_the_branch_the_input_chose(

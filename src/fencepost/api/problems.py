@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -181,8 +181,8 @@ def _fencepost_error(request: Request, exc: Exception) -> JSONResponse:
 
 def _request_validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    first = _reported(exc.errors())
-    field = field_of(first)
+    first = _reported(exc.errors(), exc.body)
+    field = field_of(first, exc.body)
     message = str(first.get("msg", "invalid request"))
     if first.get("type") == "string_pattern_mismatch":
         message = PATTERN_MEANINGS.get(first.get("ctx", {}).get("pattern"), message)
@@ -318,34 +318,55 @@ def _http_kind(status: int) -> Kind:
 #: How pydantic names one branch of a union in an error's ``loc``: ``list[constrained-str]``,
 #: ``dict[constrained-str,constrained-int]``. A branch is not a field a caller wrote.
 _UNION_BRANCH = re.compile(r"^[a-z][a-z-]*\[.*\]$")
+#: Where an error's ``loc`` leaves the request's body (a query parameter, a header).
+_UNSEEN = object()
 
 
-def _wrong_branch(error: dict[str, Any]) -> bool:
+def _parts(loc: Sequence[Any], body: Any) -> list[tuple[Any, bool]]:
+    """Each part of ``loc`` and whether it is a union branch's tag rather than a name the
+    caller wrote: the body is walked along ``loc``, and only a part that names no key
+    or index where it stands can be a tag (a caller's key ``list[x]`` stays a key)."""
+    if not loc:
+        return []
+    value: Any = body if loc[0] == "body" else _UNSEEN
+    parts: list[tuple[Any, bool]] = [(loc[0], False)]
+    for part in loc[1:]:
+        keyed = isinstance(value, Mapping) and isinstance(part, str) and part in value
+        indexed = isinstance(value, list) and isinstance(part, int) and 0 <= part < len(value)
+        if keyed or indexed:
+            value = value[part]
+        elif isinstance(part, str) and _UNION_BRANCH.match(part):
+            parts.append((part, True))  # the input stays where it was
+            continue
+        else:
+            value = _UNSEEN
+        parts.append((part, False))
+    return parts
+
+
+def _wrong_branch(error: dict[str, Any], body: Any) -> bool:
     # The input is not of this branch's type at all ("should be a valid list").
-    loc = error.get("loc", ())
-    return (
-        bool(loc)
-        and str(error.get("type", "")).endswith("_type")
-        and (isinstance(loc[-1], str) and _UNION_BRANCH.match(loc[-1]) is not None)
-    )
+    parts = _parts(error.get("loc", ()), body)
+    return str(error.get("type", "")).endswith("_type") and bool(parts) and parts[-1][1]
 
 
-def _reported(errors: Sequence[Any]) -> dict[str, Any]:
+def _reported(errors: Sequence[Any], body: Any = _UNSEEN) -> dict[str, Any]:
     """The error a refusal reports: the first, except that of a union's branches the one
     the input's shape chose (``{"q": -1}`` for ``list | dict`` is a bad value of the
-    object, not "should be a valid list")."""
-    chosen = [error for error in errors if not _wrong_branch(error)]
+    object, not "should be a valid list"). ``body``: the request's, as parsed."""
+    chosen = [error for error in errors if not _wrong_branch(error, body)]
     return dict((chosen or list(errors) or [{}])[0])
 
 
-def field_of(error: dict[str, Any]) -> str:
+def field_of(error: dict[str, Any], body: Any = _UNSEEN) -> str:
     """Name the offending input of one pydantic error from its ``loc``.
 
     ``("body", "execute_at")`` names ``execute_at``, ``("query", "limit")`` names
     ``limit`` and ``("query", "state", 1)`` names ``state``; a body that is not JSON at
-    all (``("body", 12)``) names ``body``.
+    all (``("body", 12)``) names ``body``. A union branch's tag is left out, unless
+    ``body`` (the request's, as parsed) shows it is a key the caller wrote.
     """
-    loc = [str(part) for part in error.get("loc", ()) if not _UNION_BRANCH.match(str(part))]
+    loc = [str(part) for part, tag in _parts(error.get("loc", ()), body) if not tag]
     if loc[-1:] == ["[key]"]:
         loc = loc[:-2]  # a bad key of an object names the object: the key may be anything
     if error.get("type") == "json_invalid" or loc[1:] == []:
