@@ -617,8 +617,10 @@ def test_the_sync_client_loads_nothing_of_the_async_one() -> None:
         "fencepost.client",
         "fencepost.client.arguments",
         "fencepost.client.errors",
+        "fencepost.client.exchange",
         "fencepost.client.http",
         "fencepost.client.retries",
         "fencepost.client.verbs",
+        "fencepost.client.worker_verbs",
     }
     assert not {"asyncio", "trio", "sniffio"} & {m.partition(".")[0] for m in modules}

@@ -30,9 +30,11 @@ SYNC_CLIENT = {
     "fencepost.client",
     "fencepost.client.arguments",
     "fencepost.client.errors",
+    "fencepost.client.exchange",
     "fencepost.client.http",
     "fencepost.client.retries",
     "fencepost.client.verbs",
+    "fencepost.client.worker_verbs",
 }
 
 

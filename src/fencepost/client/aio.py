@@ -28,7 +28,7 @@ from typing import Any, TypeVar, Unpack
 import anyio
 import httpx
 
-from fencepost.client import verbs
+from fencepost.client import exchange, verbs, worker_verbs
 from fencepost.client.retries import DEFAULT_RETRY_TIMEOUT, Retrying, retry_timeout_option
 from fencepost.domain.bulk import DEFAULT_BATCH, BulkResult, DeletionPage
 from fencepost.domain.filters import ExecutionFilters, ExecutionQuery
@@ -111,7 +111,7 @@ class AsyncClient:
 
     # -- transport -------------------------------------------------------------------
 
-    async def _run(self, verb: verbs.Verb[T]) -> T:
+    async def _run(self, verb: exchange.Verb[T]) -> T:
         """Run one verb: send each request it yields, sleep each pause, return its result.
 
         As ``Client._run`` does, over ``httpx.AsyncClient``; one frame deep, which
@@ -130,9 +130,9 @@ class AsyncClient:
             result: T = done.value
             return result
 
-    async def _send(self, step: verbs.Request | verbs.Pause) -> Any:
-        """One request; what the verb receives (see verbs.answer_for), or the error raised."""
-        if isinstance(step, verbs.Pause):
+    async def _send(self, step: exchange.Request | exchange.Pause) -> Any:
+        """One request; what the verb receives (see exchange.answer_for), or the error raised."""
+        if isinstance(step, exchange.Pause):
             await anyio.sleep(step.seconds)
             return b""
         content = step.content()
@@ -151,13 +151,13 @@ class AsyncClient:
             except httpx.HTTPError as exc:
                 pause = retrying.after_error(exc)
                 if pause is None:
-                    raise verbs.unreachable(self.base_url, exc) from exc
+                    raise exchange.unreachable(self.base_url, exc) from exc
             else:
                 pause = retrying.after_answer(
                     response.status_code, response.headers.get("Retry-After")
                 )
                 if pause is None:
-                    return verbs.answer_for(step, response)
+                    return exchange.answer_for(step, response)
             await anyio.sleep(pause)
 
     # -- submitting and reading ----------------------------------------------
@@ -448,4 +448,4 @@ class AsyncClient:
 
     async def nodes(self) -> list[Node]:
         """The live nodes."""
-        return await self._run(verbs.nodes())
+        return await self._run(worker_verbs.nodes())

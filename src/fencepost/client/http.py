@@ -12,9 +12,9 @@ A network failure or a 5xx answer raises :class:`StoreUnavailable`, which a
 worker treats as it treats a database outage: it stops claiming, keeps its
 outcomes while their leases can still hold, and resumes by itself.
 
-Each verb is described once, in :mod:`fencepost.client.verbs`; this module runs
-those descriptions over an :class:`httpx.Client` (and
-:mod:`fencepost.client.aio` over an :class:`httpx.AsyncClient`).
+Each verb is described once, in :mod:`fencepost.client.verbs` (the worker protocol's in
+:mod:`fencepost.client.worker_verbs`); this module runs those descriptions over an
+:class:`httpx.Client` (and :mod:`fencepost.client.aio` over an :class:`httpx.AsyncClient`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, TypeVar, Unpack
 
 import httpx
 
-from fencepost.client import verbs
+from fencepost.client import exchange, verbs, worker_verbs
 from fencepost.client.retries import DEFAULT_RETRY_TIMEOUT, Retrying, retry_timeout_option
 from fencepost.domain.bulk import DEFAULT_BATCH, BulkResult, DeletionPage
 from fencepost.domain.catalogue import JobEntry
@@ -110,7 +110,7 @@ class Client:
 
     # -- transport -------------------------------------------------------------------
 
-    def _run(self, verb: verbs.Verb[T]) -> T:
+    def _run(self, verb: exchange.Verb[T]) -> T:
         """Run one verb: send each request it yields, sleep each pause, return its result.
 
         An error of an answer is thrown into the verb, which may map it (a stale
@@ -129,9 +129,9 @@ class Client:
             result: T = done.value
             return result
 
-    def _send(self, step: verbs.Request | verbs.Pause) -> Any:
-        """One request; what the verb receives (see verbs.answer_for), or the error raised."""
-        if isinstance(step, verbs.Pause):
+    def _send(self, step: exchange.Request | exchange.Pause) -> Any:
+        """One request; what the verb receives (see exchange.answer_for), or the error raised."""
+        if isinstance(step, exchange.Pause):
             time.sleep(step.seconds)
             return b""
         content = step.content()
@@ -150,13 +150,13 @@ class Client:
             except httpx.HTTPError as exc:
                 pause = retrying.after_error(exc)
                 if pause is None:
-                    raise verbs.unreachable(self.base_url, exc) from exc
+                    raise exchange.unreachable(self.base_url, exc) from exc
             else:
                 pause = retrying.after_answer(
                     response.status_code, response.headers.get("Retry-After")
                 )
                 if pause is None:
-                    return verbs.answer_for(step, response)
+                    return exchange.answer_for(step, response)
             time.sleep(pause)
 
     # -- submitting and reading ----------------------------------------------
@@ -457,7 +457,7 @@ class Client:
     ) -> list[Lease]:
         """Lease up to ``limit`` due executions (``POST /claims``); see ``Store.claim``."""
         leases, self._next_start_in = self._run(
-            verbs.claimed(
+            worker_verbs.claimed(
                 owner,
                 limit=limit,
                 ttl=ttl,
@@ -481,29 +481,29 @@ class Client:
         self, schedule_id: str, slot: str, owner: str, *, ttl: float | timedelta = DEFAULT_TTL
     ) -> Lease:
         """Claim one occurrence of a schedule if it is due (``POST /jobs/{task}/{slot}/claim``)."""
-        return self._run(verbs.claim_occurrence(schedule_id, slot, owner, ttl=ttl))
+        return self._run(worker_verbs.claim_occurrence(schedule_id, slot, owner, ttl=ttl))
 
     def complete_occurrence(
         self, schedule_id: str, slot: str, lease: Lease, result: JSON = None
     ) -> Execution:
         """Complete one occurrence under its lease (``POST /jobs/{task}/{slot}/complete``)."""
-        return self._run(verbs.complete_occurrence(schedule_id, slot, lease, result))
+        return self._run(worker_verbs.complete_occurrence(schedule_id, slot, lease, result))
 
     def heartbeat(
         self, lease: Lease, *, ttl: float | timedelta = DEFAULT_TTL, progress: JSON = None
     ) -> Lease:
         """Renew a live lease; :class:`StaleLease` if it is no longer held."""
-        return self._run(verbs.heartbeat(lease, ttl=ttl, progress=progress))
+        return self._run(worker_verbs.heartbeat(lease, ttl=ttl, progress=progress))
 
     def heartbeat_many(
         self, beats: Sequence[tuple[Lease, JSON]], *, ttl: float | timedelta = DEFAULT_TTL
     ) -> list[Lease | StaleLease]:
         """Renew many leases in one round trip; per item the lease or its refusal."""
-        return self._run(verbs.heartbeat_many(beats, ttl=ttl))
+        return self._run(worker_verbs.heartbeat_many(beats, ttl=ttl))
 
     def complete(self, lease: Lease, result: JSON = None) -> Execution:
         """Record success; see ``Store.complete`` (a non-JSON result fails it for good)."""
-        return self._run(verbs.complete(lease, result))
+        return self._run(worker_verbs.complete(lease, result))
 
     def complete_many(self, results: Sequence[tuple[Lease, JSON]]) -> list[StaleLease | None]:
         """Complete many leases in one round trip; per item None or its refusal.
@@ -511,7 +511,7 @@ class Client:
         A result that is not JSON cannot be sent: that lease is failed for good
         with ``result_invalid``, as the store would, and counts as accepted.
         """
-        return self._run(verbs.complete_many(results))
+        return self._run(worker_verbs.complete_many(results))
 
     def fail(
         self,
@@ -523,24 +523,25 @@ class Client:
         timed_out: bool = False,
     ) -> Execution:
         """Record a failed attempt; see ``Store.fail``."""
-        return self._run(
-            verbs.fail(lease, error, retryable=retryable, retry_in=retry_in, timed_out=timed_out)
+        failed = worker_verbs.fail(
+            lease, error, retryable=retryable, retry_in=retry_in, timed_out=timed_out
         )
+        return self._run(failed)
 
     def release(self, lease: Lease, *, reason: str = "released") -> Execution:
         """Give a live lease back unfinished; see ``Store.release``."""
-        return self._run(verbs.release(lease, reason=reason))
+        return self._run(worker_verbs.release(lease, reason=reason))
 
     def snooze(
         self, lease: Lease, seconds: float | timedelta, *, reason: str | None = None
     ) -> Execution:
         """Give a live lease back until ``seconds`` from now, the attempt not counted;
         see ``Store.snooze`` (the service's store applies its bound of snoozes)."""
-        return self._run(verbs.snooze(lease, seconds, reason=reason))
+        return self._run(worker_verbs.snooze(lease, seconds, reason=reason))
 
     def abort(self, lease: Lease, *, reason: str = "cancel requested") -> Execution:
         """Stop a running execution to honour a cancel; see ``Store.abort``."""
-        return self._run(verbs.abort(lease, reason=reason))
+        return self._run(worker_verbs.abort(lease, reason=reason))
 
     def claim_commands(
         self,
@@ -551,15 +552,15 @@ class Client:
         limit: int = 100,
     ) -> list[Command]:
         """Claim open commands addressed to these executions; see ``Store.claim_commands``."""
-        return self._run(verbs.claim_commands(owner, execution_ids, ttl=ttl, limit=limit))
+        return self._run(worker_verbs.claim_commands(owner, execution_ids, ttl=ttl, limit=limit))
 
     def complete_command(self, command: Command, lease: Lease) -> Command:
         """Mark a claimed command delivered under ``lease``; see ``Store.complete_command``."""
-        return self._run(verbs.complete_command(command, lease))
+        return self._run(worker_verbs.complete_command(command, lease))
 
     def release_command(self, command: Command) -> None:
         """Give a claimed command back; see ``Store.release_command``."""
-        return self._run(verbs.release_command(command))
+        return self._run(worker_verbs.release_command(command))
 
     def register_node(
         self,
@@ -571,30 +572,29 @@ class Client:
         jobs: Iterable[tuple[str, int]] = (),
     ) -> Node:
         """Register (or renew) this process as a live node; see ``Store.register_node``."""
-        return self._run(
-            verbs.register_node(node_id, kind=kind, buckets=buckets, ttl=ttl, jobs=jobs)
-        )
+        node = worker_verbs.register_node(node_id, kind=kind, buckets=buckets, ttl=ttl, jobs=jobs)
+        return self._run(node)
 
     def publish_jobs(self, entries: Iterable[JobEntry]) -> list[JobEntry]:
         """Publish job versions to the service's catalogue (``POST /jobs``); see
         ``Store.publish_jobs``. A changed definition of a published version raises
         :class:`~fencepost.domain.errors.RemoteCatalogueConflict` (a ``CatalogueConflict``).
         """
-        return self._run(verbs.publish_jobs(entries))
+        return self._run(worker_verbs.publish_jobs(entries))
 
     def declare_limits(self, limits: Iterable[Limit], *, actor: str = "publisher") -> None:
         """Declare the limits of the jobs this worker publishes (``POST /jobs/limits``);
         see ``Store.declare_limits``. ``job:NAME`` limits only. The service audits
         the declaration with its token's name, not ``actor``."""
-        self._run(verbs.declare_limits(limits))
+        self._run(worker_verbs.declare_limits(limits))
 
     def deregister_node(self, node_id: str) -> None:
         """Forget a node at once (a clean shutdown)."""
-        return self._run(verbs.deregister_node(node_id))
+        return self._run(worker_verbs.deregister_node(node_id))
 
     def nodes(self) -> list[Node]:
         """The live nodes."""
-        return self._run(verbs.nodes())
+        return self._run(worker_verbs.nodes())
 
     def reap_expired(self, *, limit: int = 1000) -> int:
         """Nothing to do here: the service reaps expired leases itself. Returns 0."""

@@ -1,6 +1,10 @@
 """Each HTTP verb of the client, described once: the requests it makes and what it returns.
 
-A verb is a generator: it checks its arguments, yields a :class:`Request`, is sent
+The worker protocol's verbs are in :mod:`fencepost.client.worker_verbs`, described the
+same way.
+
+A verb is a generator: it checks its arguments, yields a
+:class:`~fencepost.client.exchange.Request`, is sent
 the body of the answer (or has the answer's error thrown into it), and returns the
 result. :class:`~fencepost.client.http.Client` runs verbs over an
 :class:`httpx.Client`, :class:`~fencepost.client.aio.AsyncClient` over an
@@ -12,7 +16,8 @@ result that is not JSON) is then written once as the plain loop it is, with its
 state in local variables, and a verb that maps an error of the answer
 (``StaleLease`` for a stale heartbeat) catches it where it yields, as ordinary code
 would. A request object and a decoder would need a second, per-verb state machine
-for each of those. A verb that waits between requests yields a :class:`Pause`: the
+for each of those. A verb that waits between requests yields a
+:class:`~fencepost.client.exchange.Pause`: the
 runner sleeps as its own I/O sleeps (``time.sleep`` or ``anyio.sleep``).
 
 Argument checks run at the verb's first step, inside the runner's call: a bad
@@ -22,35 +27,18 @@ argument name points at the caller's line (:data:`CALLER`).
 
 from __future__ import annotations
 
-import json
 import math
 import time
-from collections.abc import Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar, Unpack, cast
-from urllib.parse import quote
+from typing import Any, Unpack, cast
 
-import httpx
-from pydantic import BaseModel, TypeAdapter
-
-from fencepost import tracing
-from fencepost.client.arguments import claim_queues, renamed, submit_item
-from fencepost.client.errors import error_of
-from fencepost.domain import payloads
+from fencepost.client.arguments import renamed, submit_item
+from fencepost.client.exchange import Pause, Request, Verb, quoted, read, read_list, seconds
 from fencepost.domain.bulk import DEFAULT_BATCH, BulkResult, DeletionPage
-from fencepost.domain.catalogue import JobEntry
 from fencepost.domain.checks import MAX_QUEUE, attempt_outcome, error_filter, require_name
-from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
 from fencepost.domain.durations import as_aware_utc, as_duration
-from fencepost.domain.errors import (
-    RemoteStaleLease,
-    ResultInvalid,
-    StaleLease,
-    StoreUnavailable,
-    ValidationError,
-)
+from fencepost.domain.errors import ValidationError
 from fencepost.domain.filters import ExecutionFilters, ExecutionQuery, checked
 from fencepost.domain.history import (
     History,
@@ -70,19 +58,17 @@ from fencepost.domain.limits import (
     new_limit,
     require_scope,
 )
-from fencepost.domain.machine import snooze_delay
 from fencepost.domain.models import (
     JSON,
     Attempt,
     Command,
     Execution,
-    Lease,
     Page,
     Schedule,
     SchedulePage,
     Transition,
 )
-from fencepost.domain.nodes import BucketReport, Node, default_node_id
+from fencepost.domain.nodes import BucketReport
 from fencepost.domain.queueviews import QueueView
 from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.schedules import ScheduleOptions
@@ -97,7 +83,7 @@ from fencepost.domain.states import AttemptOutcome, CommandKind, State
 from fencepost.domain.submission import SubmitOptions
 from fencepost.domain.timeline import Timeline
 from fencepost.wire import actions as actions_wire
-from fencepost.wire import catalogue, executions, reports, work
+from fencepost.wire import executions, reports
 from fencepost.wire import flow as flow_wire
 from fencepost.wire import history as history_wire
 from fencepost.wire import jobs as jobs_wire
@@ -105,12 +91,6 @@ from fencepost.wire import schedules as schedules_wire
 from fencepost.wire import timeline as timeline_wire
 from fencepost.wire.executions import MAX_WAIT_HEADER
 from fencepost.wire.mapping import json_value
-
-if TYPE_CHECKING:
-    from httpx._client import UseClientDefault
-
-#: Large enough for any payload the service accepts; the service enforces its own cap.
-ENCODE_LIMIT = 64 * 1024 * 1024
 
 #: The ``stacklevel`` that points a warning raised in an argument check at the caller's
 #: line: the check's caller is the verb (1), then the runner (2), the client's method
@@ -121,125 +101,6 @@ CALLER = 4
 WAIT_SLICE = 30
 #: The pauses between polls that come back at once (a service without long-poll).
 POLL_PAUSE_FIRST, POLL_PAUSE_MAX = 0.05, 1.0
-
-M = TypeVar("M", bound=BaseModel)
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """One HTTP request of a verb, as either transport sends it.
-
-    ``body`` is encoded by :meth:`content` (strict JSON); ``body_json`` is a body
-    already encoded. Query values that are None are left out. ``hold`` is how long
-    the service may hold the answer back (a long-poll): the transport waits that
-    much longer for it (:meth:`timeout`).
-    """
-
-    method: str
-    path: str
-    body: Any = None
-    body_json: str | None = None
-    params: Mapping[str, Any] | None = None
-    headers: Mapping[str, str] | None = field(default=None)
-    hold: float = 0.0
-    #: A response header the verb reads too: it then receives (body, header value).
-    header: str | None = None
-    #: Whether the client may send it again (see :mod:`fencepost.client.retries`): False
-    #: for the worker protocol, whose outages the worker handles itself.
-    retry: bool = True
-
-    def content(self) -> str | None:
-        """The body's JSON text, or None for a request without one."""
-        if self.body is not None:
-            # Strict JSON (no NaN), so what the service stores is what was meant.
-            return payloads.encode(self.body, field="body", limit=ENCODE_LIMIT)
-        return self.body_json
-
-    def query(self) -> dict[str, Any] | None:
-        """The query parameters that are set."""
-        if self.params is None:
-            return None
-        return {k: v for k, v in self.params.items() if v is not None}
-
-    def timeout(self, client: httpx.Timeout) -> httpx.Timeout | UseClientDefault:
-        """The client's timeouts, the read one lengthened by ``hold``."""
-        if not self.hold or client.read is None:
-            return httpx.USE_CLIENT_DEFAULT  # (a TestClient warns of any timeout given)
-        return httpx.Timeout(
-            connect=client.connect,
-            read=client.read + self.hold,
-            write=client.write,
-            pool=client.pool,
-        )
-
-    def header_fields(self, content: str | None) -> dict[str, str]:
-        """The request's own headers, with the content type when it has a body, and the
-        caller's trace context when tracing is on (the service continues it)."""
-        fields = {**tracing.outgoing(), **(self.headers or {})}
-        if content is not None:
-            fields["Content-Type"] = "application/json"
-        return fields
-
-
-@dataclass(frozen=True, slots=True)
-class Pause:
-    """A verb's wait between two requests; the runner sleeps ``seconds`` its own way."""
-
-    seconds: float
-
-
-#: A verb: yields its requests (and pauses), is sent each answer's body, returns ``T``.
-Verb = Generator[Request | Pause, bytes, T]
-
-
-def answer_for(request: Request, response: httpx.Response) -> Any:
-    """What a verb receives for ``request``: the answer's body (:func:`answer_of`), with
-    the value of the header it asked for (None if absent) when it asked for one."""
-    body = answer_of(response.status_code, response.content, response.text)
-    return body if request.header is None else (body, response.headers.get(request.header))
-
-
-def answer_of(status: int, content: bytes, text: str) -> bytes:
-    """The body of an answer (empty for 204), or the error its problem document names."""
-    if status < 400:
-        return content
-    try:
-        problem = json.loads(content)
-    except ValueError:
-        problem = {"detail": text[:500]}
-    if not isinstance(problem, dict):
-        problem = {"detail": str(problem)[:500]}
-    raise error_of(status, problem)
-
-
-def unreachable(base_url: str, exc: Exception) -> StoreUnavailable:
-    """The outage a transport's failure (no connection, a timeout) is to the caller."""
-    return StoreUnavailable(f"{base_url}: {exc.__class__.__name__}: {exc}")
-
-
-def seconds(value: float | timedelta) -> float:
-    """A duration argument in seconds."""
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
-
-
-def _path(value: str) -> str:
-    return quote(value, safe="")
-
-
-def _read(model: type[M], request: Request) -> Verb[M]:
-    """One request whose answer is a ``model`` body."""
-    return model.model_validate_json((yield request))
-
-
-def _read_list(model: type[M], request: Request) -> Verb[list[M]]:
-    """One request whose answer is a list of ``model`` bodies."""
-    return _list_of(model).validate_json((yield request))
-
-
-@cache
-def _list_of(model: type[M]) -> TypeAdapter[list[M]]:
-    return TypeAdapter(list[model])  # type: ignore[valid-type]
 
 
 # -- submitting and reading ------------------------------------------------------------
@@ -253,7 +114,7 @@ def submit(job: str, inputs: JSON = None, **options: Unpack[SubmitOptions]) -> V
     body = executions.SubmitRequest.body(renamed(arguments, stacklevel=CALLER))
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
     request = Request("POST", "/executions", body=body, headers=headers)
-    answer = yield from _read(executions.Execution, request)
+    answer = yield from read(executions.Execution, request)
     return answer.to_domain()
 
 
@@ -267,14 +128,14 @@ def submit_many(requests: Iterable[Mapping[str, Any]]) -> Verb[list[Execution]]:
     if not items:
         return []
     batch = Request("POST", "/executions/batch", body={"items": items})
-    answer = yield from _read(executions.SubmitBatchResult, batch)
+    answer = yield from read(executions.SubmitBatchResult, batch)
     return [e.to_domain() for e in answer.items]
 
 
 def get(execution_id: str) -> Verb[Execution]:
     """``GET /executions/{id}``."""
-    request = Request("GET", f"/executions/{_path(execution_id)}")
-    return (yield from _read(executions.Execution, request)).to_domain()
+    request = Request("GET", f"/executions/{quoted(execution_id)}")
+    return (yield from read(executions.Execution, request)).to_domain()
 
 
 def wait(execution_id: str, *, timeout: float | timedelta | None = None) -> Verb[Execution]:
@@ -292,7 +153,7 @@ def wait(execution_id: str, *, timeout: float | timedelta | None = None) -> Verb
         raise ValidationError("execution_id", f"must be a string, got {execution_id!r}")
     limit = _wait_timeout(timeout)
     deadline = None if limit is None else time.monotonic() + limit
-    path = f"/executions/{_path(execution_id)}"
+    path = f"/executions/{quoted(execution_id)}"
     pause = POLL_PAUSE_FIRST
     bound = 0.0  # the service's bound on a held poll, from its last answer; 0: none
     first = True
@@ -355,14 +216,14 @@ def query(**query: Unpack[ExecutionQuery]) -> Verb[Page]:
     order = "desc" if given.pop("newest_first", False) else "asc"
     params = _filter_params(**given) | {"limit": limit, "cursor": after, "order": order}
     request = Request("GET", "/executions", params=params)
-    return (yield from _read(executions.Page, request)).to_domain()
+    return (yield from read(executions.Page, request)).to_domain()
 
 
 def count_by_state(**filters: Unpack[ExecutionFilters]) -> Verb[dict[State, int]]:
     """``GET /executions/counts``; see ``Client.count_by_state``."""
     params = _filter_params(**checked(filters, ExecutionFilters, "count_by_state"))
     request = Request("GET", "/executions/counts", params=params)
-    return (yield from _read(executions.StateCounts, request)).to_domain()
+    return (yield from read(executions.StateCounts, request)).to_domain()
 
 
 #: The filters that are instants (sent as ISO 8601 in UTC).
@@ -413,47 +274,47 @@ def dead_letters(
     """``GET /dead-letters``."""
     params = {"job": job, "limit": limit, "cursor": after}
     request = Request("GET", "/dead-letters", params=params)
-    return (yield from _read(executions.Page, request)).to_domain()
+    return (yield from read(executions.Page, request)).to_domain()
 
 
 def transitions(execution_id: str) -> Verb[list[Transition]]:
     """``GET /executions/{id}/transitions``."""
-    request = Request("GET", f"/executions/{_path(execution_id)}/transitions")
-    rows = yield from _read_list(executions.Transition, request)
+    request = Request("GET", f"/executions/{quoted(execution_id)}/transitions")
+    rows = yield from read_list(executions.Transition, request)
     return [t.to_domain(execution_id=execution_id) for t in rows]
 
 
 def attempts(execution_id: str) -> Verb[list[Attempt]]:
     """``GET /executions/{id}/attempts``."""
-    request = Request("GET", f"/executions/{_path(execution_id)}/attempts")
-    rows = yield from _read_list(executions.Attempt, request)
+    request = Request("GET", f"/executions/{quoted(execution_id)}/attempts")
+    rows = yield from read_list(executions.Attempt, request)
     return [a.to_domain(execution_id=execution_id) for a in rows]
 
 
 def timeline(execution_id: str) -> Verb[Timeline]:
     """``GET /executions/{id}/timeline``."""
-    request = Request("GET", f"/executions/{_path(execution_id)}/timeline")
-    return (yield from _read(timeline_wire.Timeline, request)).to_domain()
+    request = Request("GET", f"/executions/{quoted(execution_id)}/timeline")
+    return (yield from read(timeline_wire.Timeline, request)).to_domain()
 
 
 def stats(*, window: float | timedelta = 3600.0) -> Verb[Stats]:
     """``GET /stats``."""
     request = Request("GET", "/stats", params={"window": seconds(window)})
-    return (yield from _read(reports.Stats, request)).to_domain()
+    return (yield from read(reports.Stats, request)).to_domain()
 
 
 def jobs(*, window: float | timedelta = 86400.0) -> Verb[list[JobSummary]]:
     """``GET /jobs``: one summary a job; see ``Client.jobs``."""
     request = Request("GET", "/jobs", params={"window": seconds(window)})
-    body = yield from _read(jobs_wire.JobList, request)
+    body = yield from read(jobs_wire.JobList, request)
     at, span = body.at.astimezone(UTC), timedelta(seconds=body.window_seconds)
     return [summary.to_domain(at=at, window=span) for summary in body.jobs]
 
 
 def job(name: str, *, window: float | timedelta = 86400.0) -> Verb[JobView]:
     """``GET /jobs/{name}``."""
-    request = Request("GET", f"/jobs/{_path(name)}", params={"window": seconds(window)})
-    return (yield from _read(jobs_wire.JobView, request)).to_domain()
+    request = Request("GET", f"/jobs/{quoted(name)}", params={"window": seconds(window)})
+    return (yield from read(jobs_wire.JobView, request)).to_domain()
 
 
 def slo(
@@ -480,7 +341,7 @@ def slo(
         "finish_target": require_target(finish_target, "finish_target"),
         "worst": worst,
     }
-    return (yield from _read(reports.Slo, Request("GET", "/slo", params=params))).to_domain()
+    return (yield from read(reports.Slo, Request("GET", "/slo", params=params))).to_domain()
 
 
 def history(
@@ -494,7 +355,7 @@ def history(
         "queue": require_filter(queue, "queue"),
     }
     request = Request("GET", "/history", params=params)
-    return (yield from _read(history_wire.History, request)).to_domain()
+    return (yield from read(history_wire.History, request)).to_domain()
 
 
 def history_summary(
@@ -503,7 +364,7 @@ def history_summary(
     """``GET /history/summary``; arguments checked as ``history``'s."""
     params = {"window": require_window(window).value, "by": require_by(by).value}
     request = Request("GET", "/history/summary", params=params)
-    return (yield from _read(history_wire.HistorySummary, request)).to_domain()
+    return (yield from read(history_wire.HistorySummary, request)).to_domain()
 
 
 def bucket_report(
@@ -512,7 +373,7 @@ def bucket_report(
     """``GET /buckets``."""
     params = {"orphaned_after": seconds(orphaned_after), "limit": limit}
     request = Request("GET", "/buckets", params=params)
-    return (yield from _read(reports.BucketReport, request)).to_domain()
+    return (yield from read(reports.BucketReport, request)).to_domain()
 
 
 # -- operator actions ----------------------------------------------------------------
@@ -520,20 +381,20 @@ def bucket_report(
 
 def cancel(execution_id: str) -> Verb[Execution]:
     """``DELETE /executions/{id}``."""
-    request = Request("DELETE", f"/executions/{_path(execution_id)}")
-    return (yield from _read(executions.Execution, request)).to_domain()
+    request = Request("DELETE", f"/executions/{quoted(execution_id)}")
+    return (yield from read(executions.Execution, request)).to_domain()
 
 
 def request(execution_id: str, kind: CommandKind | str) -> Verb[Command]:
     """``POST /executions/{id}/{cancel|pause|resume}``."""
-    path = f"/executions/{_path(execution_id)}/{CommandKind(kind).value}"
-    return (yield from _read(executions.Command, Request("POST", path))).to_domain()
+    path = f"/executions/{quoted(execution_id)}/{CommandKind(kind).value}"
+    return (yield from read(executions.Command, Request("POST", path))).to_domain()
 
 
 def replay(execution_id: str) -> Verb[Execution]:
     """``POST /executions/{id}/replay``."""
-    path = f"/executions/{_path(execution_id)}/replay"
-    return (yield from _read(executions.Execution, Request("POST", path))).to_domain()
+    path = f"/executions/{quoted(execution_id)}/replay"
+    return (yield from read(executions.Execution, Request("POST", path))).to_domain()
 
 
 def act(
@@ -558,7 +419,7 @@ def act(
     if after is not None:
         body["cursor"] = after
     request = Request("POST", "/executions/actions", body=body)
-    return (yield from _read(actions_wire.BulkResult, request)).to_domain()
+    return (yield from read(actions_wire.BulkResult, request)).to_domain()
 
 
 def _filter_body(filters: object) -> object:
@@ -578,7 +439,7 @@ def _filter_body(filters: object) -> object:
 def deletions(*, limit: int = 100, after: str | None = None) -> Verb[DeletionPage]:
     """``GET /deletions``."""
     request = Request("GET", "/deletions", params={"limit": limit, "cursor": after})
-    return (yield from _read(actions_wire.DeletionPage, request)).to_domain()
+    return (yield from read(actions_wire.DeletionPage, request)).to_domain()
 
 
 # -- schedules -------------------------------------------------------------------------
@@ -589,13 +450,13 @@ def add_schedule(job: str, **options: Unpack[ScheduleOptions]) -> Verb[Schedule]
     given = checked(options, ScheduleOptions, "add_schedule")
     body = schedules_wire.ScheduleCreate.body({"job": job, **renamed(given, stacklevel=CALLER)})
     request = Request("POST", "/schedules", body=body)
-    return (yield from _read(schedules_wire.Schedule, request)).to_domain()
+    return (yield from read(schedules_wire.Schedule, request)).to_domain()
 
 
 def get_schedule(schedule_id: str) -> Verb[Schedule]:
     """``GET /schedules/{id}``."""
-    request = Request("GET", f"/schedules/{_path(schedule_id)}")
-    return (yield from _read(schedules_wire.Schedule, request)).to_domain()
+    request = Request("GET", f"/schedules/{quoted(schedule_id)}")
+    return (yield from read(schedules_wire.Schedule, request)).to_domain()
 
 
 def schedules(
@@ -613,37 +474,37 @@ def schedules(
         "cursor": after,
     }
     request = Request("GET", "/schedules", params=params)
-    return (yield from _read(schedules_wire.SchedulePage, request)).to_domain()
+    return (yield from read(schedules_wire.SchedulePage, request)).to_domain()
 
 
 def update_schedule(schedule_id: str, /, **changes: Any) -> Verb[Schedule]:
     """``PATCH /schedules/{id}``."""
     body = schedules_wire.ScheduleUpdate.body(renamed(changes, stacklevel=CALLER))
-    request = Request("PATCH", f"/schedules/{_path(schedule_id)}", body=body)
-    return (yield from _read(schedules_wire.Schedule, request)).to_domain()
+    request = Request("PATCH", f"/schedules/{quoted(schedule_id)}", body=body)
+    return (yield from read(schedules_wire.Schedule, request)).to_domain()
 
 
 def pause_schedule(schedule_id: str) -> Verb[Schedule]:
     """``POST /schedules/{id}/pause``."""
-    request = Request("POST", f"/schedules/{_path(schedule_id)}/pause")
-    return (yield from _read(schedules_wire.Schedule, request)).to_domain()
+    request = Request("POST", f"/schedules/{quoted(schedule_id)}/pause")
+    return (yield from read(schedules_wire.Schedule, request)).to_domain()
 
 
 def resume_schedule(schedule_id: str) -> Verb[Schedule]:
     """``POST /schedules/{id}/resume``."""
-    request = Request("POST", f"/schedules/{_path(schedule_id)}/resume")
-    return (yield from _read(schedules_wire.Schedule, request)).to_domain()
+    request = Request("POST", f"/schedules/{quoted(schedule_id)}/resume")
+    return (yield from read(schedules_wire.Schedule, request)).to_domain()
 
 
 def delete_schedule(schedule_id: str) -> Verb[None]:
     """``DELETE /schedules/{id}`` (204)."""
-    yield Request("DELETE", f"/schedules/{_path(schedule_id)}")
+    yield Request("DELETE", f"/schedules/{quoted(schedule_id)}")
 
 
 def run_schedule(schedule_id: str) -> Verb[Execution]:
     """``POST /schedules/{id}/run`` (201)."""
-    request = Request("POST", f"/schedules/{_path(schedule_id)}/run")
-    return (yield from _read(executions.Execution, request)).to_domain()
+    request = Request("POST", f"/schedules/{quoted(schedule_id)}/run")
+    return (yield from read(executions.Execution, request)).to_domain()
 
 
 def preview(
@@ -651,8 +512,8 @@ def preview(
 ) -> Verb[list[datetime]]:
     """``GET /schedules/{id}/preview``."""
     params = {"count": count, "after": None if after is None else after.isoformat()}
-    request = Request("GET", f"/schedules/{_path(schedule_id)}/preview", params=params)
-    answer = yield from _read(schedules_wire.FireTimes, request)
+    request = Request("GET", f"/schedules/{quoted(schedule_id)}/preview", params=params)
+    answer = yield from read(schedules_wire.FireTimes, request)
     return [instant.astimezone(UTC) for instant in answer.fire_times]
 
 
@@ -662,8 +523,8 @@ def preview(
 def _name_path(name: str) -> str:
     """A name as one path segment: percent-encoded, a name of dots too (``.`` and
     ``..`` would be resolved away as the path's dot segments before sending)."""
-    quoted = _path(name)
-    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
+    segment = quoted(name)
+    return segment.replace(".", "%2E") if segment in (".", "..") else segment
 
 
 def set_limit(
@@ -684,12 +545,12 @@ def set_limit(
     }
     body = flow_wire.LimitRequest.body(arguments)
     request = Request("PUT", f"/limits/{_name_path(checked.scope)}", body=body)
-    return (yield from _read(flow_wire.Limit, request)).to_domain()
+    return (yield from read(flow_wire.Limit, request)).to_domain()
 
 
 def limits() -> Verb[list[Limit]]:
     """``GET /limits``."""
-    rows = yield from _read_list(flow_wire.Limit, Request("GET", "/limits"))
+    rows = yield from read_list(flow_wire.Limit, Request("GET", "/limits"))
     return [row.to_domain() for row in rows]
 
 
@@ -701,7 +562,7 @@ def remove_limit(scope: str) -> Verb[None]:
 def _queue_verb(name: str, verb: str) -> Verb[QueueView]:
     queue = require_name(name, "name", max_len=MAX_QUEUE)
     request = Request("POST", f"/queues/{_name_path(queue)}/{verb}")
-    return (yield from _read(flow_wire.QueueState, request)).to_domain()
+    return (yield from read(flow_wire.QueueState, request)).to_domain()
 
 
 def pause_queue(name: str) -> Verb[Limit]:
@@ -716,332 +577,19 @@ def resume_queue(name: str) -> Verb[Limit | None]:
 
 def queues() -> Verb[list[QueueView]]:
     """``GET /queues``."""
-    rows = yield from _read_list(flow_wire.QueueState, Request("GET", "/queues"))
+    rows = yield from read_list(flow_wire.QueueState, Request("GET", "/queues"))
     return [row.to_domain() for row in rows]
 
 
 def throttled(*, window: float | timedelta = 3600.0) -> Verb[list[ThrottleCount]]:
     """``GET /throttled``."""
     request = Request("GET", "/throttled", params={"window": seconds(window)})
-    rows = yield from _read_list(flow_wire.ThrottleCount, request)
+    rows = yield from read_list(flow_wire.ThrottleCount, request)
     return [row.to_domain() for row in rows]
 
 
 def flow_changes(*, limit: int = 100) -> Verb[list[FlowChange]]:
     """``GET /flow/changes``."""
     request = Request("GET", "/flow/changes", params={"limit": limit})
-    rows = yield from _read_list(flow_wire.FlowChange, request)
+    rows = yield from read_list(flow_wire.FlowChange, request)
     return [row.to_domain() for row in rows]
-
-
-# -- the worker protocol -----------------------------------------------------------------
-
-
-def claim(
-    owner: str,
-    *,
-    limit: int = 1,
-    ttl: float | timedelta = DEFAULT_TTL,
-    jobs: Iterable[str] | None = None,
-    buckets: Iterable[int] | None = None,
-    max_per_bucket: int | None = None,
-    versions: Iterable[tuple[str, int]] | None = None,
-    queues: Iterable[str] | Mapping[str, int] | None = None,
-) -> Verb[list[Lease]]:
-    """``POST /claims``."""
-    leases, _ = yield from claimed(
-        owner,
-        limit=limit,
-        ttl=ttl,
-        jobs=jobs,
-        buckets=buckets,
-        max_per_bucket=max_per_bucket,
-        versions=versions,
-        queues=queues,
-    )
-    return leases
-
-
-def claimed(
-    owner: str,
-    *,
-    limit: int = 1,
-    ttl: float | timedelta = DEFAULT_TTL,
-    jobs: Iterable[str] | None = None,
-    buckets: Iterable[int] | None = None,
-    max_per_bucket: int | None = None,
-    versions: Iterable[tuple[str, int]] | None = None,
-    queues: Iterable[str] | Mapping[str, int] | None = None,
-) -> Verb[tuple[list[Lease], float | None]]:
-    """``POST /claims``: the leases, and the service's ``next_start_in`` hint."""
-    body: dict[str, Any] = {"owner": owner, "limit": limit, "ttl_seconds": seconds(ttl)}
-    if jobs is not None:
-        body["jobs"] = list(jobs)
-    if versions is not None:
-        body["versions"] = [{"job": j, "version": v} for j, v in versions]
-    if buckets is not None:
-        body["buckets"] = list(buckets)
-    if max_per_bucket is not None:
-        body["max_per_bucket"] = max_per_bucket
-    if queues is not None:
-        body["queues"] = claim_queues(queues)
-    answer = yield from _read(work.Leases, Request("POST", "/claims", body=body, retry=False))
-    return [lease.to_domain() for lease in answer.leases], answer.next_start_in
-
-
-def claim_occurrence(
-    schedule_id: str, slot: str, owner: str, *, ttl: float | timedelta = DEFAULT_TTL
-) -> Verb[Lease]:
-    """``POST /jobs/{task}/{slot}/claim``."""
-    path = f"/jobs/{_path(schedule_id)}/{_path(slot)}/claim"
-    body = {"owner": owner, "ttl_seconds": seconds(ttl)}
-    return (yield from _read(work.Lease, _worker("POST", path, body=body))).to_domain()
-
-
-def complete_occurrence(
-    schedule_id: str, slot: str, lease: Lease, result: JSON = None
-) -> Verb[Execution]:
-    """``POST /jobs/{task}/{slot}/complete``."""
-    path = f"/jobs/{_path(schedule_id)}/{_path(slot)}/complete"
-    body = {"owner": lease.owner, "epoch": lease.epoch, "result": result}
-    return (yield from _read(executions.Execution, _worker("POST", path, body=body))).to_domain()
-
-
-def heartbeat(
-    lease: Lease, *, ttl: float | timedelta = DEFAULT_TTL, progress: JSON = None
-) -> Verb[Lease]:
-    """``POST /executions/{id}/heartbeat``; :class:`StaleLease` if no longer held."""
-    body = _report(lease, ttl_seconds=seconds(ttl), progress=progress)
-    try:
-        answer = yield from _read(work.Lease, _worker("POST", _on(lease, "heartbeat"), body=body))
-    except RemoteStaleLease:
-        raise StaleLease(lease.execution_id, lease.owner, lease.epoch) from None
-    return answer.to_domain()
-
-
-def heartbeat_many(
-    beats: Sequence[tuple[Lease, JSON]], *, ttl: float | timedelta = DEFAULT_TTL
-) -> Verb[list[Lease | StaleLease]]:
-    """``POST /heartbeats``: per item the lease or its refusal."""
-    if not beats:
-        return []
-    items = [{"execution_id": le.execution_id, **_report(le, progress=p)} for le, p in beats]
-    body = {"ttl_seconds": seconds(ttl), "items": items}
-    answer = yield from _read(work.HeartbeatResults, _worker("POST", "/heartbeats", body=body))
-    out: list[Lease | StaleLease] = []
-    for (lease, _), result in zip(beats, answer.results, strict=True):
-        if isinstance(result, work.Lease):
-            out.append(result.to_domain())
-        else:
-            out.append(StaleLease(lease.execution_id, lease.owner, lease.epoch))
-    return out
-
-
-def complete(lease: Lease, result: JSON = None) -> Verb[Execution]:
-    """``POST /executions/{id}/complete``; a result that is not JSON fails it for good."""
-    encoded, invalid = _result_json(result)
-    if encoded is None:
-        yield from _fail_invalid(lease, invalid)
-        raise ResultInvalid(lease.execution_id, invalid)
-    try:
-        body = _completion_json(lease, encoded, with_id=False)
-        request = _worker("POST", _on(lease, "complete"), body_json=body)
-        answer = yield from _read(executions.Execution, request)
-    except RemoteStaleLease:
-        raise StaleLease(lease.execution_id, lease.owner, lease.epoch) from None
-    return answer.to_domain()
-
-
-def complete_many(results: Sequence[tuple[Lease, JSON]]) -> Verb[list[StaleLease | None]]:
-    """``POST /completions``: per item None or its refusal; see ``Client.complete_many``."""
-    out: list[StaleLease | None] = [None] * len(results)
-    items, positions = [], []
-    for index, (lease, result) in enumerate(results):
-        encoded, invalid = _result_json(result)
-        if encoded is None:
-            try:
-                yield from _fail_invalid(lease, invalid)
-            except StaleLease as refused:
-                out[index] = refused
-            continue
-        items.append(_completion_json(lease, encoded, with_id=True))
-        positions.append(index)
-    if items:
-        body = '{"items":[' + ",".join(items) + "]}"
-        request = _worker("POST", "/completions", body_json=body)
-        answer = yield from _read(work.CompletionResults, request)
-        for index, refusal in zip(positions, answer.results, strict=True):
-            if refusal is not None:
-                lease = results[index][0]
-                out[index] = StaleLease(lease.execution_id, lease.owner, lease.epoch)
-    return out
-
-
-def _fail_invalid(lease: Lease, invalid: str) -> Verb[Execution]:
-    return (yield from fail(lease, f"result_invalid: {invalid}", retryable=False))
-
-
-def fail(
-    lease: Lease,
-    error: str,
-    *,
-    retryable: bool = True,
-    retry_in: float | timedelta | None = None,
-    timed_out: bool = False,
-) -> Verb[Execution]:
-    """``POST /executions/{id}/fail``."""
-    body = _report(
-        lease,
-        error=error,
-        retryable=retryable,
-        timed_out=timed_out,
-        retry_in_seconds=None if retry_in is None else seconds(retry_in),
-    )
-    return (yield from _lease_verb(lease, "fail", body))
-
-
-def release(lease: Lease, *, reason: str = "released") -> Verb[Execution]:
-    """``POST /executions/{id}/release``."""
-    return (yield from _lease_verb(lease, "release", _report(lease, reason=reason)))
-
-
-def snooze(
-    lease: Lease, seconds: float | timedelta, *, reason: str | None = None
-) -> Verb[Execution]:
-    """``POST /executions/{id}/snooze``; ``seconds`` is checked here, as the store would."""
-    body = _report(lease, seconds=snooze_delay(seconds).total_seconds())
-    if reason is not None:
-        body["reason"] = reason
-    return (yield from _lease_verb(lease, "snooze", body))
-
-
-def abort(lease: Lease, *, reason: str = "cancel requested") -> Verb[Execution]:
-    """``POST /executions/{id}/abort``."""
-    return (yield from _lease_verb(lease, "abort", _report(lease, reason=reason)))
-
-
-def _lease_verb(lease: Lease, verb: str, body: dict[str, Any]) -> Verb[Execution]:
-    try:
-        request = _worker("POST", _on(lease, verb), body=body)
-        answer = yield from _read(executions.Execution, request)
-    except RemoteStaleLease:
-        raise StaleLease(lease.execution_id, lease.owner, lease.epoch) from None
-    return answer.to_domain()
-
-
-def claim_commands(
-    owner: str,
-    execution_ids: Iterable[str],
-    *,
-    ttl: float | timedelta = DEFAULT_COMMAND_TTL,
-    limit: int = 100,
-) -> Verb[list[Command]]:
-    """``POST /commands/claims``."""
-    ids = list(dict.fromkeys(execution_ids))
-    if not ids:
-        return []
-    body = {"owner": owner, "execution_ids": ids, "ttl_seconds": seconds(ttl), "limit": limit}
-    answer = yield from _read(work.ClaimedCommands, _worker("POST", "/commands/claims", body=body))
-    return [c.to_domain() for c in answer.commands]
-
-
-def complete_command(command: Command, lease: Lease) -> Verb[Command]:
-    """``POST /commands/{id}/complete``."""
-    if command.owner != lease.owner or command.execution_id != lease.execution_id:
-        raise StaleLease(command.execution_id, lease.owner, lease.epoch)
-    body = {"owner": lease.owner, "execution_id": lease.execution_id, "epoch": lease.epoch}
-    path = f"/commands/{_path(command.id)}/complete"
-    try:
-        answer = yield from _read(work.ClaimedCommand, _worker("POST", path, body=body))
-    except RemoteStaleLease:
-        raise StaleLease(command.execution_id, lease.owner, lease.epoch) from None
-    return answer.to_domain()
-
-
-def release_command(command: Command) -> Verb[None]:
-    """``POST /commands/{id}/release`` (nothing to send for an unclaimed command)."""
-    if command.owner is None:
-        return
-    body = {"owner": command.owner, "execution_id": command.execution_id}
-    yield _worker("POST", f"/commands/{_path(command.id)}/release", body=body)
-
-
-def register_node(
-    node_id: str | None = None,
-    *,
-    kind: str = "worker",
-    buckets: Iterable[int] | None = None,
-    ttl: float | timedelta = DEFAULT_TTL,
-    jobs: Iterable[tuple[str, int]] = (),
-) -> Verb[Node]:
-    """``PUT /nodes/{id}``."""
-    body: dict[str, Any] = {"kind": kind, "ttl_seconds": seconds(ttl)}
-    if buckets is not None:
-        body["buckets"] = list(buckets)
-    served = [{"job": job, "version": version} for job, version in jobs]
-    if served:
-        body["jobs"] = served
-    name = node_id if node_id is not None else default_node_id()
-    request = _worker("PUT", f"/nodes/{_path(name)}", body=body)
-    return (yield from _read(reports.Node, request)).to_domain()
-
-
-def publish_jobs(entries: Iterable[JobEntry]) -> Verb[list[JobEntry]]:
-    """``POST /jobs``."""
-    items = [catalogue.JobDefinition.of(entry) for entry in entries]
-    if not items:
-        return []
-    request = _worker("POST", "/jobs", body={"entries": items})
-    answer = yield from _read_list(catalogue.JobEntry, request)
-    return [entry.to_domain() for entry in answer]
-
-
-def declare_limits(limits: Iterable[Limit]) -> Verb[None]:
-    """``POST /jobs/limits``."""
-    items = [catalogue.DeclaredLimit.of(limit) for limit in limits]
-    if items:
-        yield _worker("POST", "/jobs/limits", body={"limits": items})
-
-
-def deregister_node(node_id: str) -> Verb[None]:
-    """``DELETE /nodes/{id}``."""
-    yield _worker("DELETE", f"/nodes/{_path(node_id)}")
-
-
-def nodes() -> Verb[list[Node]]:
-    """``GET /nodes``."""
-    rows = yield from _read_list(reports.Node, Request("GET", "/nodes"))
-    return [n.to_domain() for n in rows]
-
-
-def _worker(method: str, path: str, **fields: Any) -> Request:
-    """A request of the worker protocol: never sent again by the client (the worker
-    keeps its outcomes through an outage and retries them itself)."""
-    return Request(method, path, retry=False, **fields)
-
-
-def _on(lease: Lease, verb: str) -> str:
-    return f"/executions/{_path(lease.execution_id)}/{verb}"
-
-
-def _report(lease: Lease, **fields: Any) -> dict[str, Any]:
-    """A report body: the lease's owner and epoch, and ``fields`` that are not None."""
-    body = {k: v for k, v in fields.items() if v is not None or k == "progress"}
-    return {"owner": lease.owner, "epoch": lease.epoch, **body}
-
-
-def _result_json(result: JSON) -> tuple[str | None, str]:
-    """``result`` as JSON text, or None and why it cannot be sent as JSON."""
-    try:
-        return payloads.encode(result, field="result", limit=ENCODE_LIMIT), ""
-    except ValueError as exc:
-        return None, str(exc)
-
-
-def _completion_json(lease: Lease, result_json: str, *, with_id: bool) -> str:
-    """A completion body around an already encoded result: each result is encoded once."""
-    head: dict[str, Any] = {"execution_id": lease.execution_id} if with_id else {}
-    fields = payloads.encode(
-        {**head, "owner": lease.owner, "epoch": lease.epoch}, field="body", limit=ENCODE_LIMIT
-    )
-    return f'{fields[:-1]},"result":{result_json}}}'
