@@ -13,15 +13,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fencepost.domain.errors import ValidationError
+from fencepost.domain.submission import SUBMIT_ARGUMENTS
 from fencepost.wire.executions import SubmitItem
-from fencepost.wire.mapping import argument_name
 
 #: The deprecated name of the ``version`` argument.
 OLD_VERSION = "job_version"
-#: What ``submit`` takes (and each ``submit_many`` item holds).
-SUBMIT_ARGUMENTS = frozenset(
-    {argument_name(field) for field in SubmitItem.model_fields} | {OLD_VERSION}
-)
 
 
 def renamed(
