@@ -407,7 +407,7 @@ def test_a_command_for_an_execution_the_worker_does_not_hold_is_released(
         app.request(eid, "cancel")
         # ... so when this worker polls the command, it finds it is not the holder.
         with caplog.at_level(logging.INFO, logger="fencepost.worker"):
-            worker._poll_commands(time.monotonic())
+            worker._held_runs.poll_commands(time.monotonic())
         assert f"command cancel for {eid}: not held by" in caplog.text  # claimed, then given back
         (command,) = app.store.commands(eid)
         assert command.state is CommandState.PENDING

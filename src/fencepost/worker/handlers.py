@@ -15,6 +15,7 @@ import threading
 
 from fencepost import tracing
 from fencepost.domain.errors import Cancelled
+from fencepost.worker.outbox import Outbox
 from fencepost.worker.runs import (
     CANCEL_REQUESTED,
     TIMED_OUT,
@@ -31,19 +32,31 @@ from fencepost.worker.state import WorkerState
 log = logging.getLogger("fencepost.worker")
 
 
-class HandlerPool(WorkerState):
-    """Starting, running, timing out and abandoning handlers (a part of ``Worker``)."""
+class HandlerPool:
+    """Starting, running, timing out and abandoning handlers (a part of ``Worker``).
 
-    def _dispatch(self) -> None:
+    Finished handlers' outcomes go to ``outbox`` (:meth:`Outbox.put`); a timeout's
+    outcome too, decided on the control thread.
+    """
+
+    def __init__(self, state: WorkerState, outbox: Outbox) -> None:
+        self.state = state
+        self.outbox = outbox
+        self._buffer = state.buffer
+        self._threads: list[threading.Thread] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+
+    def dispatch(self) -> None:
         """Start the buffered coroutine runs that free slots allow (threads take their own)."""
         for run in self._buffer.take_coroutines():
-            if self.metrics is not None:
-                self.metrics.started(run)
+            if self.state.metrics is not None:
+                self.state.metrics.started(run)
             loop = self._event_loop()
             run.future = asyncio.run_coroutine_threadsafe(self._run_async(run), loop)
 
-    def _start_handlers(self) -> None:
-        for _ in range(self.options.concurrency):
+    def start(self) -> None:
+        for _ in range(self.state.options.concurrency):
             self._spawn_handler()
 
     def _spawn_handler(self) -> None:
@@ -60,13 +73,12 @@ class HandlerPool(WorkerState):
             run = self._buffer.take()
             if run is None:
                 return
-            if self.metrics is not None:
-                self.metrics.started(run)
+            if self.state.metrics is not None:
+                self.state.metrics.started(run)
             outcome = self._execute(run)
-            outcome.ended_at = self._monotonic()
+            outcome.ended_at = self.state.monotonic()
             mine = self._buffer.free(run)  # False: abandoned, the slot went to a replacement
-            self._done.put(outcome)
-            self._wake.set()
+            self.outbox.put(outcome)
             if not mine:
                 return  # abandoned after a timeout: a replacement thread took our place
 
@@ -94,10 +106,9 @@ class HandlerPool(WorkerState):
             outcome = failure(run, Cancelled(run.ctx.stop_reason or CANCEL_REQUESTED))
         except BaseException as exc:
             outcome = failure(run, exc)
-        outcome.ended_at = self._monotonic()
+        outcome.ended_at = self.state.monotonic()
         self._buffer.free(run)
-        self._done.put(outcome)
-        self._wake.set()
+        self.outbox.put(outcome)
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -109,8 +120,8 @@ class HandlerPool(WorkerState):
             self._loop = loop
         return self._loop
 
-    def _enforce_timeouts(self, now: float) -> None:
-        for run in list(self._runs.values()):
+    def enforce_timeouts(self, now: float) -> None:
+        for run in list(self.state.runs.values()):
             if run.deadline is None or run.paused_at is not None or now < run.deadline:
                 continue
             timeout = run.lease.timeout or run.spec.timeout
@@ -118,27 +129,33 @@ class HandlerPool(WorkerState):
                 "execution %s (epoch %d, owner %s) timed out after %s; abandoning its handler",
                 run.lease.execution_id,
                 run.lease.epoch,
-                self.owner,
+                self.state.owner,
                 timeout,
                 extra=about(run.lease),
             )
             self._abandon(run, TIMED_OUT)
             outcome = RunOutcome(run, "timeout", error=f"timed out after {timeout}")
-            if self.metrics is not None:
-                self.metrics.finished(outcome, now)
-            self._outbox.append(outcome)
+            if self.state.metrics is not None:
+                self.state.metrics.finished(outcome, now)
+            self.outbox.add(outcome)
+
+    def stop(self) -> None:
+        """Stop the event loop of coroutine handlers (threads leave with the buffer's close)."""
+        if self._loop is not None and self._loop_thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop_thread.join(2.0)
 
     def _abandon(self, run: Run, reason: str) -> None:
         """Tell a handler to stop and stop waiting for it; its thread is replaced."""
         run.finished = True
         run.control.request_stop(reason)
-        self._runs.pop(run.lease.execution_id, None)
+        self.state.runs.pop(run.lease.execution_id, None)
         # Whoever frees the slot first owns what follows: if the handler returned just
         # now, its thread carries on and needs no replacement.
         handler_still_running = self._buffer.free(run)
         if run.future is not None:
             run.future.cancel()
-        elif handler_still_running and not self._stopping.is_set():
+        elif handler_still_running and not self.state.stopping.is_set():
             self._spawn_handler()
 
 

@@ -162,11 +162,11 @@ class WorkerCollector(Collector):
         if worker is None:
             return
         buffered, busy, handlers, outbox, up = families
-        buffered.add_metric([], len(worker._buffer))
-        busy.add_metric([], worker._buffer.busy)
+        buffered.add_metric([], worker.buffered)
+        busy.add_metric([], worker.busy)
         handlers.add_metric([], worker.options.concurrency)
-        outbox.add_metric([], len(worker._outbox) + len(worker._in_flight))
-        up.add_metric([], 1 if worker._healthy else 0)
+        outbox.add_metric([], worker.unwritten)
+        up.add_metric([], 1 if worker.healthy else 0)
         yield from families
 
     @staticmethod

@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import queue
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from functools import partial
 
@@ -30,10 +31,58 @@ from fencepost.worker.state import WorkerState
 log = logging.getLogger("fencepost.worker")
 
 
-class Outbox(WorkerState):
-    """Collecting outcomes and writing them to the store (a part of ``Worker``)."""
+class Outbox:
+    """A worker's finished outcomes, collected and written to the store (see the module).
 
-    def _collect(self) -> None:
+    Handler threads :meth:`put` outcomes; everything else runs on the control thread.
+    """
+
+    def __init__(self, state: WorkerState) -> None:
+        self.state = state
+        self._done: queue.SimpleQueue[RunOutcome] = queue.SimpleQueue()  # put by handlers
+        self._outbox: list[RunOutcome] = []  # collected, waiting to be written
+        self._outbox_since = 0.0  # when the oldest outcome in the outbox arrived
+        # Outcomes are written beside the claims where the store takes both at once.
+        self._writer: ThreadPoolExecutor | None = (
+            ThreadPoolExecutor(1, thread_name_prefix="fencepost-writer")
+            if getattr(state.store, "parallel_writes", False)
+            else None
+        )
+        self._writing: Future[tuple[list[RunOutcome], Exception | None]] | None = None
+        self._in_flight: list[RunOutcome] = []  # the outcomes of the batch in flight
+        state.unwritten = self.__len__
+
+    def __len__(self) -> int:
+        """How many outcomes wait to be written (not counting the batch in flight)."""
+        return len(self._outbox)
+
+    @property
+    def pending(self) -> int:
+        """How many outcomes are not yet written: waiting, and in the batch in flight."""
+        return len(self._outbox) + len(self._in_flight)
+
+    def queues(self) -> Iterator[str]:
+        """The queue of each outcome not yet written (its lease is still RUNNING there)."""
+        for outcome in (*self._outbox, *self._in_flight):
+            yield outcome.run.lease.queue
+
+    def put(self, outcome: RunOutcome) -> None:
+        """A handler finished (any thread): queue its outcome and wake the control thread."""
+        self._done.put(outcome)
+        self.state.wake.set()
+
+    def add(self, outcome: RunOutcome) -> None:
+        """An outcome the control thread decided (a release, a timeout, an abort)."""
+        if not self._outbox:
+            self._outbox_since = self.state.monotonic()
+        self._outbox.append(outcome)
+
+    def close(self) -> None:
+        """Stop the writer thread (the worker has written what it could)."""
+        if self._writer is not None:
+            self._writer.shutdown(wait=False)
+
+    def collect(self) -> None:
         """Move finished handlers' outcomes from the queue to the outbox."""
         while True:
             try:
@@ -44,9 +93,9 @@ class Outbox(WorkerState):
             if run.finished:
                 continue  # timed out (already reported) or released at shutdown
             run.finished = True
-            self._runs.pop(run.lease.execution_id, None)
+            self.state.runs.pop(run.lease.execution_id, None)
             if not self._outbox:
-                self._outbox_since = self._monotonic()
+                self._outbox_since = self.state.monotonic()
             if outcome.verb == "cancelled":
                 if run.ctx.stop_reason == SHUTTING_DOWN:
                     outcome.verb = "release"
@@ -58,19 +107,19 @@ class Outbox(WorkerState):
                 # The cancel command was delivered (and completed): a snooze must not
                 # put the execution back to run again as if nobody had asked.
                 outcome.verb = "abort"
-            if self.metrics is not None:
-                self.metrics.finished(outcome, self._monotonic())
+            if self.state.metrics is not None:
+                self.state.metrics.finished(outcome, self.state.monotonic())
             self._outbox.append(outcome)
 
-    def _flush_due(self, now: float) -> bool:
+    def due(self, now: float) -> bool:
         """Whether the outbox is worth a transaction now (batches amortize its cost)."""
         return bool(self._outbox) and (
-            len(self._outbox) >= self.options.flush_batch
-            or now - self._outbox_since >= self.options.flush_delay
-            or self._stopping.is_set()
+            len(self._outbox) >= self.state.options.flush_batch
+            or now - self._outbox_since >= self.state.options.flush_delay
+            or self.state.stopping.is_set()
         )
 
-    def _flush(self, now: float, *, wait: bool = False) -> None:
+    def flush(self, now: float, *, wait: bool = False) -> None:
         """Write the outbox: completions in one batch, then the rest one by one.
 
         Where the store takes writes from several threads at once (PostgreSQL),
@@ -89,8 +138,8 @@ class Outbox(WorkerState):
             self._written(*self._writing.result())
             self._writing = None
             self._in_flight = []
-        if not self._healthy:
-            # Nothing is written until a probe found the store again (Worker._main);
+        if not self.state.healthy:
+            # Nothing is written until a probe found the store again (the worker's control loop);
             # what can no longer be written in time is dropped meanwhile.
             self._outbox = [o for o in self._outbox if not self._expired(o, now)]
             return
@@ -100,9 +149,9 @@ class Outbox(WorkerState):
         if self._writer is None or wait:
             self._written(*self._write_outcomes(batch))
             return
-        self._in_flight = batch  # held until written (see Worker._queue_rooms)
+        self._in_flight = batch  # held until written (see Outbox.queues)
         self._writing = self._writer.submit(self._write_outcomes, batch)
-        self._writing.add_done_callback(lambda _: self._wake.set())
+        self._writing.add_done_callback(lambda _: self.state.wake.set())
 
     def _write_outcomes(self, batch: list[RunOutcome]) -> tuple[list[RunOutcome], Exception | None]:
         """Write ``batch``; what an outage left unwritten, and the outage (None: all written)."""
@@ -131,7 +180,7 @@ class Outbox(WorkerState):
             if dirty and progress is not None:
                 by_ttl[outcome.run.spec.lease_ttl].append((outcome.run.lease, progress))
         for ttl, beats in by_ttl.items():
-            self.store.heartbeat_many(beats, ttl=ttl)  # a lost lease: its outcome is refused
+            self.state.store.heartbeat_many(beats, ttl=ttl)  # a lost lease: its outcome is refused
         return True
 
     def _written(self, unwritten: list[RunOutcome], outage: Exception | None) -> None:
@@ -140,20 +189,20 @@ class Outbox(WorkerState):
             return
         self._outbox = unwritten + self._outbox
         if unwritten and self._outbox[0] is unwritten[0]:
-            self._outbox_since = self._monotonic()
-        self._store_down(outage)
+            self._outbox_since = self.state.monotonic()
+        self.state.down(outage)
 
     def _expired(self, outcome: RunOutcome, now: float) -> bool:
         if outcome.run.expires > now:
             return False
-        self.counters.dropped += 1
+        self.state.counters.dropped += 1
         tracing.end_attempt(outcome.run, "dropped", error="lease expired before the write")
         log.error(
             "execution %s (epoch %d, owner %s): lease expired before its %s could be "
             "written; the store will time the attempt out and retry it",
             outcome.run.lease.execution_id,
             outcome.run.lease.epoch,
-            self.owner,
+            self.state.owner,
             outcome.verb,
             extra=about(outcome.run.lease),
         )
@@ -161,7 +210,7 @@ class Outbox(WorkerState):
 
     def _complete(self, outcomes: Sequence[RunOutcome]) -> bool:
         try:
-            verdicts = self.store.complete_many([(o.run.lease, o.result) for o in outcomes])
+            verdicts = self.state.store.complete_many([(o.run.lease, o.result) for o in outcomes])
         except ValidationError:
             # One completion the store refuses fails the batch's transaction: write
             # them one by one, so the refusal stays that completion's problem.
@@ -170,7 +219,7 @@ class Outbox(WorkerState):
             return True
         for outcome, verdict in zip(outcomes, verdicts, strict=True):
             if verdict is None:
-                self.counters.succeeded += 1
+                self.state.counters.succeeded += 1
                 tracing.end_attempt(outcome.run, "succeeded", state=State.SUCCEEDED.value)
             else:
                 self._refused(outcome, verdict)
@@ -192,10 +241,10 @@ class Outbox(WorkerState):
         # made storable here (U+0000 and lone surrogates replaced), never refused.
         error = sanitize_text(outcome.error, max_len=MAX_ERROR_CHARS)
         if outcome.verb == "complete":
-            refused = self.store.complete_many([(lease, outcome.result)])[0]
+            refused = self.state.store.complete_many([(lease, outcome.result)])[0]
             if refused is not None:
                 raise refused
-            self.counters.succeeded += 1
+            self.state.counters.succeeded += 1
             tracing.end_attempt(outcome.run, "succeeded", state=State.SUCCEEDED.value)
         elif outcome.verb in ("fail", "timeout"):
             retry = outcome.run.spec.retry
@@ -205,7 +254,7 @@ class Outbox(WorkerState):
             retry_in = outcome.retry_in  # the handler's Retry(after=), else the backoff
             if retry_in is None and retry is not None:
                 retry_in = retry.delay(lease.attempt).total_seconds()
-            execution = self.store.fail(
+            execution = self.state.store.fail(
                 lease,
                 error,
                 retryable=outcome.retryable,  # True for a timeout: it retries like a failure
@@ -214,9 +263,9 @@ class Outbox(WorkerState):
             )
             self._log_dead_letter(lease, execution.state, error)
             if timed_out:
-                self.counters.timed_out += 1
+                self.state.counters.timed_out += 1
             else:
-                self.counters.failed += 1
+                self.state.counters.failed += 1
             tracing.end_attempt(
                 outcome.run,
                 _failed_outcome(outcome, execution.state, lease),
@@ -225,14 +274,14 @@ class Outbox(WorkerState):
                 exc=outcome.exc,
             )
         elif outcome.verb == "abort":
-            execution = self.store.abort(lease, reason=CANCEL_REQUESTED)
-            self.counters.cancelled += 1
+            execution = self.state.store.abort(lease, reason=CANCEL_REQUESTED)
+            self.state.counters.cancelled += 1
             tracing.end_attempt(outcome.run, "cancelled", state=execution.state.value)
         elif outcome.verb == "snooze":
             self._snooze(outcome)
         elif outcome.verb == "release":
-            execution = self.store.release(lease, reason=outcome.error or SHUTTING_DOWN)
-            self.counters.released += 1
+            execution = self.state.store.release(lease, reason=outcome.error or SHUTTING_DOWN)
+            self.state.counters.released += 1
             tracing.end_attempt(outcome.run, "released", state=execution.state.value)
         else:  # pragma: no cover - the verbs are ours
             raise AssertionError(outcome.verb)
@@ -243,9 +292,9 @@ class Outbox(WorkerState):
         # A handler's reason is run-time text: made storable, never refused.
         text = sanitize_text(outcome.error, max_len=MAX_SNOOZE_REASON)
         reason = text if text.strip() else None
-        execution = self.store.snooze(lease, outcome.snooze, reason=reason)
+        execution = self.state.store.snooze(lease, outcome.snooze, reason=reason)
         if execution.state is State.SCHEDULED:
-            self.counters.snoozed += 1
+            self.state.counters.snoozed += 1
             log.info(
                 "execution %s (job %s) snoozed for %g s (attempt %d, epoch %d)",
                 lease.execution_id,
@@ -259,7 +308,7 @@ class Outbox(WorkerState):
             return
         # Snoozed too often: the store failed the attempt (its error says so).
         error = execution.error or ""
-        self.counters.failed += 1
+        self.state.counters.failed += 1
         log.warning(
             "execution %s (job %s) attempt %d of %d failed (epoch %d, owner %s): %s",
             lease.execution_id,
@@ -267,7 +316,7 @@ class Outbox(WorkerState):
             lease.attempt,
             lease.max_attempts,
             lease.epoch,
-            self.owner,
+            self.state.owner,
             first_line(error),
             extra=about(lease),
         )
@@ -306,7 +355,7 @@ class Outbox(WorkerState):
             lease.attempt,
             lease.max_attempts,
             lease.epoch,
-            self.owner,
+            self.state.owner,
             first_line(outcome.error),
             exc_info=None if exc is None else (type(exc), exc, exc.__traceback__),
             extra=about(lease),
@@ -319,13 +368,13 @@ class Outbox(WorkerState):
         completion fails the execution instead (retrying cannot mend the result);
         anything else is left for its lease to expire, so the store times it out.
         """
-        self.counters.rejected += 1
+        self.state.counters.rejected += 1
         lease = outcome.run.lease
         log.error(
             "execution %s (epoch %d, owner %s): the store refused its %s (%s)",
             lease.execution_id,
             lease.epoch,
-            self.owner,
+            self.state.owner,
             outcome.verb,
             exc,
             extra=about(lease),
@@ -336,7 +385,7 @@ class Outbox(WorkerState):
         tracing.end_attempt(outcome.run, "rejected", error=str(exc))  # if the fail did not
 
     def _refused(self, outcome: RunOutcome, exc: StaleLease) -> None:
-        self.counters.refused += 1
+        self.state.counters.refused += 1
         if outcome.run.span is not None:
             tracing.stale_refused(
                 outcome.run, outcome.run.lease, exc, self._current_epoch(outcome.run.lease)
@@ -345,7 +394,7 @@ class Outbox(WorkerState):
             "execution %s (epoch %d, owner %s): %s refused, the lease was lost (%s)",
             outcome.run.lease.execution_id,
             outcome.run.lease.epoch,
-            self.owner,
+            self.state.owner,
             outcome.verb,
             exc,
             extra=about(outcome.run.lease),
@@ -353,7 +402,7 @@ class Outbox(WorkerState):
 
     def _current_epoch(self, lease: Lease) -> int | None:
         """The execution's epoch now, for a traced stale refusal (None: unknown)."""
-        get = getattr(self.store, "get", None)  # a remote worker's source may not read
+        get = getattr(self.state.store, "get", None)  # a remote worker's source may not read
         if get is None:
             return None
         try:

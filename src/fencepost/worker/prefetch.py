@@ -30,7 +30,11 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Generic, Protocol, TypeVar
+from datetime import timedelta
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from fencepost.jobs.registry import JobRegistry
 
 #: The most executions one claim asks for (the HTTP worker protocol's batch limit).
 MAX_CLAIM = 1000
@@ -199,3 +203,16 @@ class ClaimBuffer(Generic[R]):
 
 #: Handlers a worker runs at once by default (``fencepost worker`` and ``serve`` alike).
 DEFAULT_CONCURRENCY = 8
+
+
+def claim_groups(
+    registry: JobRegistry,
+) -> dict[timedelta, tuple[list[str], list[tuple[str, int]]]]:
+    """Jobs grouped by lease length: one claim per group, so each job gets its own ttl."""
+    groups: dict[timedelta, tuple[list[str], list[tuple[str, int]]]] = {}
+    for spec in registry:
+        names, versions = groups.setdefault(spec.lease_ttl, ([], []))
+        if spec.name not in names:
+            names.append(spec.name)
+        versions.append(spec.key)
+    return groups

@@ -23,23 +23,20 @@ and the store refuses it (``STALE_REFUSED``): the fence, not the worker,
 decides which result counts.
 
 This module holds the control loop, claiming, the lifecycle and shutdown; the rest
-of the :class:`Worker` is in its parts (:mod:`fencepost.worker.state` lists them):
-the handler threads (:mod:`~fencepost.worker.handlers`), the outbox
+of the :class:`Worker` is the objects it is composed of (:mod:`fencepost.worker.state`
+lists them): the handler threads (:mod:`~fencepost.worker.handlers`), the outbox
 (:mod:`~fencepost.worker.outbox`) and the heartbeats and commands of held runs
-(:mod:`~fencepost.worker.held`).
+(:mod:`~fencepost.worker.held`), over the state they share.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import queue
 import signal
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from functools import partial
 from types import FrameType
@@ -47,18 +44,19 @@ from typing import TYPE_CHECKING, Any
 
 from fencepost import tracing
 from fencepost.domain.checks import require_int
-from fencepost.domain.errors import FencepostError, StoreUnavailable, ValidationError
+from fencepost.domain.errors import StoreUnavailable, ValidationError
 from fencepost.domain.models import Lease
 from fencepost.domain.nodes import default_node_id
-from fencepost.jobs.catalogue import entries_of, publish
+from fencepost.jobs.catalogue import entries_of
 from fencepost.jobs.context import Context, RunControl
 from fencepost.jobs.registry import JobRegistry
 from fencepost.scheduler.reaper import reap_all
 from fencepost.worker.handlers import HandlerPool
 from fencepost.worker.held import HeldRuns
+from fencepost.worker.node import NodeMembership
 from fencepost.worker.options import WorkerOptions, check_queues
 from fencepost.worker.outbox import Outbox
-from fencepost.worker.prefetch import HAND_BACK, MAX_CLAIM, ClaimBuffer, FinishRate
+from fencepost.worker.prefetch import HAND_BACK, MAX_CLAIM, FinishRate, claim_groups
 from fencepost.worker.runs import (
     CANCEL_REQUESTED,
     SHUTTING_DOWN,
@@ -68,9 +66,10 @@ from fencepost.worker.runs import (
     WorkerCounters,
 )
 from fencepost.worker.source import WorkSource
+from fencepost.worker.state import WorkerState
 
 if TYPE_CHECKING:
-    from fencepost.worker.metrics import Meter
+    from fencepost.worker.metrics import Meter, WorkerMetrics
 
 __all__ = [
     "CANCEL_REQUESTED",
@@ -85,7 +84,7 @@ __all__ = [
 log = logging.getLogger("fencepost.worker")
 
 
-class Worker(HandlerPool, Outbox, HeldRuns):
+class Worker:
     """Claims and runs executions of the jobs in ``registry`` from ``store``.
 
     ``store`` is a :class:`~fencepost.store.base.Store` or anything else that
@@ -104,43 +103,34 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         *,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.store = store
+        options = options if options is not None else WorkerOptions()
+        require_int(options.concurrency, "concurrency", low=1)
+        require_int(options.prefetch, "prefetch", low=0)
+        self._queues, self._queue_limits = check_queues(options.queues, options.queue_concurrency)
+        self._groups = claim_groups(registry)
+        if not self._groups:
+            raise ValidationError("registry", "a worker needs at least one job to run")
         self.registry = registry
-        self.options = options if options is not None else WorkerOptions()
-        require_int(self.options.concurrency, "concurrency", low=1)
-        require_int(self.options.prefetch, "prefetch", low=0)
-        self._queues, self._queue_limits = check_queues(
-            self.options.queues, self.options.queue_concurrency
-        )
-        self.owner = self.options.owner or default_node_id()
-        self.counters = WorkerCounters()
+        self.options = options
+        self.owner = options.owner or default_node_id()
+        # The parts, each given the state they share and the parts they hand work to.
+        self._state = state = WorkerState(store, registry, options, self.owner, monotonic)
+        # Leases held are renewed by the first pass after an outage ends, in time.
+        state.max_backoff = min(options.max_backoff, min(self._groups).total_seconds() / 4)
+        self.counters = state.counters
         self._monotonic = monotonic
-        self._wake = threading.Event()
-        self._stopping = threading.Event()  # first signal: drain
+        self._wake = state.wake
+        self._stopping = state.stopping
         self._immediate = threading.Event()  # second signal: stop now
         self._stopped = threading.Event()
-        self._runs: dict[str, Run] = {}
-        self._done: queue.SimpleQueue[RunOutcome] = queue.SimpleQueue()
-        self._outbox: list[RunOutcome] = []
-        self._outbox_since = 0.0  # when the oldest outcome in the outbox arrived
-        self._buffer: ClaimBuffer[Run] = ClaimBuffer(self.options.concurrency, monotonic)
-        # Outcomes are written beside the claims where the store takes both at once.
-        self._writer: ThreadPoolExecutor | None = (
-            ThreadPoolExecutor(1, thread_name_prefix="fencepost-writer")
-            if getattr(store, "parallel_writes", False)
-            else None
-        )
-        self._writing: Future[tuple[list[RunOutcome], Exception | None]] | None = None
-        self._in_flight: list[RunOutcome] = []
-        self._rate = FinishRate(self.options.prefetch)
+        self._runs = state.runs
+        self._buffer = state.buffer
+        self._outbox = Outbox(state)
+        self._handlers = HandlerPool(state, self._outbox)
+        self._held_runs = HeldRuns(state, self._outbox)
+        self._rate = FinishRate(options.prefetch)
         self._next_hand_back = 0.0
         self._next_scan = 0.0  # when held runs are next scanned for timeouts and heartbeats
-        self._threads: list[threading.Thread] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread: threading.Thread | None = None
-        self._healthy = True
-        self._clock_agrees = True  # see _check_clock
-        self._published = False  # this worker's jobs are in the store's catalogue
         # Seconds until the work a rate limit held back in the last claim pass may
         # start (the store's next_start_in); None: that pass held nothing back.
         self._held_for: float | None = None
@@ -148,14 +138,38 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         # back (see _hold); None: claim whenever there is room.
         self._held_until: float | None = None
         # Built now: a job whose schema cannot be derived is refused before anything runs.
-        self._entries = entries_of(registry)
-        self._backoff = 0.0
-        self._retry_at = 0.0
+        self._node = NodeMembership(state, entries_of(registry), min(self._groups))
         self._thread: threading.Thread | None = None
-        self.metrics = None
-        self._groups = _claim_groups(registry)
-        if not self._groups:
-            raise ValidationError("registry", "a worker needs at least one job to run")
+
+    @property
+    def store(self) -> WorkSource:
+        """Where this worker claims and reports (wrapped to be counted once metrics serve)."""
+        return self._state.store
+
+    @property
+    def metrics(self) -> WorkerMetrics | None:
+        """This worker's metrics, once :meth:`serve_metrics` started them (else None)."""
+        return self._state.metrics
+
+    @property
+    def healthy(self) -> bool:
+        """False while the store is unreachable (the worker backs off and claims nothing)."""
+        return self._state.healthy
+
+    @property
+    def buffered(self) -> int:
+        """How many claimed leases wait in the buffer for a free handler."""
+        return len(self._buffer)
+
+    @property
+    def busy(self) -> int:
+        """How many handlers run an attempt now."""
+        return self._buffer.busy
+
+    @property
+    def unwritten(self) -> int:
+        """How many finished attempts' outcomes are not yet written to the store."""
+        return self._outbox.pending
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -196,9 +210,9 @@ class Worker(HandlerPool, Outbox, HeldRuns):
             raise ValidationError("metrics-port", "this worker already serves its metrics")
         metrics = WorkerMetrics()
         url = metrics.serve(host, port)  # first: a port refused leaves the worker as it was
-        self.store = metrics.wrap(self.store, meter)
+        self._state.store = metrics.wrap(self.store, meter)
         metrics.bind(self, self.registry)
-        self.metrics = metrics
+        self._state.metrics = metrics
         return url
 
     def start(self) -> None:
@@ -257,12 +271,12 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         # token) end the run here, before anything started, as the caller's error. An
         # outage does not: the loop below retries it.
         try:
-            self._store_call(self._register, probe=True)
+            self._state.call(self._node.register, probe=True)
         except BaseException:
             self._stopped.set()
             raise
-        registered = self._healthy  # False: the store is down, the loop registers later
-        self._start_handlers()
+        registered = self._state.healthy  # False: the store is down, the loop registers later
+        self._handlers.start()
         log.info(
             "worker %s started: jobs %s, concurrency %d, prefetch up to %d, store %s",
             self.owner,
@@ -272,28 +286,28 @@ class Worker(HandlerPool, Outbox, HeldRuns):
             describe(self.store),
         )
         if registered:
-            self._warn_without_scheduler()
+            self._node.warn_without_scheduler()
         notifier = threading.Thread(target=self._listen, name="fencepost-notify", daemon=True)
         notifier.start()
         now = self._monotonic()
         next_reap = next_commands = now
-        next_node = now + (opts.node_ttl / 3 if registered and self._clock_agrees else 0.0)
+        next_node = now + (opts.node_ttl / 3 if registered and self._node.clock_agrees else 0.0)
         grace_until: float | None = None
         try:
             while True:
                 self._wake.clear()  # before looking: a wake-up during this pass is kept
                 now = self._monotonic()
-                self._collect()
-                self._dispatch()
-                if self._flush_due(now):
-                    self._flush(now)
+                self._outbox.collect()
+                self._handlers.dispatch()
+                if self._outbox.due(now):
+                    self._outbox.flush(now)
                 # The per-run scans (timeouts, due heartbeats) run at most every
                 # _SCAN_EVERY: a busy worker passes here once per finished handler, and
                 # scanning hundreds of held runs each time cost more than the jobs.
                 scan = now >= self._next_scan
                 if scan:
                     self._next_scan = now + _SCAN_EVERY
-                    self._enforce_timeouts(now)
+                    self._handlers.enforce_timeouts(now)
                 if now >= self._next_hand_back:
                     self._hand_back(self._buffer.stale(now, _max_wait), _WAITED_TOO_LONG)
                     self._next_hand_back = now + _HAND_BACK_CHECK
@@ -306,36 +320,36 @@ class Worker(HandlerPool, Outbox, HeldRuns):
                 # During an outage, registering again is the probe, once per backoff:
                 # only a round trip that succeeds ends it (the node may have expired
                 # meanwhile, too), and nothing else reaches the store until one has.
-                if now >= (next_node if self._healthy else self._retry_at):
-                    self._store_call(self._register, probe=True)
+                if now >= (next_node if self._state.healthy else self._state.retry_at):
+                    self._state.call(self._node.register, probe=True)
                     # A clock found off is looked at again every second, not every third
                     # of a registration, so claiming resumes soon after it agrees.
-                    next_node = now + (opts.node_ttl / 3 if self._clock_agrees else 1.0)
+                    next_node = now + (opts.node_ttl / 3 if self._node.clock_agrees else 1.0)
                     now = self._monotonic()  # the call may have waited for the store
-                if self._healthy:
+                if self._state.healthy:
                     if scan:
-                        self._heartbeat(now)
+                        self._held_runs.heartbeat(now)
                     if now >= next_commands:
-                        self._store_call(partial(self._poll_commands, now))
+                        self._state.call(partial(self._held_runs.poll_commands, now))
                         next_commands = now + opts.command_interval
-                    if now >= next_reap and self._clock_agrees:
+                    if now >= next_reap and self._node.clock_agrees:
                         # One batch a pass: this thread also renews the leases it holds.
-                        self._store_call(partial(reap_all, self.store, batches=1))
+                        self._state.call(partial(reap_all, self.store, batches=1))
                         next_reap = now + opts.reap_interval
                 claimed = 0
                 if (
                     not self._stopping.is_set()
-                    and self._healthy
-                    and self._clock_agrees
-                    and self._published  # the catalogue knows this worker's jobs first
+                    and self._state.healthy
+                    and self._node.clock_agrees
+                    and self._node.published  # the catalogue knows this worker's jobs first
                     and (self._held_until is None or now >= self._held_until)
                 ):
                     claimed = self._claim(now)
-                    self._dispatch()
+                    self._handlers.dispatch()
                 if claimed and self._held_until is None and self._room(min(self._groups)) > 0:
                     continue  # more may be due: claim again before sleeping
                 if not self._buffer:
-                    self._flush(now)  # no work waiting: write everything before waiting
+                    self._outbox.flush(now)  # no work waiting: write everything before waiting
                 self._wake.wait(self._idle_wait(now))
         finally:
             self._shutdown()
@@ -362,8 +376,12 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         self._held_until = now + wait
 
     def _idle_wait(self, now: float) -> float:
-        wait = self.options.poll_interval if self._healthy else max(0.0, self._retry_at - now)
-        if self._healthy and self._held_until is not None:
+        wait = (
+            self.options.poll_interval
+            if self._state.healthy
+            else max(0.0, self._state.retry_at - now)
+        )
+        if self._state.healthy and self._held_until is not None:
             wait = self._held_until - now  # see _hold
         if self._runs:  # held runs have heartbeats and timeouts: look again at the next scan
             wait = min(wait, self._next_scan - now)
@@ -405,7 +423,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
                 continue  # every limited queue is full, and no other queue is claimed
             started = tracing.claim_started()
             sent = self._monotonic()
-            leases = self._store_call(
+            leases = self._state.call(
                 partial(
                     self.store.claim,
                     self.owner,
@@ -460,7 +478,7 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         if self._queues is None or not self._queue_limits:
             return None if self._queues is None else list(self._queues)
         held = Counter(run.lease.queue for run in self._runs.values())
-        held.update(o.run.lease.queue for o in (*self._outbox, *self._in_flight))
+        held.update(self._outbox.queues())
         return {
             q: max(0, self._queue_limits[q] - held[q]) if q in self._queue_limits else limit
             for q in self._queues
@@ -496,78 +514,9 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         for run in runs:
             run.finished = True
             self._runs.pop(run.lease.execution_id, None)
-            if not self._outbox:
-                self._outbox_since = self._monotonic()
-            self._outbox.append(RunOutcome(run, "release", error=reason))
+            self._outbox.add(RunOutcome(run, "release", error=reason))
         if runs and reason == _WAITED_TOO_LONG:
             log.info("handed back %d buffered leases: %s", len(runs), reason)
-
-    # -- node registration and the clock -----------------------------------------------
-
-    def _register(self) -> None:
-        """Publish this worker's jobs to the catalogue (once), then register (or renew) the node.
-
-        Publishing comes before anything is claimed: a job version whose definition
-        differs from the one published under its name and version raises
-        :class:`~fencepost.domain.errors.CatalogueConflict`, which stops the worker.
-        """
-        if not self._published:
-            # The jobs' declared limits go with them (an operator's limit stays).
-            publish(self.store, self.registry, self._entries)
-            self._published = True
-        node = self.store.register_node(
-            self.owner,
-            kind="worker",
-            buckets=self.options.buckets,
-            ttl=self.options.node_ttl,
-            jobs=[spec.key for spec in self.registry],
-        )
-        self._check_clock(self.store.clock_offset(node.heartbeat_at))
-
-    def _check_clock(self, offset: float | None) -> None:
-        """Stop claiming and reaping while this process's clock disagrees with the store's.
-
-        Where leases are judged by this process's clock (SQLite), a clock ahead by
-        more than a lease would see live leases as expired and take them over, and
-        one behind would write leases that others see expired at once. So, by more
-        than the shortest lease this worker takes: log an error, claim and reap
-        nothing (running handlers go on; their outcomes are still fenced) until the
-        clocks agree again.
-        """
-        limit = min(ttl.total_seconds() for ttl in self._groups)
-        agrees = offset is None or abs(offset) <= limit
-        if agrees and not self._clock_agrees:
-            log.warning("clock agrees with the store again; resuming claims")
-        elif not agrees and self._clock_agrees:
-            log.error(
-                "this process's clock is %+.1f s off the store's record of its writes, more "
-                "than a lease (%.1f s): not claiming or reaping until it agrees",
-                offset,
-                limit,
-            )
-        self._clock_agrees = agrees
-
-    def _warn_without_scheduler(self) -> None:
-        """Warn, after the start line, when schedules exist that no live materializer fires.
-
-        A plain worker runs executions but materializes no schedule: that takes a
-        ``--with-scheduler`` worker or ``fencepost serve`` somewhere. A remote worker
-        asks nothing (its source has no node listing: its service materializes, unless
-        told not to), and a store that cannot answer now is not worth a warning.
-        """
-        store: Any = self.store  # a Store (or its metered wrapper) when it lists nodes
-        if getattr(store, "live_schedulers", None) is None:
-            return
-        # Loaded only here: a remote worker never needs the scheduler's planning.
-        from fencepost.scheduler.materializer import scheduler_warning
-
-        try:
-            warning = scheduler_warning(store)
-        except FencepostError as exc:
-            log.debug("could not look for a live scheduler: %s", exc)
-            return
-        if warning is not None:
-            log.warning("worker %s: %s", self.owner, warning)
 
     # -- shutdown --------------------------------------------------------------------
 
@@ -580,33 +529,30 @@ class Worker(HandlerPool, Outbox, HeldRuns):
         # Give stopped handlers (and command jobs killing their process groups) a moment.
         settle = self._monotonic() + (0.2 if immediate else 2.5)
         while self._runs and self._monotonic() < settle:
-            self._collect()
+            self._outbox.collect()
             if self._runs:
                 self._wake.wait(0.02)
                 self._wake.clear()
-        self._collect()
+        self._outbox.collect()
         for run in list(self._runs.values()):
             run.finished = True
-            self._outbox.append(RunOutcome(run, "release"))
+            self._outbox.add(RunOutcome(run, "release"))
         self._runs.clear()
         deadline = self._monotonic() + (1.0 if immediate else 10.0)
-        self._healthy = True
-        self._flush(self._monotonic(), wait=True)  # the batch in flight, then the rest
+        self._state.healthy = True
+        self._outbox.flush(self._monotonic(), wait=True)  # the batch in flight, then the rest
         while self._outbox and self._monotonic() < deadline:
-            self._healthy = True  # at shutdown each write is its own probe
-            self._flush(self._monotonic(), wait=True)
+            self._state.healthy = True  # at shutdown each write is its own probe
+            self._outbox.flush(self._monotonic(), wait=True)
             if self._outbox:
-                time.sleep(min(0.5, max(0.0, self._retry_at - self._monotonic())))
+                time.sleep(min(0.5, max(0.0, self._state.retry_at - self._monotonic())))
         if self._outbox:
             log.error(
                 "stopped with %d outcomes unwritten; their leases will expire", len(self._outbox)
             )
         self._buffer.close()
-        if self._writer is not None:
-            self._writer.shutdown(wait=False)
-        if self._loop is not None and self._loop_thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._loop_thread.join(2.0)
+        self._outbox.close()
+        self._handlers.stop()
         try:
             self.store.deregister_node(self.owner)
         except StoreUnavailable as exc:
@@ -641,16 +587,3 @@ def describe(store: object) -> str:
 def _max_wait(run: Run) -> float:
     """How long a buffered run may wait for a handler: HAND_BACK of its lease."""
     return run.spec.lease_ttl.total_seconds() * HAND_BACK
-
-
-def _claim_groups(
-    registry: JobRegistry,
-) -> dict[timedelta, tuple[list[str], list[tuple[str, int]]]]:
-    """Jobs grouped by lease length: one claim per group, so each job gets its own ttl."""
-    groups: dict[timedelta, tuple[list[str], list[tuple[str, int]]]] = {}
-    for spec in registry:
-        names, versions = groups.setdefault(spec.lease_ttl, ([], []))
-        if spec.name not in names:
-            names.append(spec.name)
-        versions.append(spec.key)
-    return groups

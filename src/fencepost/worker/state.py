@@ -1,35 +1,33 @@
-"""What every part of a worker shares: its state, and whether the store answers.
+"""What the parts of a worker share: the runs it holds, and whether the store answers.
 
-A :class:`~fencepost.worker.runtime.Worker` is one object assembled from parts, one
-module each, so that each concern reads on its own page:
+A :class:`~fencepost.worker.runtime.Worker` is composed of objects, one module each,
+so that each concern reads on its own page:
 
 * :mod:`~fencepost.worker.runtime`: the control loop, claiming, lifecycle, shutdown;
 * :mod:`~fencepost.worker.handlers`: the handler threads and event loop, timeouts;
 * :mod:`~fencepost.worker.outbox`: collecting outcomes and writing them in batches;
-* :mod:`~fencepost.worker.held`: heartbeats and commands for the runs it holds.
+* :mod:`~fencepost.worker.held`: heartbeats and commands for the runs it holds;
+* :mod:`~fencepost.worker.node`: its jobs published, its node registered, its clock;
+* :mod:`~fencepost.worker.prefetch`: the claim buffer and the finish rate.
 
-They are mixins of one class rather than objects calling each other: the hot path
-(one claimed execution, one handler run, one outcome written) makes exactly the
-calls it made as one class, and every part reads the same attributes, all set in
-``Worker.__init__`` and declared here.
+Each part is given this one :class:`WorkerState` and the parts it hands work to; none
+reads another's private attributes. What is here is what more than one part reads or
+changes: the store (replaced once when metrics wrap it), the runs held, the claim
+buffer, the counters, the control thread's wake-up, and the store's health.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from fencepost.domain.errors import StoreUnavailable
 from fencepost.jobs.registry import JobRegistry
 from fencepost.worker.options import WorkerOptions
-from fencepost.worker.prefetch import ClaimBuffer, FinishRate
-from fencepost.worker.runs import Run, RunOutcome, WorkerCounters
+from fencepost.worker.prefetch import ClaimBuffer
+from fencepost.worker.runs import Run, WorkerCounters
 from fencepost.worker.source import WorkSource
 
 if TYPE_CHECKING:  # prometheus_client is loaded only when metrics are asked for
@@ -39,43 +37,47 @@ log = logging.getLogger("fencepost.worker")
 
 
 class WorkerState:
-    """The attributes a worker's parts share, and the store's health (see the module)."""
+    """The state a worker's parts share, and the store's health (see the module).
 
-    store: WorkSource
-    registry: JobRegistry
-    options: WorkerOptions
-    owner: str
-    counters: WorkerCounters
-    _monotonic: Callable[[], float]
-    _wake: threading.Event  #: set from any thread to end the control loop's wait
-    _stopping: threading.Event  #: first signal: drain
-    _immediate: threading.Event  #: second signal: stop now
-    _stopped: threading.Event
-    _runs: dict[str, Run]  #: every run held, buffered or running, by execution id
-    _done: queue.SimpleQueue[RunOutcome]  #: handlers' outcomes (put by handler threads)
-    _outbox: list[RunOutcome]  #: outcomes waiting to be written
-    _outbox_since: float  #: when the oldest outcome in the outbox arrived
-    _buffer: ClaimBuffer[Run]
-    _writer: ThreadPoolExecutor | None  #: writes outcome batches beside the claims (PostgreSQL)
-    _writing: Future[tuple[list[RunOutcome], Exception | None]] | None  #: the batch in flight
-    _in_flight: list[RunOutcome]  #: the outcomes of the batch in flight
-    _queues: tuple[str, ...] | None  #: claim only from these queues (None: every queue)
-    _queue_limits: dict[str, int]  #: at most this many leases held of a queue
-    _rate: FinishRate
-    _next_hand_back: float
-    _next_scan: float  #: when held runs are next scanned for timeouts and heartbeats
-    _threads: list[threading.Thread]
-    _loop: asyncio.AbstractEventLoop | None
-    _loop_thread: threading.Thread | None
-    _healthy: bool  #: False while the store is unreachable (store calls wait for _retry_at)
-    _clock_agrees: bool  #: this process's clock is within a lease of the store's
-    _backoff: float
-    _retry_at: float
-    _thread: threading.Thread | None
-    _groups: dict[timedelta, tuple[list[str], list[tuple[str, int]]]]  #: claims by lease ttl
-    metrics: WorkerMetrics | None  #: the worker's metrics, once serve_metrics started them
+    Changed only on the worker's control thread, but for :attr:`wake` (set from any
+    thread) and :attr:`buffer` (which locks itself): handler threads read nothing
+    else here but :attr:`metrics` and :attr:`monotonic`.
+    """
 
-    def _store_call(self, action: Callable[[], Any], *, probe: bool = False) -> Any:
+    def __init__(
+        self,
+        store: WorkSource,
+        registry: JobRegistry,
+        options: WorkerOptions,
+        owner: str,
+        monotonic: Callable[[], float],
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.options = options
+        self.owner = owner
+        self.monotonic = monotonic
+        self.counters = WorkerCounters()
+        #: Set from any thread to end the control loop's wait.
+        self.wake = threading.Event()
+        #: The first signal: claim no more, drain.
+        self.stopping = threading.Event()
+        #: Every run held, buffered or running, by execution id.
+        self.runs: dict[str, Run] = {}
+        self.buffer: ClaimBuffer[Run] = ClaimBuffer(options.concurrency, monotonic)
+        #: The worker's metrics, once ``Worker.serve_metrics`` started them.
+        self.metrics: WorkerMetrics | None = None
+        #: False while the store is unreachable (store calls wait for :attr:`retry_at`).
+        self.healthy = True
+        self.backoff = 0.0
+        self.retry_at = 0.0
+        #: The longest an outage backs off: a quarter of the shortest lease held (set by
+        #: the worker from its jobs), so that leases are renewed in time once it ends.
+        self.max_backoff = options.max_backoff
+        #: How many outcomes wait to be written (the outbox's size, for the outage's log line).
+        self.unwritten: Callable[[], int] = lambda: 0
+
+    def call(self, action: Callable[[], Any], *, probe: bool = False) -> Any:
         """Run one store operation; None if the store is down (the worker then backs off).
 
         Only a ``probe`` (node registration: a write, a real round trip on every
@@ -86,32 +88,27 @@ class WorkerState:
         try:
             value = action()
         except StoreUnavailable as exc:
-            self._store_down(exc)
+            self.down(exc)
             return None
         if probe:
-            self._store_up()
+            self.up()
         return value
 
-    def _store_up(self) -> None:
+    def up(self) -> None:
         """A round trip succeeded: if the store was down, say so (once) and resume."""
-        if not self._healthy:
+        if not self.healthy:
             log.warning("database reachable again; resuming claims")
-            self._healthy = True
-            self._backoff = 0.0
+            self.healthy = True
+            self.backoff = 0.0
 
-    def _store_down(self, exc: Exception) -> None:
-        """A store call met an outage: back off (doubling, up to ``max_backoff``), say so once.
-
-        Never longer than a quarter of the shortest lease either: the leases held
-        are renewed by the first pass after the store answers again, in time.
-        """
-        cap = min(self.options.max_backoff, min(self._groups).total_seconds() / 4)
-        self._backoff = min(cap, max(0.1, self._backoff * 2))
-        self._retry_at = self._monotonic() + self._backoff
-        if self._healthy:
+    def down(self, exc: Exception) -> None:
+        """A store call met an outage: back off (doubling, to :attr:`max_backoff`), say so once."""
+        self.backoff = min(self.max_backoff, max(0.1, self.backoff * 2))
+        self.retry_at = self.monotonic() + self.backoff
+        if self.healthy:
             log.error(
                 "database unreachable (%s): not claiming; holding %d outcomes, retrying",
                 " ".join(str(exc).split()),  # one line: driver messages span several
-                len(self._outbox),
+                self.unwritten(),
             )
-        self._healthy = False
+        self.healthy = False
