@@ -31,6 +31,7 @@ from fencepost.domain.states import (
 )
 from fencepost.jobs.context import Context
 from fencepost.store.base import Store
+from fencepost.worker.runs import WorkerLoad
 from fencepost.worker.runtime import Worker, WorkerOptions
 
 FAST = RetryPolicy(base_delay=0.01, max_delay=0.01)
@@ -374,16 +375,20 @@ def test_outcomes_wait_out_a_store_outage_and_claims_resume_after_it(
     flaky.parallel_writes = parallel_writes
     with running(Worker(flaky, app.registry)) as w:  # type: ignore[arg-type]
         wait_until(lambda: app.store.get(first).state is State.RUNNING)
+        wait_until(lambda: w.load() == WorkerLoad(buffered=0, busy=1, unwritten=0, store_up=True))
         flaky.down.set()
         gate.set()
         wait_until(lambda: flaky.refused_calls >= 3)
         second = app.store.submit("gated").id
+        # The outcome is held while the store is down, and the worker says so.
+        wait_until(lambda: w.load() == WorkerLoad(buffered=0, busy=0, unwritten=1, store_up=False))
         time.sleep(0.3)
         assert app.store.get(first).state is State.RUNNING  # outcome held, not lost
         assert app.store.get(second).state is State.SCHEDULED  # no claims while down
         flaky.down.clear()
         assert wait_until(lambda: finished(app.store, first)).result == "kept through the outage"
         assert wait_until(lambda: finished(app.store, second)).state is State.SUCCEEDED
+        wait_until(lambda: w.load() == WorkerLoad(buffered=0, busy=0, unwritten=0, store_up=True))
     assert w.counters.dropped == 0
 
 

@@ -162,11 +162,12 @@ class WorkerCollector(Collector):
         if worker is None:
             return
         buffered, busy, handlers, outbox, up = families
-        buffered.add_metric([], worker.buffered)
-        busy.add_metric([], worker.busy)
+        load = worker.load()
+        buffered.add_metric([], load.buffered)
+        busy.add_metric([], load.busy)
         handlers.add_metric([], worker.options.concurrency)
-        outbox.add_metric([], worker.unwritten)
-        up.add_metric([], 1 if worker.healthy else 0)
+        outbox.add_metric([], load.unwritten)
+        up.add_metric([], 1 if load.store_up else 0)
         yield from families
 
     @staticmethod

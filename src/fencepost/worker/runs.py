@@ -101,6 +101,16 @@ class WorkerCounters:
     commands: int = 0
 
 
+@dataclass(frozen=True)
+class WorkerLoad:
+    """What a worker holds at one moment (``Worker.load``; its metrics' gauges)."""
+
+    buffered: int  #: claimed leases waiting in the buffer for a free handler
+    busy: int  #: handlers running an attempt
+    unwritten: int  #: finished attempts whose outcome is not yet written
+    store_up: bool  #: False during an outage (the worker claims nothing then)
+
+
 def about(lease: Lease) -> dict[str, object]:
     """The structured fields of a log line about one execution (``--log-format json``)."""
     return {

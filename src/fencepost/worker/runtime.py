@@ -64,6 +64,7 @@ from fencepost.worker.runs import (
     Run,
     RunOutcome,
     WorkerCounters,
+    WorkerLoad,
 )
 from fencepost.worker.source import WorkSource
 from fencepost.worker.state import WorkerState
@@ -151,25 +152,14 @@ class Worker:
         """This worker's metrics, once :meth:`serve_metrics` started them (else None)."""
         return self._state.metrics
 
-    @property
-    def healthy(self) -> bool:
-        """False while the store is unreachable (the worker backs off and claims nothing)."""
-        return self._state.healthy
-
-    @property
-    def buffered(self) -> int:
-        """How many claimed leases wait in the buffer for a free handler."""
-        return len(self._buffer)
-
-    @property
-    def busy(self) -> int:
-        """How many handlers run an attempt now."""
-        return self._buffer.busy
-
-    @property
-    def unwritten(self) -> int:
-        """How many finished attempts' outcomes are not yet written to the store."""
-        return self._outbox.pending
+    def load(self) -> WorkerLoad:
+        """What this worker holds now (read from any thread; its metrics' gauges)."""
+        return WorkerLoad(
+            buffered=len(self._buffer),
+            busy=self._buffer.busy,
+            unwritten=self._outbox.pending,
+            store_up=self._state.healthy,
+        )
 
     # -- lifecycle -------------------------------------------------------------------
 
