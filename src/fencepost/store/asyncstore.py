@@ -599,7 +599,7 @@ class AsyncStore:
         finish_target: float = DEFAULT_FINISH_TARGET,
         worst: int = 10,
     ) -> SloReport:
-        """:meth:`Store.slo <fencepost.store.operating.OperatingVerbs.slo>`, awaited."""
+        """:meth:`Store.slo <fencepost.store.reporting.ReportVerbs.slo>`, awaited."""
 
         def report(store: Any) -> SloReport:
             return store.slo(  # type: ignore[no-any-return]

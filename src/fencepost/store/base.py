@@ -82,6 +82,7 @@ from fencepost.store.observers import (
     tell_renewals,
 )
 from fencepost.store.operating import OperatingVerbs
+from fencepost.store.reporting import ReportVerbs
 from fencepost.store.scheduling import ScheduleVerbs
 from fencepost.store.values import (
     DEFAULT_COMMAND_TTL,
@@ -119,14 +120,12 @@ def _waited_id(execution_id: object) -> str:
     return execution_id
 
 
-class Store(HistoryVerbs, OperatingVerbs, ScheduleVerbs, FlowVerbs):
+class Store(HistoryVerbs, OperatingVerbs, ReportVerbs, ScheduleVerbs, FlowVerbs):
     """A durable home for executions and schedules, each handed out under a fenced lease.
 
     The verbs are grouped by section: submitting, reading, leasing and commands here;
-    nodes, reports, housekeeping and operator verbs in
-    :class:`~fencepost.store.operating.OperatingVerbs`; schedules in
-    :class:`~fencepost.store.scheduling.ScheduleVerbs`; the history charts in
-    :class:`~fencepost.store.history.HistoryVerbs`.
+    nodes, housekeeping and the operator's verbs, reports, schedules, flow control and
+    the history charts in the classes it is made of, one module each (its bases).
     """
 
     # -- submitting ------------------------------------------------------------------
