@@ -17,12 +17,15 @@ import fencepost
 from fencepost import App
 from fencepost.client.http import Client
 from fencepost.client.verbs import count_by_state, query
+from fencepost.domain.claims import ClaimOptions
 from fencepost.domain.schedules import SCHEDULE_FIELDS, ScheduleOptions
+from fencepost.domain.states import State
 from fencepost.domain.submission import SubmitOptions
 from fencepost.store.base import Store
 from fencepost.wire.executions import SubmitItem
 from fencepost.wire.mapping import argument_name
 from fencepost.wire.schedules import ScheduleCreate
+from fencepost.wire.work import ClaimRequest
 from tests.keywords import keywords
 
 
@@ -192,3 +195,52 @@ def test_the_listing_s_query_parameters_are_the_filters() -> None:
     from fencepost.domain.filters import ExecutionFilters
 
     assert set(ExecutionFilterQuery.model_fields) == set(ExecutionFilters.__annotations__)
+
+
+def every_claim() -> list[Callable[..., Any]]:
+    from fencepost.client import worker_verbs
+    from fencepost.store.asyncstore import AsyncStore
+    from fencepost.worker.source import WorkSource
+
+    return [
+        Store.claim,
+        AsyncStore.claim,
+        Client.claim,
+        worker_verbs.claim,
+        worker_verbs.claimed,
+        WorkSource.claim,
+    ]
+
+
+#: Only the store claims named executions (one occurrence of a schedule): the worker
+#: protocol does not carry ids.
+BY_ID = {"ids"}
+
+
+@pytest.mark.parametrize("verb", every_claim(), ids=lambda v: v.__qualname__)
+def test_every_claim_takes_the_options_declared_once(verb: Callable[..., Any]) -> None:
+    assert unpacked(verb) is ClaimOptions
+    assert keywords(verb) - set(ClaimOptions.__annotations__) <= {"owner"} | BY_ID
+
+
+def test_a_claim_body_carries_every_option() -> None:
+    carried = {argument_name(field) for field in ClaimRequest.model_fields}
+    assert carried == {"owner", *ClaimOptions.__annotations__}
+
+
+def test_a_claim_option_no_verb_takes_is_refused_by_name() -> None:
+    store = fencepost.connect("memory://")
+    try:
+        store.submit("job")
+        with pytest.raises(TypeError, match=r"claim\(\) .* 'colour'"):
+            store.claim("w", colour="red")  # type: ignore[call-arg]
+        assert store.count_by_state()[State.SCHEDULED] == 1  # nothing claimed
+        assert [lease.job for lease in store.claim("w", limit=5, ttl=10)] == ["job"]
+    finally:
+        store.close()
+    from fencepost.client import worker_verbs
+
+    with pytest.raises(TypeError, match=r"claim\(\) .* 'colour'"):
+        next(worker_verbs.claim("w", colour="red"))  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"claim\(\) .* 'ids'"):
+        next(worker_verbs.claim("w", ids=["x"]))  # type: ignore[call-arg]

@@ -30,6 +30,7 @@ from fencepost.client import exchange, verbs, worker_verbs
 from fencepost.client.retries import DEFAULT_RETRY_TIMEOUT, Retrying, retry_timeout_option
 from fencepost.domain.bulk import DEFAULT_BATCH, BulkResult, DeletionPage
 from fencepost.domain.catalogue import JobEntry
+from fencepost.domain.claims import ClaimOptions
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
 from fencepost.domain.errors import StaleLease
 from fencepost.domain.filters import ExecutionFilters, ExecutionQuery
@@ -443,31 +444,9 @@ class Client:
 
     # -- the worker protocol -------------------------------------------------
 
-    def claim(
-        self,
-        owner: str,
-        *,
-        limit: int = 1,
-        ttl: float | timedelta = DEFAULT_TTL,
-        jobs: Iterable[str] | None = None,
-        buckets: Iterable[int] | None = None,
-        max_per_bucket: int | None = None,
-        versions: Iterable[tuple[str, int]] | None = None,
-        queues: Iterable[str] | Mapping[str, int] | None = None,
-    ) -> list[Lease]:
+    def claim(self, owner: str, **options: Unpack[ClaimOptions]) -> list[Lease]:
         """Lease up to ``limit`` due executions (``POST /claims``); see ``Store.claim``."""
-        leases, self._next_start_in = self._run(
-            worker_verbs.claimed(
-                owner,
-                limit=limit,
-                ttl=ttl,
-                jobs=jobs,
-                buckets=buckets,
-                max_per_bucket=max_per_bucket,
-                versions=versions,
-                queues=queues,
-            )
-        )
+        leases, self._next_start_in = self._run(worker_verbs.claimed(owner, **options))
         return leases
 
     def next_start_in(self) -> float | None:

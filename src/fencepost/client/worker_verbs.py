@@ -8,16 +8,18 @@ outcomes through one and retries them itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from fencepost.client.arguments import claim_queues
 from fencepost.client.exchange import ENCODE_LIMIT, Request, Verb, quoted, read, read_list, seconds
 from fencepost.domain import payloads
 from fencepost.domain.catalogue import JobEntry
+from fencepost.domain.claims import ClaimOptions
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
 from fencepost.domain.errors import RemoteStaleLease, ResultInvalid, StaleLease
+from fencepost.domain.filters import checked
 from fencepost.domain.limits import Limit
 from fencepost.domain.machine import snooze_delay
 from fencepost.domain.models import JSON, Command, Execution, Lease
@@ -25,53 +27,29 @@ from fencepost.domain.nodes import Node, default_node_id
 from fencepost.wire import catalogue, executions, reports, work
 
 
-def claim(
-    owner: str,
-    *,
-    limit: int = 1,
-    ttl: float | timedelta = DEFAULT_TTL,
-    jobs: Iterable[str] | None = None,
-    buckets: Iterable[int] | None = None,
-    max_per_bucket: int | None = None,
-    versions: Iterable[tuple[str, int]] | None = None,
-    queues: Iterable[str] | Mapping[str, int] | None = None,
-) -> Verb[list[Lease]]:
+def claim(owner: str, **options: Unpack[ClaimOptions]) -> Verb[list[Lease]]:
     """``POST /claims``."""
-    leases, _ = yield from claimed(
-        owner,
-        limit=limit,
-        ttl=ttl,
-        jobs=jobs,
-        buckets=buckets,
-        max_per_bucket=max_per_bucket,
-        versions=versions,
-        queues=queues,
-    )
+    leases, _ = yield from claimed(owner, **options)
     return leases
 
 
-def claimed(
-    owner: str,
-    *,
-    limit: int = 1,
-    ttl: float | timedelta = DEFAULT_TTL,
-    jobs: Iterable[str] | None = None,
-    buckets: Iterable[int] | None = None,
-    max_per_bucket: int | None = None,
-    versions: Iterable[tuple[str, int]] | None = None,
-    queues: Iterable[str] | Mapping[str, int] | None = None,
-) -> Verb[tuple[list[Lease], float | None]]:
+def claimed(owner: str, **options: Unpack[ClaimOptions]) -> Verb[tuple[list[Lease], float | None]]:
     """``POST /claims``: the leases, and the service's ``next_start_in`` hint."""
-    body: dict[str, Any] = {"owner": owner, "limit": limit, "ttl_seconds": seconds(ttl)}
-    if jobs is not None:
+    checked(options, ClaimOptions, "claim")
+    body: dict[str, Any] = {
+        "owner": owner,
+        "limit": options.get("limit", 1),
+        "ttl_seconds": seconds(options.get("ttl", DEFAULT_TTL)),
+    }
+    if (jobs := options.get("jobs")) is not None:
         body["jobs"] = list(jobs)
-    if versions is not None:
+    if (versions := options.get("versions")) is not None:
         body["versions"] = [{"job": j, "version": v} for j, v in versions]
-    if buckets is not None:
+    if (buckets := options.get("buckets")) is not None:
         body["buckets"] = list(buckets)
-    if max_per_bucket is not None:
-        body["max_per_bucket"] = max_per_bucket
-    if queues is not None:
+    if (cap := options.get("max_per_bucket")) is not None:
+        body["max_per_bucket"] = cap
+    if (queues := options.get("queues")) is not None:
         body["queues"] = claim_queues(queues)
     answer = yield from read(work.Leases, Request("POST", "/claims", body=body, retry=False))
     return [lease.to_domain() for lease in answer.leases], answer.next_start_in

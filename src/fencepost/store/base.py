@@ -38,6 +38,7 @@ from fencepost.domain.checks import (
     require_text,
     storable,
 )
+from fencepost.domain.claims import ClaimOptions
 from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import NotFound, ResultInvalid, StaleLease, ValidationError
 from fencepost.domain.events import ExecutionAborted, ExecutionEvent, ExecutionReleased
@@ -502,19 +503,10 @@ class Store(HistoryVerbs, OperatingVerbs, ReportVerbs, ScheduleVerbs, FlowVerbs)
     # -- leasing ---------------------------------------------------------------------
 
     def claim(
-        self,
-        owner: str,
-        *,
-        limit: int = 1,
-        ttl: float | timedelta = DEFAULT_TTL,
-        jobs: Iterable[str] | None = None,
-        buckets: Iterable[int] | None = None,
-        max_per_bucket: int | None = None,
-        versions: Iterable[tuple[str, int]] | None = None,
-        ids: Iterable[str] | None = None,
-        queues: Iterable[str] | Mapping[str, int] | None = None,
+        self, owner: str, *, ids: Iterable[str] | None = None, **options: Unpack[ClaimOptions]
     ) -> list[Lease]:
-        """Atomically lease up to ``limit`` claimable executions to ``owner`` for ``ttl``.
+        """Atomically lease up to ``limit`` (default 1) claimable executions to ``owner``
+        for ``ttl`` (default 30 s); the options: :class:`~fencepost.domain.claims.ClaimOptions`.
 
         Claimable, by the store's clock ``now``:
 
@@ -547,18 +539,24 @@ class Store(HistoryVerbs, OperatingVerbs, ReportVerbs, ScheduleVerbs, FlowVerbs)
         capacity per queue; 0 takes none). Across queues the order is the claim
         order above. None (the default) claims from every queue.
         """
-        rooms = None
-        if queues is not None:
-            rooms = queues_of(queues, require_int(limit, "limit", low=1, high=MAX_LIMIT))
+        checked(options, ClaimOptions, "claim")
+        who = require_name(owner, "owner")
+        limit = require_int(options.get("limit", 1), "limit", low=1, high=MAX_LIMIT)
+        jobs = options.get("jobs")
+        buckets = options.get("buckets")
+        versions = options.get("versions")
+        cap = options.get("max_per_bucket")
+        queues = options.get("queues")
+        rooms = None if queues is None else queues_of(queues, limit)
         request = ClaimArguments(
-            owner=require_name(owner, "owner"),
-            limit=require_int(limit, "limit", low=1, high=MAX_LIMIT),
-            ttl=as_duration(ttl, field="ttl"),
+            owner=who,
+            limit=limit,
+            ttl=as_duration(options.get("ttl", DEFAULT_TTL), field="ttl"),
             jobs=None if jobs is None else names_of(jobs, "jobs"),
             buckets=None if buckets is None else self._buckets(buckets),
             max_per_bucket=None
-            if max_per_bucket is None
-            else require_int(max_per_bucket, "max_per_bucket", low=1, high=INT32_MAX),
+            if cap is None
+            else require_int(cap, "max_per_bucket", low=1, high=INT32_MAX),
             versions=None if versions is None else versions_of(versions),
             ids=None if ids is None else names_of(ids, "ids"),
             queues=rooms,

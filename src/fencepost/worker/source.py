@@ -7,11 +7,12 @@ protocol). The worker calls nothing else, so either can feed it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from fencepost.domain.catalogue import JobEntry
+from fencepost.domain.claims import ClaimOptions
 from fencepost.domain.errors import StaleLease
 from fencepost.domain.limits import Limit
 from fencepost.domain.models import JSON, Command, Execution, Lease
@@ -24,18 +25,7 @@ class WorkSource(Protocol):
     Each has the store's meaning and fence; see the store's docstrings.
     """
 
-    def claim(
-        self,
-        owner: str,
-        *,
-        limit: int = ...,
-        ttl: float | timedelta = ...,
-        jobs: Iterable[str] | None = ...,
-        buckets: Iterable[int] | None = ...,
-        max_per_bucket: int | None = ...,
-        versions: Iterable[tuple[str, int]] | None = ...,
-        queues: Iterable[str] | Mapping[str, int] | None = ...,
-    ) -> list[Lease]: ...
+    def claim(self, owner: str, **options: Unpack[ClaimOptions]) -> list[Lease]: ...
 
     def heartbeat_many(
         self, beats: Sequence[tuple[Lease, JSON]], *, ttl: float | timedelta = ...
