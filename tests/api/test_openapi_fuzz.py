@@ -52,12 +52,16 @@ CHECKS = [
 #: A fixed seed and no example database: every run sends the same requests. In process a
 #: request is slow only when the machine is (one SQLite commit behind a busy disk took
 #: 10 s in a CI run, schemathesis's default read timeout): conformance is checked here,
-#: latency by the benchmarks.
+#: latency by the benchmarks. The coverage phase is left to the all-checks run, which
+#: sends its cases on both databases with every check: the pytest plugin would enumerate
+#: them when the tests are collected, in each test process (half of the whole suite's
+#: collection time), only to send them again with fewer checks.
 CONFIG = schemathesis.Config.from_dict(
     {
         "seed": 6,
         "request-timeout": 60,
         "generation": {"deterministic": True, "database": "none"},
+        "phases": {"coverage": {"enabled": False}},
     }
 )
 
