@@ -335,6 +335,7 @@ def seed_everything(store: Store) -> dict[str, list[str]]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 @pytest.mark.timeout(300)  # about 30 s on an idle machine; the coverage phase is most of it
 def test_the_api_passes_every_check_with_auth_on(store: Store) -> None:

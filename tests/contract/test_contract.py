@@ -21,6 +21,7 @@ class OneStoreAtATime(StoreContract):
     on PostgreSQL each example gets the schema the one before it emptied rather than a
     new one, migrated and given day partitions: 150 examples took 106 s that way."""
 
+    @pytest.mark.slow
     def test_random_workers_never_break_fencing(self, store_factory: Callable[..., Store]) -> None:
         assert isinstance(store_factory, FreshStores)
         stores = store_factory
