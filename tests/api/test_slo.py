@@ -31,6 +31,7 @@ from fencepost.api.metrics import SLO_CACHE_SECONDS, Metrics, SloCollector, crea
 from fencepost.client import AsyncClient, Client
 from fencepost.domain.errors import StoreUnavailable
 from fencepost.domain.reports import SloReport
+from fencepost.domain.slo import SloOptions, slo_arguments
 from fencepost.store.base import Store
 from fencepost.store.memory import MemoryStore
 from fencepost.store.values import StoreConfig
@@ -431,22 +432,18 @@ def test_a_failing_report_leaves_out_only_the_slo_families(
 
 
 def test_every_slo_takes_the_same_arguments_with_the_same_defaults() -> None:
-    """``Store.slo``, ``AsyncStore.slo``, both clients and ``GET /slo`` (its query)."""
+    """``Store.slo``, ``AsyncStore.slo`` and both clients take the options declared once
+    (``SloOptions``, their defaults in ``slo_arguments``), and ``GET /slo``'s query has
+    the same names and defaults."""
     import inspect
+    import typing
 
     from fencepost.store.asyncstore import AsyncStore
 
-    def defaults(verb: Any) -> dict[str, Any]:
-        found = {}
-        for p in inspect.signature(verb).parameters.values():
-            if p.name not in ("self", "store"):
-                default = p.default
-                found[p.name] = (
-                    default.total_seconds() if isinstance(default, timedelta) else default
-                )
-        return found
+    def seconds(value: Any) -> Any:
+        return value.total_seconds() if isinstance(value, timedelta) else value
 
-    want = defaults(Store.slo)
+    want = {name: seconds(value) for name, value in slo_arguments({}).items()}
     assert want == {
         "window": 30 * 86400,
         "claim_within": 10,
@@ -455,8 +452,16 @@ def test_every_slo_takes_the_same_arguments_with_the_same_defaults() -> None:
         "finish_target": 0.999,
         "worst": 10,
     }
-    for verb in (AsyncStore.slo, Client.slo, AsyncClient.slo):
-        assert defaults(verb) == want, verb.__qualname__
+    assert set(SloOptions.__annotations__) == set(want)
+    for verb in (Store.slo, AsyncStore.slo, Client.slo, AsyncClient.slo):
+        [options] = [p for p in inspect.signature(verb).parameters.values() if p.name != "self"]
+        hint = typing.get_type_hints(verb, include_extras=True)[options.name]
+        assert typing.get_args(hint) == (SloOptions,), verb.__qualname__
     from fencepost.api.reports import slo as route
 
-    assert defaults(route) == want
+    query = {
+        p.name: seconds(p.default)
+        for p in inspect.signature(route).parameters.values()
+        if p.name != "store"
+    }
+    assert query == want

@@ -18,8 +18,8 @@ from fencepost.domain.slo import (
     DEFAULT_CLAIM_WITHIN,
     DEFAULT_FINISH_TARGET,
     DEFAULT_FINISH_WITHIN,
+    DEFAULT_SLO_WINDOW,
 )
-from fencepost.store.values import DEFAULT_SLO_WINDOW
 from fencepost.wire.fields import MIN_SECONDS
 from fencepost.wire.reports import BucketReport, Node, Slo, Stats
 

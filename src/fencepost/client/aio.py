@@ -50,10 +50,7 @@ from fencepost.domain.queueviews import QueueView
 from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.schedules import ScheduleOptions
 from fencepost.domain.slo import (
-    DEFAULT_CLAIM_TARGET,
-    DEFAULT_CLAIM_WITHIN,
-    DEFAULT_FINISH_TARGET,
-    DEFAULT_FINISH_WITHIN,
+    SloOptions,
 )
 from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import SubmitOptions
@@ -248,32 +245,14 @@ class AsyncClient:
         published."""
         return await self._run(verbs.job(name, window=window))
 
-    async def slo(
-        self,
-        *,
-        window: float | timedelta = 30 * 86400.0,
-        claim_within: float | timedelta = DEFAULT_CLAIM_WITHIN,
-        finish_within: float | timedelta = DEFAULT_FINISH_WITHIN,
-        claim_target: float = DEFAULT_CLAIM_TARGET,
-        finish_target: float = DEFAULT_FINISH_TARGET,
-        worst: int = 10,
-    ) -> SloReport:
+    async def slo(self, **options: Unpack[SloOptions]) -> SloReport:
         """The service-level report (``GET /slo``): both objectives, their misses by
         error class, exclusions, error budgets and burn rates; see ``Store.slo``.
 
-        An argument ``Store.slo`` would refuse is refused before anything is sent, as a
+        An option ``Store.slo`` would refuse is refused before anything is sent, as a
         :class:`ValidationError` naming it.
         """
-        return await self._run(
-            verbs.slo(
-                window=window,
-                claim_within=claim_within,
-                finish_within=finish_within,
-                claim_target=claim_target,
-                finish_target=finish_target,
-                worst=worst,
-            )
-        )
+        return await self._run(verbs.slo(**options))
 
     async def history(
         self,

@@ -53,10 +53,7 @@ from fencepost.domain.queueviews import QueueView
 from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.schedules import ScheduleOptions
 from fencepost.domain.slo import (
-    DEFAULT_CLAIM_TARGET,
-    DEFAULT_CLAIM_WITHIN,
-    DEFAULT_FINISH_TARGET,
-    DEFAULT_FINISH_WITHIN,
+    SloOptions,
 )
 from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import SubmitOptions
@@ -244,32 +241,14 @@ class Client:
         published."""
         return self._run(verbs.job(name, window=window))
 
-    def slo(
-        self,
-        *,
-        window: float | timedelta = 30 * 86400.0,
-        claim_within: float | timedelta = DEFAULT_CLAIM_WITHIN,
-        finish_within: float | timedelta = DEFAULT_FINISH_WITHIN,
-        claim_target: float = DEFAULT_CLAIM_TARGET,
-        finish_target: float = DEFAULT_FINISH_TARGET,
-        worst: int = 10,
-    ) -> SloReport:
+    def slo(self, **options: Unpack[SloOptions]) -> SloReport:
         """The service-level report (``GET /slo``): both objectives, their misses by
         error class, exclusions, error budgets and burn rates; see ``Store.slo``.
 
-        An argument ``Store.slo`` would refuse is refused before anything is sent, as a
+        An option ``Store.slo`` would refuse is refused before anything is sent, as a
         :class:`ValidationError` naming it.
         """
-        return self._run(
-            verbs.slo(
-                window=window,
-                claim_within=claim_within,
-                finish_within=finish_within,
-                claim_target=claim_target,
-                finish_target=finish_target,
-                worst=worst,
-            )
-        )
+        return self._run(verbs.slo(**options))
 
     def history(
         self,

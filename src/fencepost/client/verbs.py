@@ -37,7 +37,7 @@ from fencepost.client.arguments import renamed, submit_item
 from fencepost.client.exchange import Pause, Request, Verb, quoted, read, read_list, seconds
 from fencepost.domain.bulk import DEFAULT_BATCH, BulkResult, DeletionPage
 from fencepost.domain.checks import MAX_QUEUE, attempt_outcome, error_filter, require_name
-from fencepost.domain.durations import as_aware_utc, as_duration
+from fencepost.domain.durations import as_aware_utc
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.filters import ExecutionFilters, ExecutionQuery, checked
 from fencepost.domain.history import (
@@ -73,11 +73,8 @@ from fencepost.domain.queueviews import QueueView
 from fencepost.domain.reports import SloReport, Stats
 from fencepost.domain.schedules import ScheduleOptions
 from fencepost.domain.slo import (
-    DEFAULT_CLAIM_TARGET,
-    DEFAULT_CLAIM_WITHIN,
-    DEFAULT_FINISH_TARGET,
-    DEFAULT_FINISH_WITHIN,
-    require_target,
+    SloOptions,
+    slo_arguments,
 )
 from fencepost.domain.states import AttemptOutcome, CommandKind, State
 from fencepost.domain.submission import SubmitOptions
@@ -317,29 +314,14 @@ def job(name: str, *, window: float | timedelta = 86400.0) -> Verb[JobView]:
     return (yield from read(jobs_wire.JobView, request)).to_domain()
 
 
-def slo(
-    *,
-    window: float | timedelta = 30 * 86400.0,
-    claim_within: float | timedelta = DEFAULT_CLAIM_WITHIN,
-    finish_within: float | timedelta = DEFAULT_FINISH_WITHIN,
-    claim_target: float = DEFAULT_CLAIM_TARGET,
-    finish_target: float = DEFAULT_FINISH_TARGET,
-    worst: int = 10,
-) -> Verb[SloReport]:
-    """``GET /slo``. Arguments the store would refuse (see ``Store.slo``) are refused
+def slo(**options: Unpack[SloOptions]) -> Verb[SloReport]:
+    """``GET /slo``. Options the store would refuse (see ``Store.slo``) are refused
     here, naming them, before anything is sent; the service refuses the rest (a window
     past ten years) naming them too."""
+    arguments = slo_arguments(options)
     params = {
-        "window": as_duration(window, field="window").total_seconds(),
-        "claim_within": as_duration(
-            claim_within, field="claim_within", allow_zero=True
-        ).total_seconds(),
-        "finish_within": as_duration(
-            finish_within, field="finish_within", allow_zero=True
-        ).total_seconds(),
-        "claim_target": require_target(claim_target, "claim_target"),
-        "finish_target": require_target(finish_target, "finish_target"),
-        "worst": worst,
+        name: value.total_seconds() if isinstance(value, timedelta) else value
+        for name, value in arguments.items()
     }
     return (yield from read(reports.Slo, Request("GET", "/slo", params=params))).to_domain()
 

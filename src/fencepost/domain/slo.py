@@ -30,8 +30,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import IntFlag, StrEnum
+from typing import Any, TypedDict
 
+from fencepost.domain.checks import require_int
+from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import ValidationError
+from fencepost.domain.filters import checked
 from fencepost.domain.machine import stale_reason
 from fencepost.domain.states import Event, State
 
@@ -292,6 +296,56 @@ def window_start(at: datetime, window: timedelta) -> datetime:
 def day_number(instant: datetime) -> int:
     """The UTC day of ``instant`` as days since 1970-01-01 (the rollups' ``day``)."""
     return (instant - datetime(1970, 1, 1, tzinfo=UTC)) // DAY
+
+
+#: The window of the service-level report unless told otherwise: the last 30 days.
+DEFAULT_SLO_WINDOW = timedelta(days=30)
+#: The most executions the report lists as the worst claimed.
+MAX_WORST = 10_000
+
+
+class SloOptions(TypedDict, total=False):
+    """The service-level report's options, declared once.
+
+    ``Store.slo``, ``AsyncStore.slo``, ``Client.slo`` and ``AsyncClient.slo`` take them
+    as keywords typed by this; each may be left out (:func:`slo_arguments` gives its
+    default). What each means is :meth:`Store.slo
+    <fencepost.store.reporting.ReportVerbs.slo>`'s.
+    """
+
+    window: float | timedelta
+    claim_within: float | timedelta
+    finish_within: float | timedelta
+    claim_target: float
+    finish_target: float
+    worst: int
+
+
+def slo_arguments(options: SloOptions) -> dict[str, Any]:
+    """``options`` checked, with the defaults of those left out: the report's window
+    and objectives as timedeltas, the targets as floats, ``worst`` as an int.
+
+    A :class:`ValidationError` names the first option refused: ``window`` > 0,
+    ``claim_within`` and ``finish_within`` >= 0 (seconds or timedeltas), targets
+    strictly between 0 and 1, ``0 <= worst <= 10000``; a name that is not an option is
+    a TypeError, as for a call.
+    """
+    checked(options, SloOptions, "slo")
+    get = options.get
+    return {
+        "window": as_duration(get("window", DEFAULT_SLO_WINDOW), field="window"),
+        "claim_within": as_duration(
+            get("claim_within", DEFAULT_CLAIM_WITHIN), field="claim_within", allow_zero=True
+        ),
+        "finish_within": as_duration(
+            get("finish_within", DEFAULT_FINISH_WITHIN), field="finish_within", allow_zero=True
+        ),
+        "claim_target": require_target(get("claim_target", DEFAULT_CLAIM_TARGET), "claim_target"),
+        "finish_target": require_target(
+            get("finish_target", DEFAULT_FINISH_TARGET), "finish_target"
+        ),
+        "worst": require_int(get("worst", 10), "worst", low=0, high=MAX_WORST),
+    }
 
 
 def require_target(value: object, field: str) -> float:

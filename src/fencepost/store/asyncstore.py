@@ -80,10 +80,7 @@ from fencepost.domain.models import (
 from fencepost.domain.reports import SloReport
 from fencepost.domain.schedules import ScheduleOptions
 from fencepost.domain.slo import (
-    DEFAULT_CLAIM_TARGET,
-    DEFAULT_CLAIM_WITHIN,
-    DEFAULT_FINISH_TARGET,
-    DEFAULT_FINISH_WITHIN,
+    SloOptions,
 )
 from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import NewExecution, SubmitOptions, submit_options
@@ -93,7 +90,7 @@ from fencepost.store.catalogue import CATALOGUE_REFRESH
 from fencepost.store.executors import Plan, Steps, returning
 from fencepost.store.flow import MAX_ACTOR, Throttle
 from fencepost.store.history import roll_up_arguments
-from fencepost.store.values import DEFAULT_SLO_WINDOW, MAX_LIMIT
+from fencepost.store.values import MAX_LIMIT
 from fencepost.store.verbs.schedules import schedule_filter
 
 if TYPE_CHECKING:
@@ -589,30 +586,10 @@ class AsyncStore:
 
     # -- reports -------------------------------------------------------------------------
 
-    async def slo(
-        self,
-        *,
-        window: float | timedelta = DEFAULT_SLO_WINDOW,
-        claim_within: float | timedelta = DEFAULT_CLAIM_WITHIN,
-        finish_within: float | timedelta = DEFAULT_FINISH_WITHIN,
-        claim_target: float = DEFAULT_CLAIM_TARGET,
-        finish_target: float = DEFAULT_FINISH_TARGET,
-        worst: int = 10,
-    ) -> SloReport:
+    async def slo(self, **options: Unpack[SloOptions]) -> SloReport:
         """:meth:`Store.slo <fencepost.store.reporting.ReportVerbs.slo>`, awaited."""
-
-        def report(store: Any) -> SloReport:
-            return store.slo(  # type: ignore[no-any-return]
-                window=window,
-                claim_within=claim_within,
-                finish_within=finish_within,
-                claim_target=claim_target,
-                finish_target=finish_target,
-                worst=worst,
-            )
-
         # A few reads in one snapshot, not a plan: the sync store's own report.
-        return await self._runner.call(report)
+        return await self._runner.call(lambda store: store.slo(**options))
 
     # -- the history charts --------------------------------------------------------------
 

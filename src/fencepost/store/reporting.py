@@ -11,25 +11,21 @@ from abc import abstractmethod
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Unpack
 
-from fencepost.domain.checks import require_int, require_name
+from fencepost.domain.checks import require_name
 from fencepost.domain.durations import as_duration
 from fencepost.domain.nodes import Node
 from fencepost.domain.reports import DueCount, JobCounts, SloReport, Stats, Unserved, unserved_work
 from fencepost.domain.slo import (
-    DEFAULT_CLAIM_TARGET,
-    DEFAULT_CLAIM_WITHIN,
-    DEFAULT_FINISH_TARGET,
-    DEFAULT_FINISH_WITHIN,
-    require_target,
+    SloOptions,
+    slo_arguments,
 )
 from fencepost.domain.states import State
 from fencepost.store.core import StoreCore
 from fencepost.store.values import (
     DEFAULT_JOB_COUNTS_WINDOW,
-    DEFAULT_SLO_WINDOW,
     DEFAULT_STATS_WINDOW,
-    MAX_LIMIT,
     UNFINISHED_STATES,
     states_of,
 )
@@ -138,16 +134,7 @@ class ReportVerbs(StoreCore):
         job_version)`` (zero counts left out, any order) and the active schedules
         (see :meth:`unserved`)."""
 
-    def slo(
-        self,
-        *,
-        window: float | timedelta = DEFAULT_SLO_WINDOW,
-        claim_within: float | timedelta = DEFAULT_CLAIM_WITHIN,
-        finish_within: float | timedelta = DEFAULT_FINISH_WITHIN,
-        claim_target: float = DEFAULT_CLAIM_TARGET,
-        finish_target: float = DEFAULT_FINISH_TARGET,
-        worst: int = 10,
-    ) -> SloReport:
+    def slo(self, **options: Unpack[SloOptions]) -> SloReport:
         """The service-level report at the store's now ``at``: both objectives over the
         window, each miss in its error class, the exclusions, the error budgets and
         their burn rates (see :mod:`fencepost.domain.slo` for every rule).
@@ -168,20 +155,13 @@ class ReportVerbs(StoreCore):
         * ``worst``: up to ``worst`` stored executions by claim lateness, largest
           first (then planned time, then id).
 
-        ``window`` > 0, ``claim_within`` and ``finish_within`` >= 0 (seconds or
-        timedeltas), targets strictly between 0 and 1, ``0 <= worst <= 10000``; else
-        :class:`ValidationError` naming the argument.
+        The options (:class:`~fencepost.domain.slo.SloOptions`), their defaults and
+        bounds: ``window`` 30 days (> 0), ``claim_within`` 10 s and ``finish_within``
+        5 min (>= 0; seconds or timedeltas), ``claim_target`` 0.99 and ``finish_target``
+        0.999 (strictly between 0 and 1), ``worst`` 10 (0 to 10,000); else
+        :class:`ValidationError` naming the option.
         """
-        return self._slo(
-            SloRequest(
-                window=as_duration(window, field="window"),
-                claim_within=as_duration(claim_within, field="claim_within", allow_zero=True),
-                finish_within=as_duration(finish_within, field="finish_within", allow_zero=True),
-                claim_target=require_target(claim_target, "claim_target"),
-                finish_target=require_target(finish_target, "finish_target"),
-                worst=require_int(worst, "worst", low=0, high=MAX_LIMIT),
-            )
-        )
+        return self._slo(SloRequest(**slo_arguments(options)))
 
     @abstractmethod
     def _slo(self, request: SloRequest) -> SloReport:

@@ -37,8 +37,6 @@ RESULT_INVALID = payloads.RESULT_INVALID
 PAYLOAD_UNREADABLE = payloads.PAYLOAD_UNREADABLE
 #: Default window of :meth:`Store.stats`: the last hour.
 DEFAULT_STATS_WINDOW = timedelta(hours=1)
-#: Default window of :meth:`Store.slo`: the last 30 days.
-DEFAULT_SLO_WINDOW = timedelta(days=30)
 #: Default window of :meth:`Store.job_counts`: the last day.
 DEFAULT_JOB_COUNTS_WINDOW = timedelta(days=1)
 #: How far before a :meth:`Store.job_counts` window the ids it reads start. An id
