@@ -31,7 +31,7 @@ from fencepost.domain.history import (
     SummaryBy,
     Window,
 )
-from fencepost.domain.limits import Limit, ThrottleCount
+from fencepost.domain.limits import Limit, LimitOptions, ThrottleCount
 from fencepost.domain.models import JSON, Command, Execution, Page
 from fencepost.domain.retry import RetryPolicy
 from fencepost.domain.schedules import ScheduleOptions
@@ -318,21 +318,12 @@ class App:
     # -- flow control ----------------------------------------------------------------
 
     def set_limit(
-        self,
-        scope: str,
-        *,
-        rate: str | None = None,
-        burst: int | None = None,
-        concurrency: int | None = None,
-        per_key: bool = False,
-        actor: str = "operator",
+        self, scope: str, *, actor: str = "operator", **options: Unpack[LimitOptions]
     ) -> Limit:
         """Set (or replace) the limit of ``scope`` (``job:NAME`` or ``queue:NAME``): a
         ``rate`` of starts (``"50/s"``), a ``concurrency`` or both; see
         :meth:`Store.set_limit <fencepost.store.flow.FlowVerbs.set_limit>`."""
-        return self.store.set_limit(
-            scope, rate=rate, burst=burst, concurrency=concurrency, per_key=per_key, actor=actor
-        )
+        return self.store.set_limit(scope, actor=actor, **options)
 
     def limits(self) -> list[Limit]:
         """Every limit and paused queue of the store, by scope."""

@@ -18,11 +18,13 @@ from fencepost import App
 from fencepost.client.http import Client
 from fencepost.client.verbs import count_by_state, query
 from fencepost.domain.claims import ClaimOptions
+from fencepost.domain.limits import LimitOptions
 from fencepost.domain.schedules import SCHEDULE_FIELDS, ScheduleOptions
 from fencepost.domain.states import State
 from fencepost.domain.submission import SubmitOptions
 from fencepost.store.base import Store
 from fencepost.wire.executions import SubmitItem
+from fencepost.wire.flow import LimitRequest
 from fencepost.wire.mapping import argument_name
 from fencepost.wire.schedules import ScheduleCreate
 from fencepost.wire.work import ClaimRequest
@@ -244,3 +246,44 @@ def test_a_claim_option_no_verb_takes_is_refused_by_name() -> None:
         next(worker_verbs.claim("w", colour="red"))  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"claim\(\) .* 'ids'"):
         next(worker_verbs.claim("w", ids=["x"]))  # type: ignore[call-arg]
+
+
+def every_set_limit() -> list[Callable[..., Any]]:
+    from fencepost.client import verbs
+    from fencepost.client.aio import AsyncClient
+    from fencepost.store.asyncstore import AsyncStore
+
+    return [
+        Store.set_limit,
+        AsyncStore.set_limit,
+        App.set_limit,
+        Client.set_limit,
+        AsyncClient.set_limit,
+        verbs.set_limit,
+    ]
+
+
+@pytest.mark.parametrize("verb", every_set_limit(), ids=lambda v: v.__qualname__)
+def test_every_set_limit_takes_the_options_declared_once(verb: Callable[..., Any]) -> None:
+    assert unpacked(verb) is LimitOptions
+    # Over HTTP the actor is the token's name.
+    assert keywords(verb) - set(LimitOptions.__annotations__) <= {"scope"} | FROM_THE_TOKEN
+
+
+def test_a_limit_body_carries_every_option() -> None:
+    assert set(LimitRequest.model_fields) == set(LimitOptions.__annotations__)
+
+
+def test_a_limit_option_no_verb_takes_is_refused_by_name() -> None:
+    store = fencepost.connect("memory://")
+    try:
+        with pytest.raises(TypeError, match=r"set_limit\(\) .* 'colour'"):
+            store.set_limit("job:a", rate="1/s", colour="red")  # type: ignore[call-arg]
+        assert store.limits() == []
+        assert store.set_limit("job:a", rate="2/s", actor="ops").updated_by == "ops"
+    finally:
+        store.close()
+    from fencepost.client import verbs
+
+    with pytest.raises(TypeError, match=r"set_limit\(\) .* 'colour'"):
+        next(verbs.set_limit("job:a", rate="1/s", colour="red"))  # type: ignore[call-arg]

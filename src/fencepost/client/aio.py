@@ -34,7 +34,7 @@ from fencepost.domain.bulk import DEFAULT_BATCH, BulkResult, DeletionPage
 from fencepost.domain.filters import ExecutionFilters, ExecutionQuery
 from fencepost.domain.history import History, HistorySummary, SummaryBy, Window
 from fencepost.domain.jobviews import JobSummary, JobView
-from fencepost.domain.limits import FlowChange, Limit, Rate, ThrottleCount
+from fencepost.domain.limits import FlowChange, Limit, LimitOptions, ThrottleCount
 from fencepost.domain.models import (
     JSON,
     Attempt,
@@ -378,20 +378,10 @@ class AsyncClient:
 
     # -- flow control --------------------------------------------------------
 
-    async def set_limit(
-        self,
-        scope: str,
-        *,
-        rate: str | Rate | None = None,
-        burst: int | None = None,
-        concurrency: int | None = None,
-        per_key: bool = False,
-    ) -> Limit:
+    async def set_limit(self, scope: str, **options: Unpack[LimitOptions]) -> Limit:
         """Set (or replace) the limit of ``scope`` (``PUT /limits/{scope}``); see
         ``Store.set_limit``. The audit names the client's token."""
-        return await self._run(
-            verbs.set_limit(scope, rate=rate, burst=burst, concurrency=concurrency, per_key=per_key)
-        )
+        return await self._run(verbs.set_limit(scope, **options))
 
     async def limits(self) -> list[Limit]:
         """Every limit and paused queue, by scope (``GET /limits``)."""

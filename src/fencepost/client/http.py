@@ -36,7 +36,7 @@ from fencepost.domain.errors import StaleLease
 from fencepost.domain.filters import ExecutionFilters, ExecutionQuery
 from fencepost.domain.history import History, HistorySummary, SummaryBy, Window
 from fencepost.domain.jobviews import JobSummary, JobView
-from fencepost.domain.limits import FlowChange, Limit, Rate, ThrottleCount
+from fencepost.domain.limits import FlowChange, Limit, LimitOptions, ThrottleCount
 from fencepost.domain.models import (
     JSON,
     Attempt,
@@ -374,20 +374,10 @@ class Client:
 
     # -- flow control --------------------------------------------------------
 
-    def set_limit(
-        self,
-        scope: str,
-        *,
-        rate: str | Rate | None = None,
-        burst: int | None = None,
-        concurrency: int | None = None,
-        per_key: bool = False,
-    ) -> Limit:
+    def set_limit(self, scope: str, **options: Unpack[LimitOptions]) -> Limit:
         """Set (or replace) the limit of ``scope`` (``PUT /limits/{scope}``); see
         ``Store.set_limit``. The audit names the client's token."""
-        return self._run(
-            verbs.set_limit(scope, rate=rate, burst=burst, concurrency=concurrency, per_key=per_key)
-        )
+        return self._run(verbs.set_limit(scope, **options))
 
     def limits(self) -> list[Limit]:
         """Every limit and paused queue, by scope (``GET /limits``)."""

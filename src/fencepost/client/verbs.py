@@ -53,7 +53,7 @@ from fencepost.domain.jobviews import JobSummary, JobView
 from fencepost.domain.limits import (
     FlowChange,
     Limit,
-    Rate,
+    LimitOptions,
     ThrottleCount,
     new_limit,
     require_scope,
@@ -509,24 +509,18 @@ def _name_path(name: str) -> str:
     return segment.replace(".", "%2E") if segment in (".", "..") else segment
 
 
-def set_limit(
-    scope: str,
-    *,
-    rate: str | Rate | None = None,
-    burst: int | None = None,
-    concurrency: int | None = None,
-    per_key: bool = False,
-) -> Verb[Limit]:
+def set_limit(scope: str, **options: Unpack[LimitOptions]) -> Verb[Limit]:
     """``PUT /limits/{scope}``; checked first as the store checks it (nothing sent if bad)."""
-    checked = new_limit(scope, rate=rate, burst=burst, concurrency=concurrency, per_key=per_key)
+    checked_limit = new_limit(scope, **checked(options, LimitOptions, "set_limit"))
+    rate = options.get("rate")
     arguments = {
-        "rate": None if rate is None else str(checked.rate),
-        "burst": burst,
-        "concurrency": concurrency,
-        "per_key": per_key,
+        "rate": None if rate is None else str(checked_limit.rate),
+        "burst": options.get("burst"),
+        "concurrency": options.get("concurrency"),
+        "per_key": options.get("per_key", False),
     }
     body = flow_wire.LimitRequest.body(arguments)
-    request = Request("PUT", f"/limits/{_name_path(checked.scope)}", body=body)
+    request = Request("PUT", f"/limits/{_name_path(checked_limit.scope)}", body=body)
     return (yield from read(flow_wire.Limit, request)).to_domain()
 
 

@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TypedDict
 
 from fencepost.domain.checks import INT32_MAX, MAX_QUEUE, require_int, require_name
 from fencepost.domain.errors import ValidationError
@@ -192,6 +193,21 @@ class Limit:
     def applies_to(self, job: str, queue: str) -> bool:
         """Whether an execution of ``job`` in ``queue`` is in this scope."""
         return (job if self.kind == "job" else queue) == self.name
+
+
+class LimitOptions(TypedDict, total=False):
+    """What a limit sets, declared once: ``set_limit`` of ``Store``, ``AsyncStore``,
+    ``App``, ``Client`` and ``AsyncClient`` takes these as keywords typed by this.
+
+    At least one of ``rate`` (``"50/s"``, or a :class:`Rate`) and ``concurrency``;
+    ``burst`` (with a rate) and ``per_key`` (default False) as :meth:`Store.set_limit
+    <fencepost.store.flow.FlowVerbs.set_limit>` says.
+    """
+
+    rate: str | Rate | None
+    burst: int | None
+    concurrency: int | None
+    per_key: bool
 
 
 def new_limit(

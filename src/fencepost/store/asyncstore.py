@@ -65,7 +65,14 @@ from fencepost.domain.history import (
     SummaryBy,
     Window,
 )
-from fencepost.domain.limits import FlowChange, Limit, ThrottleCount, new_limit, require_scope
+from fencepost.domain.limits import (
+    FlowChange,
+    Limit,
+    LimitOptions,
+    ThrottleCount,
+    new_limit,
+    require_scope,
+)
 from fencepost.domain.machine import attempts_from_transitions
 from fencepost.domain.models import (
     JSON,
@@ -489,30 +496,16 @@ class AsyncStore:
     # -- flow control --------------------------------------------------------------------
 
     async def set_limit(
-        self,
-        scope: str,
-        *,
-        rate: str | None = None,
-        burst: int | None = None,
-        concurrency: int | None = None,
-        per_key: bool = False,
-        actor: str = "operator",
+        self, scope: str, *, actor: str = "operator", **options: Unpack[LimitOptions]
     ) -> Limit:
         """:meth:`Store.set_limit <fencepost.store.flow.FlowVerbs.set_limit>`, awaited."""
-        arguments: dict[str, Any] = {
-            "rate": rate,
-            "burst": burst,
-            "concurrency": concurrency,
-            "per_key": per_key,
-        }
 
         def plan(store: Any) -> Plan[Limit]:
-            limit = new_limit(scope, **arguments, updated_by=_flow_actor(actor))
+            who = _flow_actor(actor)
+            limit = new_limit(scope, **checked(options, LimitOptions, "set_limit"), updated_by=who)
             return sqlflow.set_limit_plan(store, limit)
 
-        stored: Limit = await self._verb(
-            lambda s: s.set_limit(scope, **arguments, actor=actor), plan
-        )
+        stored: Limit = await self._verb(lambda s: s.set_limit(scope, actor=actor, **options), plan)
         self._flow_changed()
         return stored
 

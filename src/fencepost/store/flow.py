@@ -20,10 +20,11 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, Unpack
 
 from fencepost.domain.checks import INT32_MAX, MAX_QUEUE, require_name
 from fencepost.domain.errors import NotFound
+from fencepost.domain.filters import checked
 from fencepost.domain.limits import (
     CANDIDATES_PER_SLOT,
     NO_KEY,
@@ -33,6 +34,7 @@ from fencepost.domain.limits import (
     FlowState,
     Held,
     Limit,
+    LimitOptions,
     ThrottleCount,
     TokenBucket,
     choose,
@@ -336,14 +338,7 @@ class FlowVerbs(StoreCore):
     _flow_wait: float | None = None
 
     def set_limit(
-        self,
-        scope: str,
-        *,
-        rate: str | None = None,
-        burst: int | None = None,
-        concurrency: int | None = None,
-        per_key: bool = False,
-        actor: str = "operator",
+        self, scope: str, *, actor: str = "operator", **options: Unpack[LimitOptions]
     ) -> Limit:
         """Set (or replace) the limit of ``scope`` (``job:NAME`` or ``queue:NAME``).
 
@@ -356,14 +351,8 @@ class FlowVerbs(StoreCore):
         a job (``source = "code"``) is replaced by this one, and a worker publishing
         the job again does not bring the declaration back while this one stands.
         """
-        limit = new_limit(
-            scope,
-            rate=rate,
-            burst=burst,
-            concurrency=concurrency,
-            per_key=per_key,
-            updated_by=_actor(actor),
-        )
+        who = _actor(actor)
+        limit = new_limit(scope, **checked(options, LimitOptions, "set_limit"), updated_by=who)
         stored = self._set_limit(limit)
         self._flow_changed()
         return stored
