@@ -21,7 +21,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar, Unpack, cast
 
-from fencepost.domain.bulk import DEFAULT_BATCH, Action, BulkResult, Deletion, DeletionPage
+from fencepost.domain.bulk import (
+    Action,
+    ActOptions,
+    BulkResult,
+    Deletion,
+    DeletionPage,
+)
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.filters import StoreFilters, StoreQuery
 from fencepost.domain.history import (
@@ -227,29 +233,11 @@ class App:
         publish(self.store, self.registry)
         self._published = len(self.registry)
 
-    def act(
-        self,
-        action: Action | str,
-        *,
-        ids: Iterable[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-        actor: str,
-        dry_run: bool = False,
-        limit: int = DEFAULT_BATCH,
-        after: str | None = None,
-    ) -> BulkResult:
+    def act(self, action: Action | str, *, actor: str, **options: Unpack[ActOptions]) -> BulkResult:
         """Replay, cancel, retry now or delete one batch of executions named by ``ids`` or
         matching ``filter``: :meth:`Store.act
         <fencepost.store.operating.OperatingVerbs.act>` (repeat with ``next_cursor``)."""
-        return self.store.act(
-            action,
-            ids=ids,
-            filter=filter,
-            actor=actor,
-            dry_run=dry_run,
-            limit=limit,
-            after=after,
-        )
+        return self.store.act(action, actor=actor, **options)
 
     def delete(self, execution_id: str, *, actor: str) -> Deletion:
         """Delete a finished execution, leaving a record: :meth:`Store.delete

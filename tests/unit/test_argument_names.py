@@ -17,12 +17,14 @@ import fencepost
 from fencepost import App
 from fencepost.client.http import Client
 from fencepost.client.verbs import count_by_state, query
+from fencepost.domain.bulk import ActOptions
 from fencepost.domain.claims import ClaimOptions
 from fencepost.domain.limits import LimitOptions
 from fencepost.domain.schedules import SCHEDULE_FIELDS, ScheduleOptions
 from fencepost.domain.states import State
 from fencepost.domain.submission import SubmitOptions
 from fencepost.store.base import Store
+from fencepost.wire.actions import ActionRequest
 from fencepost.wire.executions import SubmitItem
 from fencepost.wire.flow import LimitRequest
 from fencepost.wire.mapping import argument_name
@@ -287,3 +289,39 @@ def test_a_limit_option_no_verb_takes_is_refused_by_name() -> None:
 
     with pytest.raises(TypeError, match=r"set_limit\(\) .* 'colour'"):
         next(verbs.set_limit("job:a", rate="1/s", colour="red"))  # type: ignore[call-arg]
+
+
+def every_act() -> list[Callable[..., Any]]:
+    from fencepost.client import verbs
+    from fencepost.client.aio import AsyncClient
+    from fencepost.store.asyncstore import AsyncStore
+
+    return [Store.act, AsyncStore.act, App.act, Client.act, AsyncClient.act, verbs.act]
+
+
+@pytest.mark.parametrize("verb", every_act(), ids=lambda v: v.__qualname__)
+def test_every_act_takes_the_options_declared_once(verb: Callable[..., Any]) -> None:
+    assert unpacked(verb) is ActOptions
+    assert keywords(verb) - set(ActOptions.__annotations__) <= {"action"} | FROM_THE_TOKEN
+
+
+def test_an_action_body_carries_every_option() -> None:
+    # The body names the batch's start "cursor" (the previous batch's next_cursor).
+    sent = {"after" if name == "cursor" else name for name in ActionRequest.model_fields}
+    assert sent == {"action", *ActOptions.__annotations__}
+
+
+def test_an_act_option_no_verb_takes_is_refused_by_name() -> None:
+    store = fencepost.connect("memory://")
+    try:
+        execution = store.submit("job")
+        with pytest.raises(TypeError, match=r"act\(\) .* 'colour'"):
+            store.act("cancel", ids=[execution.id], actor="ops", colour="red")  # type: ignore[call-arg]
+        assert store.get(execution.id).state is State.SCHEDULED
+        assert store.act("cancel", ids=[execution.id], actor="ops").done == 1
+    finally:
+        store.close()
+    from fencepost.client import verbs
+
+    with pytest.raises(TypeError, match=r"act\(\) .* 'colour'"):
+        next(verbs.act("cancel", ids=["x"], colour="red"))  # type: ignore[call-arg]

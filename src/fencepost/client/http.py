@@ -28,7 +28,7 @@ import httpx
 
 from fencepost.client import exchange, verbs, worker_verbs
 from fencepost.client.retries import DEFAULT_RETRY_TIMEOUT, Retrying, retry_timeout_option
-from fencepost.domain.bulk import DEFAULT_BATCH, BulkResult, DeletionPage
+from fencepost.domain.bulk import ActOptions, BulkResult, DeletionPage
 from fencepost.domain.catalogue import JobEntry
 from fencepost.domain.claims import ClaimOptions
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
@@ -292,24 +292,14 @@ class Client:
         return self._run(verbs.replay(execution_id))
 
     def act(
-        self,
-        action: str,
-        *,
-        ids: Iterable[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-        actor: str | None = None,
-        dry_run: bool = False,
-        limit: int = DEFAULT_BATCH,
-        after: str | None = None,
+        self, action: str, *, actor: str | None = None, **options: Unpack[ActOptions]
     ) -> BulkResult:
         """One batch of a bulk action (``POST /executions/actions``); see ``Store.act``.
 
         Repeat with the result's ``next_cursor`` as ``after`` until it is None. The
         service audits each execution with its token's name, not ``actor``.
         """
-        return self._run(
-            verbs.act(action, ids=ids, filter=filter, dry_run=dry_run, limit=limit, after=after)
-        )
+        return self._run(verbs.act(action, **options))
 
     def deletions(self, *, limit: int = 100, after: str | None = None) -> DeletionPage:
         """Records of deleted executions, oldest first (``GET /deletions``)."""

@@ -35,7 +35,7 @@ from typing import Any, Unpack, cast
 
 from fencepost.client.arguments import renamed, submit_item
 from fencepost.client.exchange import Pause, Request, Verb, quoted, read, read_list, seconds
-from fencepost.domain.bulk import DEFAULT_BATCH, BulkResult, DeletionPage
+from fencepost.domain.bulk import DEFAULT_BATCH, ActOptions, BulkResult, DeletionPage
 from fencepost.domain.checks import MAX_QUEUE, attempt_outcome, error_filter, require_name
 from fencepost.domain.durations import as_aware_utc
 from fencepost.domain.errors import ValidationError
@@ -379,26 +379,23 @@ def replay(execution_id: str) -> Verb[Execution]:
     return (yield from read(executions.Execution, Request("POST", path))).to_domain()
 
 
-def act(
-    action: str,
-    *,
-    ids: Iterable[str] | None = None,
-    filter: Mapping[str, Any] | None = None,
-    dry_run: bool = False,
-    limit: int = DEFAULT_BATCH,
-    after: str | None = None,
-) -> Verb[BulkResult]:
+def act(action: str, **options: Unpack[ActOptions]) -> Verb[BulkResult]:
     """``POST /executions/actions``: one batch of a bulk action; see ``Client.act``.
 
     The service checks every argument (a refusal names the field: ``filter.job``,
     ``ids.3``, ``cursor``); what is sent is only put into JSON's terms here.
     """
-    body: dict[str, Any] = {"action": json_value(action), "dry_run": dry_run, "limit": limit}
-    if ids is not None:
+    checked(options, ActOptions, "act")
+    body: dict[str, Any] = {
+        "action": json_value(action),
+        "dry_run": options.get("dry_run", False),
+        "limit": options.get("limit", DEFAULT_BATCH),
+    }
+    if (ids := options.get("ids")) is not None:
         body["ids"] = ids if isinstance(ids, str) else list(ids)
-    if filter is not None:
-        body["filter"] = _filter_body(filter)
-    if after is not None:
+    if (filters := options.get("filter")) is not None:
+        body["filter"] = _filter_body(filters)
+    if (after := options.get("after")) is not None:
         body["cursor"] = after
     request = Request("POST", "/executions/actions", body=body)
     return (yield from read(actions_wire.BulkResult, request)).to_domain()

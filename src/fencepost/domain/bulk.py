@@ -25,7 +25,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, TypeGuard
+from typing import Any, TypedDict, TypeGuard
 
 from fencepost.domain.checks import require_int, require_name, storable
 from fencepost.domain.errors import ValidationError
@@ -62,6 +62,23 @@ MAX_BATCH = 10_000
 DEFAULT_BATCH = 1000
 #: How many executions a dry run shows (``BulkResult.preview``).
 PREVIEW = 20
+
+
+class ActOptions(TypedDict, total=False):
+    """What one batch of a bulk action selects and how, declared once: ``act`` of
+    ``Store``, ``AsyncStore``, ``App``, ``Client`` and ``AsyncClient`` takes these as
+    keywords typed by this. Exactly one of ``ids`` and ``filter``; ``dry_run`` (default
+    False), ``limit`` (default :data:`DEFAULT_BATCH`) and ``after`` (the previous
+    batch's ``next_cursor``) as :meth:`Store.act
+    <fencepost.store.operating.OperatingVerbs.act>` says.
+    """
+
+    ids: Iterable[str] | None
+    filter: Mapping[str, Any] | None
+    dry_run: bool
+    limit: int
+    after: str | None
+
 
 #: The reason a retry-now's RESCHEDULED audit record gives.
 RETRY_NOW_REASON = "retry now"

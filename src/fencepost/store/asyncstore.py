@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack
 
 from fencepost import tracing
 from fencepost.domain.bulk import (
-    DEFAULT_BATCH,
     Action,
+    ActOptions,
     BulkResult,
     Deletion,
     DeletionPage,
@@ -334,15 +334,7 @@ class AsyncStore:
         )
 
     async def act(
-        self,
-        action: Action | str,
-        *,
-        ids: Iterable[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-        actor: str,
-        dry_run: bool = False,
-        limit: int = DEFAULT_BATCH,
-        after: str | None = None,
+        self, action: Action | str, *, actor: str, **options: Unpack[ActOptions]
     ) -> BulkResult:
         """:meth:`Store.act <fencepost.store.operating.OperatingVerbs.act>`, awaited.
 
@@ -351,18 +343,7 @@ class AsyncStore:
         on connections of the sync store's pool; SQLite: in the dedicated thread).
         """
 
-        def batch(store: Any) -> BulkResult:
-            return store.act(  # type: ignore[no-any-return]
-                action,
-                ids=ids,
-                filter=filter,
-                actor=actor,
-                dry_run=dry_run,
-                limit=limit,
-                after=after,
-            )
-
-        return await self._runner.call(batch)
+        return await self._runner.call(lambda store: store.act(action, actor=actor, **options))
 
     async def delete(self, execution_id: str, *, actor: str) -> Deletion:
         """:meth:`Store.delete <fencepost.store.operating.OperatingVerbs.delete>`, awaited."""

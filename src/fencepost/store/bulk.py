@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from fencepost.domain.bulk import (
     APPLIES_TO,
+    DEFAULT_BATCH,
     PREVIEW,
     RETRY_NOW_REASON,
     Action,
+    ActOptions,
     BulkRequest,
     BulkResult,
     applies,
@@ -30,7 +32,7 @@ from fencepost.domain.bulk import (
 )
 from fencepost.domain.durations import as_aware_utc
 from fencepost.domain.errors import InvalidTransition, NotFound, NotRunning, ValidationError
-from fencepost.domain.filters import StoreFilters
+from fencepost.domain.filters import StoreFilters, checked
 from fencepost.domain.models import Execution
 from fencepost.domain.states import CommandKind, State
 from fencepost.store.values import MAX_LIMIT, PRUNE_YIELD_CAP, states_of
@@ -56,26 +58,17 @@ def applicable(action: Action, execution: Execution, now: datetime) -> bool:
     return applies(action, execution, now)
 
 
-def act(
-    store: Store,
-    action: object,
-    *,
-    ids: object,
-    filter: object,
-    actor: object,
-    dry_run: object,
-    limit: object,
-    after: object,
-) -> BulkResult:
-    """One batch of ``store.act`` (see its docstring)."""
+def act(store: Store, action: object, *, actor: object, options: Mapping[str, Any]) -> BulkResult:
+    """One batch of ``store.act`` (see its docstring); ``options`` its ActOptions."""
+    checked(options, ActOptions, "act")
     request = bulk_request(
         action,
-        ids=ids,
-        filter=filter,
+        ids=options.get("ids"),
+        filter=options.get("filter"),
         actor=actor,
-        dry_run=dry_run,
-        limit=limit,
-        after=after,
+        dry_run=options.get("dry_run", False),
+        limit=options.get("limit", DEFAULT_BATCH),
+        after=options.get("after"),
         filter_names=FILTER_NAMES,
     )
     now = store._store_now()

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Unpack
 
 from fencepost.domain.buckets import MAX_NUM_BUCKETS
 from fencepost.domain.bulk import (
-    DEFAULT_BATCH,
     Action,
+    ActOptions,
     BulkResult,
     Deletion,
     DeletionPage,
@@ -371,17 +371,7 @@ class OperatingVerbs(CatalogueVerbs):
     #: its batches, and at least this long.
     bulk_pause = 0.0
 
-    def act(
-        self,
-        action: Action | str,
-        *,
-        ids: Iterable[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-        actor: str,
-        dry_run: bool = False,
-        limit: int = DEFAULT_BATCH,
-        after: str | None = None,
-    ) -> BulkResult:
+    def act(self, action: Action | str, *, actor: str, **options: Unpack[ActOptions]) -> BulkResult:
         """Apply ``action`` to one batch of executions, named by ``ids`` or matching ``filter``.
 
         The actions (:class:`~fencepost.domain.bulk.Action`, or their values) and whom
@@ -413,16 +403,8 @@ class OperatingVerbs(CatalogueVerbs):
         them after ``after``, in id order. Bad arguments raise :class:`ValidationError`
         naming the field before anything is written.
         """
-        return bulk.act(
-            self,  # type: ignore[arg-type]  # a Store: OperatingVerbs is one of its parts
-            action,
-            ids=ids,
-            filter=filter,
-            actor=actor,
-            dry_run=dry_run,
-            limit=limit,
-            after=after,
-        )
+        # a Store: OperatingVerbs is one of its parts
+        return bulk.act(self, action, actor=actor, options=options)  # type: ignore[arg-type]
 
     def _act_group(
         self, action: Action, execution_ids: Sequence[str], actor: str, now: datetime
