@@ -7,11 +7,15 @@
 * A transaction another client leaves ``idle in transaction`` for the whole run
   (holding a snapshot and a lock on ``executions``) stops neither claims nor
   completions.
+* A process of the store's that stalls inside a transaction (stopped mid-claim,
+  holding the flow limits) holds the other workers' limited claims up only until the
+  server ends its session (``idle_in_transaction_timeout``).
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -27,6 +31,7 @@ from tests import postgres
 from tests.integration import _audit, _pg
 
 VICTIM = Path(__file__).with_name("_pg_victim_worker.py")
+STALLED = Path(__file__).with_name("_pg_stalled_claimer.py")
 LEASES = 10
 VICTIM_TTL = 2.0
 TAKER_TTL = 30.0
@@ -198,3 +203,53 @@ def test_a_transaction_left_idle_does_not_stop_claims_or_completions() -> None:
         executions, audit, {"worker": TAKER_TTL}, where=f"(schema {schema})"
     )
     assert not kinds
+
+
+@pytest.mark.timeout(60)
+def test_a_process_stalled_mid_claim_holds_the_limits_only_until_its_idle_timeout() -> None:
+    postgres.require_postgres()
+    with _pg.fresh_schema() as schema:
+        url = _pg.url(schema, idle_in_transaction_timeout=2)
+        with fencepost.connect(url) as store:
+            store.set_limit("job:narrow", concurrency=1)
+            waiting = store.submit("narrow")
+            stalled = subprocess.Popen(
+                [sys.executable, str(STALLED), url],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                assert stalled.stdout is not None
+                assert stalled.stdout.readline().strip() == "held", stalled.stderr
+                began = time.monotonic()
+                # Another worker's limited claim waits for the limits the stalled one
+                # holds, until the server ends that session: without the timeout, until
+                # the stalled process resumed (here: never, the test would time out).
+                [lease] = store.claim("other", jobs=["narrow"], ttl=TAKER_TTL)
+                blocked = time.monotonic() - began
+                assert lease.execution_id == waiting.id
+                assert blocked >= 1.0, f"the claim did not wait for the limits ({blocked:.2f} s)"
+                # An operator's change to the same limit goes through too.
+                assert store.set_limit("job:narrow", concurrency=2).concurrency == 2
+            finally:
+                stalled.send_signal(signal.SIGCONT)
+                out, err = stalled.communicate(timeout=30)
+            assert out.strip() == "ended by the server: IdleInTransactionSessionTimeout", err
+
+
+def test_the_store_s_sessions_carry_an_idle_in_transaction_timeout() -> None:
+    postgres.require_postgres()
+    with _pg.fresh_schema() as schema:
+        for options, expected in (({}, "10s"), ({"idle_in_transaction_timeout": 3}, "3s")):
+            with fencepost.connect(_pg.url(schema, **options)) as store:
+                with store._db.pool.connection() as conn:
+                    row = conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()
+                assert row == (expected,), options
+        # 0 leaves the server's own setting (the test server's: off).
+        with fencepost.connect(_pg.url(schema, idle_in_transaction_timeout=0)) as store:
+            with store._db.pool.connection() as conn:
+                row = conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()
+            with _pg.connect() as plain:
+                server = plain.execute("SHOW idle_in_transaction_session_timeout").fetchone()
+            assert row == server

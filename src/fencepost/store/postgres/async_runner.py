@@ -124,12 +124,11 @@ class PoolRunner:
                 from psycopg_pool import AsyncConnectionPool
 
                 db = self._db
-                schema = db.schema
 
                 async def configure(conn: Any) -> None:
                     conn.adapters.register_loader("uuid", TextLoader)
                     if db.begin is None:  # a session of our own (else per transaction)
-                        await conn.execute(QUERIES["configure_session"], {"schema": schema})
+                        await conn.execute(QUERIES["configure_session"], db.settings)
 
                 pool: Any = AsyncConnectionPool(
                     db.conninfo,

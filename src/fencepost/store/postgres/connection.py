@@ -62,6 +62,15 @@ CHECK_AFTER_IDLE = 1.0
 #: (libpq's ``connect_timeout``; it accepts no less than 2).
 CONNECT_TIMEOUT = 3
 
+#: Seconds a session of the store may sit idle inside a transaction before the server
+#: ends it (``idle_in_transaction_session_timeout``; the URL option
+#: ``idle_in_transaction_timeout``, 0 for the server's own setting). fencepost never
+#: waits on anything but the server inside a transaction, so a session idle there that
+#: long belongs to a process that stalled mid-transaction (stopped, paused, swapped
+#: out): its locks — the limits a limited claim holds, a row being completed — would
+#: otherwise hold up every other worker until it resumed.
+IDLE_IN_TRANSACTION = 10
+
 #: URL query parameters that fencepost reads itself (the rest go to libpq).
 OWN_OPTIONS = (
     "schema",
@@ -72,6 +81,7 @@ OWN_OPTIONS = (
     "retry_timeout",
     "pooler",
     "listen_url",
+    "idle_in_transaction_timeout",
     "unknown_jobs",  # read by fencepost.store.connect, for every backend
     "num_buckets",  # the same
 )
@@ -170,6 +180,7 @@ class Database:
         reconnect = float(_int_option(own, "reconnect_timeout", 4))
         #: Seconds a call keeps retrying after a lost connection (see outages).
         self.retry_timeout = float(_int_option(own, "retry_timeout", DEFAULT_RETRY_TIMEOUT))
+        idle = _int_option(own, "idle_in_transaction_timeout", IDLE_IN_TRANSACTION)
         self._last_used: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
         # The cause of a failure in one line, before the pool retries it.
         behind_pooler = probe(conninfo)
@@ -189,7 +200,13 @@ class Database:
         self.listen_conninfo = listen or (None if self.transaction_pooled else conninfo)
         #: What starts each transaction behind a transaction pooler: BEGIN and the
         #: settings every other connection keeps for its session.
-        self.begin = begin_statement(self.schema) if self.transaction_pooled else None
+        #: The session's settings (configure_session's parameters): the schema, and the
+        #: idle-in-transaction timeout (None: the server's).
+        self.settings: dict[str, str | None] = {
+            "schema": self.schema,
+            "idle": f"{idle}s" if idle else None,
+        }
+        self.begin = begin_statement(self.settings) if self.transaction_pooled else None
         fold_pool_warnings()  # an outage is reported once, by the store's caller
         self.pool = ConnectionPool(
             conninfo,
@@ -219,7 +236,7 @@ class Database:
     def _configure(self, conn: Connection) -> None:
         conn.adapters.register_loader("uuid", TextLoader)
         if self.begin is None:  # a session of our own: set once (else per transaction)
-            conn.execute(QUERIES["configure_session"], {"schema": self.schema})
+            conn.execute(QUERIES["configure_session"], self.settings)
 
     def _check(self, conn: Connection) -> None:
         """The pool's check on handing ``conn`` out: a round trip, if it has idled."""
@@ -299,23 +316,26 @@ def _on_standby_close(conn: Connection) -> Iterator[None]:
 SNAPSHOT_BEGIN = b"BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 
 
-def begin_statement(schema: str | None) -> bytes:
-    """``BEGIN`` and the store's settings (configure_session's) for that transaction only,
-    as one simple query.
+def begin_statement(session: dict[str, str | None]) -> bytes:
+    """``BEGIN`` and the store's settings (configure_session's: ``session`` gives its
+    schema and idle timeout) for that transaction only, as one simple query.
 
     ``set_config(..., true)`` is ``SET LOCAL``: undone at the transaction's end, so
     the pooler's server connection goes back as it came. Without a schema the
-    search_path is the server's (the role's) and left alone.
+    search_path is the server's (the role's) and left alone; without an idle timeout,
+    the server's.
     """
     settings: list[psycopg.sql.Composable] = [
         psycopg.sql.SQL("set_config('TimeZone', 'UTC', true), set_config('jit', 'off', true)")
     ]
-    if schema is not None:
-        settings.append(
-            psycopg.sql.SQL("set_config('search_path', {}, true)").format(
-                psycopg.sql.Literal(schema)
+    for name, key in (("search_path", "schema"), ("idle_in_transaction_session_timeout", "idle")):
+        value = session.get(key)
+        if value is not None:
+            settings.append(
+                psycopg.sql.SQL("set_config({}, {}, true)").format(
+                    psycopg.sql.Literal(name), psycopg.sql.Literal(value)
+                )
             )
-        )
     query = psycopg.sql.SQL("BEGIN; SELECT {}").format(psycopg.sql.SQL(", ").join(settings))
     return query.as_bytes(None)
 

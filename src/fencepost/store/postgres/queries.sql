@@ -6,13 +6,18 @@
 -- ManualClock. A worker's own clock never enters a lease decision.
 
 -- name: configure_session
--- Every pooled connection: UTC timestamps, no JIT, and the store's schema when one is
--- named. (Behind a transaction pooler, per transaction instead: connection.begin_statement.)
+-- Every pooled connection: UTC timestamps, no JIT, the store's schema when one is
+-- named, and the idle-in-transaction timeout when one is set (see connection.py's
+-- IDLE_IN_TRANSACTION). (Behind a transaction pooler, per transaction instead:
+-- connection.begin_statement.)
 -- JIT compiles a plan whose estimated cost passes jit_above_cost; fencepost's
 -- statements touch a few hundred rows at most, and a claim of 256 whose estimate
 -- crossed it spent 60-490 ms compiling, ten times its run.
 SELECT set_config('TimeZone', 'UTC', false), set_config('jit', 'off', false),
-       set_config('search_path', coalesce(%(schema)s, current_setting('search_path')), false)
+       set_config('search_path', coalesce(%(schema)s, current_setting('search_path')), false),
+       set_config('idle_in_transaction_session_timeout',
+                  coalesce(%(idle)s, current_setting('idle_in_transaction_session_timeout')),
+                  false)
 
 -- name: backend_pid
 -- The server's process id of this connection: a pooler hands its clients another.

@@ -62,7 +62,7 @@ class NotifiedWatcher(HintedWatcher):
             return self._conn, False
         conn: Connection = psycopg.connect(self._conninfo, autocommit=True)
         try:
-            conn.execute(QUERIES["configure_session"], {"schema": self._db.schema})
+            conn.execute(QUERIES["configure_session"], self._db.settings)
             row = conn.execute(QUERIES["done_channel"]).fetchone()
             assert row is not None
             conn.execute(
