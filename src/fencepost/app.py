@@ -33,6 +33,7 @@ from fencepost.domain.filters import StoreFilters, StoreQuery
 from fencepost.domain.history import (
     READ_ROLL_UP_ROWS,
     History,
+    HistoryOptions,
     HistorySummary,
     SummaryBy,
     Window,
@@ -335,13 +336,7 @@ class App:
 
     # -- history charts --------------------------------------------------------------
 
-    def history(
-        self,
-        *,
-        window: Window | str = Window.HOUR,
-        job: str | None = None,
-        queue: str | None = None,
-    ) -> History:
+    def history(self, **options: Unpack[HistoryOptions]) -> History:
         """A chart of the last hour, day or week from the store's stored history: per
         step, outcomes, first claims and their lateness, throttled time, SLO misses and
         burn rates (:meth:`Store.history <fencepost.store.history.HistoryVerbs.history>`).
@@ -352,7 +347,7 @@ class App:
         the counts go.
         """
         self.store.roll_up_history(max_rows=READ_ROLL_UP_ROWS, wait=False)
-        return self.store.history(window=window, job=job, queue=queue)
+        return self.store.history(**options)
 
     def history_summary(
         self, *, window: Window | str = Window.HOUR, by: SummaryBy | str = SummaryBy.JOB

@@ -19,8 +19,10 @@ from fencepost.client.http import Client
 from fencepost.client.verbs import count_by_state, query
 from fencepost.domain.bulk import ActOptions
 from fencepost.domain.claims import ClaimOptions
+from fencepost.domain.history import HistoryOptions
 from fencepost.domain.limits import LimitOptions
 from fencepost.domain.schedules import SCHEDULE_FIELDS, ScheduleOptions
+from fencepost.domain.slo import SloOptions
 from fencepost.domain.states import State
 from fencepost.domain.submission import SubmitOptions
 from fencepost.store.base import Store
@@ -201,30 +203,80 @@ def test_the_listing_s_query_parameters_are_the_filters() -> None:
     assert set(ExecutionFilterQuery.model_fields) == set(ExecutionFilters.__annotations__)
 
 
-def every_claim() -> list[Callable[..., Any]]:
-    from fencepost.client import worker_verbs
-    from fencepost.store.asyncstore import AsyncStore
-    from fencepost.worker.source import WorkSource
-
-    return [
-        Store.claim,
-        AsyncStore.claim,
-        Client.claim,
-        worker_verbs.claim,
-        worker_verbs.claimed,
-        WorkSource.claim,
-    ]
-
-
 #: Only the store claims named executions (one occurrence of a schedule): the worker
 #: protocol does not carry ids.
 BY_ID = {"ids"}
 
 
-@pytest.mark.parametrize("verb", every_claim(), ids=lambda v: v.__qualname__)
-def test_every_claim_takes_the_options_declared_once(verb: Callable[..., Any]) -> None:
-    assert unpacked(verb) is ClaimOptions
-    assert keywords(verb) - set(ClaimOptions.__annotations__) <= {"owner"} | BY_ID
+def declared_once() -> list[Any]:
+    """Each verb that takes options declared once: the TypedDict it unpacks, and the
+    keywords it takes beside them."""
+    from fencepost.client import verbs, worker_verbs
+    from fencepost.client.aio import AsyncClient
+    from fencepost.store.asyncstore import AsyncStore
+    from fencepost.worker.source import WorkSource
+
+    table: list[tuple[Any, list[Callable[..., Any]], set[str]]] = [
+        (
+            ClaimOptions,
+            [
+                Store.claim,
+                AsyncStore.claim,
+                Client.claim,
+                worker_verbs.claim,
+                worker_verbs.claimed,
+                WorkSource.claim,
+            ],
+            {"owner"} | BY_ID,
+        ),
+        (
+            LimitOptions,
+            [
+                Store.set_limit,
+                AsyncStore.set_limit,
+                App.set_limit,
+                Client.set_limit,
+                AsyncClient.set_limit,
+                verbs.set_limit,
+            ],
+            {"scope"} | FROM_THE_TOKEN,  # over HTTP the actor is the token's name
+        ),
+        (
+            ActOptions,
+            [Store.act, AsyncStore.act, App.act, Client.act, AsyncClient.act, verbs.act],
+            {"action"} | FROM_THE_TOKEN,
+        ),
+        (
+            HistoryOptions,
+            [
+                Store.history,
+                AsyncStore.history,
+                App.history,
+                Client.history,
+                AsyncClient.history,
+                verbs.history,
+            ],
+            set(),
+        ),
+        (
+            SloOptions,
+            [Store.slo, AsyncStore.slo, Client.slo, AsyncClient.slo, verbs.slo],
+            set(),
+        ),
+    ]
+    return [
+        pytest.param(options, verb, others, id=f"{options.__name__}-{verb.__qualname__}")
+        for options, verbs_of, others in table
+        for verb in verbs_of
+    ]
+
+
+@pytest.mark.parametrize(("options", "verb", "others"), declared_once())
+def test_every_verb_takes_its_options_declared_once(
+    options: Any, verb: Callable[..., Any], others: set[str]
+) -> None:
+    assert unpacked(verb) is options
+    assert keywords(verb) - set(options.__annotations__) <= others
 
 
 def test_a_claim_body_carries_every_option() -> None:
@@ -250,28 +302,6 @@ def test_a_claim_option_no_verb_takes_is_refused_by_name() -> None:
         next(worker_verbs.claim("w", ids=["x"]))  # type: ignore[call-arg]
 
 
-def every_set_limit() -> list[Callable[..., Any]]:
-    from fencepost.client import verbs
-    from fencepost.client.aio import AsyncClient
-    from fencepost.store.asyncstore import AsyncStore
-
-    return [
-        Store.set_limit,
-        AsyncStore.set_limit,
-        App.set_limit,
-        Client.set_limit,
-        AsyncClient.set_limit,
-        verbs.set_limit,
-    ]
-
-
-@pytest.mark.parametrize("verb", every_set_limit(), ids=lambda v: v.__qualname__)
-def test_every_set_limit_takes_the_options_declared_once(verb: Callable[..., Any]) -> None:
-    assert unpacked(verb) is LimitOptions
-    # Over HTTP the actor is the token's name.
-    assert keywords(verb) - set(LimitOptions.__annotations__) <= {"scope"} | FROM_THE_TOKEN
-
-
 def test_a_limit_body_carries_every_option() -> None:
     assert set(LimitRequest.model_fields) == set(LimitOptions.__annotations__)
 
@@ -289,20 +319,6 @@ def test_a_limit_option_no_verb_takes_is_refused_by_name() -> None:
 
     with pytest.raises(TypeError, match=r"set_limit\(\) .* 'colour'"):
         next(verbs.set_limit("job:a", rate="1/s", colour="red"))  # type: ignore[call-arg]
-
-
-def every_act() -> list[Callable[..., Any]]:
-    from fencepost.client import verbs
-    from fencepost.client.aio import AsyncClient
-    from fencepost.store.asyncstore import AsyncStore
-
-    return [Store.act, AsyncStore.act, App.act, Client.act, AsyncClient.act, verbs.act]
-
-
-@pytest.mark.parametrize("verb", every_act(), ids=lambda v: v.__qualname__)
-def test_every_act_takes_the_options_declared_once(verb: Callable[..., Any]) -> None:
-    assert unpacked(verb) is ActOptions
-    assert keywords(verb) - set(ActOptions.__annotations__) <= {"action"} | FROM_THE_TOKEN
 
 
 def test_an_action_body_carries_every_option() -> None:
@@ -325,3 +341,24 @@ def test_an_act_option_no_verb_takes_is_refused_by_name() -> None:
 
     with pytest.raises(TypeError, match=r"act\(\) .* 'colour'"):
         next(verbs.act("cancel", ids=["x"], colour="red"))  # type: ignore[call-arg]
+
+
+def test_get_history_takes_the_same_options() -> None:
+    from fencepost.api.history import history as route
+
+    query = set(inspect.signature(route).parameters) - {"store"}
+    assert query == set(HistoryOptions.__annotations__)
+
+
+def test_a_history_option_no_verb_takes_is_refused_by_name() -> None:
+    store = fencepost.connect("memory://")
+    try:
+        with pytest.raises(TypeError, match=r"history\(\) .* 'colour'"):
+            store.history(window="day", colour="red")  # type: ignore[call-arg]
+        assert len(store.history(window="day").points) == 96
+    finally:
+        store.close()
+    from fencepost.client import verbs
+
+    with pytest.raises(TypeError, match=r"history\(\) .* 'colour'"):
+        next(verbs.history(colour="red"))  # type: ignore[call-arg]

@@ -32,7 +32,7 @@ from fencepost.client import exchange, verbs, worker_verbs
 from fencepost.client.retries import DEFAULT_RETRY_TIMEOUT, Retrying, retry_timeout_option
 from fencepost.domain.bulk import ActOptions, BulkResult, DeletionPage
 from fencepost.domain.filters import ExecutionFilters, ExecutionQuery
-from fencepost.domain.history import History, HistorySummary, SummaryBy, Window
+from fencepost.domain.history import History, HistoryOptions, HistorySummary, SummaryBy, Window
 from fencepost.domain.jobviews import JobSummary, JobView
 from fencepost.domain.limits import FlowChange, Limit, LimitOptions, ThrottleCount
 from fencepost.domain.models import (
@@ -254,19 +254,13 @@ class AsyncClient:
         """
         return await self._run(verbs.slo(**options))
 
-    async def history(
-        self,
-        *,
-        window: Window | str = Window.HOUR,
-        job: str | None = None,
-        queue: str | None = None,
-    ) -> History:
+    async def history(self, **options: Unpack[HistoryOptions]) -> History:
         """A chart of the last hour, day or week (``GET /history``): per step, outcomes,
         first claims and their lateness, throttled time, SLO misses and burn rates; see
         ``Store.history``. The service rolls up what finished since its last roll-up
         first. A ``window`` that is not ``hour``, ``day`` or ``week`` is refused before
         anything is sent (:class:`ValidationError` naming it)."""
-        return await self._run(verbs.history(window=window, job=job, queue=queue))
+        return await self._run(verbs.history(**options))
 
     async def history_summary(
         self, *, window: Window | str = Window.HOUR, by: SummaryBy | str = SummaryBy.JOB

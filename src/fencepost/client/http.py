@@ -34,7 +34,7 @@ from fencepost.domain.claims import ClaimOptions
 from fencepost.domain.defaults import DEFAULT_COMMAND_TTL, DEFAULT_TTL
 from fencepost.domain.errors import StaleLease
 from fencepost.domain.filters import ExecutionFilters, ExecutionQuery
-from fencepost.domain.history import History, HistorySummary, SummaryBy, Window
+from fencepost.domain.history import History, HistoryOptions, HistorySummary, SummaryBy, Window
 from fencepost.domain.jobviews import JobSummary, JobView
 from fencepost.domain.limits import FlowChange, Limit, LimitOptions, ThrottleCount
 from fencepost.domain.models import (
@@ -250,19 +250,13 @@ class Client:
         """
         return self._run(verbs.slo(**options))
 
-    def history(
-        self,
-        *,
-        window: Window | str = Window.HOUR,
-        job: str | None = None,
-        queue: str | None = None,
-    ) -> History:
+    def history(self, **options: Unpack[HistoryOptions]) -> History:
         """A chart of the last hour, day or week (``GET /history``): per step, outcomes,
         first claims and their lateness, throttled time, SLO misses and burn rates; see
         ``Store.history``. The service rolls up what finished since its last roll-up
         first. A ``window`` that is not ``hour``, ``day`` or ``week`` is refused before
         anything is sent (:class:`ValidationError` naming it)."""
-        return self._run(verbs.history(window=window, job=job, queue=queue))
+        return self._run(verbs.history(**options))
 
     def history_summary(
         self, *, window: Window | str = Window.HOUR, by: SummaryBy | str = SummaryBy.JOB

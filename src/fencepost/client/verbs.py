@@ -42,6 +42,7 @@ from fencepost.domain.errors import ValidationError
 from fencepost.domain.filters import ExecutionFilters, ExecutionQuery, checked
 from fencepost.domain.history import (
     History,
+    HistoryOptions,
     HistorySummary,
     SummaryBy,
     Window,
@@ -326,15 +327,14 @@ def slo(**options: Unpack[SloOptions]) -> Verb[SloReport]:
     return (yield from read(reports.Slo, Request("GET", "/slo", params=params))).to_domain()
 
 
-def history(
-    *, window: Window | str = Window.HOUR, job: str | None = None, queue: str | None = None
-) -> Verb[History]:
+def history(**options: Unpack[HistoryOptions]) -> Verb[History]:
     """``GET /history``. A window, job or queue ``Store.history`` would refuse is refused
     here, naming it, before anything is sent."""
+    checked(options, HistoryOptions, "history")
     params = {
-        "window": require_window(window).value,
-        "job": require_filter(job, "job"),
-        "queue": require_filter(queue, "queue"),
+        "window": require_window(options.get("window", Window.HOUR)).value,
+        "job": require_filter(options.get("job"), "job"),
+        "queue": require_filter(options.get("queue"), "queue"),
     }
     request = Request("GET", "/history", params=params)
     return (yield from read(history_wire.History, request)).to_domain()

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 from fencepost.domain.errors import ValidationError
 from fencepost.domain.slo import (
@@ -125,6 +125,19 @@ class Window(StrEnum):
     DAY = "day"
     #: 168 points of one hour.
     WEEK = "week"
+
+
+class HistoryOptions(TypedDict, total=False):
+    """What a history chart shows, declared once: ``history`` of ``Store``,
+    ``AsyncStore``, ``App``, ``Client`` and ``AsyncClient`` takes these as keywords
+    typed by this. ``window`` (default the last hour), and only ``job``'s and/or
+    ``queue``'s executions when given, as :meth:`Store.history
+    <fencepost.store.history.HistoryVerbs.history>` says.
+    """
+
+    window: Window | str
+    job: str | None
+    queue: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,7 @@ from fencepost.domain.filters import StoreFilters, StoreQuery, checked
 from fencepost.domain.history import (
     ROLL_UP_ROWS,
     History,
+    HistoryOptions,
     HistorySummary,
     RollUp,
     SummaryBy,
@@ -577,17 +578,10 @@ class AsyncStore:
 
         return await self._verb(lambda s: s.roll_up_history(max_rows=max_rows, wait=wait), plan)
 
-    async def history(
-        self,
-        *,
-        window: Window | str = Window.HOUR,
-        job: str | None = None,
-        queue: str | None = None,
-    ) -> History:
+    async def history(self, **options: Unpack[HistoryOptions]) -> History:
         """:meth:`Store.history <fencepost.store.history.HistoryVerbs.history>`, awaited."""
         return await self._verb(
-            lambda s: s.history(window=window, job=job, queue=queue),
-            lambda s: sqlhistory.history_plan(s, window, job, queue),
+            lambda s: s.history(**options), lambda s: sqlhistory.history_plan(s, options)
         )
 
     async def history_summary(

@@ -13,13 +13,14 @@ from __future__ import annotations
 import threading
 import time
 from abc import abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol, Unpack
 
 from fencepost.domain.checks import require_int, storable
 from fencepost.domain.errors import ValidationError
+from fencepost.domain.filters import checked
 from fencepost.domain.history import (
     COLUMNS,
     GRACE,
@@ -29,6 +30,7 @@ from fencepost.domain.history import (
     WINDOWS,
     Finished,
     History,
+    HistoryOptions,
     HistorySummary,
     Key,
     RollUp,
@@ -159,12 +161,16 @@ def roll_up_arguments(max_rows: object, wait: object) -> tuple[int, bool]:
     return rows, wait
 
 
-def history_arguments(
-    window: object, job: object, queue: object
-) -> tuple[Window, str | None, str | None]:
-    """:meth:`HistoryVerbs.history`'s arguments, checked: the window, and the job and
-    queue filters to read by (see :func:`name_filter`)."""
-    return require_window(window), name_filter(job, "job"), name_filter(queue, "queue")
+def history_arguments(options: Mapping[str, Any]) -> tuple[Window, str | None, str | None]:
+    """:meth:`HistoryVerbs.history`'s options (:class:`HistoryOptions`), checked: the
+    window (default the last hour), and the job and queue filters to read by (see
+    :func:`name_filter`)."""
+    checked(options, HistoryOptions, "history")
+    return (
+        require_window(options.get("window", Window.HOUR)),
+        name_filter(options.get("job"), "job"),
+        name_filter(options.get("queue"), "queue"),
+    )
 
 
 class RollsUp(Protocol):
@@ -242,13 +248,7 @@ class HistoryVerbs(StoreCore):
         :func:`roll_up_range` from it at the store's now, the rows read and added,
         :func:`advanced` stored."""
 
-    def history(
-        self,
-        *,
-        window: Window | str = Window.HOUR,
-        job: str | None = None,
-        queue: str | None = None,
-    ) -> History:
+    def history(self, **options: Unpack[HistoryOptions]) -> History:
         """A chart of the minute rows over ``window`` at the store's now: one point per step
         (hour: 60 of 60 s; day: 96 of 900 s; week: 168 of 3600 s), oldest first, the last
         one holding now, every step present (zeros where nothing happened).
@@ -263,9 +263,9 @@ class HistoryVerbs(StoreCore):
         :class:`~fencepost.domain.history.Window`), ``job`` and ``queue`` strings or
         None; else :class:`ValidationError` naming the argument.
         """
-        chosen, job_name, queue_name = history_arguments(window, job, queue)
+        chosen, job_name, queue_name = history_arguments(options)
         now, rolled_up_to, sums = self._history_sums(chosen, job_name, queue_name)
-        return history(chosen, now, job, queue, rolled_up_to, sums)
+        return history(chosen, now, options.get("job"), options.get("queue"), rolled_up_to, sums)
 
     @abstractmethod
     def _history_sums(

@@ -11,7 +11,7 @@ The decisions are :mod:`fencepost.store.history`'s and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -244,12 +244,11 @@ def prune_plan(store: SqlStore, before: int) -> Plan[None]:
 # -- whole verbs as plans, for AsyncStore on PostgreSQL ------------------------------------
 
 
-def history_plan(
-    store: SqlStore, window: object, job: str | None, queue: str | None
-) -> Plan[History]:
-    """:meth:`~fencepost.store.history.HistoryVerbs.history` as reads (arguments checked
+def history_plan(store: SqlStore, options: Mapping[str, Any]) -> Plan[History]:
+    """:meth:`~fencepost.store.history.HistoryVerbs.history` as reads (its options checked
     here, as the verb checks them)."""
-    chosen, job_name, queue_name = history_arguments(window, job, queue)
+    chosen, job_name, queue_name = history_arguments(options)
+    job, queue = options.get("job"), options.get("queue")
     sums = sums_plan(store, chosen, job_name, queue_name)
 
     def steps() -> Steps[History]:

@@ -483,12 +483,14 @@ class Worker:
         spec = self.registry.get(lease.job, lease.job_version)
         # The execution's own timeout (set at submit) wins over the job's default.
         timeout = lease.timeout if lease.timeout is not None else spec.timeout
+        control = RunControl(self._wake.set)
+        seconds = ttl.total_seconds()
         run = Run(
             spec=spec,
             lease=lease,
-            control=(control := RunControl(self._wake.set)),
+            control=control,
             ctx=Context(lease, control),
-            expires=sent + (seconds := ttl.total_seconds()),
+            expires=sent + seconds,
             timeout=None if timeout is None else timeout.total_seconds(),
             next_beat=sent + seconds / 3,
             claimed_at=arrived,
