@@ -41,7 +41,6 @@ import functools
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack
 
 from fencepost import tracing
@@ -53,9 +52,7 @@ from fencepost.domain.bulk import (
     DeletionPage,
     deletion_cursor,
 )
-from fencepost.domain.checks import require_int, require_name, require_queue
-from fencepost.domain.durations import as_duration
-from fencepost.domain.errors import NotFound
+from fencepost.domain.checks import require_int, require_name
 from fencepost.domain.filters import StoreFilters, StoreQuery, checked
 from fencepost.domain.history import (
     ROLL_UP_ROWS,
@@ -65,14 +62,6 @@ from fencepost.domain.history import (
     RollUp,
     SummaryBy,
     Window,
-)
-from fencepost.domain.limits import (
-    FlowChange,
-    Limit,
-    LimitOptions,
-    ThrottleCount,
-    new_limit,
-    require_scope,
 )
 from fencepost.domain.machine import attempts_from_transitions
 from fencepost.domain.models import (
@@ -92,17 +81,16 @@ from fencepost.domain.slo import (
 )
 from fencepost.domain.states import CommandKind, State
 from fencepost.domain.submission import NewExecution, SubmitOptions, submit_options
-from fencepost.store import sqlflow, sqlhistory
+from fencepost.store import sqlhistory
+from fencepost.store.async_flow import AsyncFlowVerbs
 from fencepost.store.base import Store
-from fencepost.store.catalogue import CATALOGUE_REFRESH
-from fencepost.store.executors import Plan, Steps, returning
-from fencepost.store.flow import MAX_ACTOR, Throttle
+from fencepost.store.executors import Plan, returning
 from fencepost.store.history import roll_up_arguments
 from fencepost.store.values import MAX_LIMIT
 from fencepost.store.verbs.schedules import schedule_filter
 
 if TYPE_CHECKING:
-    from fencepost.store.runners import AsyncRunner
+    pass
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -138,31 +126,11 @@ def _as_a_call(
     return run
 
 
-class AsyncStore:
+class AsyncStore(AsyncFlowVerbs):
     """The store's verbs as coroutines, run on asynchronous executors (see the module doc).
 
     ``store`` is the sync store it validates with; the AsyncStore closes it.
     """
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.location: str = getattr(store, "location", "memory://")
-        self._runner: AsyncRunner = store._async_runner()
-
-    async def __aenter__(self) -> AsyncStore:
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close what the runner opened (a pool, a thread) and the sync store."""
-        await self._runner.close()
 
     # -- submitting ----------------------------------------------------------------------
 
@@ -475,90 +443,6 @@ class AsyncStore:
         # Stored as a backfill stores occurrences, which is not one plan: the sync verb.
         return await self._runner.call(lambda s: s.run_schedule(schedule_id, actor=actor))
 
-    # -- flow control --------------------------------------------------------------------
-
-    async def set_limit(
-        self, scope: str, *, actor: str = "operator", **options: Unpack[LimitOptions]
-    ) -> Limit:
-        """:meth:`Store.set_limit <fencepost.store.flow.FlowVerbs.set_limit>`, awaited."""
-
-        def plan(store: Any) -> Plan[Limit]:
-            who = _flow_actor(actor)
-            limit = new_limit(scope, **checked(options, LimitOptions, "set_limit"), updated_by=who)
-            return sqlflow.set_limit_plan(store, limit)
-
-        stored: Limit = await self._verb(lambda s: s.set_limit(scope, actor=actor, **options), plan)
-        self._flow_changed()
-        return stored
-
-    async def limits(self) -> list[Limit]:
-        """:meth:`Store.limits <fencepost.store.flow.FlowVerbs.limits>`, awaited."""
-        found = await self._verb(lambda s: s.limits(), sqlflow.read_limits_plan)
-        return sorted(found, key=lambda lim: lim.scope)
-
-    async def remove_limit(self, scope: str, *, actor: str = "operator") -> None:
-        """:meth:`Store.remove_limit <fencepost.store.flow.FlowVerbs.remove_limit>`, awaited."""
-
-        def plan(store: Any) -> Plan[None]:
-            name = require_scope(scope)
-            removing = sqlflow.remove_limit_plan(store, name, _flow_actor(actor))
-
-            def steps() -> Steps[None]:
-                if not (yield from removing.steps):
-                    raise NotFound(name, subject="limit")
-
-            return Plan(steps())
-
-        await self._verb(lambda s: s.remove_limit(scope, actor=actor), plan)
-        self._flow_changed()
-
-    async def pause_queue(self, name: str, *, actor: str = "operator") -> Limit:
-        """:meth:`Store.pause_queue <fencepost.store.flow.FlowVerbs.pause_queue>`, awaited."""
-        stored: Limit = await self._verb(
-            lambda s: s.pause_queue(name, actor=actor),
-            lambda s: sqlflow.pause_plan(
-                s, require_queue(name, "name"), _flow_actor(actor), paused=True
-            ),
-        )
-        self._flow_changed()
-        return stored
-
-    async def resume_queue(self, name: str, *, actor: str = "operator") -> Limit | None:
-        """:meth:`Store.resume_queue <fencepost.store.flow.FlowVerbs.resume_queue>`, awaited."""
-        stored: Limit = await self._verb(
-            lambda s: s.resume_queue(name, actor=actor),
-            lambda s: sqlflow.pause_plan(
-                s, require_queue(name, "name"), _flow_actor(actor), paused=False
-            ),
-        )
-        self._flow_changed()
-        return stored
-
-    async def paused_queues(self) -> list[Limit]:
-        """:meth:`Store.paused_queues <fencepost.store.flow.FlowVerbs.paused_queues>`, awaited."""
-        return [lim for lim in await self.limits() if lim.paused]
-
-    async def flow_changes(self, *, limit: int = 100) -> list[FlowChange]:
-        """:meth:`Store.flow_changes <fencepost.store.flow.FlowVerbs.flow_changes>`, awaited."""
-        return await self._verb(
-            lambda s: s.flow_changes(limit=limit),
-            lambda s: sqlflow.changes_plan(s, require_int(limit, "limit", low=1, high=10_000)),
-        )
-
-    async def throttled(self, *, window: float | timedelta = 3600.0) -> list[ThrottleCount]:
-        """:meth:`Store.throttled <fencepost.store.flow.FlowVerbs.throttled>`, awaited."""
-        return await self._verb(
-            lambda s: s.throttled(window=window),
-            lambda s: sqlflow.throttled_plan(s, as_duration(window, field="window")),
-        )
-
-    async def throttles(self, execution_id: str) -> list[Throttle]:
-        """:meth:`Store.throttles <fencepost.store.flow.FlowVerbs.throttles>`, awaited."""
-        return await self._verb(
-            lambda s: s.throttles(execution_id),
-            lambda s: sqlflow.throttles_plan(s, execution_id),
-        )
-
     # -- reports -------------------------------------------------------------------------
 
     async def slo(self, **options: Unpack[SloOptions]) -> SloReport:
@@ -593,11 +477,6 @@ class AsyncStore:
             lambda s: s.history_summary(window=window, by=by),
             lambda s: sqlhistory.history_summary_plan(s, window, by),
         )
-
-    def _flow_changed(self) -> None:
-        """The sync store's view of the limits is stale: on PostgreSQL a plan changed
-        them behind its back (the sync verbs forget it themselves)."""
-        self._runner.flow_changed()
 
     # -- the verbs the sync store runs as itself ---------------------------------------
     # Each is the sync store's own method (its signature and its documentation), run
@@ -647,32 +526,6 @@ class AsyncStore:
     prune = _as_a_call(Store.prune)
     # waits on a thread of its own (every backend): the runner's other verbs go on
     wait_for_work = _as_a_call(Store.wait_for_work, waits=True)
-
-    # -- executing -----------------------------------------------------------------------
-
-    async def _verb(self, call: Callable[[Any], T], plan: Callable[[Any], Plan[T]]) -> T:
-        """One verb: ``plan(store)`` (the sync store's plan of it, after its validation)
-        when the runner runs plans, else ``call(store)`` (the sync verb) where the
-        runner runs it."""
-        if self._runner.runs_plans:
-            return await self._runner.execute(plan(self.store))
-        return await self._runner.call(call)
-
-    async def _fresh_catalogue(self, jobs: Iterable[object] = ()) -> None:
-        """Read the job catalogue again off the event loop when the sync store's copy is
-        due for it, or lacks one of ``jobs`` (the sync store would read it again before
-        refusing or flagging the submit), so that ``_prepare`` (the store's code) never
-        blocks the loop on it."""
-        store = self.store
-        known = store._catalogue.latest
-        missing = any(isinstance(job, str) and job not in known for job in jobs)
-        if missing or time.monotonic() - store._catalogue_read_at >= CATALOGUE_REFRESH:
-            await self._runner.call(lambda s: s._refresh_catalogue())
-
-
-def _flow_actor(actor: object) -> str:
-    """The actor a flow change records, checked as the sync verbs check it."""
-    return require_name(actor, "actor", max_len=MAX_ACTOR)
 
 
 __all__ = ["AsyncStore", "connect_async"]
