@@ -127,18 +127,15 @@ def store_factory(
     factory.release_all()
 
 
-#: Tests that start first: the slow ones, and those that drive a browser.
-FIRST = ("slow", "browser")
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Order the run so that the long tests start first, the rest in collection order.
+    """Order the run so that the tests marked slow start first, the rest in collection order.
 
     The test processes (``make test`` runs three) take tests in this order as each
     finishes its last: a test of a minute started last keeps one process busy after the
-    others ran out of work, where started first the short ones fill in around it.
+    others ran out of work, where started first the short ones fill in around it. The
+    browser tests keep their place in the collection order.
     """
-    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in FIRST))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
