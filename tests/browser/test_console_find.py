@@ -110,6 +110,37 @@ def sign_in(page: Page, token: str, name: str) -> None:
     expect(page.locator("#who")).to_have_text(f"signed in as {name}")
 
 
+def select_all_matching(page: Page, view: str, count: int, trouble: PageTrouble) -> None:
+    """Tick the page's box of ``view`` and take "Select all ``count`` matching this filter".
+
+    Should the button not come, the failure says what the view showed instead (its
+    selection, its select-all button, its rows and counts, the page's errors): one run
+    under load once waited in vain for it.
+    """
+    page.locator(f"#{view}-select-page").check()
+    button = page.get_by_role("button", name=f"Select all {count} matching this filter")
+    try:
+        expect(button).to_be_visible()
+    except AssertionError as exc:
+        state = page.evaluate(
+            """(view) => ({
+                url: location.href,
+                pageBox: document.getElementById(`${view}-select-page`)?.checked,
+                selection: document.getElementById(`${view}-selection`)?.textContent,
+                selectAll: [document.getElementById(`${view}-select-all`)?.hidden,
+                            document.getElementById(`${view}-select-all`)?.textContent],
+                rows: document.querySelectorAll(`#${view} tr[data-id]`).length,
+                ticked: document.querySelectorAll(`#${view} input.pick:checked`).length,
+                counts: document.getElementById(`${view}-counts`)?.textContent,
+                banner: document.getElementById("banner-text")?.textContent,
+            })""",
+            view,
+        )
+        errors = trouble.errors
+        raise AssertionError(f"no select-all button: {state}; page errors {errors}") from exc
+    button.click()
+
+
 def dead_letters(store: Store, job: str, n: int, error: str) -> list[str]:
     """``n`` FAILED executions of ``job`` (one attempt each, failed for good)."""
     ids = [e.id for e in store.submit_many([{"job": job, "max_attempts": 1}] * n)]
@@ -522,8 +553,7 @@ def test_no_overflow_at_either_width_and_hostile_filters_break_nothing(
             page.goto(route)
             if name == "executions":
                 expect(page.locator("#executions tr[data-id]")).to_have_count(50)
-                page.locator("#executions-select-page").check()
-                page.get_by_role("button", name="Select all 60 matching this filter").click()
+                select_all_matching(page, "executions", 60, trouble)
                 page.locator("#executions-bulk").get_by_role("button", name="Delete").click()
                 expect(page.locator("#executions-bulk .bulk-dry-run")).to_have_text(
                     "60 will be deleted, 0 skipped."
