@@ -46,6 +46,10 @@ def test_connect_memory_and_sqlite(tmp_path: object) -> None:
         assert store.path.endswith("/a.db")
 
 
+_PG = "postgresql://nobody@127.0.0.1:1/test"
+_IDLE = "url.idle_in_transaction_timeout"
+
+
 @pytest.mark.parametrize(
     ("url", "field"),
     [
@@ -53,6 +57,17 @@ def test_connect_memory_and_sqlite(tmp_path: object) -> None:
         ("sqlite://relative.db", "url"),
         ("sqlite:///:memory:", "url"),
         ("sqlite:///x.db?busy_timeout=soon", "url.busy_timeout"),
+        # Refused before any connection is tried (nothing listens on port 1).
+        (f"{_PG}?idle_in_transaction_timeout=2147484", _IDLE),
+        (
+            f"{_PG}?idle_in_transaction_timeout=99999999999999999999",
+            "url.idle_in_transaction_timeout",
+        ),
+        (f"{_PG}?idle_in_transaction_timeout=-1", _IDLE),
+        (f"{_PG}?idle_in_transaction_timeout=", _IDLE),
+        (f"{_PG}?idle_in_transaction_timeout=%00", _IDLE),
+        (f"{_PG}?idle_in_transaction_timeout=%ED%A0%80", _IDLE),
+        (f"{_PG}?idle_in_transaction_timeout=" + "9" * 5000, _IDLE),
         ("", "url"),
     ],
 )

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Unpack
 
-from fencepost.domain.checks import require_int, require_name, require_queue
+from fencepost.domain.checks import require_int, require_queue
 from fencepost.domain.durations import as_duration
 from fencepost.domain.errors import NotFound
 from fencepost.domain.filters import checked
@@ -21,7 +22,7 @@ from fencepost.domain.limits import (
 from fencepost.store import sqlflow
 from fencepost.store.async_core import AsyncVerbs
 from fencepost.store.executors import Plan, Steps
-from fencepost.store.flow import MAX_ACTOR, Throttle
+from fencepost.store.flow import Throttle, flow_actor
 
 
 class AsyncFlowVerbs(AsyncVerbs):
@@ -33,7 +34,7 @@ class AsyncFlowVerbs(AsyncVerbs):
         """:meth:`Store.set_limit <fencepost.store.flow.FlowVerbs.set_limit>`, awaited."""
 
         def plan(store: Any) -> Plan[Limit]:
-            who = _flow_actor(actor)
+            who = flow_actor(actor)
             limit = new_limit(scope, **checked(options, LimitOptions, "set_limit"), updated_by=who)
             return sqlflow.set_limit_plan(store, limit)
 
@@ -51,7 +52,7 @@ class AsyncFlowVerbs(AsyncVerbs):
 
         def plan(store: Any) -> Plan[None]:
             name = require_scope(scope)
-            removing = sqlflow.remove_limit_plan(store, name, _flow_actor(actor))
+            removing = sqlflow.remove_limit_plan(store, name, flow_actor(actor))
 
             def steps() -> Steps[None]:
                 if not (yield from removing.steps):
@@ -65,10 +66,7 @@ class AsyncFlowVerbs(AsyncVerbs):
     async def pause_queue(self, name: str, *, actor: str = "operator") -> Limit:
         """:meth:`Store.pause_queue <fencepost.store.flow.FlowVerbs.pause_queue>`, awaited."""
         stored: Limit = await self._verb(
-            lambda s: s.pause_queue(name, actor=actor),
-            lambda s: sqlflow.pause_plan(
-                s, require_queue(name, "name"), _flow_actor(actor), paused=True
-            ),
+            lambda s: s.pause_queue(name, actor=actor), self._pause_plan(name, actor, paused=True)
         )
         self._flow_changed()
         return stored
@@ -76,13 +74,17 @@ class AsyncFlowVerbs(AsyncVerbs):
     async def resume_queue(self, name: str, *, actor: str = "operator") -> Limit | None:
         """:meth:`Store.resume_queue <fencepost.store.flow.FlowVerbs.resume_queue>`, awaited."""
         stored: Limit = await self._verb(
-            lambda s: s.resume_queue(name, actor=actor),
-            lambda s: sqlflow.pause_plan(
-                s, require_queue(name, "name"), _flow_actor(actor), paused=False
-            ),
+            lambda s: s.resume_queue(name, actor=actor), self._pause_plan(name, actor, paused=False)
         )
         self._flow_changed()
         return stored
+
+    @staticmethod
+    def _pause_plan(name: str, actor: str, *, paused: bool) -> Callable[[Any], Plan[Limit]]:
+        """The plan of pausing (or resuming) queue ``name``, its arguments checked."""
+        return lambda s: sqlflow.pause_plan(
+            s, require_queue(name, "name"), flow_actor(actor), paused=paused
+        )
 
     async def paused_queues(self) -> list[Limit]:
         """:meth:`Store.paused_queues <fencepost.store.flow.FlowVerbs.paused_queues>`, awaited."""
@@ -108,8 +110,3 @@ class AsyncFlowVerbs(AsyncVerbs):
             lambda s: s.throttles(execution_id),
             lambda s: sqlflow.throttles_plan(s, execution_id),
         )
-
-
-def _flow_actor(actor: object) -> str:
-    """The actor a flow change records, checked as the sync verbs check it."""
-    return require_name(actor, "actor", max_len=MAX_ACTOR)

@@ -351,7 +351,7 @@ class FlowVerbs(StoreCore):
         a job (``source = "code"``) is replaced by this one, and a worker publishing
         the job again does not bring the declaration back while this one stands.
         """
-        who = _actor(actor)
+        who = flow_actor(actor)
         limit = new_limit(scope, **checked(options, LimitOptions, "set_limit"), updated_by=who)
         stored = self._set_limit(limit)
         self._flow_changed()
@@ -370,7 +370,7 @@ class FlowVerbs(StoreCore):
         from fencepost.domain.limits import require_scope
 
         name = require_scope(scope)
-        if not self._remove_limit(name, _actor(actor)):
+        if not self._remove_limit(name, flow_actor(actor)):
             raise NotFound(name, subject="limit")
         self._flow_changed()
 
@@ -381,7 +381,7 @@ class FlowVerbs(StoreCore):
         ``actor``; pausing a paused queue changes nothing. Returns the queue's limit.
         """
         queue = require_name(name, "name", max_len=MAX_QUEUE)
-        stored = self._pause_queue(queue, _actor(actor), True)
+        stored = self._pause_queue(queue, flow_actor(actor), True)
         self._flow_changed()
         return stored
 
@@ -393,7 +393,7 @@ class FlowVerbs(StoreCore):
         limit, if any. Resuming a queue that is not paused changes nothing.
         """
         queue = require_name(name, "name", max_len=MAX_QUEUE)
-        stored = self._pause_queue(queue, _actor(actor), False)
+        stored = self._pause_queue(queue, flow_actor(actor), False)
         self._flow_changed()
         return stored
 
@@ -431,7 +431,7 @@ class FlowVerbs(StoreCore):
     def declare_limits(self, limits: Iterable[Limit], *, actor: str = "publisher") -> None:
         """Store limits declared with jobs (``source = "code"``), unless an operator
         set the scope's limit: a declaration replaces an earlier declaration only."""
-        declared = [replace(lim, source="code", updated_by=_actor(actor)) for lim in limits]
+        declared = [replace(lim, source="code", updated_by=flow_actor(actor)) for lim in limits]
         if declared:
             self._declare_limits(declared)
             self._flow_changed()
@@ -474,7 +474,8 @@ class FlowVerbs(StoreCore):
     def _throttles_of(self, execution_id: str) -> list[Throttle]: ...
 
 
-def _actor(actor: object) -> str:
+def flow_actor(actor: object) -> str:
+    """The actor a flow change records, checked (a name of at most MAX_ACTOR characters)."""
     return require_name(actor, "actor", max_len=MAX_ACTOR)
 
 

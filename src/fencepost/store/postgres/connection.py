@@ -70,6 +70,8 @@ CONNECT_TIMEOUT = 3
 #: out): its locks — the limits a limited claim holds, a row being completed — would
 #: otherwise hold up every other worker until it resumed.
 IDLE_IN_TRANSACTION = 10
+#: The longest the server takes (``idle_in_transaction_session_timeout`` is in ms, an int).
+MAX_IDLE_IN_TRANSACTION = 2_147_483
 
 #: URL query parameters that fencepost reads itself (the rest go to libpq).
 OWN_OPTIONS = (
@@ -181,6 +183,11 @@ class Database:
         #: Seconds a call keeps retrying after a lost connection (see outages).
         self.retry_timeout = float(_int_option(own, "retry_timeout", DEFAULT_RETRY_TIMEOUT))
         idle = _int_option(own, "idle_in_transaction_timeout", IDLE_IN_TRANSACTION)
+        if idle > MAX_IDLE_IN_TRANSACTION:  # the server's bound: INT32_MAX milliseconds
+            raise ValidationError(
+                "url.idle_in_transaction_timeout",
+                f"must be at most {MAX_IDLE_IN_TRANSACTION} seconds, got {idle}",
+            )
         self._last_used: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
         # The cause of a failure in one line, before the pool retries it.
         behind_pooler = probe(conninfo)
