@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Self
 from fencepost.domain import payloads
 from fencepost.domain.buckets import buckets_of
 from fencepost.domain.ids import IdGenerator
-from fencepost.domain.models import JSON
+from fencepost.domain.models import JSON, Transition
 from fencepost.store.observers import Observers
 from fencepost.store.values import StoreConfig
 
@@ -53,6 +53,13 @@ class StoreCore(ABC):
         from fencepost.store.runners import InlineRunner
 
         return InlineRunner(self)  # type: ignore[arg-type]
+
+    @abstractmethod
+    def transitions(self, execution_id: str) -> list[Transition]:
+        """The audit trail of one execution, oldest first; :class:`NotFound` if unknown.
+
+        A reading verb, declared here because a snooze (leasing) counts the snoozes in it.
+        """
 
     @abstractmethod
     def close(self) -> None:

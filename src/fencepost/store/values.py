@@ -168,6 +168,36 @@ def rebucketed(
     return moves
 
 
+def plan_resize(
+    live: Sequence[str],
+    previous: int,
+    num_buckets: int,
+    *,
+    force: bool,
+    unfinished: Callable[[], Sequence[tuple[str, str | None, int]]],
+) -> tuple[list[tuple[str, int]], BucketsResized]:
+    """A resize of the recorded bucket count from ``previous`` to ``num_buckets``, decided
+    once for every backend: the ``(id, new bucket)`` moves to write, and what
+    :meth:`Store.resize_buckets` returns.
+
+    Refuses (:func:`live_nodes_refusal`) while nodes are ``live`` and the count changes,
+    unless ``force``; ``unfinished`` (the ``(id, bucket_key, bucket)`` of every unfinished
+    execution) is read only when the resize goes on.
+    """
+    changes = num_buckets != previous
+    if live and changes and not force:
+        raise live_nodes_refusal(live, num_buckets)
+    found = unfinished()
+    moves = rebucketed(found, num_buckets)
+    return moves, BucketsResized(
+        previous=previous,
+        num_buckets=num_buckets,
+        unfinished=len(found),
+        moved=len(moves),
+        live_nodes=tuple(live) if changes else (),
+    )
+
+
 def live_nodes_refusal(node_ids: Sequence[str], num_buckets: int) -> ValidationError:
     """The refusal of a resize while ``node_ids`` are live: they run with the old count."""
     more = f" and {len(node_ids) - 5} more" if len(node_ids) > 5 else ""

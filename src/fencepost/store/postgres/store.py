@@ -97,8 +97,7 @@ from fencepost.store.values import (
     Outcome,
     StoreConfig,
     adopt_buckets,
-    live_nodes_refusal,
-    rebucketed,
+    plan_resize,
     stale_schedule,
 )
 from fencepost.store.verbs.reports import stats_error_params, stats_report, throttle_lookback
@@ -923,11 +922,13 @@ class PostgresStore(SqlStore):
             live = [str(row[0]) for row in conn.execute(Q["select_nodes"], params)]
             row = conn.execute(Q["recorded_num_buckets"]).fetchone()
             previous = self.config.num_buckets if row is None else int(row[0])
-            changes = num_buckets != previous
-            if live and changes and not force:
-                raise live_nodes_refusal(live, num_buckets)
-            unfinished = conn.execute(Q["unfinished_buckets"]).fetchall()
-            moves = rebucketed(unfinished, num_buckets)
+            moves, resized = plan_resize(
+                live,
+                previous,
+                num_buckets,
+                force=force,
+                unfinished=lambda: conn.execute(Q["unfinished_buckets"]).fetchall(),
+            )
             for start in range(0, len(moves), _MOVES_PER_STATEMENT):
                 chunk = moves[start : start + _MOVES_PER_STATEMENT]
                 conn.execute(
@@ -935,13 +936,7 @@ class PostgresStore(SqlStore):
                     {"ids": [i for i, _ in chunk], "buckets": [b for _, b in chunk]},
                 )
             conn.execute(Q["set_num_buckets"], {"num_buckets": num_buckets})
-        return BucketsResized(
-            previous=previous,
-            num_buckets=num_buckets,
-            unfinished=len(unfinished),
-            moved=len(moves),
-            live_nodes=tuple(live) if changes else (),
-        )
+        return resized
 
     def _orphans(
         self, buckets: tuple[int, ...], *, older_than: timedelta, limit: int

@@ -75,8 +75,7 @@ from fencepost.store.values import (
     Outcome,
     StoreConfig,
     adopt_buckets,
-    live_nodes_refusal,
-    rebucketed,
+    plan_resize,
     stale_schedule,
 )
 from fencepost.store.verbs.reports import stats_error_params, stats_report, throttle_lookback
@@ -647,20 +646,16 @@ class SqliteStore(SqlStore):
             live = [row[0] for row in conn.execute(Q["select_nodes"], {"live_at": now})]
             recorded = recorded_num_buckets(conn)
             previous = self.config.num_buckets if recorded is None else recorded
-            changes = num_buckets != previous
-            if live and changes and not force:
-                raise live_nodes_refusal(live, num_buckets)
-            unfinished = conn.execute(Q["unfinished_buckets"]).fetchall()
-            moves = rebucketed(unfinished, num_buckets)
+            moves, resized = plan_resize(
+                live,
+                previous,
+                num_buckets,
+                force=force,
+                unfinished=lambda: conn.execute(Q["unfinished_buckets"]).fetchall(),
+            )
             conn.executemany(Q["move_to_bucket"], [{"id": i, "bucket": b} for i, b in moves])
             conn.execute(Q["set_num_buckets"], {"num_buckets": num_buckets, "at": now})
-        return BucketsResized(
-            previous=previous,
-            num_buckets=num_buckets,
-            unfinished=len(unfinished),
-            moved=len(moves),
-            live_nodes=tuple(live) if changes else (),
-        )
+        return resized
 
     def _orphans(
         self, buckets: tuple[int, ...], *, older_than: timedelta, limit: int
