@@ -161,6 +161,7 @@ def test_every_query_block_compiles_and_is_used(schema: str) -> None:
     sources = Path(fencepost.__file__).parent / "store" / "postgres"
     # The dialect's own modules, and the SQL base whose shared verbs run blocks by name.
     shared = [sources.parent / name for name in ("sqlstore.py", "sqlflow.py", "sqlhistory.py")]
+    shared += sorted((sources.parent / "verbs").glob("sql_*.py"))  # the verbs' plans
     code = "".join(p.read_text() for p in [*sources.glob("*.py"), *shared])
     assert [name for name in QUERIES if f'"{name}"' not in code] == []
 

@@ -18,11 +18,14 @@ from fencepost.store.sqlite.connection import QUERIES, dump_schema, migrate, ope
 from fencepost.testing import ManualClock
 
 SQLITE_SOURCES = Path(fencepost.__file__).parent / "store" / "sqlite"
-#: The SQL base: the shared verbs, flow control's and the history charts' plans, run
-#: blocks by name.
+#: The SQL base: the shared verbs, flow control's and the history charts' plans, and the
+#: verbs' plans by section (store/verbs/sql_*.py), run blocks by name.
 SQL_BASE = [
-    Path(fencepost.__file__).parent / "store" / name
-    for name in ("sqlstore.py", "sqlflow.py", "sqlhistory.py")
+    *(
+        Path(fencepost.__file__).parent / "store" / name
+        for name in ("sqlstore.py", "sqlflow.py", "sqlhistory.py")
+    ),
+    *sorted((Path(fencepost.__file__).parent / "store" / "verbs").glob("sql_*.py")),
 ]
 REGENERATE = """.venv/bin/python - > src/fencepost/store/sqlite/schema.sql <<'EOF'
 import tempfile

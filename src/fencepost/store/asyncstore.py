@@ -87,6 +87,7 @@ from fencepost.store.base import Store
 from fencepost.store.executors import Plan, returning
 from fencepost.store.history import roll_up_arguments
 from fencepost.store.values import MAX_LIMIT
+from fencepost.store.verbs import sql_reading, sql_schedules
 from fencepost.store.verbs.schedules import schedule_filter
 
 if TYPE_CHECKING:
@@ -218,7 +219,7 @@ class AsyncStore(AsyncFlowVerbs):
         """:meth:`Store.find <fencepost.store.base.Store.find>`, awaited."""
         return await self._verb(
             lambda s: s.find(idempotency_key),
-            lambda s: s._find_plan(s._find_key(idempotency_key)),
+            lambda s: sql_reading.find_plan(s, s._find_key(idempotency_key)),
         )
 
     async def query(self, **query: Unpack[StoreQuery]) -> Page:
@@ -242,7 +243,7 @@ class AsyncStore(AsyncFlowVerbs):
             found: Plan[dict[State, int]] = (
                 Plan(returning({}), atomic=False)
                 if found_filters is None
-                else store._count_by_state_plan(found_filters)
+                else sql_reading.count_by_state_plan(store, found_filters)
             )
             return found
 
@@ -252,7 +253,8 @@ class AsyncStore(AsyncFlowVerbs):
     async def transitions(self, execution_id: str) -> list[Transition]:
         """:meth:`Store.transitions <fencepost.store.base.Store.transitions>`, awaited."""
         return await self._verb(
-            lambda s: s.transitions(execution_id), lambda s: s._transitions_plan(execution_id)
+            lambda s: s.transitions(execution_id),
+            lambda s: sql_reading.transitions_plan(s, execution_id),
         )
 
     async def attempts(self, execution_id: str) -> list[Attempt]:
@@ -262,7 +264,7 @@ class AsyncStore(AsyncFlowVerbs):
     async def commands(self, execution_id: str) -> list[Command]:
         """:meth:`Store.commands <fencepost.store.base.Store.commands>`, awaited."""
         return await self._verb(
-            lambda s: s.commands(execution_id), lambda s: s._commands_plan(execution_id)
+            lambda s: s.commands(execution_id), lambda s: sql_reading.commands_plan(s, execution_id)
         )
 
     async def wait(
@@ -370,7 +372,8 @@ class AsyncStore(AsyncFlowVerbs):
         """:meth:`Store.get_schedule <fencepost.store.scheduling.ScheduleVerbs.get_schedule>`,
         awaited."""
         return await self._verb(
-            lambda s: s.get_schedule(schedule_id), lambda s: s._get_schedule_plan(schedule_id)
+            lambda s: s.get_schedule(schedule_id),
+            lambda s: sql_schedules.get_schedule_plan(s, schedule_id),
         )
 
     async def schedules(
@@ -393,7 +396,7 @@ class AsyncStore(AsyncFlowVerbs):
         }
         return await self._verb(
             lambda s: s.schedules(**arguments),
-            lambda s: s._list_schedules_plan(schedule_filter(**arguments)),
+            lambda s: sql_schedules.list_schedules_plan(s, schedule_filter(**arguments)),
         )
 
     async def update_schedule(
@@ -404,7 +407,8 @@ class AsyncStore(AsyncFlowVerbs):
         await self._fresh_catalogue()
         return await self._verb(
             lambda s: s.update_schedule(schedule_id, actor=actor, **changes),
-            lambda s: s._change_schedule_plan(
+            lambda s: sql_schedules.change_schedule_plan(
+                s,
                 schedule_id,
                 s._schedule_update(dict(changes), stacklevel=5),
                 actor=require_name(actor, "actor"),
@@ -416,8 +420,8 @@ class AsyncStore(AsyncFlowVerbs):
         <fencepost.store.scheduling.ScheduleVerbs.pause_schedule>`, awaited."""
         return await self._verb(
             lambda s: s.pause_schedule(schedule_id, actor=actor),
-            lambda s: s._change_schedule_plan(
-                schedule_id, s._pausing, actor=require_name(actor, "actor")
+            lambda s: sql_schedules.change_schedule_plan(
+                s, schedule_id, s._pausing, actor=require_name(actor, "actor")
             ),
         )
 
@@ -426,7 +430,7 @@ class AsyncStore(AsyncFlowVerbs):
         <fencepost.store.scheduling.ScheduleVerbs.resume_schedule>`, awaited."""
         return await self._verb(
             lambda s: s.resume_schedule(schedule_id),
-            lambda s: s._change_schedule_plan(schedule_id, s._resuming),
+            lambda s: sql_schedules.change_schedule_plan(s, schedule_id, s._resuming),
         )
 
     async def delete_schedule(self, schedule_id: str) -> None:
@@ -434,7 +438,7 @@ class AsyncStore(AsyncFlowVerbs):
         <fencepost.store.scheduling.ScheduleVerbs.delete_schedule>`, awaited."""
         await self._verb(
             lambda s: s.delete_schedule(schedule_id),
-            lambda s: s._delete_schedule_plan(schedule_id),
+            lambda s: sql_schedules.delete_schedule_plan(s, schedule_id),
         )
 
     async def run_schedule(self, schedule_id: str, *, actor: str = "client") -> Execution:

@@ -16,6 +16,7 @@ from fencepost.domain.limits import Candidate, Held, Limit, Rate, TokenBucket, s
 from fencepost.store.executors import Plan, Statement, Steps, run
 from fencepost.store.flow import FlowChange, Pair, Throttle, ThrottleCount, describe, ready_at
 from fencepost.store.values import ClaimArguments
+from fencepost.store.verbs import sql_reading
 
 if TYPE_CHECKING:
     from fencepost.store.sqlstore import SqlStore
@@ -194,7 +195,7 @@ def throttles_plan(store: SqlStore, execution_id: str) -> Plan[list[Throttle]]:
         found, scope, held, at = row
         return Throttle(str(found), scope, store.rows.duration(held), store.rows.instant(at))
 
-    return store._trail_plan("flow_throttles_of", execution_id, throttle)
+    return sql_reading.trail_plan(store, "flow_throttles_of", execution_id, throttle)
 
 
 def prune_plan(store: SqlStore, cutoff: datetime) -> Plan[None]:

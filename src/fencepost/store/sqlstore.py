@@ -48,7 +48,6 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from fencepost.domain import schedules as plans
 from fencepost.domain.bulk import DELETED, RETRY_NOW_REASON, Action, Deletion, DeletionPage
 from fencepost.domain.catalogue import JobEntry, definition_json, entry_from_definition
 from fencepost.domain.checks import storable
@@ -66,13 +65,12 @@ from fencepost.domain.events import (
     ExecutionEvent,
     ExecutionReplayed,
     ExecutionRescheduled,
-    ExecutionSkipped,
     LeaseExpired,
 )
 from fencepost.domain.history import RollUp, SummaryBy, Totals, Window
 from fencepost.domain.ids import id_floor
 from fencepost.domain.limits import Limit
-from fencepost.domain.machine import RECORDS_ERROR, Change, apply, ending_events, holds
+from fencepost.domain.machine import RECORDS_ERROR, Change, apply, holds
 from fencepost.domain.models import (
     Command,
     Execution,
@@ -112,103 +110,17 @@ from fencepost.store.values import (
     ScheduleFilter,
     always,
     claimed_inputs,
-    like_pattern,
     result_refused,
     set_aside,
     unix_ms,
 )
+from fencepost.store.verbs import sql_reading, sql_schedules
 from fencepost.store.verbs.reports import SloRequest, burn_key
 
 log = logging.getLogger("fencepost.store")
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-#: The blocks that read each index a query or a count may read first (see
-#: :func:`_driver`): (a page oldest first, newest first, a count by state). The other
-#: filters are checked on the rows it finds: every block includes them all.
-_BLOCKS = {
-    "schedule": (
-        "query_schedule_executions",
-        "query_schedule_executions_newest_first",
-        "count_schedule_by_state",
-    ),
-    "key": ("query_key_executions", "query_key_executions_newest_first", "count_key_by_state"),
-    "error": (
-        "query_error_executions",
-        "query_error_executions_newest_first",
-        "count_error_by_state",
-    ),
-    "finished": (
-        "query_finished_executions",
-        "query_finished_executions_newest_first",
-        "count_finished_by_state",
-    ),
-    # A count by finish time and nothing but states, job and queue.
-    "finished narrow": (
-        "query_finished_executions",
-        "query_finished_executions_newest_first",
-        "count_finished_narrow_by_state",
-    ),
-    "states": (
-        "query_state_executions",
-        "query_state_executions_newest_first",
-        "count_states_by_state",
-    ),
-    "all": ("query_executions", "query_executions_newest_first", "count_filtered_by_state"),
-    "covering": ("query_executions", "query_executions_newest_first", "count_by_state"),
-}
-
-
-def _driver(filters: ExecutionFilter, *, counting: bool) -> str:
-    """Which index :meth:`SqlStore.query` or :meth:`~SqlStore.count_by_state` reads
-    first (a key of :data:`_BLOCKS`): the most selective that a filter given allows,
-    in this order: one schedule's (executions_schedule_state), one limit key's
-    (executions_limit_key), the errored payload rows (execution_data_errors), a finish
-    time range (executions_finished; a list needs a lower bound, and sorts the range),
-    some states or an owner (executions_state, one state at a time; for a count by
-    states, job and queue alone, that index covers it); else the primary key (a list
-    in order, within the ids the bounds allow)."""
-    if filters.schedule is not None:
-        return "schedule"
-    if filters.limit_key is not None:
-        return "key"
-    if filters.error is not None:
-        return "error"
-    narrow = replace(
-        filters, states=None, job=None, queue=None, limit=1, after=None, newest_first=False
-    )
-    if filters.finished_after is not None or (counting and filters.finished_before is not None):
-        by_finish_only = replace(narrow, finished_after=None, finished_before=None)
-        return "finished narrow" if counting and by_finish_only == _NO_FILTER else "finished"
-    if counting and narrow == _NO_FILTER:
-        return "covering"
-    if filters.states is not None or filters.owner is not None:
-        return "states"
-    return "all"
-
-
-#: A count's filters when none is given (the covering count_by_state reads job and queue).
-_NO_FILTER = ExecutionFilter(
-    states=None,
-    job=None,
-    schedule=None,
-    bucket=None,
-    buckets=None,
-    due_after=None,
-    due_before=None,
-    limit=1,
-    after=None,
-)
-
-
-def _states_to_read(filters: ExecutionFilter) -> tuple[State, ...]:
-    """The states a query by state reads, one at a time, in the enum's order: those
-    asked for (an owner holds RUNNING executions only: none if RUNNING is not asked)."""
-    asked = set(State if filters.states is None else filters.states)
-    if filters.owner is not None:
-        asked &= {State.RUNNING}
-    return tuple(s for s in State if s in asked)
 
 
 class RowMapping(Protocol):
@@ -387,8 +299,8 @@ class SqlStore(Store):
         return self._run_read(lambda: self._get_plan(execution_id), "get")
 
     def _get_plan(self, execution_id: str) -> Plan[Execution]:
-        """:meth:`get` as a plan."""
-        return Plan(self._get_steps(execution_id), atomic=False)
+        """``Store.get`` as a plan (a dialect may wrap it: PostgreSQL's prune window)."""
+        return sql_reading.get_plan(self, execution_id)
 
     def _get(self, conn: Any, execution_id: str, *, lock: bool = False) -> Execution:
         """The execution (held by this transaction with ``lock``), or :class:`NotFound`."""
@@ -405,130 +317,28 @@ class SqlStore(Store):
         return self.rows.execution(row)
 
     def _find(self, idempotency_key: str) -> Execution | None:
-        return self._run_read(lambda: self._find_plan(idempotency_key), "find")
-
-    def _find_plan(self, idempotency_key: str) -> Plan[Execution | None]:
-        """:meth:`_find` as a plan."""
-
-        def steps() -> Steps[Execution | None]:
-            row = yield Statement(self._q("find_execution"), {"key": idempotency_key}, "one")
-            return None if row is None else self.rows.execution(row)
-
-        return Plan(steps(), atomic=False)
+        return self._run_read(lambda: sql_reading.find_plan(self, idempotency_key), "find")
 
     def _query(self, filters: ExecutionFilter) -> Page:
         return self._run_read(lambda: self._query_plan(filters), "query")
 
     def _query_plan(self, filters: ExecutionFilter) -> Plan[Page]:
-        """:meth:`_query` as a plan.
-
-        By state (:func:`_driver`), one statement a state, each a page in id order
-        read through executions_state; merged here, in id order, the first ``limit``
-        kept. (An execution that changes state between two of them may be read twice:
-        it is listed once.)
-        """
-        driver = _driver(filters, counting=False)
-        params = self._filter_params(filters, driver) | {
-            "after": filters.after,
-            "limit": filters.limit + 1,
-        }
-        query = self._q(_BLOCKS[driver][1 if filters.newest_first else 0])
-        states = _states_to_read(filters) if driver == "states" else (None,)
-
-        def steps() -> Steps[Page]:
-            rows: dict[str, Execution] = {}
-            for state in states:
-                found = yield Statement(query, params | {"state": state}, "all")
-                for r in found:
-                    e = self.rows.execution(r)
-                    rows[e.id] = e
-            ordered = sorted(rows, reverse=filters.newest_first)[: filters.limit + 1]
-            items = [rows[i] for i in ordered[: filters.limit]]
-            more = len(ordered) > filters.limit
-            return Page(items=items, next_cursor=items[-1].id if more else None)
-
-        return Plan(steps(), atomic=False)
-
-    def _filter_params(self, filters: ExecutionFilter, driver: str) -> dict[str, Any]:
-        """The parameters of the shared filters (fragments query_filters and
-        query_ranges, and the ids the filters allow) every query_* and count_* block
-        reads, for the blocks of ``driver``. The error blocks match the error as they
-        read the errored rows (``error_driving``), not again in query_filters."""
-        id_above, id_below = filters.id_range
-        error = None if filters.error is None else like_pattern(filters.error)
-        driving = driver == "error"
-        return {
-            "error": None if driving else error,
-            "error_driving": error if driving else None,
-            "states": None if filters.states is None else self._array(filters.states),
-            "job": filters.job,
-            "queue": filters.queue,
-            "schedule": filters.schedule,
-            "bucket": filters.bucket,
-            "buckets": None if filters.buckets is None else self._array(filters.buckets),
-            "due_after": self._t_opt(filters.due_after),
-            "due_before": self._t_opt(filters.due_before),
-            "outcome_events": None
-            if filters.outcome is None
-            else self._array(sorted(ending_events(filters.outcome))),
-            "limit_key": filters.limit_key,
-            "owner": filters.owner,
-            "id_above": id_above,
-            "id_below": id_below,
-            "created_after": self._t_opt(filters.created_after),
-            "created_before": self._t_opt(filters.created_before),
-            "finished_after": self._t_opt(filters.finished_after),
-            "finished_before": self._t_opt(filters.finished_before),
-        }
+        """``Store.query`` as a plan (a dialect may answer some without a round trip:
+        PostgreSQL, a cursor that is no UUID)."""
+        return sql_reading.query_plan(self, filters)
 
     def _count_by_state(self, filters: ExecutionFilter) -> dict[State, int]:
-        return self._run_read(lambda: self._count_by_state_plan(filters), "count_by_state")
-
-    def _count_by_state_plan(self, filters: ExecutionFilter) -> Plan[dict[State, int]]:
-        """:meth:`_count_by_state` as a plan (the index it reads: :func:`_driver`)."""
-        driver = _driver(filters, counting=True)
-        params = self._filter_params(filters, driver)
-        if driver == "states":
-            params["states"] = self._array(_states_to_read(filters))
-
-        def steps() -> Steps[dict[State, int]]:
-            found = yield Statement(self._q(_BLOCKS[driver][2]), params, "all")
-            return {State(state): int(n) for state, n in found}
-
-        return Plan(steps(), atomic=False)
+        return self._run_read(
+            lambda: sql_reading.count_by_state_plan(self, filters), "count_by_state"
+        )
 
     def transitions(self, execution_id: str) -> list[Transition]:
-        return self._run_read(lambda: self._transitions_plan(execution_id), "transitions")
-
-    def _transitions_plan(self, execution_id: str) -> Plan[list[Transition]]:
-        """:meth:`transitions` as a plan."""
-        return self._trail_plan("select_transitions", execution_id, self.rows.transition)
+        return self._run_read(
+            lambda: sql_reading.transitions_plan(self, execution_id), "transitions"
+        )
 
     def commands(self, execution_id: str) -> list[Command]:
-        return self._run(self._commands_plan(execution_id))
-
-    def _commands_plan(self, execution_id: str) -> Plan[list[Command]]:
-        """:meth:`commands` as a plan."""
-        return self._trail_plan("select_commands", execution_id, self.rows.command)
-
-    def _trail_plan(
-        self, block: str, execution_id: str, row: Callable[[tuple[Any, ...]], R]
-    ) -> Plan[list[R]]:
-        """The rows of ``block`` for one execution, each mapped by ``row``;
-        :class:`NotFound` if the execution does not exist."""
-        if not self._can_name(execution_id):
-            raise NotFound(execution_id)
-
-        def steps() -> Steps[list[R]]:
-            found = yield Statement(self._q(block), {"id": execution_id}, "all")
-            if found:
-                return [row(r) for r in found]
-            exists = yield Statement(self._q("execution_exists"), {"id": execution_id}, "one")
-            if exists:
-                return []
-            raise NotFound(execution_id)
-
-        return Plan(steps(), atomic=False)
+        return self._run(sql_reading.commands_plan(self, execution_id))
 
     # -- leasing ---------------------------------------------------------------------------
 
@@ -1103,74 +913,10 @@ class SqlStore(Store):
     # -- schedules -------------------------------------------------------------------------
 
     def get_schedule(self, schedule_id: str) -> Schedule:
-        return self._run(self._get_schedule_plan(schedule_id))
-
-    def _get_schedule_plan(self, schedule_id: str) -> Plan[Schedule]:
-        """:meth:`get_schedule` as a plan."""
-        return Plan(self._get_schedule_steps(schedule_id), atomic=False)
-
-    def _get_schedule_steps(self, schedule_id: str, *, lock: bool = False) -> Steps[Schedule]:
-        """The schedule (held by this transaction with ``lock``), or :class:`NotFound`."""
-        if not self._storable(schedule_id):
-            raise NotFound(schedule_id, subject="schedule")
-        query = self._q("lock_schedule" if lock else "get_schedule")
-        row = yield Statement(query, {"id": schedule_id}, "one")
-        if row is None:
-            raise NotFound(schedule_id, subject="schedule")
-        return self.rows.schedule(row)
+        return self._run(sql_schedules.get_schedule_plan(self, schedule_id))
 
     def _list_schedules(self, filters: ScheduleFilter) -> SchedulePage:
-        return self._run(self._list_schedules_plan(filters))
-
-    def _list_schedules_plan(self, filters: ScheduleFilter) -> Plan[SchedulePage]:
-        """:meth:`_list_schedules` as a plan."""
-        params = {
-            "job": filters.job,
-            "paused": filters.paused,
-            "after": self._schedule_cursor(filters.after),
-            "due_before": self._t_opt(filters.due_before),
-            "limit": filters.limit + 1,
-        }
-
-        def steps() -> Steps[SchedulePage]:
-            found = yield Statement(self._q("list_schedules"), params, "all")
-            items = [self.rows.schedule(r) for r in found]
-            more = len(items) > filters.limit
-            items = items[: filters.limit]
-            return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
-
-        return Plan(steps(), atomic=False)
-
-    def _schedule_params(self, s: Schedule, inputs_json: str) -> dict[str, Any]:
-        """The parameters of ``insert_schedule`` and ``write_schedule`` for ``s``."""
-        return {
-            "id": s.id,
-            "job": s.job,
-            "job_version": s.job_version,
-            "inputs": inputs_json,
-            "cron": s.cron,
-            "every": None if s.every is None else self._d(s.every),
-            "timezone": s.timezone,
-            "dst_gap": s.dst_gap.value,
-            "dst_fold": s.dst_fold.value,
-            "misfire": s.misfire.value,
-            "misfire_grace": self._d(s.misfire_grace),
-            "max_catch_up": s.max_catch_up,
-            "overlap": s.overlap.value,
-            "start_at": self._t_opt(s.start_at),
-            "end_at": self._t_opt(s.end_at),
-            "max_attempts": s.max_attempts,
-            "priority": s.priority,
-            "queue": s.queue,
-            "limit_key": s.limit_key,
-            "paused": s.paused,
-            "watermark": self._t(s.watermark),
-            "next_due": self._t(s.next_due),
-            "materializer": s.materializer,
-            "lease_until": self._t_opt(s.lease_until),
-            "created_at": self._t(s.created_at),
-            "updated_at": self._t(s.updated_at),
-        }
+        return self._run(sql_schedules.list_schedules_plan(self, filters))
 
     def _schedule_cursor(self, after: str | None) -> str | None:
         """The ``after`` bound of ``list_schedules`` for a validated cursor."""
@@ -1183,69 +929,10 @@ class SqlStore(Store):
         *,
         actor: str = "client",
     ) -> Schedule:
-        return self._run(self._change_schedule_plan(schedule_id, decide, actor=actor))
-
-    def _change_schedule_plan(
-        self,
-        schedule_id: str,
-        decide: Callable[[Schedule, datetime], Schedule | None],
-        *,
-        actor: str = "client",
-    ) -> Plan[Schedule]:
-        """:meth:`_change_schedule` as a plan."""
-
-        def steps() -> Steps[Schedule]:
-            current = yield from self._get_schedule_steps(schedule_id, lock=True)
-            now = yield from self._now_steps()
-            changed = decide(current, now)
-            if changed is None:
-                return current
-            params = self._schedule_params(changed, self._encode(changed.inputs, "inputs"))
-            yield Statement(self._q("write_schedule"), params)
-            if plans.pauses(current, changed):
-                yield from self._skip_paused_steps(schedule_id, actor, now)
-            return changed
-
-        return Plan(steps())
-
-    def _skip_paused_steps(self, schedule_id: str, actor: str, now: datetime) -> Steps[None]:
-        """A pause's skips: the schedule's occurrences that have not started, SKIPPED.
-
-        The block holds the rows it returns (PostgreSQL: ``FOR UPDATE``, so a claim
-        that got one first makes it drop out, and a later claim passes it by; SQLite:
-        the write transaction), and reads them all before the writes change its index.
-        """
-        event = ExecutionSkipped(reason=plans.PAUSED, actor=actor)
-        unstarted = yield Statement(
-            self._q("unstarted_schedule_executions"), {"id": schedule_id}, "all"
-        )
-        for row in unstarted:
-            execution = self.rows.execution(row)
-            if plans.skipped_by_pause(execution):  # the block's rule, said once more
-                yield from self._persist_steps(apply(execution, event, now), now)
+        return self._run(sql_schedules.change_schedule_plan(self, schedule_id, decide, actor=actor))
 
     def delete_schedule(self, schedule_id: str) -> None:
-        self._run(self._delete_schedule_plan(schedule_id))
-
-    def _delete_schedule_plan(self, schedule_id: str) -> Plan[None]:
-        """:meth:`delete_schedule` as a plan."""
-        if not self._storable(schedule_id):
-            raise NotFound(schedule_id, subject="schedule")
-
-        def steps() -> Steps[None]:
-            deleted = yield Statement(self._q("delete_schedule"), {"id": schedule_id}, "one")
-            if deleted is None:
-                raise NotFound(schedule_id, subject="schedule")
-            now = yield from self._now_steps()
-            event = ExecutionCancelled(actor=plans.SCHEDULE_DELETED)
-            # Read them all first: the writes change the index the select walks.
-            waiting = yield Statement(
-                self._q("waiting_schedule_executions"), {"id": schedule_id}, "all"
-            )
-            for row in waiting:
-                yield from self._persist_steps(apply(self.rows.execution(row), event, now), now)
-
-        return Plan(steps())
+        self._run(sql_schedules.delete_schedule_plan(self, schedule_id))
 
 
 def claimed_leases(

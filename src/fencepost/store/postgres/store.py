@@ -100,6 +100,7 @@ from fencepost.store.values import (
     plan_resize,
     stale_schedule,
 )
+from fencepost.store.verbs import sql_schedules
 from fencepost.store.verbs.reports import stats_error_params, stats_report, throttle_lookback
 from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.planning import HELD, NEVER
@@ -1100,7 +1101,7 @@ class PostgresStore(SqlStore):
         def steps() -> Steps[Schedule]:
             now = yield from self._now_steps()
             schedule = plans.new_schedule(spec, id=schedule_id, now=now)
-            params = self._schedule_params(schedule, spec.inputs_json) | {
+            params = sql_schedules.schedule_params(self, schedule, spec.inputs_json) | {
                 "request_hash": fingerprint
             }
             # An insert that conflicts, then finds no row, lost a race with a delete: again.

@@ -78,6 +78,7 @@ from fencepost.store.values import (
     plan_resize,
     stale_schedule,
 )
+from fencepost.store.verbs import sql_schedules
 from fencepost.store.verbs.reports import stats_error_params, stats_report, throttle_lookback
 from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.clock import SystemClock
@@ -791,7 +792,7 @@ class SqliteStore(SqlStore):
                     raise IdempotencyConflict(schedule_id, schedule_id, subject="schedule")
                 return rows.schedule(row)
             schedule = plans.new_schedule(spec, id=schedule_id, now=self.clock.now())
-            params = self._schedule_params(schedule, spec.inputs_json)
+            params = sql_schedules.schedule_params(self, schedule, spec.inputs_json)
             conn.execute(Q["insert_schedule"], params | {"request_hash": fingerprint})
         return schedule
 

@@ -1,0 +1,154 @@
+"""The schedule verbs of the SQL stores as plans, written once for both dialects over
+their named blocks (``*_schedule*`` in each ``queries.sql``): reading, listing, changing
+(a pause skips what has not started) and deleting a schedule.
+
+Each plan decides; the store it is given (:class:`~fencepost.store.sqlstore.SqlStore`)
+gives the statements' text, binds times and durations, and maps rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from fencepost.domain import schedules as plans
+from fencepost.domain.errors import NotFound
+from fencepost.domain.events import ExecutionCancelled, ExecutionSkipped
+from fencepost.domain.machine import apply
+from fencepost.domain.models import Schedule, SchedulePage
+from fencepost.store.executors import Plan, Statement, Steps
+from fencepost.store.values import ScheduleFilter
+
+if TYPE_CHECKING:
+    from fencepost.store.sqlstore import SqlStore
+
+
+def get_schedule_plan(store: SqlStore, schedule_id: str) -> Plan[Schedule]:
+    """``Store.get_schedule`` as a plan."""
+    return Plan(schedule_steps(store, schedule_id), atomic=False)
+
+
+def schedule_steps(store: SqlStore, schedule_id: str, *, lock: bool = False) -> Steps[Schedule]:
+    """The schedule (held by this transaction with ``lock``), or :class:`NotFound`."""
+    if not store._storable(schedule_id):
+        raise NotFound(schedule_id, subject="schedule")
+    query = store._q("lock_schedule" if lock else "get_schedule")
+    row = yield Statement(query, {"id": schedule_id}, "one")
+    if row is None:
+        raise NotFound(schedule_id, subject="schedule")
+    return store.rows.schedule(row)
+
+
+def list_schedules_plan(store: SqlStore, filters: ScheduleFilter) -> Plan[SchedulePage]:
+    """``Store.list_schedules`` as a plan."""
+    params = {
+        "job": filters.job,
+        "paused": filters.paused,
+        "after": store._schedule_cursor(filters.after),
+        "due_before": store._t_opt(filters.due_before),
+        "limit": filters.limit + 1,
+    }
+
+    def steps() -> Steps[SchedulePage]:
+        found = yield Statement(store._q("list_schedules"), params, "all")
+        items = [store.rows.schedule(r) for r in found]
+        more = len(items) > filters.limit
+        items = items[: filters.limit]
+        return SchedulePage(items=items, next_cursor=items[-1].id if more else None)
+
+    return Plan(steps(), atomic=False)
+
+
+def schedule_params(store: SqlStore, s: Schedule, inputs_json: str) -> dict[str, Any]:
+    """The parameters of ``insert_schedule`` and ``write_schedule`` for ``s``."""
+    return {
+        "id": s.id,
+        "job": s.job,
+        "job_version": s.job_version,
+        "inputs": inputs_json,
+        "cron": s.cron,
+        "every": None if s.every is None else store._d(s.every),
+        "timezone": s.timezone,
+        "dst_gap": s.dst_gap.value,
+        "dst_fold": s.dst_fold.value,
+        "misfire": s.misfire.value,
+        "misfire_grace": store._d(s.misfire_grace),
+        "max_catch_up": s.max_catch_up,
+        "overlap": s.overlap.value,
+        "start_at": store._t_opt(s.start_at),
+        "end_at": store._t_opt(s.end_at),
+        "max_attempts": s.max_attempts,
+        "priority": s.priority,
+        "queue": s.queue,
+        "limit_key": s.limit_key,
+        "paused": s.paused,
+        "watermark": store._t(s.watermark),
+        "next_due": store._t(s.next_due),
+        "materializer": s.materializer,
+        "lease_until": store._t_opt(s.lease_until),
+        "created_at": store._t(s.created_at),
+        "updated_at": store._t(s.updated_at),
+    }
+
+
+def change_schedule_plan(
+    store: SqlStore,
+    schedule_id: str,
+    decide: Callable[[Schedule, datetime], Schedule | None],
+    *,
+    actor: str = "client",
+) -> Plan[Schedule]:
+    """``Store.change_schedule`` as a plan."""
+
+    def steps() -> Steps[Schedule]:
+        current = yield from schedule_steps(store, schedule_id, lock=True)
+        now = yield from store._now_steps()
+        changed = decide(current, now)
+        if changed is None:
+            return current
+        params = schedule_params(store, changed, store._encode(changed.inputs, "inputs"))
+        yield Statement(store._q("write_schedule"), params)
+        if plans.pauses(current, changed):
+            yield from skip_paused_steps(store, schedule_id, actor, now)
+        return changed
+
+    return Plan(steps())
+
+
+def skip_paused_steps(store: SqlStore, schedule_id: str, actor: str, now: datetime) -> Steps[None]:
+    """A pause's skips: the schedule's occurrences that have not started, SKIPPED.
+
+    The block holds the rows it returns (PostgreSQL: ``FOR UPDATE``, so a claim
+    that got one first makes it drop out, and a later claim passes it by; SQLite:
+    the write transaction), and reads them all before the writes change its index.
+    """
+    event = ExecutionSkipped(reason=plans.PAUSED, actor=actor)
+    unstarted = yield Statement(
+        store._q("unstarted_schedule_executions"), {"id": schedule_id}, "all"
+    )
+    for row in unstarted:
+        execution = store.rows.execution(row)
+        if plans.skipped_by_pause(execution):  # the block's rule, said once more
+            yield from store._persist_steps(apply(execution, event, now), now)
+
+
+def delete_schedule_plan(store: SqlStore, schedule_id: str) -> Plan[None]:
+    """``Store.delete_schedule`` as a plan."""
+    if not store._storable(schedule_id):
+        raise NotFound(schedule_id, subject="schedule")
+
+    def steps() -> Steps[None]:
+        deleted = yield Statement(store._q("delete_schedule"), {"id": schedule_id}, "one")
+        if deleted is None:
+            raise NotFound(schedule_id, subject="schedule")
+        now = yield from store._now_steps()
+        event = ExecutionCancelled(actor=plans.SCHEDULE_DELETED)
+        # Read them all first: the writes change the index the select walks.
+        waiting = yield Statement(
+            store._q("waiting_schedule_executions"), {"id": schedule_id}, "all"
+        )
+        for row in waiting:
+            yield from store._persist_steps(apply(store.rows.execution(row), event, now), now)
+
+    return Plan(steps())
