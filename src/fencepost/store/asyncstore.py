@@ -87,7 +87,7 @@ from fencepost.store.base import Store
 from fencepost.store.executors import Plan, returning
 from fencepost.store.history import roll_up_arguments
 from fencepost.store.values import MAX_LIMIT
-from fencepost.store.verbs import sql_reading, sql_schedules
+from fencepost.store.verbs import sql_bulk, sql_commands, sql_reading, sql_schedules
 from fencepost.store.verbs.schedules import schedule_filter
 
 if TYPE_CHECKING:
@@ -322,7 +322,7 @@ class AsyncStore(AsyncFlowVerbs):
         def plan(store: Any) -> Plan[Deletion]:
             if not isinstance(execution_id, str):
                 store.delete(execution_id, actor=actor)  # refuses it, naming the argument
-            return store._delete_plan(execution_id, require_name(actor, "actor"))  # type: ignore[no-any-return]
+            return sql_bulk.delete_plan(store, execution_id, require_name(actor, "actor"))
 
         return await self._verb(lambda s: s.delete(execution_id, actor=actor), plan)
 
@@ -333,7 +333,7 @@ class AsyncStore(AsyncFlowVerbs):
         def plan(store: Any) -> Plan[DeletionPage]:
             count = require_int(limit, "limit", low=1, high=MAX_LIMIT)
             cursor = None if after is None else deletion_cursor(after)
-            return store._deletions_plan(count, cursor)  # type: ignore[no-any-return]
+            return sql_bulk.deletions_plan(store, count, cursor)
 
         return await self._verb(lambda s: s.deletions(limit=limit, after=after), plan)
 
@@ -344,7 +344,9 @@ class AsyncStore(AsyncFlowVerbs):
 
         def plan(store: Any) -> Plan[Command]:
             command_kind, arguments = store._requested(kind, actor)
-            found: Plan[Command] = store._request_plan(execution_id, command_kind, **arguments)
+            found: Plan[Command] = sql_commands.request_plan(
+                store, execution_id, command_kind, **arguments
+            )
             return found
 
         return await self._verb(lambda s: s.request(execution_id, kind, actor=actor), plan)

@@ -4,11 +4,34 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 from fencepost.domain.models import Command, Execution, Schedule, Transition
 from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.states import CommandKind, CommandState, Event, State
+
+
+class RowMapping(Protocol):
+    """How a dialect turns its rows into domain values (a module satisfies it)."""
+
+    def execution(self, row: tuple[Any, ...]) -> Execution:
+        """An execution from a row of ``execution_rows``."""
+
+    def transition(self, row: tuple[Any, ...]) -> Transition:
+        """An audit transition from a row of ``select_transitions``."""
+
+    def command(self, row: tuple[Any, ...]) -> Command:
+        """A command from a row of ``select_commands`` (or a claim's)."""
+
+    def schedule(self, row: tuple[Any, ...]) -> Schedule:
+        """A schedule from a row of ``get_schedule`` or ``list_schedules``."""
+
+    def instant(self, value: Any) -> datetime:
+        """A time as a row holds it, as an aware datetime."""
+
+    def duration(self, value: Any) -> timedelta:
+        """A duration as a row holds it, as a timedelta."""
 
 
 def _same(value: Any) -> Any:

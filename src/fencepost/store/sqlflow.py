@@ -16,7 +16,7 @@ from fencepost.domain.limits import Candidate, Held, Limit, Rate, TokenBucket, s
 from fencepost.store.executors import Plan, Statement, Steps, run
 from fencepost.store.flow import FlowChange, Pair, Throttle, ThrottleCount, describe, ready_at
 from fencepost.store.values import ClaimArguments
-from fencepost.store.verbs import sql_reading
+from fencepost.store.verbs import sql_changes, sql_reading
 
 if TYPE_CHECKING:
     from fencepost.store.sqlstore import SqlStore
@@ -315,7 +315,7 @@ class SqlFlow:
 
     def candidates(self, request: ClaimArguments, held: Held, n: int) -> list[Candidate]:
         s = self.store
-        params = s._claim_params(request) | {
+        params = sql_changes.claim_params(s, request) | {
             "now": s._t(self.now),
             "n": n,
             "held_jobs": s._array(list(held.jobs)),

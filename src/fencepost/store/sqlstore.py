@@ -23,15 +23,17 @@ The hooks a dialect provides:
   are UUIDs; SQLite cannot bind a lone surrogate), so such a lookup is answered
   without a round trip;
 * :meth:`SqlStore._refuse`: the audit of refused fenced calls;
-* :attr:`SqlStore.rows`: the dialect's row mapping (:class:`RowMapping`).
+* :attr:`SqlStore.rows`: the dialect's row mapping
+  (:class:`~fencepost.store.rows.RowMapping`).
 
-The verbs an :class:`~fencepost.store.asyncstore.AsyncStore` also offers (reading,
-cancel, replay, reschedule, command requests, schedules) are written as *plans*
-(``_get_plan``, ``_transition_plan``, ``_change_schedule_plan``, ...) built from
-sub-plans (``_get_steps``, ``_now_steps``, ``_persist_steps``, ...): the sync verb
-runs its plan with :meth:`SqlStore._run` on the store's own connection, the
-AsyncStore runs the same plan on its own executor. The helpers the other verbs
-call with a connection (``_get``, ``_persist``, ``_tx_now``) run those sub-plans on it.
+The verbs are written as *plans*, one module a section of the contract in
+:mod:`fencepost.store.verbs` (``sql_reading``, ``sql_schedules``, ``sql_commands``,
+``sql_bulk``, ``sql_catalogue``, ``sql_reports``, and ``sql_changes``, how a change
+decided by the state machine is written), built from sub-plans (``_get_steps``,
+``_now_steps``, ``sql_changes.persist_steps``, ...): the sync verb runs its plan with
+:meth:`SqlStore._run` on the store's own connection, an AsyncStore runs the same plan
+on its own executor. The helpers the hooks still written per dialect call with a
+connection (``_get``, ``_persist``, ``_tx_now``) run those sub-plans on it.
 
 Row locks are block names too: ``lock_execution`` and ``lock_schedule`` take a row
 lock on PostgreSQL; on SQLite the write transaction already holds the whole file,
@@ -40,37 +42,27 @@ so its dialect maps them to the plain reads.
 
 from __future__ import annotations
 
-import logging
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from fencepost.domain.bulk import DELETED, RETRY_NOW_REASON, Action, Deletion, DeletionPage
-from fencepost.domain.catalogue import JobEntry, definition_json, entry_from_definition
+from fencepost.domain.bulk import Action, Deletion, DeletionPage
+from fencepost.domain.catalogue import JobEntry
 from fencepost.domain.checks import storable
-from fencepost.domain.commands import new_command, on_request
 from fencepost.domain.errors import (
-    CatalogueConflict,
-    InvalidTransition,
     NotFound,
     StaleLease,
     StoreUnavailable,
-    ValidationError,
 )
 from fencepost.domain.events import (
-    ExecutionCancelled,
     ExecutionEvent,
-    ExecutionReplayed,
-    ExecutionRescheduled,
     LeaseExpired,
 )
 from fencepost.domain.history import RollUp, SummaryBy, Totals, Window
-from fencepost.domain.ids import id_floor
 from fencepost.domain.limits import Limit
-from fencepost.domain.machine import RECORDS_ERROR, Change, apply, holds
+from fencepost.domain.machine import Change, apply, holds
 from fencepost.domain.models import (
     Command,
     Execution,
@@ -81,68 +73,39 @@ from fencepost.domain.models import (
     SchedulePage,
     Transition,
 )
-from fencepost.domain.reports import JobCounts, SloOffender, SloReport, tabulate
+from fencepost.domain.reports import JobCounts, SloReport
 from fencepost.domain.slo import (
-    BURN_WINDOWS,
-    DAY,
     DEFAULT_CLAIM_WITHIN,
     DEFAULT_FINISH_WITHIN,
-    FINISHED_STATES,
-    Tally,
-    Verdict,
-    day_number,
-    mark_for,
 )
-from fencepost.domain.states import CommandKind, CommandState, Event, State
+from fencepost.domain.states import CommandKind, Event, State
 from fencepost.store import sqlflow, sqlhistory
 from fencepost.store.base import Store
-from fencepost.store.bulk import applicable
 from fencepost.store.executors import Execute, Plan, Statement, Steps, run
 from fencepost.store.flow import FlowChange, Throttle, ThrottleCount
-from fencepost.store.rows import version_keys
+from fencepost.store.rows import RowMapping
 from fencepost.store.values import (
-    ID_CLOCK_SLACK,
-    UNFINISHED_STATES,
     ClaimArguments,
     Decide,
     ExecutionFilter,
     Outcome,
     ScheduleFilter,
     always,
-    claimed_inputs,
     result_refused,
     set_aside,
-    unix_ms,
 )
-from fencepost.store.verbs import sql_reading, sql_schedules
-from fencepost.store.verbs.reports import SloRequest, burn_key
-
-log = logging.getLogger("fencepost.store")
+from fencepost.store.verbs import (
+    sql_bulk,
+    sql_catalogue,
+    sql_changes,
+    sql_commands,
+    sql_reading,
+    sql_reports,
+    sql_schedules,
+)
+from fencepost.store.verbs.reports import SloRequest
 
 T = TypeVar("T")
-R = TypeVar("R")
-
-
-class RowMapping(Protocol):
-    """How a dialect turns its rows into domain values (a module satisfies it)."""
-
-    def execution(self, row: tuple[Any, ...]) -> Execution:
-        """An execution from a row of ``execution_rows``."""
-
-    def transition(self, row: tuple[Any, ...]) -> Transition:
-        """An audit transition from a row of ``select_transitions``."""
-
-    def command(self, row: tuple[Any, ...]) -> Command:
-        """A command from a row of ``select_commands`` (or a claim's)."""
-
-    def schedule(self, row: tuple[Any, ...]) -> Schedule:
-        """A schedule from a row of ``get_schedule`` or ``list_schedules``."""
-
-    def instant(self, value: Any) -> datetime:
-        """A time as a row holds it, as an aware datetime."""
-
-    def duration(self, value: Any) -> timedelta:
-        """A duration as a row holds it, as a timedelta."""
 
 
 #: The events with which each fenced verb of :meth:`SqlStore._fenced_apply` ends a
@@ -342,22 +305,6 @@ class SqlStore(Store):
 
     # -- leasing ---------------------------------------------------------------------------
 
-    def _claim_params(self, request: ClaimArguments) -> dict[str, Any]:
-        """The filters of the claim blocks (the dialect adds its ``now``, owner and ttl)."""
-        versions, queues = request.versions, request.queues
-        return {
-            "limit": request.limit,
-            "jobs": None if request.jobs is None else self._array(request.jobs),
-            "ids": None if request.ids is None else self._array(request.ids),
-            "buckets": None if request.buckets is None else self._array(request.buckets),
-            "versions": None if versions is None else self._array(version_keys(versions)),
-            "cap": request.max_per_bucket,
-            # A claim restricted to queues: their names, and each one's limit (at
-            # most ``limit``), for the dialect's queue blocks.
-            "queues": None if queues is None else self._array([name for name, _ in queues]),
-            "queue_limits": None if queues is None else self._array([n for _, n in queues]),
-        }
-
     # -- flow control (see store.flow and store.sqlflow) ------------------------------------
 
     def _set_limit(self, limit: Limit) -> Limit:
@@ -417,49 +364,7 @@ class SqlStore(Store):
 
     def _persist(self, conn: Any, change: Change, now: datetime) -> None:
         """Write a change decided by the state machine, with its audit transition."""
-        run(self._persist_steps(change, now), self._executor(conn))
-
-    def _persist_steps(self, change: Change, now: datetime) -> Steps[None]:
-        """:meth:`_persist` as steps of a plan."""
-        new = change.execution
-        changed = yield Statement(
-            self._q("write_change"),
-            {
-                "id": new.id,
-                "state": str(new.state),
-                "due_at": self._t(new.due_at),
-                "attempt": new.attempt,
-                "epoch": new.epoch,
-                "lease_owner": new.lease_owner,
-                "lease_until": self._t_opt(new.lease_until),
-                "updated_at": self._t(new.updated_at),
-                "from_state": str(change.from_state),
-                "from_epoch": change.from_epoch,
-                # The facts of the SLO (fencepost.domain.slo), on the same statement.
-                "marks": int(mark_for(change.event, change.from_state, change.reason)),
-                "finished_at": self._t(new.updated_at) if new.state in FINISHED_STATES else None,
-            },
-            "count",
-        )
-        # The row was read and held in this same transaction; a miss is a bug, not a race.
-        assert changed == 1, f"lost update on {new.id}"
-        if change.event in RECORDS_ERROR:
-            yield Statement(self._q("set_error"), {"id": new.id, "error": new.error})
-        yield Statement(self._q("insert_transition"), self._transition_params(change, now))
-
-    def _transition_params(self, change: Change, now: datetime) -> dict[str, Any]:
-        """The parameters of ``insert_transition`` for the audit record of ``change``."""
-        t = change.transition(0, now)  # its seq is the database's
-        return {
-            "execution_id": t.execution_id,
-            "event": str(t.event),
-            "from_state": None if t.from_state is None else str(t.from_state),
-            "to_state": str(t.to_state),
-            "epoch": t.epoch,
-            "actor": t.actor,
-            "reason": t.reason,
-            "at": self._t(now),
-        }
+        run(sql_changes.persist_steps(self, change, now), self._executor(conn))
 
     def _transition(self, execution_id: str, event: ExecutionEvent) -> Execution:
         return self._run(self._transition_plan(execution_id, event))
@@ -470,7 +375,7 @@ class SqlStore(Store):
         def steps() -> Steps[Execution]:
             now = yield from self._now_steps()
             change = apply((yield from self._get_steps(execution_id, lock=True)), event, now)
-            yield from self._persist_steps(change, now)
+            yield from sql_changes.persist_steps(self, change, now)
             return change.execution
 
         return Plan(steps())
@@ -559,119 +464,25 @@ class SqlStore(Store):
     def _request(
         self, execution_id: str, kind: CommandKind, *, actor: str, command_id: str
     ) -> Command:
-        return self._run(self._request_plan(execution_id, kind, actor=actor, command_id=command_id))
-
-    def _request_plan(
-        self, execution_id: str, kind: CommandKind, *, actor: str, command_id: str
-    ) -> Plan[Command]:
-        """:meth:`_request` as a plan."""
-
-        def steps() -> Steps[Command]:
-            now = yield from self._now_steps()
-            current = yield from self._get_steps(execution_id, lock=True)
-            return (yield from self._command_steps(current, kind, actor, command_id, now))
-
-        return Plan(steps())
-
-    def _command_steps(
-        self, current: Execution, kind: CommandKind, actor: str, command_id: str, now: datetime
-    ) -> Steps[Command]:
-        """A request decided on ``current``, held by this transaction (see :meth:`request`)."""
-        state = on_request(current, kind)
-        if state is CommandState.DONE:
-            cancel = apply(current, ExecutionCancelled(actor=actor), now)
-            yield from self._persist_steps(cancel, now)
-        yield Statement(
-            self._q("insert_command"),
-            {
-                "id": command_id,
-                "execution_id": current.id,
-                "kind": str(kind),
-                "state": str(state),
-                "requested_by": actor,
-                "requested_at": self._t(now),
-                "done_at": self._t(now) if state is CommandState.DONE else None,
-            },
+        return self._run(
+            sql_commands.request_plan(self, execution_id, kind, actor=actor, command_id=command_id)
         )
-        return new_command(command_id, current.id, kind, state, actor, now)
 
     def _complete_command(self, command: Command, lease: Fence) -> Command | None:
-        if not (self._can_name(command.id) and self._can_name(command.execution_id)):
-            return None
-        params = {
-            "now": self._now_param(),
-            "id": command.id,
-            "execution_id": command.execution_id,
-            "owner": lease.owner,
-            "epoch": lease.epoch,
-        }
-        with self._write() as conn:
-            row = conn.execute(self._q("complete_command"), params).fetchone()
-        return None if row is None else self.rows.command(row)
+        return self._run(sql_commands.complete_command_plan(self, command, lease))
 
     def _release_command(self, command: Command) -> None:
-        if not self._can_name(command.id):
-            return
-        with self._write() as conn:
-            conn.execute(self._q("release_command"), {"id": command.id, "owner": command.owner})
+        self._run(sql_commands.release_command_plan(self, command))
 
     # -- acting on many and deleting (see store.bulk) ---------------------------------------
 
     def _act_group(
         self, action: Action, execution_ids: Sequence[str], actor: str, now: datetime
     ) -> list[str]:
-        return self._run(self._act_group_plan(action, execution_ids, actor))
-
-    def _act_group_plan(
-        self, action: Action, execution_ids: Sequence[str], actor: str
-    ) -> Plan[list[str]]:
-        """A group of a bulk action in one transaction: each execution held, checked again
-        (:func:`~fencepost.store.bulk.applicable` at this transaction's now) and changed
-        as its own verb changes it; the ids changed, in order."""
-
-        def steps() -> Steps[list[str]]:
-            now = yield from self._now_steps()
-            done: list[str] = []
-            for execution_id in execution_ids:
-                try:
-                    current = yield from self._get_steps(execution_id, lock=True)
-                except NotFound:
-                    continue  # deleted meanwhile, or never was: skipped
-                if not applicable(action, current, now):
-                    continue
-                if action is Action.CANCEL:
-                    command_id = self._ids.new(unix_ms(now))
-                    yield from self._command_steps(
-                        current, CommandKind.CANCEL, actor, command_id, now
-                    )
-                elif action is Action.DELETE:
-                    yield from self._delete_steps(current, actor, now)
-                else:
-                    event = (
-                        ExecutionReplayed(actor=actor)
-                        if action is Action.REPLAY
-                        else ExecutionRescheduled(due_at=now, actor=actor, reason=RETRY_NOW_REASON)
-                    )
-                    yield from self._persist_steps(apply(current, event, now), now)
-                done.append(execution_id)
-            return done
-
-        return Plan(steps())
+        return self._run(sql_bulk.act_group_plan(self, action, execution_ids, actor))
 
     def _delete(self, execution_id: str, actor: str) -> Deletion:
-        return self._run(self._delete_plan(execution_id, actor))
-
-    def _delete_plan(self, execution_id: str, actor: str) -> Plan[Deletion]:
-        """:meth:`delete` as a plan: the execution held, then every row of it deleted."""
-
-        def steps() -> Steps[Deletion]:
-            now = yield from self._now_steps()
-            current = yield from self._get_steps(execution_id, lock=True)
-            if not current.state.is_terminal:
-                raise InvalidTransition(current.id, current.state, DELETED)
-            return (yield from self._delete_steps(current, actor, now))
-
-        return Plan(steps())
+        return self._run(sql_bulk.delete_plan(self, execution_id, actor))
 
     @abstractmethod
     def _delete_steps(self, current: Execution, actor: str, now: datetime) -> Steps[Deletion]:
@@ -680,34 +491,7 @@ class SqlStore(Store):
         record the deletion by ``actor`` at ``now``; return the record."""
 
     def _deletions(self, limit: int, after: int | None) -> DeletionPage:
-        return self._run_read(lambda: self._deletions_plan(limit, after), "deletions")
-
-    def _deletions_plan(self, limit: int, after: int | None) -> Plan[DeletionPage]:
-        """:meth:`deletions` as a plan (``select_deletions``: one more than ``limit``)."""
-
-        def steps() -> Steps[DeletionPage]:
-            params = {"after": 0 if after is None else after, "limit": limit + 1}
-            found = yield Statement(self._q("select_deletions"), params, "all")
-            items = [(int(row[0]), self._deletion(row[1:])) for row in found]
-            more = len(items) > limit
-            items = items[:limit]
-            return DeletionPage(
-                items=[d for _, d in items], next_cursor=str(items[-1][0]) if more else None
-            )
-
-        return Plan(steps(), atomic=False)
-
-    def _deletion(self, row: Sequence[Any]) -> Deletion:
-        """A ``deletions`` row (without its number) as a record."""
-        execution_id, job, queue, state, actor, at = row
-        return Deletion(
-            execution_id=str(execution_id),
-            job=job,
-            queue=queue,
-            state=State(state),
-            actor=actor,
-            at=self.rows.instant(at),
-        )
+        return self._run_read(lambda: sql_bulk.deletions_plan(self, limit, after), "deletions")
 
     def _prune_deletions(self, cutoff: datetime) -> None:
         with self._write() as conn:
@@ -722,89 +506,18 @@ class SqlStore(Store):
             conn.execute(self._q("deregister_node"), {"id": node_id})
 
     def _bucket_counts(self, states: tuple[State, ...]) -> dict[int, int]:
-        with self._read() as conn:
-            if set(states) == set(UNFINISHED_STATES):
-                found = conn.execute(self._q("bucket_counts_unfinished"))
-            else:
-                found = conn.execute(self._q("bucket_counts"), {"states": self._array(states)})
-            return {int(bucket): int(count) for bucket, count in found}
+        return self._run(sql_reports.bucket_counts_plan(self, states))
 
     def _job_counts(self, window: timedelta, job: str | None) -> JobCounts:
         with self._read() as conn:
-            now = self._tx_now(conn)
-            start = now - window
-            found = conn.execute(
-                self._q("job_counts"),
-                {
-                    # Clamped at the epoch: an id's time part cannot be negative.
-                    "first_id": id_floor(max(0, unix_ms(start - ID_CLOCK_SLACK))),
-                    "start": self._t(start),
-                    "now": self._t(now),
-                    "job": job,
-                },
-            ).fetchall()
-        counts = tabulate((name, State(state), int(n)) for name, state, n in found)[1]
-        return JobCounts(at=now, window=window, by_job=counts)
+            return run(sql_reports.job_counts_steps(self, window, job), self._executor(conn))
 
     def _slo(self, request: SloRequest) -> SloReport:
         # One snapshot: the counts, the offenders and the rollups agree (a prune that
         # commits in between moves rows into rollups, which a later read would count
         # twice or not at all).
-        short, long = BURN_WINDOWS
         with self._snapshot() as conn:
-            now = self._tx_now(conn)
-            start = request.start(now)
-            params = {
-                "now": self._t(now),
-                "start": self._t(start),
-                "since": self._t(min(start, now - long)),
-                "h6": self._t(now - long),
-                "h1": self._t(now - short),
-                "claim_within": self._d(request.claim_within),
-                "finish_within": self._d(request.finish_within),
-                "worst": request.worst,
-            }
-            found = conn.execute(self._q("slo"), params).fetchall()
-            worst = conn.execute(self._q("slo_worst"), params).fetchall() if request.worst else []
-            rolled: list[Any] = []
-            # The rollups hold whole days at the default objectives: only a report of
-            # whole days at those objectives may add them.
-            if request.at_defaults and request.window >= DAY:
-                days = {"first_day": day_number(start), "last_day": day_number(now)}
-                rolled = conn.execute(self._q("slo_rollups_between"), days).fetchall()
-        counts: dict[str, dict[Verdict, int]] = {}
-
-        def add(name: str, verdict: str, n: Any) -> None:
-            if n:
-                tally = counts.setdefault(name, {})
-                tally[Verdict(verdict)] = tally.get(Verdict(verdict), 0) + int(n)
-
-        for objective, verdict, in_window, in_long, in_short in found:
-            if verdict is None:  # undecided
-                continue
-            add(objective, verdict, in_window)
-            add(burn_key(objective, long), verdict, in_long)
-            add(burn_key(objective, short), verdict, in_short)
-        for objective, verdict, n in rolled:
-            add(objective, verdict, n)
-        instant, duration = self.rows.instant, self.rows.duration
-        return request.report(
-            now,
-            {name: Tally(counts=tally) for name, tally in counts.items()},
-            [
-                SloOffender(
-                    execution_id=str(id_),
-                    job=job,
-                    planned_at=instant(planned_at),
-                    claimed_at=None if claimed_at is None else instant(claimed_at),
-                    lateness=duration(lateness),
-                    state=State(state),
-                    verdict=None if verdict is None else Verdict(verdict),
-                )
-                for id_, job, planned_at, claimed_at, lateness, state, verdict in worst
-            ],
-            rolled_up=sum(int(n) for objective, _, n in rolled if objective == "claim"),
-        )
+            return run(sql_reports.slo_steps(self, request), self._executor(conn))
 
     # -- the history charts (see store.sqlhistory) --------------------------------------
 
@@ -841,74 +554,22 @@ class SqlStore(Store):
     # -- the job catalogue -----------------------------------------------------------------
 
     def _publish(self, entries: Sequence[JobEntry]) -> list[JobEntry]:
-        out = []
-        with self._write() as conn:
-            now = self._now_param()
-            for entry in entries:
-                key = {"name": entry.name, "version": entry.version}
-                conn.execute(
-                    self._q("insert_job"),
-                    key
-                    | {
-                        "digest": entry.digest,
-                        "definition": definition_json(entry),
-                        "now": now,
-                    },
-                )
-                row = conn.execute(self._q("select_job_entry"), key).fetchone()
-                if row[2] != entry.digest:  # raising rolls the whole batch back
-                    raise CatalogueConflict(entry.name, entry.version, row[2], entry.digest)
-                # Same digest, same definition: only the time it was first published is new.
-                out.append(replace(entry, published_at=self.rows.instant(row[4])))
-        return out
+        return self._run(sql_catalogue.publish_plan(self, entries))
 
     def _unpublished_jobs(self) -> set[str]:
-        with self._read() as conn:
-            return {job for (job,) in conn.execute(self._q("unpublished_jobs"))}
+        return self._run(sql_catalogue.unpublished_jobs_plan(self))
 
     def _adopt_defaults(self, entry: JobEntry) -> int:
-        defaults = entry.defaults
-        params = {
-            "job": entry.name,
-            "max_attempts": defaults.max_attempts,
-            "timeout": None if defaults.timeout is None else self._d(defaults.timeout),
-            "priority": defaults.priority,
-            "queue": defaults.queue,
-        }
-        with self._write() as conn:
-            adopted = conn.execute(self._q("adopt_execution_defaults"), params).rowcount
-            conn.execute(self._q("forget_unset_defaults"), {"job": entry.name})
-            adopted += conn.execute(self._q("adopt_schedule_defaults"), params).rowcount
-        return int(adopted)
+        return self._run(sql_catalogue.adopt_defaults_plan(self, entry))
 
     def _mark_schedule_unset(self, schedule_id: str, unset: str) -> None:
-        with self._write() as conn:
-            conn.execute(self._q("mark_schedule_unset"), {"id": schedule_id, "unset": unset})
+        self._run(sql_catalogue.mark_schedule_unset_plan(self, schedule_id, unset))
 
     def _read_catalogue(self) -> list[JobEntry]:
-        with self._read() as conn:
-            found = conn.execute(self._q("select_catalogue")).fetchall()
-        return [entry for entry in map(self._entry_or_none, found) if entry is not None]
+        return self._run(sql_catalogue.read_catalogue_plan(self))
 
     def _catalogue_keys(self) -> set[tuple[str, int]]:
-        with self._read() as conn:
-            return {(name, version) for name, version in conn.execute(self._q("catalogue_keys"))}
-
-    def _entry(self, row: tuple[Any, ...]) -> JobEntry:
-        """An entry from a row of ``select_job_entry`` or ``select_catalogue``."""
-        _, _, digest, definition, published_at = row
-        return entry_from_definition(
-            definition, digest=digest, published_at=self.rows.instant(published_at)
-        )
-
-    def _entry_or_none(self, row: tuple[Any, ...]) -> JobEntry | None:
-        """:meth:`_entry`, or None for a row this version cannot read (written by hand,
-        or by a newer fencepost): that job is then unknown here, the others are not."""
-        try:
-            return self._entry(row)
-        except (ValidationError, ValueError, TypeError) as exc:
-            log.error("job catalogue: cannot read %s version %s: %s", row[0], row[1], exc)
-            return None
+        return self._run(sql_catalogue.catalogue_keys_plan(self))
 
     # -- schedules -------------------------------------------------------------------------
 
@@ -933,52 +594,3 @@ class SqlStore(Store):
 
     def delete_schedule(self, schedule_id: str) -> None:
         self._run(sql_schedules.delete_schedule_plan(self, schedule_id))
-
-
-def claimed_leases(
-    owner: str, claimed: Sequence[tuple[Any, ...]]
-) -> tuple[list[Lease], dict[int, str]]:
-    """The leases of claimed rows, and by index why a row's inputs cannot be delivered.
-
-    Each row holds, as the execution is after the claim: id, epoch, attempt,
-    max_attempts, job, job_version, timeout, schedule_id, slot, lease_until,
-    due_at, the stored inputs text (decoded here, see :func:`claimed_inputs`), the
-    queue and the stored trace context.
-    """
-    inputs, unreadable = claimed_inputs([row[11] for row in claimed])
-    leases = [
-        Lease(
-            execution_id=id_,
-            owner=owner,
-            epoch=epoch,
-            lease_until=lease_until,
-            due_at=due_at,
-            attempt=attempt,
-            max_attempts=max_attempts,
-            job=job,
-            job_version=job_version,
-            inputs=inputs[i],
-            timeout=timeout,
-            schedule_id=schedule_id,
-            slot=slot,
-            queue=queue,
-            trace_context=trace_context,
-        )
-        for i, (
-            id_,
-            epoch,
-            attempt,
-            max_attempts,
-            job,
-            job_version,
-            timeout,
-            schedule_id,
-            slot,
-            lease_until,
-            due_at,
-            _,
-            queue,
-            trace_context,
-        ) in enumerate(claimed)
-    ]
-    return leases, unreadable

@@ -88,7 +88,7 @@ from fencepost.store.postgres.outages import is_outage, lost_race, retried, unse
 from fencepost.store.postgres.waiting import NotifiedWatcher
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlflow import SqlFlow
-from fencepost.store.sqlstore import SqlStore, claimed_leases, fence_key, stale
+from fencepost.store.sqlstore import SqlStore, fence_key, stale
 from fencepost.store.values import (
     BucketsResized,
     ClaimArguments,
@@ -100,7 +100,7 @@ from fencepost.store.values import (
     plan_resize,
     stale_schedule,
 )
-from fencepost.store.verbs import sql_schedules
+from fencepost.store.verbs import sql_changes, sql_schedules
 from fencepost.store.verbs.reports import stats_error_params, stats_report, throttle_lookback
 from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.planning import HELD, NEVER
@@ -621,7 +621,7 @@ class PostgresStore(SqlStore):
             return self._claim_limited(request)
         self._flow_wait = None
         owner, buckets, max_per_bucket = request.owner, request.buckets, request.max_per_bucket
-        params = self._claim_params(request) | {
+        params = sql_changes.claim_params(self, request) | {
             "now": self._pinned_now(),
             "owner": owner,
             "ttl": request.ttl,
@@ -638,7 +638,7 @@ class PostgresStore(SqlStore):
         # the lost leases simply expire (their ttl) and are claimed again, as any
         # abandoned lease is. So the caller gets StoreUnavailable, as before.
         claimed = self._retried(attempt, "claim", retry_if=unsent)
-        leases, unreadable = claimed_leases(owner, claimed)
+        leases, unreadable = sql_changes.claimed_leases(owner, claimed)
         if not unreadable:
             return leases
         with self._db.transaction() as conn:
@@ -666,7 +666,7 @@ class PostgresStore(SqlStore):
     def _lease_in(self, conn: Connection, request: ClaimArguments, now: datetime) -> list[Lease]:
         """Claim in the caller's transaction at ``now`` (the limited claim's lease of
         the executions it chose), setting aside those whose inputs cannot be read."""
-        params = self._claim_params(request) | {
+        params = sql_changes.claim_params(self, request) | {
             "now": now,
             "owner": request.owner,
             "ttl": request.ttl,
@@ -680,7 +680,7 @@ class PostgresStore(SqlStore):
             )
             conn.execute(Q["lock_buckets"], {"buckets": locked})
             claimed = conn.execute(self._hot(conn, "claim_capped"), params).fetchall()
-        leases, unreadable = claimed_leases(request.owner, claimed)
+        leases, unreadable = sql_changes.claimed_leases(request.owner, claimed)
         if unreadable:
             self._set_aside(conn, leases, unreadable, now)
             return [lease for i, lease in enumerate(leases) if i not in unreadable]

@@ -67,7 +67,7 @@ from fencepost.store.sqlite.connection import (
     translate_errors,
 )
 from fencepost.store.sqlite.connection import migrate as apply_migrations
-from fencepost.store.sqlstore import SqlStore, claimed_leases, stale
+from fencepost.store.sqlstore import SqlStore, stale
 from fencepost.store.values import (
     BucketsResized,
     ClaimArguments,
@@ -78,7 +78,7 @@ from fencepost.store.values import (
     plan_resize,
     stale_schedule,
 )
-from fencepost.store.verbs import sql_schedules
+from fencepost.store.verbs import sql_changes, sql_schedules
 from fencepost.store.verbs.reports import stats_error_params, stats_report, throttle_lookback
 from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.clock import SystemClock
@@ -437,7 +437,7 @@ class SqliteStore(SqlStore):
         owner = request.owner
         now_us = rows.to_us(now)
         until = now + request.ttl
-        params = self._claim_params(request) | {"now": now_us}
+        params = sql_changes.claim_params(self, request) | {"now": now_us}
         queues: Sequence[tuple[str, int]]
         if request.queues is None:  # every queue with something to claim, up to limit each
             live = conn.execute(Q["claim_live_queues"], {"now": now_us}).fetchall()
@@ -471,7 +471,7 @@ class SqliteStore(SqlStore):
             ],
         )
         claimed = [_after_claim(row, until) for row in candidates]
-        leases, unreadable = claimed_leases(owner, claimed)
+        leases, unreadable = sql_changes.claimed_leases(owner, claimed)
         self._set_aside(conn, leases, unreadable, now)
         if unreadable:
             return [lease for i, lease in enumerate(leases) if i not in unreadable]

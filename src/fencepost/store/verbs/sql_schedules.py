@@ -19,6 +19,7 @@ from fencepost.domain.machine import apply
 from fencepost.domain.models import Schedule, SchedulePage
 from fencepost.store.executors import Plan, Statement, Steps
 from fencepost.store.values import ScheduleFilter
+from fencepost.store.verbs import sql_changes
 
 if TYPE_CHECKING:
     from fencepost.store.sqlstore import SqlStore
@@ -130,7 +131,7 @@ def skip_paused_steps(store: SqlStore, schedule_id: str, actor: str, now: dateti
     for row in unstarted:
         execution = store.rows.execution(row)
         if plans.skipped_by_pause(execution):  # the block's rule, said once more
-            yield from store._persist_steps(apply(execution, event, now), now)
+            yield from sql_changes.persist_steps(store, apply(execution, event, now), now)
 
 
 def delete_schedule_plan(store: SqlStore, schedule_id: str) -> Plan[None]:
@@ -149,6 +150,8 @@ def delete_schedule_plan(store: SqlStore, schedule_id: str) -> Plan[None]:
             store._q("waiting_schedule_executions"), {"id": schedule_id}, "all"
         )
         for row in waiting:
-            yield from store._persist_steps(apply(store.rows.execution(row), event, now), now)
+            yield from sql_changes.persist_steps(
+                store, apply(store.rows.execution(row), event, now), now
+            )
 
     return Plan(steps())

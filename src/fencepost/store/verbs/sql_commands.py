@@ -1,0 +1,92 @@
+"""The command verbs of the SQL stores as plans: an operator's request to a running
+execution (a cancel), decided on the execution held by the transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from fencepost.domain.commands import new_command, on_request
+from fencepost.domain.events import ExecutionCancelled
+from fencepost.domain.machine import apply
+from fencepost.domain.models import Command, Execution, Fence
+from fencepost.domain.states import CommandKind, CommandState
+from fencepost.store.executors import Plan, Statement, Steps, returning
+from fencepost.store.verbs import sql_changes
+
+if TYPE_CHECKING:
+    from fencepost.store.sqlstore import SqlStore
+
+
+def request_plan(
+    store: SqlStore, execution_id: str, kind: CommandKind, *, actor: str, command_id: str
+) -> Plan[Command]:
+    """``Store.request`` as a plan."""
+
+    def steps() -> Steps[Command]:
+        now = yield from store._now_steps()
+        current = yield from store._get_steps(execution_id, lock=True)
+        return (yield from command_steps(store, current, kind, actor, command_id, now))
+
+    return Plan(steps())
+
+
+def command_steps(
+    store: SqlStore,
+    current: Execution,
+    kind: CommandKind,
+    actor: str,
+    command_id: str,
+    now: datetime,
+) -> Steps[Command]:
+    """A request decided on ``current``, held by this transaction (see :meth:`request`)."""
+    state = on_request(current, kind)
+    if state is CommandState.DONE:
+        cancel = apply(current, ExecutionCancelled(actor=actor), now)
+        yield from sql_changes.persist_steps(store, cancel, now)
+    yield Statement(
+        store._q("insert_command"),
+        {
+            "id": command_id,
+            "execution_id": current.id,
+            "kind": str(kind),
+            "state": str(state),
+            "requested_by": actor,
+            "requested_at": store._t(now),
+            "done_at": store._t(now) if state is CommandState.DONE else None,
+        },
+    )
+    return new_command(command_id, current.id, kind, state, actor, now)
+
+
+def complete_command_plan(store: SqlStore, command: Command, lease: Fence) -> Plan[Command | None]:
+    """``CommandVerbs._complete_command``: one statement, fenced by the lease it names
+    (None when it is not the command's to complete, or names no row at all)."""
+    if not (store._can_name(command.id) and store._can_name(command.execution_id)):
+        return Plan(returning(None), atomic=False)
+    params = {
+        "now": store._now_param(),
+        "id": command.id,
+        "execution_id": command.execution_id,
+        "owner": lease.owner,
+        "epoch": lease.epoch,
+    }
+
+    def steps() -> Steps[Command | None]:
+        row = yield Statement(store._q("complete_command"), params, "one")
+        return None if row is None else store.rows.command(row)
+
+    return Plan(steps())
+
+
+def release_command_plan(store: SqlStore, command: Command) -> Plan[None]:
+    """``CommandVerbs._release_command``: back to PENDING if ``command.owner`` holds it."""
+
+    if not store._can_name(command.id):
+        return Plan(returning(None), atomic=False)  # it names no row: nothing to release
+
+    def steps() -> Steps[None]:
+        yield Statement(store._q("release_command"), {"id": command.id, "owner": command.owner})
+
+    return Plan(steps())
