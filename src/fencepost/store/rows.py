@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from fencepost.domain.models import Command, Execution, Schedule, Transition
+from fencepost.domain.nodes import Node
 from fencepost.domain.policies import DstFold, DstGap, Misfire, Overlap
 from fencepost.domain.states import CommandKind, CommandState, Event, State
 
@@ -26,6 +27,9 @@ class RowMapping(Protocol):
 
     def schedule(self, row: tuple[Any, ...]) -> Schedule:
         """A schedule from a row of ``get_schedule`` or ``list_schedules``."""
+
+    def node(self, row: tuple[Any, ...]) -> Node:
+        """A node from a row of ``register_node`` or ``select_nodes``."""
 
     def instant(self, value: Any) -> datetime:
         """A time as a row holds it, as an aware datetime."""

@@ -73,6 +73,7 @@ from fencepost.domain.models import (
     SchedulePage,
     Transition,
 )
+from fencepost.domain.nodes import Node, Registration
 from fencepost.domain.reports import JobCounts, SloReport
 from fencepost.domain.slo import (
     DEFAULT_CLAIM_WITHIN,
@@ -99,6 +100,7 @@ from fencepost.store.verbs import (
     sql_catalogue,
     sql_changes,
     sql_commands,
+    sql_operating,
     sql_reading,
     sql_reports,
     sql_schedules,
@@ -106,27 +108,6 @@ from fencepost.store.verbs import (
 from fencepost.store.verbs.reports import SloRequest
 
 T = TypeVar("T")
-
-
-#: The events with which each fenced verb of :meth:`SqlStore._fenced_apply` ends a
-#: lease (a ``complete`` reaches it only with a refused result, which fails it).
-ENDED_BY: Mapping[str, tuple[Event, ...]] = {
-    "complete": (Event.FAILED,),
-    "fail": (Event.FAILED, Event.TIMED_OUT),
-    "release": (Event.RELEASED,),
-    "snooze": (Event.SNOOZED, Event.FAILED),  # FAILED: a snooze past its bound
-    "abort": (Event.CANCELLED,),
-}
-
-
-def fence_key(fence: Fence) -> tuple[str, str, int]:
-    """A fence's three fields (a :class:`Lease` itself is not hashable: its inputs)."""
-    return (fence.execution_id, fence.owner, fence.epoch)
-
-
-def stale(fence: Fence) -> StaleLease:
-    """The refusal of a fenced call made under ``fence``."""
-    return StaleLease(fence.execution_id, fence.owner, fence.epoch)
 
 
 class SqlStore(Store):
@@ -399,12 +380,12 @@ class SqlStore(Store):
         try:
             current = self._get(conn, fence.execution_id, lock=True)
         except NotFound:
-            return stale(fence)
+            return sql_changes.stale(fence)
         if not holds(current, fence.owner, fence.epoch, now):
-            if again and self._ended_by_holder(conn, [fence], ENDED_BY[verb]):
+            if again and self._ended_by_holder(conn, [fence], sql_changes.ENDED_BY[verb]):
                 return current  # the row is held: as the earlier attempt left it
             self._refuse(conn, [fence], verb, now, again=again)
-            return stale(fence)
+            return sql_changes.stale(fence)
         change = apply(current, decide(current, now), now)
         self._persist(conn, change, now)
         return change.execution
@@ -505,6 +486,19 @@ class SqlStore(Store):
         with self._write() as conn:
             conn.execute(self._q("deregister_node"), {"id": node_id})
 
+    def _register_node(self, r: Registration) -> Node:
+        return self._run(sql_operating.register_node_plan(self, r))
+
+    def nodes(self, *, live_only: bool = True) -> list[Node]:
+        return self._run(sql_operating.nodes_plan(self, live_only=live_only))
+
+    def _orphans(
+        self, buckets: tuple[int, ...], *, older_than: timedelta, limit: int
+    ) -> list[Execution]:
+        return self._run(
+            sql_operating.orphans_plan(self, buckets, older_than=older_than, limit=limit)
+        )
+
     def _bucket_counts(self, states: tuple[State, ...]) -> dict[int, int]:
         return self._run(sql_reports.bucket_counts_plan(self, states))
 
@@ -582,6 +576,9 @@ class SqlStore(Store):
     def _schedule_cursor(self, after: str | None) -> str | None:
         """The ``after`` bound of ``list_schedules`` for a validated cursor."""
         return after
+
+    def _acquire_schedules(self, owner: str, *, limit: int, ttl: timedelta) -> list[Schedule]:
+        return self._run(sql_schedules.acquire_schedules_plan(self, owner, limit=limit, ttl=ttl))
 
     def _change_schedule(
         self,

@@ -9,7 +9,6 @@ and write the change back guarded by the state and epoch it was decided from.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -38,7 +37,6 @@ from fencepost.domain.models import (
     Page,
     Schedule,
 )
-from fencepost.domain.nodes import Node, Registration
 from fencepost.domain.reports import DueCount, Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.slo import (
@@ -88,7 +86,7 @@ from fencepost.store.postgres.outages import is_outage, lost_race, retried, unse
 from fencepost.store.postgres.waiting import NotifiedWatcher
 from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlflow import SqlFlow
-from fencepost.store.sqlstore import SqlStore, fence_key, stale
+from fencepost.store.sqlstore import SqlStore
 from fencepost.store.values import (
     BucketsResized,
     ClaimArguments,
@@ -787,7 +785,7 @@ class PostgresStore(SqlStore):
                 renewed.update((usable[round_[id_]], until) for id_, until in found)
             refused = [beats[i][0] for i in usable if i not in renewed]
             self._refuse(conn, refused, "heartbeat", None, again=again)
-        return [renewed.get(i) or stale(lease) for i, (lease, _) in enumerate(beats)]
+        return [renewed.get(i) or sql_changes.stale(lease) for i, (lease, _) in enumerate(beats)]
 
     def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
         return self._retried(lambda again: self._complete_once(outcomes, again), "complete")
@@ -828,20 +826,20 @@ class PostgresStore(SqlStore):
                 ended = self._ended_by_holder(
                     conn, [o.lease for i, o in valid if i not in accepted], COMPLETED
                 )
-                accepted.update(i for i, o in valid if fence_key(o.lease) in ended)
+                accepted.update(i for i, o in valid if sql_changes.fence_key(o.lease) in ended)
             refused = [o.lease for i, o in valid if i not in accepted]
             self._refuse(conn, refused, "complete", None, again=again)
             for i, o in enumerate(outcomes):
                 if o.invalid is not None:
                     out.append(self._fail_invalid(conn, o, self._now(conn), again=again))
                 else:
-                    out.append(None if i in accepted else stale(o.lease))
+                    out.append(None if i in accepted else sql_changes.stale(o.lease))
         return out
 
     def _complete_one(self, outcome: Outcome) -> Execution:
         fence = outcome.lease
         if not _is_uuid(fence.execution_id):
-            raise stale(fence)  # names no execution here: refused without asking
+            raise sql_changes.stale(fence)  # names no execution here: refused without asking
         params = {
             "now": self._pinned_now(),
             "ids": [fence.execution_id],
@@ -863,7 +861,7 @@ class PostgresStore(SqlStore):
                         return self._get(conn, fence.execution_id)
                     self._refuse(conn, [fence], "complete", None, again=again)
             if row is None:
-                raise stale(fence)
+                raise sql_changes.stale(fence)
             return rows.execution(row)
 
         return self._retried(attempt, "complete")
@@ -888,24 +886,6 @@ class PostgresStore(SqlStore):
         return sorted((rows.command(r) for r in found), key=lambda c: (c.requested_at, c.id))
 
     # -- nodes -----------------------------------------------------------------------------
-
-    def _register_node(self, r: Registration) -> Node:
-        params = {
-            "now": self._pinned_now(),
-            "id": r.node_id,
-            "kind": r.kind,
-            "buckets": None if r.buckets is None else list(r.buckets),
-            "ttl": r.ttl,
-            "jobs": json.dumps(r.jobs),
-        }
-        with self._db.connection() as conn:
-            row = conn.execute(Q["register_node"], params).fetchone()
-        return rows.node(row)
-
-    def nodes(self, *, live_only: bool = True) -> list[Node]:
-        params = {"now": self._pinned_now(), "live_only": live_only}
-        with self._db.connection() as conn:
-            return [rows.node(r) for r in conn.execute(Q["select_nodes"], params)]
 
     # -- the bucket count (see Store.resize_buckets) ---------------------------------------
 
@@ -938,18 +918,6 @@ class PostgresStore(SqlStore):
                 )
             conn.execute(Q["set_num_buckets"], {"num_buckets": num_buckets})
         return resized
-
-    def _orphans(
-        self, buckets: tuple[int, ...], *, older_than: timedelta, limit: int
-    ) -> list[Execution]:
-        params = {
-            "now": self._pinned_now(),
-            "buckets": list(buckets),
-            "older_than": older_than,
-            "limit": limit,
-        }
-        with self._db.connection() as conn:
-            return [rows.execution(r) for r in conn.execute(Q["orphans"], params)]
 
     # -- reports and housekeeping ----------------------------------------------------------
 
@@ -1118,12 +1086,6 @@ class PostgresStore(SqlStore):
             )
 
         return Plan(steps())
-
-    def _acquire_schedules(self, owner: str, *, limit: int, ttl: timedelta) -> list[Schedule]:
-        params = {"now": self._pinned_now(), "owner": owner, "limit": limit, "ttl": ttl}
-        with self._db.connection() as conn:
-            found = conn.execute(Q["acquire_schedules"], params).fetchall()
-        return sorted((rows.schedule(r) for r in found), key=lambda s: (s.next_due, s.id))
 
     def _materialize(self, items: Sequence[Materialization]) -> list[list[Execution] | StaleLease]:
         out: list[list[Execution] | StaleLease] = [stale_schedule(i.schedule) for i in items]

@@ -430,7 +430,7 @@ ORDER BY type, name
 -- name: register_node
 -- A renewal keeps started_at; everything else is the latest declaration.
 INSERT INTO nodes (id, kind, buckets, started_at, heartbeat_at, expires_at, jobs)
-VALUES (:id, :kind, :buckets, :now, :now, :expires_at, :jobs)
+VALUES (:id, :kind, :buckets, :now, :now, :now + :ttl, :jobs)
 ON CONFLICT (id) DO UPDATE SET
     kind = excluded.kind, buckets = excluded.buckets,
     heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at,
@@ -443,14 +443,14 @@ DELETE FROM nodes WHERE id = :id
 -- name: select_nodes
 SELECT id, kind, buckets, started_at, heartbeat_at, expires_at, jobs
 FROM nodes
-WHERE :live_at IS NULL OR expires_at > :live_at
+WHERE NOT :live_only OR expires_at > :now
 ORDER BY id
 
 -- name: orphans
 SELECT * FROM execution_rows
 WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
   AND bucket IN (SELECT value FROM json_each(:buckets))
-  AND updated_at <= :cutoff
+  AND updated_at <= :now - :older_than
 ORDER BY updated_at, id
 LIMIT :limit
 
@@ -798,7 +798,7 @@ ORDER BY id
 -- BEGIN IMMEDIATE, which holds the write lock: no other acquire interleaves.
 -- RETURNING has no order; the store sorts.
 UPDATE schedules
-SET materializer = :owner, lease_until = :until
+SET materializer = :owner, lease_until = :now + :ttl
 WHERE id IN (
     SELECT id FROM schedules
     WHERE next_due <= :now AND (lease_until IS NULL OR lease_until <= :now)

@@ -31,7 +31,6 @@ from fencepost.domain.events import ExecutionSkipped
 from fencepost.domain.ids import id_floor
 from fencepost.domain.machine import Change, apply, stale_reason, takeover_reason
 from fencepost.domain.models import Command, Execution, Fence, Lease, Schedule
-from fencepost.domain.nodes import Node, Registration
 from fencepost.domain.reports import DueCount, Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.slo import ErrorClass, SloMark, is_backfill, refusal_mark
@@ -67,7 +66,7 @@ from fencepost.store.sqlite.connection import (
     translate_errors,
 )
 from fencepost.store.sqlite.connection import migrate as apply_migrations
-from fencepost.store.sqlstore import SqlStore, stale
+from fencepost.store.sqlstore import SqlStore
 from fencepost.store.values import (
     BucketsResized,
     ClaimArguments,
@@ -558,7 +557,9 @@ class SqliteStore(SqlStore):
             )
             refused = [lease for i, (lease, _) in enumerate(beats) if i not in renewed]
             self._refuse(conn, refused, "heartbeat", now)
-            return [renewed.get(i) or stale(lease) for i, (lease, _) in enumerate(beats)]
+            return [
+                renewed.get(i) or sql_changes.stale(lease) for i, (lease, _) in enumerate(beats)
+            ]
 
     def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
         with self._db.write() as conn:
@@ -576,7 +577,7 @@ class SqliteStore(SqlStore):
                     out.append(None)
                 else:
                     self._refuse(conn, [o.lease], "complete", now)
-                    out.append(stale(o.lease))
+                    out.append(sql_changes.stale(o.lease))
             return out
 
     def _complete_one(self, outcome: Outcome) -> Execution:
@@ -586,7 +587,7 @@ class SqliteStore(SqlStore):
                 # Read back in this same transaction: what it wrote, not a later state.
                 return self._get(conn, outcome.lease.execution_id)
             self._refuse(conn, [outcome.lease], "complete", now)
-        raise stale(outcome.lease)
+        raise sql_changes.stale(outcome.lease)
 
     # -- commands --------------------------------------------------------------------------
 
@@ -611,27 +612,6 @@ class SqliteStore(SqlStore):
 
     # -- nodes -----------------------------------------------------------------------------
 
-    def _register_node(self, r: Registration) -> Node:
-        with self._db.write() as conn:
-            now = self.clock.now()
-            row = conn.execute(
-                Q["register_node"],
-                {
-                    "id": r.node_id,
-                    "kind": r.kind,
-                    "buckets": None if r.buckets is None else json.dumps(r.buckets),
-                    "now": rows.to_us(now),
-                    "expires_at": rows.to_us(now + r.ttl),
-                    "jobs": json.dumps(r.jobs),
-                },
-            ).fetchone()
-        return rows.node(row)
-
-    def nodes(self, *, live_only: bool = True) -> list[Node]:
-        live_at = rows.to_us(self.clock.now()) if live_only else None
-        with self._db.read() as conn:
-            return [rows.node(r) for r in conn.execute(Q["select_nodes"], {"live_at": live_at})]
-
     # -- the bucket count (see Store.resize_buckets) ---------------------------------------
 
     def _recorded_num_buckets(self) -> int:
@@ -644,7 +624,8 @@ class SqliteStore(SqlStore):
         # One BEGIN IMMEDIATE: no other process writes between the look at the nodes,
         # the moves and the record.
         with self._db.write() as conn:
-            live = [row[0] for row in conn.execute(Q["select_nodes"], {"live_at": now})]
+            params = {"now": now, "live_only": True}
+            live = [row[0] for row in conn.execute(Q["select_nodes"], params)]
             recorded = recorded_num_buckets(conn)
             previous = self.config.num_buckets if recorded is None else recorded
             moves, resized = plan_resize(
@@ -657,17 +638,6 @@ class SqliteStore(SqlStore):
             conn.executemany(Q["move_to_bucket"], [{"id": i, "bucket": b} for i, b in moves])
             conn.execute(Q["set_num_buckets"], {"num_buckets": num_buckets, "at": now})
         return resized
-
-    def _orphans(
-        self, buckets: tuple[int, ...], *, older_than: timedelta, limit: int
-    ) -> list[Execution]:
-        params = {
-            "buckets": json.dumps(buckets),
-            "cutoff": rows.to_us(self.clock.now() - older_than),
-            "limit": limit,
-        }
-        with self._db.read() as conn:
-            return [rows.execution(r) for r in conn.execute(Q["orphans"], params)]
 
     # -- reports and housekeeping ----------------------------------------------------------
 
@@ -795,18 +765,6 @@ class SqliteStore(SqlStore):
             params = sql_schedules.schedule_params(self, schedule, spec.inputs_json)
             conn.execute(Q["insert_schedule"], params | {"request_hash": fingerprint})
         return schedule
-
-    def _acquire_schedules(self, owner: str, *, limit: int, ttl: timedelta) -> list[Schedule]:
-        with self._db.write() as conn:
-            now = self.clock.now()
-            params = {
-                "owner": owner,
-                "until": rows.to_us(now + ttl),
-                "now": rows.to_us(now),
-                "limit": limit,
-            }
-            found = conn.execute(Q["acquire_schedules"], params).fetchall()
-        return sorted((rows.schedule(r) for r in found), key=lambda s: (s.next_due, s.id))
 
     def _materialize(self, items: Sequence[Materialization]) -> list[list[Execution] | StaleLease]:
         out: list[list[Execution] | StaleLease] = [stale_schedule(i.schedule) for i in items]

@@ -7,19 +7,42 @@ returns: written once for both dialects over their named blocks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from fencepost.domain.errors import StaleLease
 from fencepost.domain.machine import RECORDS_ERROR, Change
-from fencepost.domain.models import Lease
+from fencepost.domain.models import Fence, Lease
 from fencepost.domain.slo import FINISHED_STATES, mark_for
+from fencepost.domain.states import Event
 from fencepost.store.executors import Statement, Steps
 from fencepost.store.rows import version_keys
 from fencepost.store.values import ClaimArguments, claimed_inputs
 
 if TYPE_CHECKING:
     from fencepost.store.sqlstore import SqlStore
+
+
+#: The events with which each fenced verb of :meth:`SqlStore._fenced_apply` ends a
+#: lease (a ``complete`` reaches it only with a refused result, which fails it).
+ENDED_BY: Mapping[str, tuple[Event, ...]] = {
+    "complete": (Event.FAILED,),
+    "fail": (Event.FAILED, Event.TIMED_OUT),
+    "release": (Event.RELEASED,),
+    "snooze": (Event.SNOOZED, Event.FAILED),  # FAILED: a snooze past its bound
+    "abort": (Event.CANCELLED,),
+}
+
+
+def fence_key(fence: Fence) -> tuple[str, str, int]:
+    """A fence's three fields (a :class:`Lease` itself is not hashable: its inputs)."""
+    return (fence.execution_id, fence.owner, fence.epoch)
+
+
+def stale(fence: Fence) -> StaleLease:
+    """The refusal of a fenced call made under ``fence``."""
+    return StaleLease(fence.execution_id, fence.owner, fence.epoch)
 
 
 def persist_steps(store: SqlStore, change: Change, now: datetime) -> Steps[None]:

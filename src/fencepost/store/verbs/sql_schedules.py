@@ -9,7 +9,7 @@ gives the statements' text, binds times and durations, and maps rows.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from fencepost.domain import schedules as plans
@@ -155,3 +155,18 @@ def delete_schedule_plan(store: SqlStore, schedule_id: str) -> Plan[None]:
             )
 
     return Plan(steps())
+
+
+def acquire_schedules_plan(
+    store: SqlStore, owner: str, *, limit: int, ttl: timedelta
+) -> Plan[list[Schedule]]:
+    """``ScheduleVerbs._acquire_schedules``: lease up to ``limit`` due schedules without
+    a live materializer lease to ``owner`` for ``ttl``, in one statement; soonest due
+    first (RETURNING has no order)."""
+    params = {"now": store._now_param(), "owner": owner, "limit": limit, "ttl": store._d(ttl)}
+
+    def steps() -> Steps[list[Schedule]]:
+        found = yield Statement(store._q("acquire_schedules"), params, "all")
+        return sorted((store.rows.schedule(r) for r in found), key=lambda s: (s.next_due, s.id))
+
+    return Plan(steps(), atomic=False)

@@ -1,0 +1,69 @@
+"""The nodes and the orphaned executions, for the SQL stores, as plans of one statement
+each: a node's registration (renewed by every heartbeat of its process), the nodes, and
+the unfinished executions of some buckets untouched for a while.
+
+The store's now is the dialect's (``SqlStore._now_param``: SQLite's process clock, the
+PostgreSQL server's unless a test pins it), and durations are added to it in SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from fencepost.domain.models import Execution
+from fencepost.domain.nodes import Node, Registration
+from fencepost.store.executors import Plan, Statement, Steps
+
+if TYPE_CHECKING:
+    from fencepost.store.sqlstore import SqlStore
+
+
+def register_node_plan(store: SqlStore, r: Registration) -> Plan[Node]:
+    """``OperatingVerbs._register_node``: insert or renew the node's row (a renewal
+    keeps its ``started_at``); it is live until ``now + ttl``."""
+    params = {
+        "now": store._now_param(),
+        "id": r.node_id,
+        "kind": r.kind,
+        "buckets": None if r.buckets is None else store._array(list(r.buckets)),
+        "ttl": store._d(r.ttl),
+        "jobs": json.dumps(r.jobs),
+    }
+
+    def steps() -> Steps[Node]:
+        row = yield Statement(store._q("register_node"), params, "one")
+        return store.rows.node(row)
+
+    return Plan(steps(), atomic=False)
+
+
+def nodes_plan(store: SqlStore, *, live_only: bool) -> Plan[list[Node]]:
+    """``Store.nodes``: every registered node by id, or only those still live."""
+    params = {"now": store._now_param(), "live_only": live_only}
+
+    def steps() -> Steps[list[Node]]:
+        found = yield Statement(store._q("select_nodes"), params, "all")
+        return [store.rows.node(r) for r in found]
+
+    return Plan(steps(), atomic=False)
+
+
+def orphans_plan(
+    store: SqlStore, buckets: tuple[int, ...], *, older_than: timedelta, limit: int
+) -> Plan[list[Execution]]:
+    """``OperatingVerbs._orphans``: unfinished executions of ``buckets`` not updated for
+    ``older_than``, oldest first."""
+    params = {
+        "now": store._now_param(),
+        "buckets": store._array(list(buckets)),
+        "older_than": store._d(older_than),
+        "limit": limit,
+    }
+
+    def steps() -> Steps[list[Execution]]:
+        found = yield Statement(store._q("orphans"), params, "all")
+        return [store.rows.execution(r) for r in found]
+
+    return Plan(steps(), atomic=False)
