@@ -276,3 +276,111 @@ def test_every_module_listed_as_too_long_still_is() -> None:
     lengths = {name: _lines(PACKAGE / name) for name in OVER_MAX_LINES if (PACKAGE / name).exists()}
     assert {name: n for name, n in lengths.items() if n <= MAX_LINES} == {}
     assert set(lengths) == set(OVER_MAX_LINES)
+
+
+# -- what each SQL dialect writes -------------------------------------------------------
+
+#: The hooks of :class:`SqlStore` a dialect may write its own of: what a dialect is
+#: (its connections, clock, binding, capabilities and refusals) and the few plans
+#: PostgreSQL answers some calls of itself (its prune window, a cursor no UUID names,
+#: its bulk groups' live window). Every other method of ``SqlStore`` is written once.
+DIALECT_HOOKS = frozenset(
+    {
+        "_act_group",
+        "_array",
+        "_can_name",
+        "_d",
+        "_delete_steps",
+        "_ended_by_holder",
+        "_executor",
+        "_flow_candidates",
+        "_get_plan",
+        "_may_judge_leases",
+        "_now_param",
+        "_now_steps",
+        "_query_plan",
+        "_read",
+        "_refuse",
+        "_retried",
+        "_schedule_cursor",
+        "_snapshot",
+        "_t",
+        "_text",
+        "_transition_plan",
+        "_write",
+        "_write_flow",
+    }
+)
+
+#: The verbs and helpers still written once per dialect (both define them, ``SqlStore``
+#: does not): the hot path, submitting, materializing, some reports and housekeeping,
+#: and each dialect's set-up. A name written once leaves the list, which only shrinks.
+WRITTEN_PER_DIALECT = frozenset(
+    {
+        "__init__",
+        "_add_occurrences",
+        "_add_schedule",
+        "_async_runner",
+        "_can_wait_for",
+        "_claim",
+        "_claim_commands",
+        "_complete",
+        "_complete_one",
+        "_count_prunable",
+        "_due_groups",
+        "_heartbeat",
+        "_in_caller_transaction",
+        "_insert",
+        "_insert_in",
+        "_insert_plan",
+        "_insert_steps",
+        "_materialize",
+        "_prune_batch",
+        "_recorded_num_buckets",
+        "_release_schedules",
+        "_resize_buckets",
+        "_stats",
+        "_store_now",
+        "_waits",
+        "_watched",
+        "close",
+    }
+)
+
+DIALECTS = {"store/postgres/store.py": "PostgresStore", "store/sqlite/store.py": "SqliteStore"}
+
+
+def _methods_in(source: str, cls: str) -> set[str]:
+    """The names of the methods class ``cls`` of ``source`` defines itself."""
+    found = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == cls)
+    return {n.name for n in found.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
+def _methods(module: str, cls: str) -> set[str]:
+    return _methods_in((PACKAGE / module).read_text(), cls)
+
+
+def test_a_dialect_overrides_only_what_a_dialect_is() -> None:
+    shared = _methods("store/sqlstore.py", "SqlStore")
+    for module, cls in DIALECTS.items():
+        assert (_methods(module, cls) & shared) - DIALECT_HOOKS == set(), cls
+
+
+def test_what_both_dialects_write_is_listed_and_the_list_only_shrinks() -> None:
+    shared = _methods("store/sqlstore.py", "SqlStore")
+    postgres, sqlite = (_methods(module, cls) for module, cls in DIALECTS.items())
+    assert (postgres & sqlite) - shared == WRITTEN_PER_DIALECT
+
+
+def test_the_dialect_checks_find_what_they_must() -> None:
+    source = (
+        "class SqliteStore(SqlStore):\n"
+        "    def nodes(self): ...\n"
+        "    def _t(self, v): ...\n"
+        "    async def _wait(self): ...\n"
+        "def helper(): ...\n"
+    )
+    found = _methods_in(source, "SqliteStore")
+    assert found == {"nodes", "_t", "_wait"}
+    shared = _methods("store/sqlstore.py", "SqlStore")
+    assert (found & shared) - DIALECT_HOOKS == {"nodes"}  # a shared verb written again
