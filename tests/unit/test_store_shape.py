@@ -38,8 +38,8 @@ MAX_LINES = 600
 #: module that shrinks under the limit must leave the list (see
 #: :func:`test_every_module_listed_as_too_long_still_is`); none may grow past its entry.
 OVER_MAX_LINES: dict[str, int] = {
-    "store/postgres/store.py": 1222,
-    "store/sqlite/store.py": 1099,
+    "store/postgres/store.py": 1204,
+    "store/sqlite/store.py": 1086,
 }
 
 
@@ -336,11 +336,8 @@ WRITTEN_PER_DIALECT = frozenset(
         "_insert_steps",
         "_materialize",
         "_prune_batch",
-        "_recorded_num_buckets",
-        "_release_schedules",
         "_resize_buckets",
         "_stats",
-        "_store_now",
         "_waits",
         "_watched",
         "close",

@@ -75,10 +75,6 @@ from fencepost.domain.models import (
 )
 from fencepost.domain.nodes import Node, Registration
 from fencepost.domain.reports import JobCounts, SloReport
-from fencepost.domain.slo import (
-    DEFAULT_CLAIM_WITHIN,
-    DEFAULT_FINISH_WITHIN,
-)
 from fencepost.domain.states import CommandKind, Event, State
 from fencepost.store import sqlflow, sqlhistory
 from fencepost.store.base import Store
@@ -481,10 +477,7 @@ class SqlStore(Store):
     # -- nodes and reports -----------------------------------------------------------------
 
     def deregister_node(self, node_id: str) -> None:
-        if not self._storable(node_id):
-            return  # no node can have this id
-        with self._write() as conn:
-            conn.execute(self._q("deregister_node"), {"id": node_id})
+        self._run(sql_operating.deregister_node_plan(self, node_id))
 
     def _register_node(self, r: Registration) -> Node:
         return self._run(sql_operating.register_node_plan(self, r))
@@ -498,6 +491,12 @@ class SqlStore(Store):
         return self._run(
             sql_operating.orphans_plan(self, buckets, older_than=older_than, limit=limit)
         )
+
+    def _recorded_num_buckets(self) -> int:
+        return self._run(sql_operating.recorded_num_buckets_plan(self))
+
+    def _store_now(self) -> datetime:
+        return self._run(Plan(self._now_steps(), atomic=False))
 
     def _bucket_counts(self, states: tuple[State, ...]) -> dict[int, int]:
         return self._run(sql_reports.bucket_counts_plan(self, states))
@@ -536,15 +535,6 @@ class SqlStore(Store):
     def _prune_history(self, before: int) -> None:
         self._run(sqlhistory.prune_plan(self, before))
 
-    def _rollup_params(self, now: datetime) -> dict[str, Any]:
-        """The parameters of ``slo_rollup`` (with the batch's ids) at prune's ``now``: the
-        verdicts at the default objectives, which reports add the rollups to."""
-        return {
-            "now": self._t(now),
-            "claim_within": self._d(DEFAULT_CLAIM_WITHIN),
-            "finish_within": self._d(DEFAULT_FINISH_WITHIN),
-        }
-
     # -- the job catalogue -----------------------------------------------------------------
 
     def _publish(self, entries: Sequence[JobEntry]) -> list[JobEntry]:
@@ -579,6 +569,9 @@ class SqlStore(Store):
 
     def _acquire_schedules(self, owner: str, *, limit: int, ttl: timedelta) -> list[Schedule]:
         return self._run(sql_schedules.acquire_schedules_plan(self, owner, limit=limit, ttl=ttl))
+
+    def _release_schedules(self, schedules: Sequence[Schedule]) -> None:
+        self._run(sql_schedules.release_schedules_plan(self, schedules))
 
     def _change_schedule(
         self,

@@ -889,10 +889,6 @@ class PostgresStore(SqlStore):
 
     # -- the bucket count (see Store.resize_buckets) ---------------------------------------
 
-    def _recorded_num_buckets(self) -> int:
-        recorded = recorded_num_buckets(self._db)
-        return self.config.num_buckets if recorded is None else recorded
-
     def _resize_buckets(self, num_buckets: int, *, force: bool) -> BucketsResized:
         with self._db.transaction() as conn:
             # Serialized with migrations and moves, and with every writer of executions:
@@ -955,10 +951,6 @@ class PostgresStore(SqlStore):
         groups, active = row
         due = [DueCount(job=job, job_version=version, count=n) for job, version, n in groups]
         return now, due, int(active)
-
-    def _store_now(self) -> datetime:
-        with self._db.connection() as conn:
-            return self._now(conn)
 
     def _count_prunable(self, cutoff: datetime) -> int:
         with self._db.connection() as conn:
@@ -1165,16 +1157,6 @@ class PostgresStore(SqlStore):
         if missing:
             raise StoreUnavailable(f"executions {missing[:3]} vanished while being stored")
         return {k: e for k, e in by_key.items() if k is not None}, len(found)
-
-    def _release_schedules(self, schedules: Sequence[Schedule]) -> None:
-        held = sorted(schedules, key=lambda s: s.id)
-        params = {
-            "ids": [s.id for s in held],
-            "materializers": [s.materializer for s in held],
-            "lease_untils": [s.lease_until for s in held],
-        }
-        with self._db.connection() as conn:
-            conn.execute(Q["release_schedules"], params)
 
 
 def twin_being_pruned(key: str) -> StoreUnavailable:

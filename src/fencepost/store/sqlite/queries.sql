@@ -840,15 +840,15 @@ RETURNING schedules.id, schedules.job, schedules.job_version, schedules.inputs, 
           schedules.updated_at, schedules.queue, schedules.limit_key
 
 -- name: release_schedules
--- Only a lease still held as acquired is given back. :items is a JSON array of
--- [id, materializer, lease_until].
+-- Only a lease still held as acquired is given back. :ids, :materializers and
+-- :lease_untils are JSON arrays of the same length, read side by side.
 UPDATE schedules
 SET materializer = NULL, lease_until = NULL
 FROM (
-    SELECT json_extract(value, '$[0]') AS id,
-           json_extract(value, '$[1]') AS materializer,
-           json_extract(value, '$[2]') AS lease_until
-    FROM json_each(:items)
+    SELECT i.value AS id,
+           json_extract(:materializers, '$[' || i.key || ']') AS materializer,
+           json_extract(:lease_untils, '$[' || i.key || ']') AS lease_until
+    FROM json_each(:ids) AS i
 ) AS m
 WHERE schedules.id = m.id
   AND schedules.materializer = m.materializer

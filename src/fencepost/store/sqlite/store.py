@@ -77,7 +77,7 @@ from fencepost.store.values import (
     plan_resize,
     stale_schedule,
 )
-from fencepost.store.verbs import sql_changes, sql_schedules
+from fencepost.store.verbs import sql_changes, sql_reports, sql_schedules
 from fencepost.store.verbs.reports import stats_error_params, stats_report, throttle_lookback
 from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.clock import SystemClock
@@ -614,11 +614,6 @@ class SqliteStore(SqlStore):
 
     # -- the bucket count (see Store.resize_buckets) ---------------------------------------
 
-    def _recorded_num_buckets(self) -> int:
-        with self._db.read() as conn:
-            recorded = recorded_num_buckets(conn)
-        return self.config.num_buckets if recorded is None else recorded
-
     def _resize_buckets(self, num_buckets: int, *, force: bool) -> BucketsResized:
         now = rows.to_us(self.clock.now())
         # One BEGIN IMMEDIATE: no other process writes between the look at the nodes,
@@ -681,9 +676,6 @@ class SqliteStore(SqlStore):
         due = [DueCount(job=job, job_version=version, count=n) for job, version, n in found]
         return now, due, int(active)
 
-    def _store_now(self) -> datetime:
-        return self.clock.now()
-
     def _count_prunable(self, cutoff: datetime) -> int:
         params = {"cutoff": rows.to_us(cutoff), "before": _id_after(cutoff)}
         with self._db.read() as conn:
@@ -703,7 +695,7 @@ class SqliteStore(SqlStore):
             "batch": batch,
         }
         with self._db.write() as conn:
-            params |= self._rollup_params(self.clock.now())
+            params |= sql_reports.rollup_params(self, self.clock.now())
             found = conn.execute(Q["prunable"], params).fetchall()
             if not found:
                 self._prune_cursor = (None, "")
@@ -733,7 +725,7 @@ class SqliteStore(SqlStore):
 
     def _delete_steps(self, current: Execution, actor: str, now: datetime) -> Steps[Deletion]:
         # Its verdicts outlive it, as a pruned execution's do (see _prune_batch).
-        params = self._rollup_params(now) | {"id": current.id}
+        params = sql_reports.rollup_params(self, now) | {"id": current.id}
         found = yield Statement(Q["deletable"], params, "all")
         if found:
             yield Statement(Q["slo_rollup"], _rollups(found), "many")
@@ -808,11 +800,6 @@ class SqliteStore(SqlStore):
                 conn, [(row, o) for o in occurrences], self.clock.now(), by_caller=True
             )
         return [found[o.idempotency_key] for o in occurrences]
-
-    def _release_schedules(self, schedules: Sequence[Schedule]) -> None:
-        held = [[s.id, s.materializer, rows.opt_us(s.lease_until)] for s in schedules]
-        with self._db.write() as conn:
-            conn.execute(Q["release_schedules"], {"items": json.dumps(held)})
 
 
 def _id_after(instant: datetime) -> str:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from fencepost.domain.models import Execution
 from fencepost.domain.nodes import Node, Registration
-from fencepost.store.executors import Plan, Statement, Steps
+from fencepost.store.executors import Plan, Statement, Steps, returning
 
 if TYPE_CHECKING:
     from fencepost.store.sqlstore import SqlStore
@@ -67,3 +67,25 @@ def orphans_plan(
         return [store.rows.execution(r) for r in found]
 
     return Plan(steps(), atomic=False)
+
+
+def recorded_num_buckets_plan(store: SqlStore) -> Plan[int]:
+    """The bucket count the database records: the store's own when none is (an emptied
+    settings table); another process may have resized it since this one opened."""
+
+    def steps() -> Steps[int]:
+        row = yield Statement(store._q("recorded_num_buckets"), None, "one")
+        return store.config.num_buckets if row is None else int(row[0])
+
+    return Plan(steps(), atomic=False)
+
+
+def deregister_node_plan(store: SqlStore, node_id: str) -> Plan[None]:
+    """``OperatingVerbs.deregister_node``: the node's row deleted, if there is one."""
+    if not store._storable(node_id):
+        return Plan(returning(None), atomic=False)  # no node can have this id
+
+    def steps() -> Steps[None]:
+        yield Statement(store._q("deregister_node"), {"id": node_id})
+
+    return Plan(steps())

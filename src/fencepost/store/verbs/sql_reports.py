@@ -8,12 +8,20 @@ The store runs them on the connection they need: the SLO's statements on one sna
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from fencepost.domain.ids import id_floor
 from fencepost.domain.reports import JobCounts, SloOffender, SloReport, tabulate
-from fencepost.domain.slo import BURN_WINDOWS, DAY, Tally, Verdict, day_number
+from fencepost.domain.slo import (
+    BURN_WINDOWS,
+    DAY,
+    DEFAULT_CLAIM_WITHIN,
+    DEFAULT_FINISH_WITHIN,
+    Tally,
+    Verdict,
+    day_number,
+)
 from fencepost.domain.states import State
 from fencepost.store.executors import Plan, Statement, Steps
 from fencepost.store.values import ID_CLOCK_SLACK, UNFINISHED_STATES, unix_ms
@@ -111,3 +119,13 @@ def bucket_counts_plan(store: SqlStore, states: tuple[State, ...]) -> Plan[dict[
         return {int(bucket): int(count) for bucket, count in found}
 
     return Plan(steps(), atomic=False)
+
+
+def rollup_params(store: SqlStore, now: datetime) -> dict[str, Any]:
+    """The parameters of ``slo_rollup`` (with the batch's ids) at prune's ``now``: the
+    verdicts at the default objectives, which reports add the rollups to."""
+    return {
+        "now": store._t(now),
+        "claim_within": store._d(DEFAULT_CLAIM_WITHIN),
+        "finish_within": store._d(DEFAULT_FINISH_WITHIN),
+    }

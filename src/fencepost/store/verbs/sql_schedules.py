@@ -8,7 +8,7 @@ gives the statements' text, binds times and durations, and maps rows.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -168,5 +168,22 @@ def acquire_schedules_plan(
     def steps() -> Steps[list[Schedule]]:
         found = yield Statement(store._q("acquire_schedules"), params, "all")
         return sorted((store.rows.schedule(r) for r in found), key=lambda s: (s.next_due, s.id))
+
+    return Plan(steps(), atomic=False)
+
+
+def release_schedules_plan(store: SqlStore, schedules: Sequence[Schedule]) -> Plan[None]:
+    """``ScheduleVerbs._release_schedules``: give back each lease still held as it was
+    acquired (same materializer, same ``lease_until``), in id order (PostgreSQL locks
+    the rows in that order)."""
+    held = sorted(schedules, key=lambda s: s.id)
+    params = {
+        "ids": store._array([s.id for s in held]),
+        "materializers": store._array([s.materializer for s in held]),
+        "lease_untils": store._array([store._t_opt(s.lease_until) for s in held]),
+    }
+
+    def steps() -> Steps[None]:
+        yield Statement(store._q("release_schedules"), params)
 
     return Plan(steps(), atomic=False)
