@@ -38,8 +38,8 @@ MAX_LINES = 600
 #: module that shrinks under the limit must leave the list (see
 #: :func:`test_every_module_listed_as_too_long_still_is`); none may grow past its entry.
 OVER_MAX_LINES: dict[str, int] = {
-    "store/postgres/store.py": 1204,
-    "store/sqlite/store.py": 1086,
+    "store/postgres/store.py": 1174,
+    "store/sqlite/store.py": 1072,
 }
 
 
@@ -319,7 +319,6 @@ WRITTEN_PER_DIALECT = frozenset(
     {
         "__init__",
         "_add_occurrences",
-        "_add_schedule",
         "_async_runner",
         "_can_wait_for",
         "_claim",

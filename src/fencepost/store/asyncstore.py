@@ -360,7 +360,7 @@ class AsyncStore(AsyncFlowVerbs):
 
         def plan(store: Any) -> Plan[Schedule]:
             spec, schedule_id = store._schedule_to_add(job, options, stacklevel=5)
-            found: Plan[Schedule] = store._add_schedule_plan(spec, schedule_id)
+            found: Plan[Schedule] = sql_schedules.add_schedule_plan(store, spec, schedule_id)
             return found
 
         schedule: Schedule = await self._verb(lambda s: s.add_schedule(job, **options), plan)

@@ -75,6 +75,7 @@ from fencepost.domain.models import (
 )
 from fencepost.domain.nodes import Node, Registration
 from fencepost.domain.reports import JobCounts, SloReport
+from fencepost.domain.schedules import ScheduleSpec
 from fencepost.domain.states import CommandKind, Event, State
 from fencepost.store import sqlflow, sqlhistory
 from fencepost.store.base import Store
@@ -569,6 +570,9 @@ class SqlStore(Store):
 
     def _acquire_schedules(self, owner: str, *, limit: int, ttl: timedelta) -> list[Schedule]:
         return self._run(sql_schedules.acquire_schedules_plan(self, owner, limit=limit, ttl=ttl))
+
+    def _add_schedule(self, spec: ScheduleSpec, schedule_id: str) -> Schedule:
+        return self._run(sql_schedules.add_schedule_plan(self, spec, schedule_id))
 
     def _release_schedules(self, schedules: Sequence[Schedule]) -> None:
         self._run(sql_schedules.release_schedules_plan(self, schedules))

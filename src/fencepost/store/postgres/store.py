@@ -24,7 +24,6 @@ import psycopg
 from psycopg import sql
 from psycopg.types.string import TextLoader
 
-from fencepost.domain import schedules as plans
 from fencepost.domain.bulk import Action, Deletion
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, StoreUnavailable
 from fencepost.domain.events import ExecutionEvent
@@ -35,10 +34,9 @@ from fencepost.domain.models import (
     Fence,
     Lease,
     Page,
-    Schedule,
 )
 from fencepost.domain.reports import DueCount, Lateness, Stats
-from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
+from fencepost.domain.schedules import NewOccurrence
 from fencepost.domain.slo import (
     BACKFILL_SLACK,
     DEFAULT_CLAIM_WITHIN,
@@ -98,7 +96,7 @@ from fencepost.store.values import (
     plan_resize,
     stale_schedule,
 )
-from fencepost.store.verbs import sql_changes, sql_schedules
+from fencepost.store.verbs import sql_changes
 from fencepost.store.verbs.reports import stats_error_params, stats_report, throttle_lookback
 from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.planning import HELD, NEVER
@@ -1050,34 +1048,6 @@ class PostgresStore(SqlStore):
         )
 
     # -- schedules -------------------------------------------------------------------------
-
-    def _add_schedule(self, spec: ScheduleSpec, schedule_id: str) -> Schedule:
-        return self._run(self._add_schedule_plan(spec, schedule_id))
-
-    def _add_schedule_plan(self, spec: ScheduleSpec, schedule_id: str) -> Plan[Schedule]:
-        """:meth:`_add_schedule` as a plan."""
-        fingerprint = spec.fingerprint()
-
-        def steps() -> Steps[Schedule]:
-            now = yield from self._now_steps()
-            schedule = plans.new_schedule(spec, id=schedule_id, now=now)
-            params = sql_schedules.schedule_params(self, schedule, spec.inputs_json) | {
-                "request_hash": fingerprint
-            }
-            # An insert that conflicts, then finds no row, lost a race with a delete: again.
-            for _ in range(3):
-                if (yield Statement(Q["insert_schedule"], params, "one")) is not None:
-                    return schedule
-                row = yield Statement(Q["get_schedule"], {"id": schedule_id}, "one")
-                if row is not None:
-                    if row[-1] != fingerprint:
-                        raise IdempotencyConflict(schedule_id, schedule_id, subject="schedule")
-                    return rows.schedule(row)
-            raise StoreUnavailable(
-                f"schedule {schedule_id!r} kept being added and deleted; try again"
-            )
-
-        return Plan(steps())
 
     def _materialize(self, items: Sequence[Materialization]) -> list[list[Execution] | StaleLease]:
         out: list[list[Execution] | StaleLease] = [stale_schedule(i.schedule) for i in items]

@@ -730,6 +730,7 @@ WHERE e.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'SKIPPED')
 GROUP BY e.state
 
 -- name: insert_schedule
+-- No row back: a schedule with this id exists (the store compares the fingerprints).
 INSERT INTO schedules (
     id, job, job_version, inputs, cron, every_us, timezone, dst_gap, dst_fold, misfire,
     misfire_grace_us, max_catch_up, overlap, start_at, end_at, max_attempts, priority, paused,
@@ -741,6 +742,8 @@ INSERT INTO schedules (
     :paused, :watermark, :next_due, NULL, NULL, :request_hash, :created_at, :updated_at, :queue,
     :limit_key
 )
+ON CONFLICT (id) DO NOTHING
+RETURNING id
 
 -- name: get_schedule
 -- The schedule, then the fingerprint of its add_schedule arguments.

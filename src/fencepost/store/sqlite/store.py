@@ -23,7 +23,6 @@ from contextlib import AbstractContextManager, closing
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
-from fencepost.domain import schedules as plans
 from fencepost.domain.bulk import Deletion
 from fencepost.domain.checks import storable
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
@@ -32,7 +31,7 @@ from fencepost.domain.ids import id_floor
 from fencepost.domain.machine import Change, apply, stale_reason, takeover_reason
 from fencepost.domain.models import Command, Execution, Fence, Lease, Schedule
 from fencepost.domain.reports import DueCount, Lateness, Stats
-from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
+from fencepost.domain.schedules import NewOccurrence
 from fencepost.domain.slo import ErrorClass, SloMark, is_backfill, refusal_mark
 from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
@@ -77,7 +76,7 @@ from fencepost.store.values import (
     plan_resize,
     stale_schedule,
 )
-from fencepost.store.verbs import sql_changes, sql_reports, sql_schedules
+from fencepost.store.verbs import sql_changes, sql_reports
 from fencepost.store.verbs.reports import stats_error_params, stats_report, throttle_lookback
 from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.clock import SystemClock
@@ -744,19 +743,6 @@ class SqliteStore(SqlStore):
         return deletion
 
     # -- schedules -------------------------------------------------------------------------
-
-    def _add_schedule(self, spec: ScheduleSpec, schedule_id: str) -> Schedule:
-        fingerprint = spec.fingerprint()
-        with self._db.write() as conn:
-            row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
-            if row is not None:
-                if row[-1] != fingerprint:
-                    raise IdempotencyConflict(schedule_id, schedule_id, subject="schedule")
-                return rows.schedule(row)
-            schedule = plans.new_schedule(spec, id=schedule_id, now=self.clock.now())
-            params = sql_schedules.schedule_params(self, schedule, spec.inputs_json)
-            conn.execute(Q["insert_schedule"], params | {"request_hash": fingerprint})
-        return schedule
 
     def _materialize(self, items: Sequence[Materialization]) -> list[list[Execution] | StaleLease]:
         out: list[list[Execution] | StaleLease] = [stale_schedule(i.schedule) for i in items]

@@ -13,10 +13,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from fencepost.domain import schedules as plans
-from fencepost.domain.errors import NotFound
+from fencepost.domain.errors import IdempotencyConflict, NotFound, StoreUnavailable
 from fencepost.domain.events import ExecutionCancelled, ExecutionSkipped
 from fencepost.domain.machine import apply
 from fencepost.domain.models import Schedule, SchedulePage
+from fencepost.domain.schedules import ScheduleSpec
 from fencepost.store.executors import Plan, Statement, Steps
 from fencepost.store.values import ScheduleFilter
 from fencepost.store.verbs import sql_changes
@@ -187,3 +188,28 @@ def release_schedules_plan(store: SqlStore, schedules: Sequence[Schedule]) -> Pl
         yield Statement(store._q("release_schedules"), params)
 
     return Plan(steps(), atomic=False)
+
+
+def add_schedule_plan(store: SqlStore, spec: ScheduleSpec, schedule_id: str) -> Plan[Schedule]:
+    """``ScheduleVerbs._add_schedule``: the new schedule, or the one stored under
+    ``schedule_id`` when its ``add_schedule`` arguments were the same (else
+    :class:`IdempotencyConflict`)."""
+    fingerprint = spec.fingerprint()
+
+    def steps() -> Steps[Schedule]:
+        now = yield from store._now_steps()
+        schedule = plans.new_schedule(spec, id=schedule_id, now=now)
+        params = schedule_params(store, schedule, spec.inputs_json) | {"request_hash": fingerprint}
+        # An insert that conflicts, then finds no row, lost a race with a delete: again.
+        # (SQLite's write transaction holds the file: there, no race and one round.)
+        for _ in range(3):
+            if (yield Statement(store._q("insert_schedule"), params, "one")) is not None:
+                return schedule
+            row = yield Statement(store._q("get_schedule"), {"id": schedule_id}, "one")
+            if row is not None:
+                if row[-1] != fingerprint:
+                    raise IdempotencyConflict(schedule_id, schedule_id, subject="schedule")
+                return store.rows.schedule(row)
+        raise StoreUnavailable(f"schedule {schedule_id!r} kept being added and deleted; try again")
+
+    return Plan(steps())
