@@ -40,7 +40,7 @@ def command_steps(
     command_id: str,
     now: datetime,
 ) -> Steps[Command]:
-    """A request decided on ``current``, held by this transaction (see :meth:`request`)."""
+    """A request decided on ``current``, held by this transaction (see ``Store.request``)."""
     state = on_request(current, kind)
     if state is CommandState.DONE:
         cancel = apply(current, ExecutionCancelled(actor=actor), now)

@@ -43,7 +43,7 @@ def schedule_steps(store: SqlStore, schedule_id: str, *, lock: bool = False) -> 
 
 
 def list_schedules_plan(store: SqlStore, filters: ScheduleFilter) -> Plan[SchedulePage]:
-    """``Store.list_schedules`` as a plan."""
+    """``Store.schedules`` as a plan (the listing, one more than ``limit`` read)."""
     params = {
         "job": filters.job,
         "paused": filters.paused,
@@ -101,7 +101,7 @@ def change_schedule_plan(
     *,
     actor: str = "client",
 ) -> Plan[Schedule]:
-    """``Store.change_schedule`` as a plan."""
+    """``ScheduleVerbs._change_schedule`` as a plan: the schedule held, decided, written."""
 
     def steps() -> Steps[Schedule]:
         current = yield from schedule_steps(store, schedule_id, lock=True)
