@@ -114,6 +114,11 @@ class SqlStore(Store):
     queries: ClassVar[Mapping[str, str]]
     #: The dialect's row mapping.
     rows: RowMapping
+    #: Whether a one-statement write that binds the store's now runs in a transaction,
+    #: so that its now is read once the write lock is held (SQLite: the process's clock,
+    #: and a writer may wait for the file's lock first). False where the statement reads
+    #: the database's own clock (PostgreSQL): one round trip, in autocommit.
+    _now_after_lock: ClassVar[bool] = False
 
     def _q(self, name: str) -> str:
         """The SQL text of the block ``name`` in this dialect."""
@@ -123,7 +128,8 @@ class SqlStore(Store):
 
     @abstractmethod
     def _read(self) -> AbstractContextManager[Any]:
-        """A connection for reads (autocommit or a read transaction)."""
+        """A connection in autocommit: for reads, and for a plan that is not atomic (one
+        statement, which may write: a node's registration, a schedule's release)."""
 
     @abstractmethod
     def _write(self) -> AbstractContextManager[Any]:
@@ -195,9 +201,9 @@ class SqlStore(Store):
     def _ended_by_holder(
         self, conn: Any, fences: Sequence[Fence], events: Sequence[Event]
     ) -> set[tuple[str, str, int]]:
-        """The ``fences`` (as :func:`fence_key`) whose lease its own holder ended with one
-        of ``events``: what a retry after an unknown COMMIT recognises as its own
-        earlier attempt's write.
+        """The ``fences`` (as :func:`~fencepost.store.verbs.sql_changes.fence_key`) whose
+        lease its own holder ended with one of ``events``: what a retry after an unknown
+        COMMIT recognises as its own earlier attempt's write.
 
         None here: only a store that retries after a lost connection asks (PostgreSQL).
         SQLite never does: it runs in this process, so a COMMIT that returns or raises
@@ -213,8 +219,8 @@ class SqlStore(Store):
 
     def _run(self, plan: Plan[T]) -> T:
         """Run a verb's plan on the store's own connection: in a write transaction when
-        it is atomic, else on a connection for reads. (An AsyncStore runs the same plan
-        on its own executor.)"""
+        it is atomic, else in autocommit (:meth:`_read`). (An AsyncStore runs the same
+        plan on its own executor.)"""
         with self._write() if plan.atomic else self._read() as conn:
             return run(plan.steps, self._executor(conn))
 

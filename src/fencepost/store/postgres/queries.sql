@@ -767,7 +767,7 @@ WHERE NOT (%(again)s::boolean AND EXISTS (
 -- tells the waiters of Store.wait, in every process, on the schema's done
 -- channel (see done_channel): delivered when this transaction commits. With it, the
 -- marks its event sets (%(marks)s) and, when it finishes the execution (SUCCEEDED or
--- FAILED), the first finish (%(finished_at)s, else NULL): see SqlStore._persist_steps.
+-- FAILED), the first finish (%(finished_at)s, else NULL): see verbs.sql_changes.persist_steps.
 UPDATE executions
 SET state = %(state)s, due_at = %(due_at)s, attempt = %(attempt)s, epoch = %(epoch)s,
     lease_owner = %(lease_owner)s, lease_until = %(lease_until)s, updated_at = %(updated_at)s,

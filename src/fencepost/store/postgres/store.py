@@ -883,8 +883,6 @@ class PostgresStore(SqlStore):
             found = conn.execute(Q["claim_commands"], params).fetchall()
         return sorted((rows.command(r) for r in found), key=lambda c: (c.requested_at, c.id))
 
-    # -- nodes -----------------------------------------------------------------------------
-
     # -- the bucket count (see Store.resize_buckets) ---------------------------------------
 
     def _resize_buckets(self, num_buckets: int, *, force: bool) -> BucketsResized:

@@ -407,7 +407,7 @@ UPDATE execution_data SET progress = :progress WHERE execution_id = :id
 -- Persist a change decided by fencepost.domain.machine.apply. Guarded by the
 -- state and epoch it was decided from; anything else means a lost race. With it,
 -- the marks its event sets (:marks) and, when it finishes the execution (SUCCEEDED
--- or FAILED), the first finish (:finished_at, else NULL): see SqlStore._persist_steps.
+-- or FAILED), the first finish (:finished_at, else NULL): see verbs.sql_changes.persist_steps.
 UPDATE executions
 SET state = :state, due_at = :due_at, attempt = :attempt, epoch = :epoch,
     lease_owner = :lease_owner, lease_until = :lease_until, updated_at = :updated_at,
@@ -798,8 +798,8 @@ ORDER BY id
 
 -- name: acquire_schedules
 -- Due schedules without a live materializer lease, oldest next_due first. Runs in
--- BEGIN IMMEDIATE, which holds the write lock: no other acquire interleaves.
--- RETURNING has no order; the store sorts.
+-- BEGIN IMMEDIATE (the store's now is read once the write lock is held): no other
+-- acquire interleaves. RETURNING has no order; the store sorts.
 UPDATE schedules
 SET materializer = :owner, lease_until = :now + :ttl
 WHERE id IN (

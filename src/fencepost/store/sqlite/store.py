@@ -138,6 +138,8 @@ class SqliteStore(SqlStore):
 
     queries: ClassVar[Mapping[str, str]] = {**Q, **_LOCKS_ARE_READS}
     rows = rows
+    # A write's now is this process's clock: read it once BEGIN IMMEDIATE holds the lock.
+    _now_after_lock = True
 
     def __init__(
         self,
@@ -608,8 +610,6 @@ class SqliteStore(SqlStore):
                 },
             ).fetchall()
         return sorted((rows.command(r) for r in found), key=lambda c: (c.requested_at, c.id))
-
-    # -- nodes -----------------------------------------------------------------------------
 
     # -- the bucket count (see Store.resize_buckets) ---------------------------------------
 

@@ -66,7 +66,6 @@ def complete_command_plan(store: SqlStore, command: Command, lease: Fence) -> Pl
     if not (store._can_name(command.id) and store._can_name(command.execution_id)):
         return Plan(returning(None), atomic=False)
     params = {
-        "now": store._now_param(),
         "id": command.id,
         "execution_id": command.execution_id,
         "owner": lease.owner,
@@ -74,7 +73,8 @@ def complete_command_plan(store: SqlStore, command: Command, lease: Fence) -> Pl
     }
 
     def steps() -> Steps[Command | None]:
-        row = yield Statement(store._q("complete_command"), params, "one")
+        now = store._now_param()  # read in the write transaction, its lock held
+        row = yield Statement(store._q("complete_command"), params | {"now": now}, "one")
         return None if row is None else store.rows.command(row)
 
     return Plan(steps())

@@ -24,7 +24,6 @@ def register_node_plan(store: SqlStore, r: Registration) -> Plan[Node]:
     """``OperatingVerbs._register_node``: insert or renew the node's row (a renewal
     keeps its ``started_at``); it is live until ``now + ttl``."""
     params = {
-        "now": store._now_param(),
         "id": r.node_id,
         "kind": r.kind,
         "buckets": None if r.buckets is None else store._array(list(r.buckets)),
@@ -33,10 +32,11 @@ def register_node_plan(store: SqlStore, r: Registration) -> Plan[Node]:
     }
 
     def steps() -> Steps[Node]:
-        row = yield Statement(store._q("register_node"), params, "one")
+        now = store._now_param()  # read as the statement runs (see SqlStore._now_after_lock)
+        row = yield Statement(store._q("register_node"), params | {"now": now}, "one")
         return store.rows.node(row)
 
-    return Plan(steps(), atomic=False)
+    return Plan(steps(), atomic=store._now_after_lock)
 
 
 def nodes_plan(store: SqlStore, *, live_only: bool) -> Plan[list[Node]]:

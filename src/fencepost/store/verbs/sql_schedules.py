@@ -1,6 +1,8 @@
 """The schedule verbs of the SQL stores as plans, written once for both dialects over
-their named blocks (``*_schedule*`` in each ``queries.sql``): reading, listing, changing
-(a pause skips what has not started) and deleting a schedule.
+their named blocks (``*_schedule*`` in each ``queries.sql``): adding, reading, listing,
+changing (a pause skips what has not started) and deleting a schedule, and a
+materializer's acquiring and releasing of schedules (materializing itself is still
+written per dialect).
 
 Each plan decides; the store it is given (:class:`~fencepost.store.sqlstore.SqlStore`)
 gives the statements' text, binds times and durations, and maps rows.
@@ -164,13 +166,14 @@ def acquire_schedules_plan(
     """``ScheduleVerbs._acquire_schedules``: lease up to ``limit`` due schedules without
     a live materializer lease to ``owner`` for ``ttl``, in one statement; soonest due
     first (RETURNING has no order)."""
-    params = {"now": store._now_param(), "owner": owner, "limit": limit, "ttl": store._d(ttl)}
+    params = {"owner": owner, "limit": limit, "ttl": store._d(ttl)}
 
     def steps() -> Steps[list[Schedule]]:
-        found = yield Statement(store._q("acquire_schedules"), params, "all")
+        now = store._now_param()  # read as the statement runs (see SqlStore._now_after_lock)
+        found = yield Statement(store._q("acquire_schedules"), params | {"now": now}, "all")
         return sorted((store.rows.schedule(r) for r in found), key=lambda s: (s.next_due, s.id))
 
-    return Plan(steps(), atomic=False)
+    return Plan(steps(), atomic=store._now_after_lock)
 
 
 def release_schedules_plan(store: SqlStore, schedules: Sequence[Schedule]) -> Plan[None]:
