@@ -22,7 +22,6 @@ from fencepost.store.values import ExecutionFilter, like_pattern
 if TYPE_CHECKING:
     from fencepost.store.sqlstore import SqlStore
 
-T = TypeVar("T")
 R = TypeVar("R")
 
 
