@@ -43,12 +43,12 @@ def store(tmp_path: Path) -> SqliteStore:
 
 
 def _register(store: SqliteStore) -> Plan[object]:
-    registration = Registration(node_id="n", kind="worker", buckets=None, ttl=timedelta(30))
+    registration = Registration(node_id="n", kind="worker", buckets=None, ttl=timedelta(seconds=30))
     return sql_operating.register_node_plan(store, registration)  # type: ignore[return-value]
 
 
 def _acquire(store: SqliteStore) -> Plan[object]:
-    return sql_schedules.acquire_schedules_plan(store, "m", limit=10, ttl=timedelta(30))  # type: ignore[return-value]
+    return sql_schedules.acquire_schedules_plan(store, "m", limit=10, ttl=timedelta(seconds=30))  # type: ignore[return-value]
 
 
 @pytest.mark.parametrize("build", [_register, _acquire], ids=["register_node", "acquire"])
@@ -66,10 +66,10 @@ def test_the_clock_is_read_inside_the_write_transaction_not_before(
     found = store._run(plan)
     later = MANUAL_EPOCH + timedelta(seconds=100)
     if build is _register:
-        assert (found.heartbeat_at, found.expires_at) == (later, later + timedelta(30))  # type: ignore[attr-defined]
+        assert (found.heartbeat_at, found.expires_at) == (later, later + timedelta(seconds=30))  # type: ignore[attr-defined]
     else:
         [acquired] = found  # type: ignore[misc]
-        assert acquired.lease_until == later + timedelta(30)
+        assert acquired.lease_until == later + timedelta(seconds=30)
 
 
 def test_a_registration_renewed_after_a_wait_is_live_for_its_whole_ttl(
