@@ -179,7 +179,6 @@ NO_TRANSITION = frozenset(
         "stats_throttled",
         "job_counts",
         "due_groups",
-        "active_schedules",
         "slo",
         "slo_worst",
         "slo_rollups_between",

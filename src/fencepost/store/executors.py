@@ -47,24 +47,33 @@ Fetch = Literal["one", "all", "none", "count", "many"]
 
 @dataclass(frozen=True, slots=True, init=False)
 class Statement:
-    """One statement of a plan: SQL text, its parameters, and what the plan wants back."""
+    """One statement of a plan: SQL text, its parameters, and what the plan wants back.
+
+    ``prepare`` is psycopg's: None lets the driver prepare a statement it runs often,
+    False plans it afresh each time (a dialect's ``_prepare_for``; SQLite ignores it).
+    """
 
     sql: str
     params: Any = None
     fetch: Fetch = "none"
+    prepare: bool | None = None
 
-    def __init__(self, sql: str, params: Any = None, fetch: Fetch = "none") -> None:
+    def __init__(
+        self, sql: str, params: Any = None, fetch: Fetch = "none", prepare: bool | None = None
+    ) -> None:
         # Through the slots' descriptors: a frozen dataclass's own __init__ calls
         # object.__setattr__ per field, which made building a plan's statements cost
         # more than running them through the executor (see domain.slots).
         _set_sql(self, sql)
         _set_params(self, params)
         _set_fetch(self, fetch)
+        _set_prepare(self, prepare)
 
 
 _set_sql = Statement.__dict__["sql"].__set__
 _set_params = Statement.__dict__["params"].__set__
 _set_fetch = Statement.__dict__["fetch"].__set__
+_set_prepare = Statement.__dict__["prepare"].__set__
 
 
 #: A plan's steps: yields statements, receives each one's result, returns the verb's.
@@ -181,7 +190,8 @@ def psycopg_execute(conn: Any, *, prepare: bool | None = None) -> Execute:
     """Statements on a psycopg ``Connection`` or ``Cursor`` (sync).
 
     ``prepare=False`` for a caller's connection: server-side prepared statements
-    would outlive the call on a connection fencepost does not own.
+    would outlive the call on a connection fencepost does not own. Otherwise each
+    statement's own ``prepare`` holds.
     """
 
     def execute(statement: Statement) -> Any:
@@ -189,7 +199,11 @@ def psycopg_execute(conn: Any, *, prepare: bool | None = None) -> Execute:
             cursor = conn.cursor() if hasattr(conn, "cursor") else conn
             cursor.executemany(statement.sql, statement.params)
             return None
-        cursor = conn.execute(statement.sql, statement.params, prepare=prepare)
+        cursor = conn.execute(
+            statement.sql,
+            statement.params,
+            prepare=statement.prepare if prepare is None else prepare,
+        )
         if statement.fetch == "one":
             return cursor.fetchone()
         if statement.fetch == "all":
@@ -202,14 +216,19 @@ def psycopg_execute(conn: Any, *, prepare: bool | None = None) -> Execute:
 
 
 def psycopg_async_execute(conn: Any, *, prepare: bool | None = None) -> ExecuteAsync:
-    """Statements on a psycopg ``AsyncConnection`` or ``AsyncCursor``."""
+    """Statements on a psycopg ``AsyncConnection`` or ``AsyncCursor`` (``prepare``: as
+    :func:`psycopg_execute`'s)."""
 
     async def execute(statement: Statement) -> Any:
         if statement.fetch == "many":
             cursor = conn.cursor() if hasattr(conn, "cursor") else conn
             await cursor.executemany(statement.sql, statement.params)
             return None
-        cursor = await conn.execute(statement.sql, statement.params, prepare=prepare)
+        cursor = await conn.execute(
+            statement.sql,
+            statement.params,
+            prepare=statement.prepare if prepare is None else prepare,
+        )
         if statement.fetch == "one":
             return await cursor.fetchone()
         if statement.fetch == "all":

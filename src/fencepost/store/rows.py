@@ -37,6 +37,9 @@ class RowMapping(Protocol):
     def duration(self, value: Any) -> timedelta:
         """A duration as a row holds it, as a timedelta."""
 
+    def document(self, value: Any) -> Any:
+        """A JSON value a statement built (an aggregate), decoded."""
+
 
 def _same(value: Any) -> Any:
     return value

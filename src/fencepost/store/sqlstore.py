@@ -6,30 +6,16 @@ PostgreSQL's NOTIFY and listener, SQLite's clock check and prune cursor). The
 verbs written here run named blocks through ``self._q(name)``; both ``.sql`` files
 use the same names for the same statement, so the same Python runs on both.
 
-The hooks a dialect provides:
-
-* :meth:`SqlStore._read` and :meth:`SqlStore._write`: a connection for reading, and
-  one inside a write transaction (SQLite's ``BEGIN IMMEDIATE``, a PostgreSQL
-  transaction);
-* :meth:`SqlStore._executor`: the executor function of one of those connections
-  (:mod:`fencepost.store.executors`), which :meth:`SqlStore._run` runs a verb's plan with;
-* :meth:`SqlStore._now_steps`: the store's now inside that transaction, as steps of
-  a plan (SQLite: the process clock, no statement; PostgreSQL: the server's unless
-  a test pins it); :meth:`SqlStore._tx_now` runs them on a connection;
-* :meth:`SqlStore._now_param`: the ``now`` a one-statement verb passes (PostgreSQL
-  passes None and reads ``clock_timestamp()`` in SQL);
-* :meth:`SqlStore._t` and :meth:`SqlStore._array`: how times and lists are bound;
-* :meth:`SqlStore._can_name`: whether a text can name a row at all (PostgreSQL ids
-  are UUIDs; SQLite cannot bind a lone surrogate), so such a lookup is answered
-  without a round trip;
-* :meth:`SqlStore._refuse`: the audit of refused fenced calls;
-* :attr:`SqlStore.rows`: the dialect's row mapping
-  (:class:`~fencepost.store.rows.RowMapping`).
+The hooks a dialect provides are declared in :mod:`fencepost.store.dialect`
+(:class:`~fencepost.store.dialect.SqlDialect`): its SQL, its connections and clock,
+how values are bound and rows read, what it can do, and the audit of a refused
+fenced call.
 
 The verbs are written as *plans*, one module a section of the contract in
 :mod:`fencepost.store.verbs` (``sql_reading``, ``sql_schedules``, ``sql_commands``,
-``sql_bulk``, ``sql_catalogue``, ``sql_reports``, and ``sql_changes``, how a change
-decided by the state machine is written), built from sub-plans (``_get_steps``,
+``sql_bulk``, ``sql_catalogue``, ``sql_leasing`` (the heartbeat), ``sql_reports``,
+and ``sql_changes``, how a change decided by the state machine is written), built
+from sub-plans (``_get_steps``,
 ``_now_steps``, ``sql_changes.persist_steps``, ...): the sync verb runs its plan with
 :meth:`SqlStore._run` on the store's own connection, an AsyncStore runs the same plan
 on its own executor. The helpers the hooks still written per dialect call with a
@@ -44,17 +30,14 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 from fencepost.domain.bulk import Action, Deletion, DeletionPage
 from fencepost.domain.catalogue import JobEntry
-from fencepost.domain.checks import storable
 from fencepost.domain.errors import (
     NotFound,
     StaleLease,
-    StoreUnavailable,
 )
 from fencepost.domain.events import (
     ExecutionEvent,
@@ -74,14 +57,14 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.nodes import Node, Registration
-from fencepost.domain.reports import JobCounts, SloReport
+from fencepost.domain.reports import DueCount, JobCounts, SloReport
 from fencepost.domain.schedules import ScheduleSpec
-from fencepost.domain.states import CommandKind, Event, State
+from fencepost.domain.states import CommandKind, State
 from fencepost.store import sqlflow, sqlhistory
 from fencepost.store.base import Store
-from fencepost.store.executors import Execute, Plan, Statement, Steps, run
+from fencepost.store.dialect import SqlDialect
+from fencepost.store.executors import Plan, Statement, Steps, run
 from fencepost.store.flow import FlowChange, Throttle, ThrottleCount
-from fencepost.store.rows import RowMapping
 from fencepost.store.values import (
     ClaimArguments,
     Decide,
@@ -97,6 +80,7 @@ from fencepost.store.verbs import (
     sql_catalogue,
     sql_changes,
     sql_commands,
+    sql_leasing,
     sql_operating,
     sql_reading,
     sql_reports,
@@ -107,79 +91,9 @@ from fencepost.store.verbs.reports import SloRequest
 T = TypeVar("T")
 
 
-class SqlStore(Store):
+class SqlStore(Store, SqlDialect):
     """The verbs both SQL backends share; a dialect subclasses it (see the module doc)."""
 
-    #: The dialect's named blocks (see :func:`fencepost.store.sql.load_queries`).
-    queries: ClassVar[Mapping[str, str]]
-    #: The dialect's row mapping.
-    rows: RowMapping
-    #: Whether a one-statement write that binds the store's now runs in a transaction,
-    #: so that its now is read once the write lock is held (SQLite: the process's clock,
-    #: and a writer may wait for the file's lock first). False where the statement reads
-    #: the database's own clock (PostgreSQL): one round trip, in autocommit.
-    _now_after_lock: ClassVar[bool] = False
-
-    def _q(self, name: str) -> str:
-        """The SQL text of the block ``name`` in this dialect."""
-        return self.queries[name]
-
-    # -- dialect hooks --------------------------------------------------------------------
-
-    @abstractmethod
-    def _read(self) -> AbstractContextManager[Any]:
-        """A connection in autocommit: for reads, and for a plan that is not atomic (one
-        statement, which may write: a node's registration, a schedule's release)."""
-
-    @abstractmethod
-    def _write(self) -> AbstractContextManager[Any]:
-        """A connection inside a write transaction, committed on a clean exit."""
-
-    def _snapshot(self) -> AbstractContextManager[Any]:
-        """A connection on which several reads see one snapshot (a report's statements).
-
-        :meth:`_read` here; a dialect whose reads each see their own overrides it.
-        """
-        return self._read()
-
-    def _tx_now(self, conn: Any) -> datetime:
-        """The store's now, read inside the transaction ``conn`` holds."""
-        return run(self._now_steps(), self._executor(conn))
-
-    @abstractmethod
-    def _now_steps(self) -> Steps[datetime]:
-        """:meth:`_tx_now` as steps of a plan (SQLite: the process clock, no statement;
-        PostgreSQL: the server's unless a test pins it)."""
-
-    @abstractmethod
-    def _now_param(self) -> Any:
-        """The ``now`` parameter of a one-statement verb (None: the database's clock)."""
-
-    @abstractmethod
-    def _t(self, value: datetime) -> Any:
-        """A time as this dialect binds it."""
-
-    def _t_opt(self, value: datetime | None) -> Any:
-        return None if value is None else self._t(value)
-
-    @abstractmethod
-    def _d(self, value: timedelta) -> Any:
-        """A duration as this dialect binds it."""
-
-    @abstractmethod
-    def _array(self, values: Sequence[Any]) -> Any:
-        """A list as this dialect binds it."""
-
-    @abstractmethod
-    def _can_name(self, row_id: str) -> bool:
-        """Whether ``row_id`` can name a stored row at all."""
-
-    @staticmethod
-    def _storable(name: str) -> bool:
-        """Whether a name (a node's, a schedule's) can be stored: no lone surrogates."""
-        return storable(name)
-
-    @abstractmethod
     def _refuse(
         self,
         conn: Any,
@@ -189,54 +103,12 @@ class SqlStore(Store):
         *,
         again: bool = False,
     ) -> None:
-        """Audit refused fenced calls (a ``STALE_REFUSED`` each; nothing else changes).
-
-        ``now`` is the store's now when the caller has read it; None where the
-        statement reads the store's clock itself (PostgreSQL's batch statements).
-        ``again``: a retry whose earlier attempt may have committed these very
-        refusals (see :meth:`_fenced_apply`): a refusal already on record for the same
-        lease and verb is not recorded twice.
-        """
-
-    def _ended_by_holder(
-        self, conn: Any, fences: Sequence[Fence], events: Sequence[Event]
-    ) -> set[tuple[str, str, int]]:
-        """The ``fences`` (as :func:`~fencepost.store.verbs.sql_changes.fence_key`) whose
-        lease its own holder ended with one of ``events``: what a retry after an unknown
-        COMMIT recognises as its own earlier attempt's write.
-
-        None here: only a store that retries after a lost connection asks (PostgreSQL).
-        SQLite never does: it runs in this process, so a COMMIT that returns or raises
-        tells its outcome, and there is no connection to lose in between.
-        """
-        return set()
-
-    # -- running plans ---------------------------------------------------------------------
-
-    @abstractmethod
-    def _executor(self, conn: Any) -> Execute:
-        """The executor function of one of the store's own connections."""
-
-    def _run(self, plan: Plan[T]) -> T:
-        """Run a verb's plan on the store's own connection: in a write transaction when
-        it is atomic, else in autocommit (:meth:`_read`). (An AsyncStore runs the same
-        plan on its own executor.)"""
-        with self._write() if plan.atomic else self._read() as conn:
-            return run(plan.steps, self._executor(conn))
+        """:meth:`_refuse_steps` on ``conn``, in the caller's transaction (``now``: the
+        store's now when the caller has read it, else None)."""
+        at = self._now_param() if now is None else self._t(now)
+        run(self._refuse_steps(fences, verb, at, again=again), self._executor(conn))
 
     # -- reading ---------------------------------------------------------------------------
-
-    def _retried(
-        self,
-        attempt: Callable[[bool], T],
-        what: str,
-        retry_if: Callable[[StoreUnavailable], bool] | None = None,
-    ) -> T:
-        """``attempt(again)``, once. A dialect whose connection can be lost in the middle
-        of a call (PostgreSQL) runs it again, with ``again`` True, after such a loss:
-        ``what`` names the call in its log, ``retry_if`` says which failures to retry.
-        """
-        return attempt(False)
 
     def _run_read(self, plan: Callable[[], Plan[T]], what: str) -> T:
         """A read-only verb: its plan, made afresh for each attempt, run (see _retried)."""
@@ -422,6 +294,17 @@ class SqlStore(Store):
 
         return self._retried(attempt, verb)
 
+    def _heartbeat(
+        self, beats: Sequence[tuple[Fence, str | None]], *, ttl: timedelta
+    ) -> list[datetime | StaleLease]:
+        # Retried as it is after a lost connection: a heartbeat that had committed
+        # only extends the same lease again (never earlier than promised), and one
+        # whose lease ended meanwhile is refused, as it would have been.
+        def attempt(again: bool) -> list[datetime | StaleLease]:
+            return self._run(sql_leasing.heartbeat_plan(self, beats, ttl=ttl, again=again))
+
+        return self._retried(attempt, "heartbeat")
+
     def _reap_expired(self, *, limit: int) -> int:
         with self._write() as conn:
             now = self._tx_now(conn)
@@ -450,6 +333,13 @@ class SqlStore(Store):
     ) -> Command:
         return self._run(
             sql_commands.request_plan(self, execution_id, kind, actor=actor, command_id=command_id)
+        )
+
+    def _claim_commands(
+        self, owner: str, execution_ids: tuple[str, ...], *, ttl: timedelta, limit: int
+    ) -> list[Command]:
+        return self._run(
+            sql_commands.claim_commands_plan(self, owner, execution_ids, ttl=ttl, limit=limit)
         )
 
     def _complete_command(self, command: Command, lease: Fence) -> Command | None:
@@ -507,6 +397,9 @@ class SqlStore(Store):
 
     def _bucket_counts(self, states: tuple[State, ...]) -> dict[int, int]:
         return self._run(sql_reports.bucket_counts_plan(self, states))
+
+    def _due_groups(self) -> tuple[datetime, list[DueCount], int]:
+        return self._run_read(lambda: sql_reports.due_groups_plan(self), "unserved")
 
     def _job_counts(self, window: timedelta, job: str | None) -> JobCounts:
         with self._read() as conn:

@@ -10,6 +10,7 @@ from fencepost.store.rows import command, execution, schedule, transition
 
 __all__ = [
     "command",
+    "document",
     "duration",
     "execution",
     "instant",
@@ -40,4 +41,9 @@ def instant(value: datetime) -> datetime:
 
 def duration(value: timedelta) -> timedelta:
     """An interval as psycopg loads it: already a timedelta."""
+    return value
+
+
+def document(value: Any) -> Any:
+    """A JSON value as psycopg loads it: already decoded."""
     return value

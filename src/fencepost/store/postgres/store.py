@@ -29,13 +29,12 @@ from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, S
 from fencepost.domain.events import ExecutionEvent
 from fencepost.domain.machine import TAKEOVER_REASON_FORMAT, stale_reason
 from fencepost.domain.models import (
-    Command,
     Execution,
     Fence,
     Lease,
     Page,
 )
-from fencepost.domain.reports import DueCount, Lateness, Stats
+from fencepost.domain.reports import Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence
 from fencepost.domain.slo import (
     BACKFILL_SLACK,
@@ -99,7 +98,7 @@ from fencepost.store.values import (
 from fencepost.store.verbs import sql_changes
 from fencepost.store.verbs.reports import stats_error_params, stats_report, throttle_lookback
 from fencepost.store.waiting import PollingWatcher, Watcher
-from fencepost.timing.planning import HELD, NEVER
+from fencepost.timing.planning import HELD
 
 Q = QUERIES
 _ZERO = timedelta(0)
@@ -273,18 +272,11 @@ class PostgresStore(SqlStore):
     ) -> set[tuple[str, str, int]]:
         if not fences:
             return set()
-        found = conn.execute(
-            Q["ended_by_holders"],
-            {
-                "ids": [fence.execution_id for fence in fences],
-                "owners": [fence.owner for fence in fences],
-                "epochs": [fence.epoch for fence in fences],
-                "events": [str(event) for event in events],
-            },
-        ).fetchall()
+        params = self._fence_params(fences) | {"events": [str(event) for event in events]}
+        found = conn.execute(Q["ended_by_holders"], params).fetchall()
         return {(id_, owner, epoch) for id_, owner, epoch in found}
 
-    # -- dialect hooks (see SqlStore) ------------------------------------------------------
+    # -- dialect hooks (see store.dialect) -------------------------------------------------
 
     def _executor(self, conn: Connection) -> Execute:
         return psycopg_execute(conn)
@@ -319,30 +311,41 @@ class PostgresStore(SqlStore):
     def _can_name(self, row_id: str) -> bool:
         return _is_uuid(row_id)  # ids are UUIDs here: anything else names no row
 
-    def _refuse(
-        self,
-        conn: Connection,
-        fences: Sequence[Fence],
-        verb: str,
-        now: datetime | None,
-        *,
-        again: bool = False,
-    ) -> None:
-        # `now` is not bound: the statement reads the same clock (pinned or the server's).
+    def _refuse_steps(
+        self, fences: Sequence[Fence], verb: str, at: Any, *, again: bool = False
+    ) -> Steps[None]:
+        # Only a pinned test clock is bound, never ``at``: the statement reads the
+        # server's clock after the fenced statement it audits, so a refusal is never
+        # stamped before the takeover that made it stale.
         if not fences:
             return
-        conn.execute(
+        yield Statement(
             Q["insert_stale_refusals"],
-            {
+            self._fence_params(fences)
+            | {
                 "now": self._pinned_now(),
-                "ids": [fence.execution_id for fence in fences],
-                "owners": [fence.owner for fence in fences],
-                "epochs": [fence.epoch for fence in fences],
                 "reason": stale_reason(verb),
                 "marks": int(refusal_mark(verb)),
                 "again": again,
             },
         )
+
+    def _fence_params(self, fences: Sequence[Fence]) -> dict[str, Any]:
+        return {
+            "ids": [fence.execution_id for fence in fences],
+            "owners": [fence.owner for fence in fences],
+            "epochs": [fence.epoch for fence in fences],
+        }
+
+    def _text_for(self, block: str, ids: Sequence[str] = ()) -> str:
+        # Right however old the window is: a text names only the live days when every
+        # one of ``ids`` lies within them (the claims and completions read it again).
+        return self._live.text(block, ids)
+
+    def _prepare_for(self, rows: int) -> bool | None:
+        return _reuse_plan(rows)
+
+    _beats_write_progress = True
 
     def _schedule_cursor(self, after: str | None) -> str | None:
         # A cursor is a bound, not a name: no stored id holds U+0000, so the ids
@@ -740,51 +743,6 @@ class PostgresStore(SqlStore):
                 claimed = conn.execute(self._hot(conn, block), params).fetchall()
         return claimed
 
-    def _heartbeat(
-        self, beats: Sequence[tuple[Fence, str | None]], *, ttl: timedelta
-    ) -> list[datetime | StaleLease]:
-        # An id that is not a UUID names no execution here: refused without asking.
-        usable = [i for i, (lease, _) in enumerate(beats) if _is_uuid(lease.execution_id)]
-
-        # Retried as it is after a lost connection: a heartbeat that had committed
-        # only extends the same lease again (never earlier than promised), and one
-        # whose lease ended meanwhile is refused, as it would have been.
-        def attempt(again: bool) -> list[datetime | StaleLease]:
-            return self._heartbeat_once(beats, usable, ttl=ttl, again=again)
-
-        return self._retried(attempt, "heartbeat")
-
-    def _heartbeat_once(
-        self,
-        beats: Sequence[tuple[Fence, str | None]],
-        usable: list[int],
-        *,
-        ttl: timedelta,
-        again: bool,
-    ) -> list[datetime | StaleLease]:
-        """One attempt of :meth:`_heartbeat`, for the beats at the ``usable`` indexes."""
-        renewed: dict[int, datetime] = {}
-        with self._db.transaction() as conn:
-            for round_ in rounds([beats[i][0] for i in usable]):
-                chosen = [beats[usable[i]] for _, i in sorted(round_.items())]
-                ids = [lease.execution_id for lease, _ in chosen]
-                found = conn.execute(
-                    self._hot(conn, "heartbeat_fenced", ids),
-                    {
-                        "now": self._pinned_now(),
-                        "ttl": ttl,
-                        "ids": ids,
-                        "owners": [lease.owner for lease, _ in chosen],
-                        "epochs": [lease.epoch for lease, _ in chosen],
-                        "progress": [progress for _, progress in chosen],
-                    },
-                    prepare=_reuse_plan(len(chosen)),
-                )
-                renewed.update((usable[round_[id_]], until) for id_, until in found)
-            refused = [beats[i][0] for i in usable if i not in renewed]
-            self._refuse(conn, refused, "heartbeat", None, again=again)
-        return [renewed.get(i) or sql_changes.stale(lease) for i, (lease, _) in enumerate(beats)]
-
     def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
         return self._retried(lambda again: self._complete_once(outcomes, again), "complete")
 
@@ -866,23 +824,6 @@ class PostgresStore(SqlStore):
 
     # -- commands --------------------------------------------------------------------------
 
-    def _claim_commands(
-        self, owner: str, execution_ids: tuple[str, ...], *, ttl: timedelta, limit: int
-    ) -> list[Command]:
-        ids = [i for i in execution_ids if _is_uuid(i)]
-        if not ids:
-            return []
-        params = {
-            "now": self._pinned_now(),
-            "execution_ids": ids,
-            "owner": owner,
-            "ttl": ttl,
-            "limit": limit,
-        }
-        with self._db.connection() as conn:
-            found = conn.execute(Q["claim_commands"], params).fetchall()
-        return sorted((rows.command(r) for r in found), key=lambda c: (c.requested_at, c.id))
-
     # -- the bucket count (see Store.resize_buckets) ---------------------------------------
 
     def _resize_buckets(self, num_buckets: int, *, force: bool) -> BucketsResized:
@@ -937,16 +878,6 @@ class PostgresStore(SqlStore):
             ErrorClass.HANDLER_FAILED: failed,
         }
         return stats_report(now, window, counts, backlog, lateness, refused, expiries, held, errors)
-
-    def _due_groups(self) -> tuple[datetime, list[DueCount], int]:
-        with self._db.connection() as conn:
-            now = self._now(conn)
-            params = {"now": now, "held": HELD, "never": NEVER}
-            row = conn.execute(Q["due_groups"], params).fetchone()
-        assert row is not None
-        groups, active = row
-        due = [DueCount(job=job, job_version=version, count=n) for job, version, n in groups]
-        return now, due, int(active)
 
     def _count_prunable(self, cutoff: datetime) -> int:
         with self._db.connection() as conn:

@@ -379,7 +379,7 @@ WHERE id = ?2
 -- name: heartbeat_fenced
 -- A heartbeat only ever extends: a lease handed out must not end earlier than promised.
 UPDATE executions
-SET lease_until = max(lease_until, :until), updated_at = :now
+SET lease_until = max(lease_until, :now + :ttl), updated_at = :now
 FROM (
     SELECT json_extract(value, '$[0]') AS id,
            json_extract(value, '$[1]') AS owner,
@@ -463,7 +463,7 @@ VALUES (:id, :execution_id, :kind, :state, :requested_by, :requested_at, :done_a
 -- CLAIMED ones whose claim has expired (claim_until <= now). Runs inside BEGIN
 -- IMMEDIATE, so no other claim interleaves. RETURNING has no order; the store sorts.
 UPDATE commands
-SET state = 'CLAIMED', owner = :owner, claim_until = :until
+SET state = 'CLAIMED', owner = :owner, claim_until = :now + :ttl
 WHERE id IN (
     SELECT id FROM commands
     WHERE execution_id IN (SELECT value FROM json_each(:execution_ids))
@@ -901,15 +901,16 @@ SELECT count(*) FROM executions
 WHERE state IN ('RETRY_WAIT', 'SCHEDULED') AND due_at <= :now AND due_at < :held
 
 -- name: due_groups
--- Store.unserved: the due executions (as stats_backlog counts them) by job and pinned
--- version, read through executions_claimable (its WHERE clause repeated).
-SELECT job, job_version, count(*) FROM executions
-WHERE state IN ('RETRY_WAIT', 'SCHEDULED') AND due_at <= :now AND due_at < :held
-GROUP BY job, job_version
-
--- name: active_schedules
--- Store.unserved: schedules not paused with a slot still to come (next_due < NEVER).
-SELECT count(*) FROM schedules WHERE paused = 0 AND next_due < :never
+-- Store.unserved in one statement (one snapshot): the due executions (as
+-- stats_backlog counts them) by job and pinned version, as a JSON array of [job,
+-- job_version, count], read through executions_claimable (its WHERE clause
+-- repeated); and the schedules not paused with a slot still to come (next_due < NEVER).
+SELECT
+    (SELECT json_group_array(json_array(job, job_version, n))
+     FROM (SELECT job, job_version, count(*) AS n FROM executions
+           WHERE state IN ('RETRY_WAIT', 'SCHEDULED') AND due_at <= :now AND due_at < :held
+           GROUP BY job, job_version)),
+    (SELECT count(*) FROM schedules WHERE paused = 0 AND next_due < :never)
 
 -- name: stats_events
 -- Lease and error events in (:start, :now]: refusals, expiries (LEASE_EXPIRED and

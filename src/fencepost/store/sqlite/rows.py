@@ -86,6 +86,8 @@ def node(row: tuple[Any, ...]) -> Node:
     )
 
 
-#: A time and a duration as a row holds them (microseconds), as the SQL base reads them.
+#: A time and a duration as a row holds them (microseconds), and a JSON value a
+#: statement built (text), as the SQL base reads them.
 instant = from_us
 duration = us_duration
+document = payloads.decode

@@ -29,13 +29,13 @@ from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
 from fencepost.domain.events import ExecutionSkipped
 from fencepost.domain.ids import id_floor
 from fencepost.domain.machine import Change, apply, stale_reason, takeover_reason
-from fencepost.domain.models import Command, Execution, Fence, Lease, Schedule
-from fencepost.domain.reports import DueCount, Lateness, Stats
+from fencepost.domain.models import Execution, Fence, Lease, Schedule
+from fencepost.domain.reports import Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence
 from fencepost.domain.slo import ErrorClass, SloMark, is_backfill, refusal_mark
 from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
-from fencepost.store.batching import rounds, rounds_of
+from fencepost.store.batching import rounds_of
 from fencepost.store.callers import check_sqlite, driver_connection, refuse
 from fencepost.store.executors import (
     Execute,
@@ -80,7 +80,7 @@ from fencepost.store.verbs import sql_changes, sql_reports
 from fencepost.store.verbs.reports import stats_error_params, stats_report, throttle_lookback
 from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.clock import SystemClock
-from fencepost.timing.planning import HELD, NEVER
+from fencepost.timing.planning import HELD
 
 Q = QUERIES
 _MICROSECOND = timedelta(microseconds=1)
@@ -238,7 +238,7 @@ class SqliteStore(SqlStore):
             found = conn.execute(Q["watched_executions"], params).fetchall()
         return {e.id: e for e in map(rows.execution, found)}
 
-    # -- dialect hooks (see SqlStore) ------------------------------------------------------
+    # -- dialect hooks (see store.dialect) -------------------------------------------------
 
     def _executor(self, conn: sqlite3.Connection) -> Execute:
         return sqlite_execute(conn)
@@ -270,32 +270,36 @@ class SqliteStore(SqlStore):
     def _can_name(self, row_id: str) -> bool:
         return storable(row_id)  # sqlite3 cannot even bind a lone surrogate
 
-    def _refuse(
-        self,
-        conn: sqlite3.Connection,
-        fences: Sequence[Fence],
-        verb: str,
-        now: datetime | None,
-        *,
-        again: bool = False,
-    ) -> None:
+    def _refuse_steps(
+        self, fences: Sequence[Fence], verb: str, at: Any, *, again: bool = False
+    ) -> Steps[None]:
         # ``again`` is never set here: nothing on SQLite is retried (see _ended_by_holder).
-        at = rows.to_us(self.clock.now() if now is None else now)
+        if not fences:
+            return
+        at = self._now_param() if at is None else at
         marks = int(refusal_mark(verb))
-        for fence in fences:
-            conn.execute(
-                Q["insert_stale_refusal"],
+        yield Statement(
+            Q["insert_stale_refusal"],
+            [
                 {
                     "execution_id": fence.execution_id,
                     "epoch": fence.epoch,
                     "actor": fence.owner,
                     "reason": stale_reason(verb),
                     "at": at,
-                },
-            )
-            conn.execute(
-                Q["mark_stale_refusal"], {"execution_id": fence.execution_id, "marks": marks}
-            )
+                }
+                for fence in fences
+            ],
+            "many",
+        )
+        yield Statement(
+            Q["mark_stale_refusal"],
+            [{"execution_id": fence.execution_id, "marks": marks} for fence in fences],
+            "many",
+        )
+
+    def _fence_params(self, fences: Sequence[Fence]) -> dict[str, Any]:
+        return {"leases": _lease_keys(fences)}
 
     def clock_offset(self, written_at: datetime) -> float | None:
         # Leases here are judged by each process's own clock, so a process under a
@@ -534,34 +538,6 @@ class SqliteStore(SqlStore):
             [{"scope": s, "count": n, "held": held} for s, (n, held) in totals.items()],
         )
 
-    def _heartbeat(
-        self, beats: Sequence[tuple[Fence, str | None]], *, ttl: timedelta
-    ) -> list[datetime | StaleLease]:
-        with self._db.write() as conn:
-            now = self.clock.now()
-            until = now + ttl
-            params = {"now": rows.to_us(now), "until": rows.to_us(until)}
-            renewed: dict[int, datetime] = {}
-            for round_ in rounds([lease for lease, _ in beats]):
-                found = conn.execute(
-                    Q["heartbeat_fenced"],
-                    params | {"leases": _lease_keys(beats[i][0] for i in round_.values())},
-                )
-                renewed.update((round_[id_], rows.from_us(until_us)) for id_, until_us in found)
-            conn.executemany(
-                Q["set_progress"],
-                [
-                    {"id": lease.execution_id, "progress": progress}
-                    for i, (lease, progress) in enumerate(beats)
-                    if progress is not None and i in renewed
-                ],
-            )
-            refused = [lease for i, (lease, _) in enumerate(beats) if i not in renewed]
-            self._refuse(conn, refused, "heartbeat", now)
-            return [
-                renewed.get(i) or sql_changes.stale(lease) for i, (lease, _) in enumerate(beats)
-            ]
-
     def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
         with self._db.write() as conn:
             now = self.clock.now()
@@ -591,25 +567,6 @@ class SqliteStore(SqlStore):
         raise sql_changes.stale(outcome.lease)
 
     # -- commands --------------------------------------------------------------------------
-
-    def _claim_commands(
-        self, owner: str, execution_ids: tuple[str, ...], *, ttl: timedelta, limit: int
-    ) -> list[Command]:
-        with self._db.write() as conn:
-            now = self.clock.now()
-            if not self._may_judge_leases(now):
-                return []
-            found = conn.execute(
-                Q["claim_commands"],
-                {
-                    "execution_ids": json.dumps(execution_ids),
-                    "owner": owner,
-                    "now": rows.to_us(now),
-                    "until": rows.to_us(now + ttl),
-                    "limit": limit,
-                },
-            ).fetchall()
-        return sorted((rows.command(r) for r in found), key=lambda c: (c.requested_at, c.id))
 
     # -- the bucket count (see Store.resize_buckets) ---------------------------------------
 
@@ -665,15 +622,6 @@ class SqliteStore(SqlStore):
         }
         counts = [row[:4] for row in grouped]
         return stats_report(now, window, counts, backlog, lateness, refused, expiries, held, errors)
-
-    def _due_groups(self) -> tuple[datetime, list[DueCount], int]:
-        now = self.clock.now()
-        params = {"now": rows.to_us(now), "held": rows.to_us(HELD), "never": rows.to_us(NEVER)}
-        with self._db.snapshot() as conn:
-            found = conn.execute(Q["due_groups"], params).fetchall()
-            (active,) = conn.execute(Q["active_schedules"], params).fetchone()
-        due = [DueCount(job=job, job_version=version, count=n) for job, version, n in found]
-        return now, due, int(active)
 
     def _count_prunable(self, cutoff: datetime) -> int:
         params = {"cutoff": rows.to_us(cutoff), "before": _id_after(cutoff)}

@@ -4,7 +4,8 @@ execution (a cancel), decided on the execution held by the transaction.
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from fencepost.domain.commands import new_command, on_request
@@ -58,6 +59,33 @@ def command_steps(
         },
     )
     return new_command(command_id, current.id, kind, state, actor, now)
+
+
+def claim_commands_plan(
+    store: SqlStore, owner: str, execution_ids: Sequence[str], *, ttl: timedelta, limit: int
+) -> Plan[list[Command]]:
+    """``CommandVerbs._claim_commands``: one statement claiming the open commands of
+    ``execution_ids`` for ``ttl``, oldest request first."""
+    ids = [i for i in execution_ids if store._can_name(i)]  # others name no execution
+    if not ids:
+        return Plan(returning([]), atomic=False)
+    params = {
+        "execution_ids": store._array(ids),
+        "owner": owner,
+        "ttl": store._d(ttl),
+        "limit": limit,
+    }
+
+    def steps() -> Steps[list[Command]]:
+        now = store._now_param()  # read in the write transaction, its lock held
+        # A claimed command's claim may have expired: judged by this now, so SQLite
+        # first checks the clock it reads (None: the database's clock judges).
+        if now is not None and not store._may_judge_leases(store.rows.instant(now)):
+            return []
+        found = yield Statement(store._q("claim_commands"), params | {"now": now}, "all")
+        return sorted(map(store.rows.command, found), key=lambda c: (c.requested_at, c.id))
+
+    return Plan(steps(), atomic=store._now_after_lock)
 
 
 def complete_command_plan(store: SqlStore, command: Command, lease: Fence) -> Plan[Command | None]:

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from fencepost.domain.ids import id_floor
-from fencepost.domain.reports import JobCounts, SloOffender, SloReport, tabulate
+from fencepost.domain.reports import DueCount, JobCounts, SloOffender, SloReport, tabulate
 from fencepost.domain.slo import (
     BURN_WINDOWS,
     DAY,
@@ -26,6 +26,7 @@ from fencepost.domain.states import State
 from fencepost.store.executors import Plan, Statement, Steps
 from fencepost.store.values import ID_CLOCK_SLACK, UNFINISHED_STATES, unix_ms
 from fencepost.store.verbs.reports import SloRequest, burn_key
+from fencepost.timing.planning import HELD, NEVER
 
 if TYPE_CHECKING:
     from fencepost.store.sqlstore import SqlStore
@@ -129,3 +130,20 @@ def rollup_params(store: SqlStore, now: datetime) -> dict[str, Any]:
         "claim_within": store._d(DEFAULT_CLAIM_WITHIN),
         "finish_within": store._d(DEFAULT_FINISH_WITHIN),
     }
+
+
+def due_groups_plan(store: SqlStore) -> Plan[tuple[datetime, list[DueCount], int]]:
+    """``ReportVerbs._due_groups``: the store's now, the due executions by job and
+    pinned version, and the active schedules, in one statement (one snapshot)."""
+
+    def steps() -> Steps[tuple[datetime, list[DueCount], int]]:
+        now = yield from store._now_steps()
+        params = {"now": store._t(now), "held": store._t(HELD), "never": store._t(NEVER)}
+        row = yield Statement(store._q("due_groups"), params, "one")
+        groups, active = row
+        due = [
+            DueCount(job=job, job_version=v, count=n) for job, v, n in store.rows.document(groups)
+        ]
+        return now, due, int(active)
+
+    return Plan(steps(), atomic=False)
