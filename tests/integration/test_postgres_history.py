@@ -202,6 +202,52 @@ def test_claims_completions_and_heartbeats_touch_only_the_live_days(schema: str)
         assert outcome[3] is State.SUCCEEDED
 
 
+def test_a_store_that_only_heartbeats_touches_only_the_live_days(schema: str) -> None:
+    """A store that never claims (another process leases; this one renews, as a service
+    taking a remote worker's heartbeats does) reads the live days too: with a finished
+    day and the empty days made ahead locked as a DROP would lock them, its heartbeats
+    do not wait for them."""
+    with fencepost.connect(_pg.url(schema), clock=_days_ago(10)) as old:
+        (finished,) = old.submit_many([{"job": "old"}])
+        _finish(old, "old")
+    day = history.partition_name("executions", history.day_of(finished.id))
+    noon = _pg.server_now().replace(hour=12, minute=0, second=0, microsecond=0)
+    url = _pg.url(schema)
+    with (
+        fencepost.connect(url, clock=ManualClock(noon)) as claimer,
+        fencepost.connect(url, clock=ManualClock(noon)) as beater,
+    ):
+        claimer.submit_many([{"job": "fresh"} for _ in range(2)])
+        leases = claimer.claim("worker", limit=2, jobs=["fresh"])
+        assert len(leases) == 2
+        (first,) = beater.heartbeat_many([(leases[0], None)])
+        assert not isinstance(first, StaleLease)
+        assert beater._live.bounds[0] != ""  # type: ignore[attr-defined]  # read: bounded
+        today = history.day_of(leases[0].execution_id)
+        ahead = [history.partition_name("executions", today + n) for n in (1, 2)]
+        assert set(ahead) <= set(_partitions(schema))
+        locked, release = threading.Event(), threading.Event()
+        holder = threading.Thread(target=_hold_days, args=(schema, [day, *ahead], locked, release))
+        holder.start()
+        assert locked.wait(10)
+        beats: list[object] = []
+
+        def heartbeats() -> None:
+            beats.extend(beater.heartbeat_many([(lease, {"step": 2}) for lease in leases]))
+
+        renewing = threading.Thread(target=heartbeats)
+        renewing.start()
+        renewing.join(10)  # finishes now unless it waits for the locks
+        blocked = renewing.is_alive()
+        release.set()
+        holder.join()
+        renewing.join()
+        assert not blocked, "a heartbeat waited for a finished or an empty day's lock"
+        assert len(beats) == 2
+        assert not any(isinstance(b, StaleLease) for b in beats)
+        assert claimer.get(leases[1].execution_id).progress == {"step": 2}
+
+
 def test_a_replayed_dead_letter_of_an_old_day_is_claimed_and_completed(
     schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

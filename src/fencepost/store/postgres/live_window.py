@@ -50,7 +50,8 @@ class LiveWindow:
     execution, and today's: not the finished days, nor the empty days made ahead.
 
     The bounds are read again every :attr:`REFRESH` seconds, on the connection the
-    statement runs on (one catalogue read and one index probe per day of history, in
+    statement runs on, or, for a plan (the heartbeat), on one of the store's own as the
+    plan is made (one catalogue read and one index probe per day of history, in
     one round trip). One read can be late: an execution made live in a day outside
     the window (a replay of an old dead letter; an insert by a process whose clock
     is more than a minute ahead) is claimable once this store's window reads it, at

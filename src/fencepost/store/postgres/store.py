@@ -1,7 +1,7 @@
 """The PostgreSQL backend: one shared database for many schedulers and workers.
 
-Claim, heartbeat and complete are one statement per batch each (their audit
-records are written by the same statement). Lease decisions use the server's
+Claim, heartbeat and complete are one statement per batch each (a refused call's
+audit is one statement more, in the same transaction). Lease decisions use the server's
 clock (``clock_timestamp()``) unless a test pins the store's clock. Verbs off
 the hot path lock the row, let :func:`fencepost.domain.machine.apply` decide,
 and write the change back guarded by the state and epoch it was decided from.
@@ -102,7 +102,7 @@ from fencepost.timing.planning import HELD
 
 Q = QUERIES
 _ZERO = timedelta(0)
-#: What a completion's lease ends with (see SqlStore._ended_by_holder).
+#: What a completion's lease ends with (see SqlDialect._ended_by_holder).
 COMPLETED = (Event.COMPLETED,)
 if TYPE_CHECKING:
     from fencepost.store.postgres.async_runner import PoolRunner
@@ -338,8 +338,11 @@ class PostgresStore(SqlStore):
         }
 
     def _text_for(self, block: str, ids: Sequence[str] = ()) -> str:
-        # Right however old the window is: a text names only the live days when every
-        # one of ``ids`` lies within them (the claims and completions read it again).
+        # Asked as a plan is made: the window, when due, is read on a connection of its
+        # own (a store that only heartbeats would else name every day, as at start).
+        if self._live.due(time.monotonic()):
+            with self._db.connection() as conn:
+                return self._hot(conn, block, ids)
         return self._live.text(block, ids)
 
     def _prepare_for(self, rows: int) -> bool | None:

@@ -1,5 +1,7 @@
 """The command verbs of the SQL stores as plans: an operator's request to a running
-execution (a cancel), decided on the execution held by the transaction.
+execution (a cancel), decided on the execution held by the transaction; and the
+worker's side, claiming the open commands of its executions, completing and
+releasing one.
 """
 
 from __future__ import annotations

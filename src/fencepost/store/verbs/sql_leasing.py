@@ -2,10 +2,10 @@
 
 A heartbeat is fenced in SQL: one set-based statement per round (see
 :func:`~fencepost.store.batching.rounds`) extends the leases whose owner, epoch and
-liveness still hold and returns the ids it extended; every other beat is refused and
-audited in the same transaction. The dialect binds the fences
-(``SqlStore._fence_params``) and may give a statement's text for the days it touches
-(``SqlStore._text_for``); the plan decides everything else.
+liveness still hold and returns the ids it extended; every other beat is refused, and
+audited in the same transaction when its id can name a row at all. The dialect binds
+the fences (``SqlDialect._fence_params``) and may give a statement's text for the days
+it touches (``SqlDialect._text_for``); the plan decides everything else.
 """
 
 from __future__ import annotations
@@ -34,35 +34,45 @@ def heartbeat_plan(
     :class:`StaleLease` that refused it, in the order given.
 
     ``again``: a retry whose earlier attempt may have committed (see
-    ``SqlStore._retried``); a refusal it already audited is not audited twice. An
+    ``SqlDialect._retried``); a refusal it already audited is not audited twice. An
     extension committed twice only extends the same lease again, never earlier than
-    promised.
+    promised. The rounds and their statements' texts are chosen here, when the plan is
+    made, before it holds a connection (``SqlDialect._text_for`` may read on one).
     """
-    return Plan(_heartbeat_steps(store, beats, ttl, again))
+    # An id that cannot name a row here is refused without asking (and not audited).
+    usable = [i for i, (lease, _) in enumerate(beats) if store._can_name(lease.execution_id)]
+    batches: list[_Round] = []
+    for round_ in rounds([beats[i][0] for i in usable]):
+        chosen = [usable[i] for _, i in sorted(round_.items())]
+        ids = [beats[i][0].execution_id for i in chosen]
+        text = store._text_for("heartbeat_fenced", ids)
+        batches.append(({id_: usable[i] for id_, i in round_.items()}, chosen, text))
+    return Plan(_heartbeat_steps(store, beats, usable, batches, ttl, again))
+
+
+#: A round of a heartbeat: execution id -> index of its beat, the indexes in the
+#: statement's order, and the statement's text.
+_Round = tuple[dict[str, int], list[int], str]
 
 
 def _heartbeat_steps(
-    store: SqlStore, beats: Sequence[Beat], ttl: timedelta, again: bool
+    store: SqlStore,
+    beats: Sequence[Beat],
+    usable: list[int],
+    batches: list[_Round],
+    ttl: timedelta,
+    again: bool,
 ) -> Steps[list[datetime | StaleLease]]:
-    # An id that cannot name a row here is refused without asking (and not audited).
-    usable = [i for i, (lease, _) in enumerate(beats) if store._can_name(lease.execution_id)]
     now = store._now_param()  # read in the write transaction, its lock held
     renewed: dict[int, datetime] = {}
-    for round_ in rounds([beats[i][0] for i in usable]):
-        chosen = [beats[usable[i]] for _, i in sorted(round_.items())]
-        ids = [lease.execution_id for lease, _ in chosen]
+    for index, chosen, text in batches:
         params = {"now": now, "ttl": store._d(ttl)} | store._fence_params(
-            [lease for lease, _ in chosen]
+            [beats[i][0] for i in chosen]
         )
         if store._beats_write_progress:
-            params["progress"] = store._array([progress for _, progress in chosen])
-        found = yield Statement(
-            store._text_for("heartbeat_fenced", ids),
-            params,
-            "all",
-            prepare=store._prepare_for(len(chosen)),
-        )
-        extended = {usable[round_[id_]]: until for id_, until in found}
+            params["progress"] = store._array([beats[i][1] for i in chosen])
+        found = yield Statement(text, params, "all", prepare=store._prepare_for(len(chosen)))
+        extended = {index[id_]: until for id_, until in found}
         renewed.update((i, store.rows.instant(until)) for i, until in extended.items())
         if not store._beats_write_progress:
             progressed = [

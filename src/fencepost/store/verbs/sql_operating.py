@@ -2,7 +2,7 @@
 each: a node's registration (renewed by every heartbeat of its process), the nodes, and
 the unfinished executions of some buckets untouched for a while.
 
-The store's now is the dialect's (``SqlStore._now_param``: SQLite's process clock, the
+The store's now is the dialect's (``SqlDialect._now_param``: SQLite's process clock, the
 PostgreSQL server's unless a test pins it), and durations are added to it in SQL.
 """
 

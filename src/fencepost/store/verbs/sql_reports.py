@@ -3,7 +3,7 @@ plan: the counts by job (``Store.job_counts``) and the service-level report
 (``Store.slo``).
 
 The store runs them on the connection they need: the SLO's statements on one snapshot
-(``SqlStore._snapshot``), so that its counts, offenders and rollups agree.
+(``SqlDialect._snapshot``), so that its counts, offenders and rollups agree.
 """
 
 from __future__ import annotations
