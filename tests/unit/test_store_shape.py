@@ -284,7 +284,7 @@ def test_every_module_listed_as_too_long_still_is() -> None:
 #: is declared by :class:`~fencepost.store.dialect.SqlDialect`; of ``SqlStore``'s own
 #: methods, a dialect may write its own of only these: the few plans PostgreSQL
 #: answers some calls of itself (its prune window, a cursor no UUID names, its bulk
-#: groups' and limited claims' live window) and SQLite's clock check. Every other
+#: groups' and limited claims' candidates) and SQLite's clock check. Every other
 #: method of ``SqlStore`` is written once.
 ANSWERED_BY_A_DIALECT = frozenset(
     {
@@ -295,7 +295,6 @@ ANSWERED_BY_A_DIALECT = frozenset(
         "_may_judge_leases",
         "_query_plan",
         "_schedule_cursor",
-        "_text",
         "_transition_plan",
         "_write_flow",
     }

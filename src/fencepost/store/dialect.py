@@ -130,6 +130,12 @@ class SqlDialect(ABC):
         """The fences of a set-based fenced statement, bound as the dialect's SQL names
         them (PostgreSQL: three arrays; SQLite: one JSON array of triples)."""
 
+    def _text(self, conn: Any, block: str) -> str:
+        """The text of ``block`` to run on ``conn`` (PostgreSQL bounds it to the live days
+        of history, read again on ``conn`` when due, so that its plan holds only their
+        partitions)."""
+        return self._q(block)
+
     def _text_for(self, block: str, ids: Sequence[str] = ()) -> str:
         """``block``'s text for a plan touching the executions ``ids`` (PostgreSQL may
         name only the days of history that hold live executions). Asked when a plan is

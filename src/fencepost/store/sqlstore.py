@@ -105,8 +105,8 @@ class SqlStore(Store, SqlDialect):
     ) -> None:
         """:meth:`_refuse_steps` on ``conn``, in the caller's transaction (``now``: the
         store's now when the caller has read it, else None)."""
-        at = self._now_param() if now is None else self._t(now)
-        run(self._refuse_steps(fences, verb, at, again=again), self._executor(conn))
+        steps = self._refuse_steps(fences, verb, self._t_opt(now), again=again)
+        run(steps, self._executor(conn))
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -186,11 +186,6 @@ class SqlStore(Store, SqlDialect):
 
     def _throttles_of(self, execution_id: str) -> list[Throttle]:
         return self._run_read(lambda: sqlflow.throttles_plan(self, execution_id), "throttles")
-
-    def _text(self, conn: Any, block: str) -> str:
-        """The text of ``block`` to run on ``conn`` (PostgreSQL bounds it to the live days
-        of history, so that its plan holds only their partitions)."""
-        return self._q(block)
 
     def _flow_candidates(
         self, conn: Any, params: dict[str, Any], request: ClaimArguments

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from fencepost.store.sqlstore import SqlStore
 
 #: A beat: the lease it renews and the progress it reports (JSON text, or None).
-Beat = tuple[Fence, "str | None"]
+Beat = tuple[Fence, str | None]
 
 
 def heartbeat_plan(
