@@ -14,9 +14,10 @@ A dialect (:mod:`fencepost.store.sqlite`, :mod:`fencepost.store.postgres`) gives
   :meth:`SqlDialect._array`, :meth:`SqlDialect._fence_params`) and how rows become
   values (:attr:`SqlDialect.rows`);
 * what it can do (:attr:`SqlDialect._now_after_lock`,
-  :attr:`SqlDialect._beats_write_progress`, :meth:`SqlDialect._prepare_for`) and
+  :attr:`SqlDialect._fenced_writes_all`, :meth:`SqlDialect._prepare_for`) and
   what its ids can name (:meth:`SqlDialect._can_name`);
-* the audit of a refused fenced call as steps (:meth:`SqlDialect._refuse_steps`).
+* the audit of a refused fenced call as steps (:meth:`SqlDialect._refuse_steps`), and
+  what a retry recognises as its own earlier attempt's write (:meth:`SqlDialect._ended_steps`).
 
 ``tests/unit/test_store_shape.py`` holds a dialect to these hooks and the few plans
 PostgreSQL answers some calls of itself.
@@ -38,6 +39,8 @@ from fencepost.store.executors import Execute, Plan, Steps, run
 from fencepost.store.rows import RowMapping
 
 T = TypeVar("T")
+#: Fences as :func:`~fencepost.store.verbs.sql_changes.fence_key` gives them.
+FenceKeys = set[tuple[str, str, int]]
 
 
 class SqlDialect(ABC):
@@ -147,23 +150,25 @@ class SqlDialect(ABC):
         """A set-based statement's ``prepare`` over ``rows`` rows (see Statement)."""
         return None
 
-    #: Whether ``heartbeat_fenced`` also stores each renewed beat's progress (one
-    #: statement, PostgreSQL); else the plan writes it with ``set_progress`` (SQLite:
-    #: an UPDATE writes one table).
-    _beats_write_progress: ClassVar[bool] = False
+    #: Whether a fenced statement also writes what goes with it in other tables — a
+    #: heartbeat's progress (``heartbeat_fenced``), a completion's result and COMPLETED
+    #: transition (``complete_fenced``, ``complete_returning``) — as PostgreSQL's
+    #: data-modifying CTEs do. Else the plan writes those with statements of their own
+    #: (SQLite: an UPDATE writes one table): ``set_progress``, ``set_result``,
+    #: ``insert_completed``.
+    _fenced_writes_all: ClassVar[bool] = False
 
-    def _ended_by_holder(
-        self, conn: Any, fences: Sequence[Fence], events: Sequence[Event]
-    ) -> set[tuple[str, str, int]]:
+    def _ended_steps(self, fences: Sequence[Fence], events: Sequence[Event]) -> Steps[FenceKeys]:
         """The ``fences`` (as :func:`~fencepost.store.verbs.sql_changes.fence_key`) whose
-        lease its own holder ended with one of ``events``: what a retry after an unknown
-        COMMIT recognises as its own earlier attempt's write.
+        lease its own holder ended with one of ``events``, as steps of a plan: what a
+        retry after an unknown COMMIT recognises as its own earlier attempt's write.
 
         None here: only a store that retries after a lost connection asks (PostgreSQL).
         SQLite never does: it runs in this process, so a COMMIT that returns or raises
         tells its outcome, and there is no connection to lose in between.
         """
         return set()
+        yield  # a generator, for yield from
 
     # -- running plans ---------------------------------------------------------------------
 

@@ -82,6 +82,7 @@ from fencepost.store.verbs import (
     sql_commands,
     sql_leasing,
     sql_operating,
+    sql_outcomes,
     sql_reading,
     sql_reports,
     sql_schedules,
@@ -241,33 +242,42 @@ class SqlStore(Store, SqlDialect):
         *,
         again: bool = False,
     ) -> Execution | StaleLease:
-        """Hold the row, check the fence, apply the decided event; in the caller's transaction.
+        """:meth:`_fenced_apply_steps` on ``conn``, in the caller's transaction."""
+        steps = self._fenced_apply_steps(fence, verb, decide, now, again=again)
+        return run(steps, self._executor(conn))
+
+    def _fenced_apply_steps(
+        self, fence: Fence, verb: str, decide: Decide, now: datetime, *, again: bool = False
+    ) -> Steps[Execution | StaleLease]:
+        """Hold the row, check the fence, apply the decided event, as steps of a plan.
 
         ``again``: an earlier attempt of this same call may have committed (its
         connection was lost during COMMIT). If the fence no longer holds because that
         attempt ended the lease, the execution it left is returned, not a refusal.
         """
         try:
-            current = self._get(conn, fence.execution_id, lock=True)
+            current = yield from self._get_steps(fence.execution_id, lock=True)
         except NotFound:
             return sql_changes.stale(fence)
         if not holds(current, fence.owner, fence.epoch, now):
-            if again and self._ended_by_holder(conn, [fence], sql_changes.ENDED_BY[verb]):
+            if again and (yield from self._ended_steps([fence], sql_changes.ENDED_BY[verb])):
                 return current  # the row is held: as the earlier attempt left it
-            self._refuse(conn, [fence], verb, now, again=again)
+            yield from self._refuse_steps([fence], verb, self._t(now), again=again)
             return sql_changes.stale(fence)
         change = apply(current, decide(current, now), now)
-        self._persist(conn, change, now)
+        yield from sql_changes.persist_steps(self, change, now)
         return change.execution
 
-    def _fail_invalid(
-        self, conn: Any, outcome: Outcome, now: datetime, *, again: bool = False
-    ) -> StaleLease | None:
+    def _fail_invalid_steps(
+        self, outcome: Outcome, now: datetime, *, again: bool = False
+    ) -> Steps[StaleLease | None]:
         """Fail an execution whose result was refused: permanently, through the machine
-        (``again``: see :meth:`_fenced_apply`)."""
+        (``again``: see :meth:`_fenced_apply_steps`)."""
         assert outcome.invalid is not None
         decide = result_refused(outcome.lease, outcome.invalid)
-        done = self._fenced_apply(conn, outcome.lease, "complete", decide, now, again=again)
+        done = yield from self._fenced_apply_steps(
+            outcome.lease, "complete", decide, now, again=again
+        )
         return done if isinstance(done, StaleLease) else None
 
     def _set_aside(
@@ -299,6 +309,25 @@ class SqlStore(Store, SqlDialect):
             return self._run(sql_leasing.heartbeat_plan(self, beats, ttl=ttl, again=again))
 
         return self._retried(attempt, "heartbeat")
+
+    # -- outcomes ----------------------------------------------------------------------
+
+    def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
+        # Retried after a lost connection: a completion the earlier attempt committed
+        # is recognised as its own (see sql_outcomes.complete_plan).
+        def attempt(again: bool) -> list[StaleLease | None]:
+            return self._run(sql_outcomes.complete_plan(self, outcomes, again=again))
+
+        return self._retried(attempt, "complete")
+
+    def _complete_one(self, outcome: Outcome) -> Execution:
+        def attempt(again: bool) -> Execution | StaleLease:
+            return self._run(sql_outcomes.complete_one_plan(self, outcome, again=again))
+
+        done = self._retried(attempt, "complete")
+        if isinstance(done, StaleLease):
+            raise done  # after its audit committed
+        return done
 
     def _reap_expired(self, *, limit: int) -> int:
         with self._write() as conn:

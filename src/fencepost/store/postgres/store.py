@@ -45,8 +45,9 @@ from fencepost.domain.slo import (
 )
 from fencepost.domain.states import Event
 from fencepost.domain.submission import NewExecution
-from fencepost.store.batching import rounds, rounds_of
+from fencepost.store.batching import rounds_of
 from fencepost.store.callers import check_psycopg, driver_connection, refuse
+from fencepost.store.dialect import FenceKeys
 from fencepost.store.executors import (
     Execute,
     Plan,
@@ -89,7 +90,6 @@ from fencepost.store.values import (
     ClaimArguments,
     ExecutionFilter,
     Materialization,
-    Outcome,
     StoreConfig,
     adopt_buckets,
     plan_resize,
@@ -102,8 +102,6 @@ from fencepost.timing.planning import HELD
 
 Q = QUERIES
 _ZERO = timedelta(0)
-#: What a completion's lease ends with (see SqlDialect._ended_by_holder).
-COMPLETED = (Event.COMPLETED,)
 if TYPE_CHECKING:
     from fencepost.store.postgres.async_runner import PoolRunner
 
@@ -267,13 +265,11 @@ class PostgresStore(SqlStore):
             attempt, budget=self._db.retry_timeout, retry_if=retry_if or is_outage, what=what
         )
 
-    def _ended_by_holder(
-        self, conn: Connection, fences: Sequence[Fence], events: Sequence[Event]
-    ) -> set[tuple[str, str, int]]:
+    def _ended_steps(self, fences: Sequence[Fence], events: Sequence[Event]) -> Steps[FenceKeys]:
         if not fences:
             return set()
         params = self._fence_params(fences) | {"events": [str(event) for event in events]}
-        found = conn.execute(Q["ended_by_holders"], params).fetchall()
+        found = yield Statement(Q["ended_by_holders"], params, "all")
         return {(id_, owner, epoch) for id_, owner, epoch in found}
 
     # -- dialect hooks (see store.dialect) -------------------------------------------------
@@ -348,7 +344,7 @@ class PostgresStore(SqlStore):
     def _prepare_for(self, rows: int) -> bool | None:
         return _reuse_plan(rows)
 
-    _beats_write_progress = True
+    _fenced_writes_all = True
 
     def _schedule_cursor(self, after: str | None) -> str | None:
         # A cursor is a bound, not a name: no stored id holds U+0000, so the ids
@@ -745,85 +741,6 @@ class PostgresStore(SqlStore):
                 block = "claim_capped_queues" if queued else "claim_capped"
                 claimed = conn.execute(self._hot(conn, block), params).fetchall()
         return claimed
-
-    def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
-        return self._retried(lambda again: self._complete_once(outcomes, again), "complete")
-
-    def _complete_once(self, outcomes: Sequence[Outcome], again: bool) -> list[StaleLease | None]:
-        """One attempt of :meth:`_complete` (``again``: an earlier one may have committed)."""
-        # An id that is not a UUID names no execution here: refused without asking.
-        valid = [
-            (i, o)
-            for i, o in enumerate(outcomes)
-            if o.invalid is None and _is_uuid(o.lease.execution_id)
-        ]
-        accepted: set[int] = set()
-        out: list[StaleLease | None] = []
-        batches = list(rounds([o.lease for _, o in valid]))
-        # One statement is atomic by itself: the usual batch (one round, every result
-        # valid) runs in autocommit, without the BEGIN and COMMIT round trips. Its
-        # refusals, if any, are audited by the next statement; they change no state
-        # (only the SLO's marks, never waiting for a row: see insert_stale_refusals).
-        alone = len(batches) == 1 and len(valid) == len(outcomes)
-        with self._db.connection() if alone else self._db.transaction() as conn:
-            for round_ in batches:
-                chosen = [valid[i] for _, i in sorted(round_.items())]
-                ids = [o.lease.execution_id for _, o in chosen]
-                found = conn.execute(
-                    self._hot(conn, "complete_fenced", ids),
-                    {
-                        "now": self._pinned_now(),
-                        "ids": ids,
-                        "owners": [o.lease.owner for _, o in chosen],
-                        "epochs": [o.lease.epoch for _, o in chosen],
-                        "results": [o.result_json for _, o in chosen],
-                    },
-                    prepare=_reuse_plan(len(chosen)),
-                )
-                accepted.update(valid[round_[id_]][0] for (id_,) in found)
-            if again:  # refused now, maybe because an earlier attempt completed them
-                ended = self._ended_by_holder(
-                    conn, [o.lease for i, o in valid if i not in accepted], COMPLETED
-                )
-                accepted.update(i for i, o in valid if sql_changes.fence_key(o.lease) in ended)
-            refused = [o.lease for i, o in valid if i not in accepted]
-            self._refuse(conn, refused, "complete", None, again=again)
-            for i, o in enumerate(outcomes):
-                if o.invalid is not None:
-                    out.append(self._fail_invalid(conn, o, self._now(conn), again=again))
-                else:
-                    out.append(None if i in accepted else sql_changes.stale(o.lease))
-        return out
-
-    def _complete_one(self, outcome: Outcome) -> Execution:
-        fence = outcome.lease
-        if not _is_uuid(fence.execution_id):
-            raise sql_changes.stale(fence)  # names no execution here: refused without asking
-        params = {
-            "now": self._pinned_now(),
-            "ids": [fence.execution_id],
-            "owners": [fence.owner],
-            "epochs": [fence.epoch],
-            "results": [outcome.result_json],
-        }
-
-        def attempt(again: bool) -> Execution:
-            # One autocommit statement, as a batch of one in _complete, that also returns
-            # the row it wrote; a refusal is audited by the next statement (it changes
-            # nothing). A retry refused because its earlier attempt completed the
-            # execution (and lost the answer) returns the execution that attempt left.
-            with self._db.connection() as conn:
-                text = self._hot(conn, "complete_returning", [fence.execution_id])
-                row = conn.execute(text, params).fetchone()
-                if row is None:
-                    if again and self._ended_by_holder(conn, [fence], COMPLETED):
-                        return self._get(conn, fence.execution_id)
-                    self._refuse(conn, [fence], "complete", None, again=again)
-            if row is None:
-                raise sql_changes.stale(fence)
-            return rows.execution(row)
-
-        return self._retried(attempt, "complete")
 
     # -- commands --------------------------------------------------------------------------
 

@@ -37,15 +37,6 @@ COMMIT
 -- name: rollback
 ROLLBACK
 
--- name: savepoint
-SAVEPOINT fenced_batch
-
--- name: release_savepoint
-RELEASE fenced_batch
-
--- name: rollback_to_savepoint
-ROLLBACK TO fenced_batch
-
 -- name: has_migrations_table
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'fencepost_migrations'
 
@@ -211,10 +202,10 @@ INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor
 VALUES (?1, 'CLAIMED', ?2, 'RUNNING', ?3, ?4, ?5, ?6)
 
 -- name: insert_completed
--- The COMPLETED transition of complete_fenced. executemany: ?1 execution_id,
--- ?2 epoch, ?3 actor (the lease owner), ?4 at.
+-- The COMPLETED transition of each lease complete_fenced ended (executemany;
+-- :actor is the lease's owner).
 INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
-VALUES (?1, 'COMPLETED', 'RUNNING', 'SUCCEEDED', ?2, ?3, NULL, ?4)
+VALUES (:execution_id, 'COMPLETED', 'RUNNING', 'SUCCEEDED', :epoch, :actor, NULL, :at)
 
 -- name: insert_transition
 INSERT INTO transitions (execution_id, event, from_state, to_state, epoch, actor, reason, at)
@@ -362,24 +353,9 @@ SET state = 'RUNNING', epoch = epoch + 1, attempt = attempt + 1,
     slo_marks = slo_marks | CASE WHEN state = 'RUNNING' THEN 1 ELSE 0 END
 WHERE id IN (SELECT value FROM json_each(:ids))
 
--- name: complete_fenced
--- The fence is the WHERE clause: same owner, same epoch, lease still live; the
--- changed-row count is the verdict. One row per lease, run with executemany in
--- batch order, so a lease repeated in one batch is stale the second time.
--- executemany: ?1 now, ?2 id, ?3 owner, ?4 epoch.
-UPDATE executions
-SET state = 'SUCCEEDED', lease_owner = NULL, lease_until = NULL, updated_at = ?1,
-    first_finished_at = coalesce(first_finished_at, ?1)
-WHERE id = ?2
-  AND state = 'RUNNING'
-  AND lease_owner = ?3
-  AND epoch = ?4
-  AND lease_until > ?1
-
--- name: heartbeat_fenced
--- A heartbeat only ever extends: a lease handed out must not end earlier than promised.
-UPDATE executions
-SET lease_until = max(lease_until, :now + :ttl), updated_at = :now
+-- fragment: lease_fence
+-- The fence of complete_fenced and heartbeat_fenced, over :leases (a JSON array of
+-- [id, owner, epoch]): same owner, same epoch, lease still live.
 FROM (
     SELECT json_extract(value, '$[0]') AS id,
            json_extract(value, '$[1]') AS owner,
@@ -391,11 +367,28 @@ WHERE executions.id = l.id
   AND executions.lease_owner = l.owner
   AND executions.epoch = l.epoch
   AND executions.lease_until > :now
+
+-- name: complete_fenced
+-- The fence is the WHERE clause: same owner, same epoch, lease still live. The
+-- leases (:leases, a JSON array of [id, owner, epoch]) have distinct ids (the
+-- store splits a batch into rounds), so the ids returned are exactly the accepted
+-- ones; the store stores their results (set_result) and COMPLETED transitions
+-- (insert_completed), and audits the others (insert_stale_refusal).
+UPDATE executions
+SET state = 'SUCCEEDED', lease_owner = NULL, lease_until = NULL, updated_at = :now,
+    first_finished_at = coalesce(first_finished_at, :now)
+-- include: lease_fence
+RETURNING executions.id
+
+-- name: heartbeat_fenced
+-- A heartbeat only ever extends: a lease handed out must not end earlier than promised.
+UPDATE executions
+SET lease_until = max(lease_until, :now + :ttl), updated_at = :now
+-- include: lease_fence
 RETURNING executions.id, executions.lease_until
 
 -- name: set_result
--- executemany: ?1 result, ?2 id.
-UPDATE execution_data SET result = ?1 WHERE execution_id = ?2
+UPDATE execution_data SET result = :result WHERE execution_id = :id
 
 -- name: set_error
 UPDATE execution_data SET error = :error WHERE execution_id = :id

@@ -70,7 +70,6 @@ from fencepost.store.values import (
     BucketsResized,
     ClaimArguments,
     Materialization,
-    Outcome,
     StoreConfig,
     adopt_buckets,
     plan_resize,
@@ -273,7 +272,7 @@ class SqliteStore(SqlStore):
     def _refuse_steps(
         self, fences: Sequence[Fence], verb: str, at: Any, *, again: bool = False
     ) -> Steps[None]:
-        # ``again`` is never set here: nothing on SQLite is retried (see _ended_by_holder).
+        # ``again`` is never set here: nothing on SQLite is retried (see SqlDialect._ended_steps).
         if not fences:
             return
         at = self._now_param() if at is None else at
@@ -537,34 +536,6 @@ class SqliteStore(SqlStore):
             Q["flow_add_totals"],
             [{"scope": s, "count": n, "held": held} for s, (n, held) in totals.items()],
         )
-
-    def _complete(self, outcomes: Sequence[Outcome]) -> list[StaleLease | None]:
-        with self._db.write() as conn:
-            now = self.clock.now()
-            valid = [o for o in outcomes if o.invalid is None]
-            accepted, done = _record_completions(conn, valid, now)
-            if done == len(outcomes):  # every completion accepted: the usual batch
-                return [None] * len(outcomes)
-            out: list[StaleLease | None] = []
-            verdicts = iter(accepted)
-            for o in outcomes:
-                if o.invalid is not None:
-                    out.append(self._fail_invalid(conn, o, now))
-                elif next(verdicts):
-                    out.append(None)
-                else:
-                    self._refuse(conn, [o.lease], "complete", now)
-                    out.append(sql_changes.stale(o.lease))
-            return out
-
-    def _complete_one(self, outcome: Outcome) -> Execution:
-        with self._db.write() as conn:
-            now = self.clock.now()
-            if _record_completions(conn, [outcome], now)[1]:
-                # Read back in this same transaction: what it wrote, not a later state.
-                return self._get(conn, outcome.lease.execution_id)
-            self._refuse(conn, [outcome.lease], "complete", now)
-        raise sql_changes.stale(outcome.lease)
 
     # -- commands --------------------------------------------------------------------------
 
@@ -919,51 +890,6 @@ def _after_claim(row: Any, until: datetime) -> tuple[Any, ...]:
     due_at = rows.from_us(due_us)
     after = (epoch + 1, attempt + 1, max_attempts, job, job_version, timeout, schedule_id, slot)
     return (id_, *after, until, due_at, inputs_text, queue, trace_context)
-
-
-def _record_completions(
-    conn: sqlite3.Connection, valid: Sequence[Outcome], now: datetime
-) -> tuple[list[bool], int]:
-    """Complete leases whose results are valid, fenced: which were accepted, and how many.
-
-    The fenced update, then the result and the COMPLETED transition of each one
-    accepted, in the caller's transaction.
-    """
-    now_us = rows.to_us(now)
-    accepted = _fenced_rows(
-        conn,
-        Q["complete_fenced"],
-        [(now_us, o.lease.execution_id, o.lease.owner, o.lease.epoch) for o in valid],
-    )
-    done = [o for o, ok in zip(valid, accepted, strict=True) if ok]
-    conn.executemany(Q["set_result"], [(o.result_json, o.lease.execution_id) for o in done])
-    conn.executemany(
-        Q["insert_completed"],
-        [(o.lease.execution_id, o.lease.epoch, o.lease.owner, now_us) for o in done],
-    )
-    return accepted, len(done)
-
-
-def _fenced_rows(
-    conn: sqlite3.Connection, statement: str, params: Sequence[tuple[Any, ...]]
-) -> list[bool]:
-    """Run a fenced one-row UPDATE once per ``params``, in order; which ones changed a row.
-
-    The fence is in the statement's WHERE clause and the changed-row count is the
-    verdict. A batch is one ``executemany``; only when its total count says some
-    row was refused (rare: a lost lease) is it undone to a savepoint and rerun row
-    by row to learn which.
-    """
-    if len(params) <= 1:
-        return [conn.execute(statement, p).rowcount == 1 for p in params]
-    conn.execute(Q["savepoint"])
-    if conn.executemany(statement, params).rowcount == len(params):
-        conn.execute(Q["release_savepoint"])
-        return [True] * len(params)
-    conn.execute(Q["rollback_to_savepoint"])
-    verdicts = [conn.execute(statement, p).rowcount == 1 for p in params]
-    conn.execute(Q["release_savepoint"])
-    return verdicts
 
 
 def _lease_keys(leases: Iterable[Fence]) -> str:
