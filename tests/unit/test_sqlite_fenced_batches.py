@@ -1,0 +1,112 @@
+"""SQLite's fenced batches: one set-based statement per round, reaching rows by key.
+
+A batch of completions or heartbeats is one ``UPDATE executions`` over a JSON array of
+fences per round (see :func:`fencepost.store.batching.rounds`), whatever the batch's
+size and whether some of it is stale: no statement per lease, no rerun row by row to
+learn which were refused. The statements are counted on the store's own connection
+(``sqlite3``'s trace callback sees each step of an ``executemany``), and each block's
+query plan is read with EXPLAIN QUERY PLAN.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import fencepost
+from fencepost.domain.errors import StaleLease
+from fencepost.domain.models import Lease
+from fencepost.domain.states import State
+from fencepost.store.base import Store
+from fencepost.store.sqlite.connection import QUERIES
+from fencepost.testing import ManualClock
+
+BATCH = 64
+#: How the fenced statements of completing and renewing begin (after UPDATE ... SET).
+DONE = "state = 'SUCCEEDED'"
+RENEW = "lease_until = max("
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "fenced.db"
+
+
+@pytest.fixture
+def store(path: Path) -> Iterator[Store]:
+    with fencepost.connect(f"sqlite:///{path}", clock=ManualClock(0)) as opened:
+        yield opened
+
+
+def _fenced(store: Store, call: Callable[[], object], sets: str) -> list[str]:
+    """The fenced ``UPDATE executions ... SET <sets>`` statements ``call()`` runs on the
+    store's connection (not the audit of a refusal, which marks the row it refuses)."""
+    ran: list[str] = []
+    conn = store._db.get()  # type: ignore[attr-defined]
+    conn.set_trace_callback(ran.append)
+    try:
+        call()
+    finally:
+        conn.set_trace_callback(None)
+    head = f"UPDATE executions SET {sets}"
+    return [s for s in ran if " ".join(_code(s).split()).startswith(head)]
+
+
+def _code(statement: str) -> str:
+    return "\n".join(s for s in statement.splitlines() if not s.lstrip().startswith("--"))
+
+
+def _leases(store: Store) -> list[Lease]:
+    store.submit_many([{"job": "j"} for _ in range(BATCH)])
+    return store.claim("w", limit=BATCH, ttl=30)
+
+
+def test_a_batch_of_completions_is_one_fenced_statement(store: Store) -> None:
+    leases = _leases(store)
+    store.submit("j")
+    (other,) = store.claim("w2")
+    forged = replace(other, epoch=other.epoch + 7)  # stale, and its id not in the batch
+    batch = [(lease, {"n": i}) for i, lease in enumerate(leases)] + [(forged, "no")]
+    verdicts: list[StaleLease | None] = []
+    updates = _fenced(store, lambda: verdicts.extend(store.complete_many(batch)), DONE)
+    assert len(updates) == 1, updates
+    assert verdicts[:BATCH] == [None] * BATCH
+    assert isinstance(verdicts[BATCH], StaleLease)
+    assert [store.get(lease.execution_id).result for lease in leases] == [
+        {"n": i} for i in range(BATCH)
+    ]
+    assert store.get(other.execution_id).state is State.RUNNING
+
+
+def test_a_lease_repeated_in_a_batch_takes_a_second_round(store: Store) -> None:
+    leases = _leases(store)
+    batch = [(lease, 1) for lease in leases] + [(leases[0], 2)]
+    verdicts: list[StaleLease | None] = []
+    updates = _fenced(store, lambda: verdicts.extend(store.complete_many(batch)), DONE)
+    assert len(updates) == 2, updates
+    assert verdicts[:BATCH] == [None] * BATCH
+    assert isinstance(verdicts[BATCH], StaleLease)
+    assert store.get(leases[0].execution_id).result == 1
+
+
+def test_a_batch_of_heartbeats_is_one_fenced_statement(store: Store) -> None:
+    leases = _leases(store)
+    beats = [(lease, {"done": i} if i % 2 else None) for i, lease in enumerate(leases)]
+    renewed: list[object] = []
+    updates = _fenced(store, lambda: renewed.extend(store.heartbeat_many(beats, ttl=60)), RENEW)
+    assert len(updates) == 1, updates
+    assert not any(isinstance(r, StaleLease) for r in renewed)
+    assert store.get(leases[3].execution_id).progress == {"done": 3}
+
+
+@pytest.mark.parametrize("block", ["complete_fenced", "heartbeat_fenced"])
+def test_a_fenced_block_reaches_each_row_by_its_key(store: Store, path: Path, block: str) -> None:
+    params = {"now": 0, "ttl": 1, "leases": "[]"}
+    with sqlite3.connect(path) as conn:
+        plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + QUERIES[block], params)]
+    assert "SEARCH executions USING PRIMARY KEY (id=?)" in plan, plan
+    assert not any(step.startswith("SCAN executions") for step in plan), plan
