@@ -5,13 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 
 from fencepost import ValidationError
 from fencepost.domain import payloads
 from fencepost.domain.buckets import bucket_for
-from fencepost.domain.ids import IdGenerator, id_floor, id_ms
+from fencepost.domain.ids import IdGenerator, first_id_after, id_floor, id_ms
 
 
 def test_ids_are_uuid7_and_strictly_increase_within_a_millisecond() -> None:
@@ -32,6 +33,12 @@ def test_an_id_s_millisecond_is_read_back_and_its_floor_sorts_first(ms: int) -> 
     assert id_floor(ms) <= made
     if ms:
         assert made > id_floor(ms) > IdGenerator().new(ms - 1)
+
+
+def test_every_id_made_by_an_instant_sorts_below_the_first_id_after_it() -> None:
+    instant = datetime(2026, 3, 29, 1, 30, 0, 999_999, tzinfo=UTC)  # the last µs of a ms
+    ms = int(instant.timestamp() * 1000)
+    assert IdGenerator().new(ms) < first_id_after(instant) <= IdGenerator().new(ms + 1)
 
 
 def test_ids_keep_increasing_when_the_clock_steps_back() -> None:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import os
 import threading
+from datetime import datetime
 
 
 def id_floor(unix_ms: int) -> str:
     """The smallest id a row created at ``unix_ms`` can have: every earlier id sorts below it."""
     h = ((unix_ms & 0xFFFF_FFFF_FFFF) << 80).to_bytes(16).hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def first_id_after(instant: datetime) -> str:
+    """The first id of the millisecond after ``instant``: ids of rows created by then
+    sort below it."""
+    return id_floor(int(instant.timestamp() * 1000) + 1)
 
 
 def id_ms(execution_id: str) -> int:

@@ -400,6 +400,9 @@ class SqlStore(Store, SqlDialect):
     def deregister_node(self, node_id: str) -> None:
         self._run(sql_operating.deregister_node_plan(self, node_id))
 
+    def _count_prunable(self, cutoff: datetime) -> int:
+        return self._run_read(lambda: sql_operating.count_prunable_plan(self, cutoff), "prune")
+
     def _register_node(self, r: Registration) -> Node:
         return self._run(sql_operating.register_node_plan(self, r))
 

@@ -1646,6 +1646,8 @@ rolled AS (
 )
 
 -- name: count_prunable
+-- What prune would delete, through executions_finished (:before, a bound SQLite's
+-- needs, is not read here).
 SELECT count(*) FROM executions
 WHERE state IN ('CANCELLED', 'FAILED', 'SKIPPED', 'SUCCEEDED')
   AND updated_at <= %(cutoff)s::timestamptz

@@ -799,12 +799,6 @@ class PostgresStore(SqlStore):
         }
         return stats_report(now, window, counts, backlog, lateness, refused, expiries, held, errors)
 
-    def _count_prunable(self, cutoff: datetime) -> int:
-        with self._db.connection() as conn:
-            row = conn.execute(Q["count_prunable"], {"cutoff": cutoff}).fetchone()
-        assert row is not None
-        return int(row[0])
-
     def _prune_whole(self, cutoff: datetime, on_batch: Callable[[int], None] | None) -> int:
         total = 0
 

@@ -27,7 +27,7 @@ from fencepost.domain.bulk import Deletion
 from fencepost.domain.checks import storable
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
 from fencepost.domain.events import ExecutionSkipped
-from fencepost.domain.ids import id_floor
+from fencepost.domain.ids import first_id_after
 from fencepost.domain.machine import Change, apply, stale_reason, takeover_reason
 from fencepost.domain.models import Execution, Fence, Lease, Schedule
 from fencepost.domain.reports import Lateness, Stats
@@ -594,12 +594,6 @@ class SqliteStore(SqlStore):
         counts = [row[:4] for row in grouped]
         return stats_report(now, window, counts, backlog, lateness, refused, expiries, held, errors)
 
-    def _count_prunable(self, cutoff: datetime) -> int:
-        params = {"cutoff": rows.to_us(cutoff), "before": _id_after(cutoff)}
-        with self._db.read() as conn:
-            (count,) = conn.execute(Q["count_prunable"], params).fetchone()
-        return int(count)
-
     def _prune_batch(self, cutoff: datetime, batch: int) -> int:
         # One BEGIN IMMEDIATE of at most `batch` executions: the write lock is held
         # for one batch, and claims run between batches.
@@ -608,7 +602,7 @@ class SqliteStore(SqlStore):
         start = self._prune_cursor[1] if self._prune_cursor[0] == cutoff else ""
         params = {
             "cutoff": rows.to_us(cutoff),
-            "before": _id_after(cutoff),
+            "before": first_id_after(cutoff),
             "after": start,
             "batch": batch,
         }
@@ -705,11 +699,6 @@ class SqliteStore(SqlStore):
                 conn, [(row, o) for o in occurrences], self.clock.now(), by_caller=True
             )
         return [found[o.idempotency_key] for o in occurrences]
-
-
-def _id_after(instant: datetime) -> str:
-    """The first id of the millisecond after ``instant``: ids of rows created by then sort below."""
-    return id_floor(int(instant.timestamp() * 1000) + 1)
 
 
 def _insert_occurrences(

@@ -9,9 +9,10 @@ PostgreSQL server's unless a test pins it), and durations are added to it in SQL
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from fencepost.domain.ids import first_id_after
 from fencepost.domain.models import Execution
 from fencepost.domain.nodes import Node, Registration
 from fencepost.store.executors import Plan, Statement, Steps, returning
@@ -89,3 +90,19 @@ def deregister_node_plan(store: SqlStore, node_id: str) -> Plan[None]:
         yield Statement(store._q("deregister_node"), {"id": node_id})
 
     return Plan(steps())
+
+
+def count_prunable_plan(store: SqlStore, cutoff: datetime) -> Plan[int]:
+    """``OperatingVerbs._count_prunable``: how many finished executions are unchanged
+    since ``cutoff``, what a prune at ``cutoff`` would delete.
+
+    ``before`` bounds the ids a dialect may read: ids are time-ordered, so every row
+    created by ``cutoff`` sorts below the first id of the millisecond after it.
+    """
+    params = {"cutoff": store._t(cutoff), "before": first_id_after(cutoff)}
+
+    def steps() -> Steps[int]:
+        (count,) = yield Statement(store._q("count_prunable"), params, "one")
+        return int(count)
+
+    return Plan(steps(), atomic=False)
