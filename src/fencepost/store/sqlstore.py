@@ -57,7 +57,7 @@ from fencepost.domain.models import (
     Transition,
 )
 from fencepost.domain.nodes import Node, Registration
-from fencepost.domain.reports import DueCount, JobCounts, SloReport
+from fencepost.domain.reports import DueCount, JobCounts, SloReport, Stats
 from fencepost.domain.schedules import ScheduleSpec
 from fencepost.domain.states import CommandKind, State
 from fencepost.store import sqlflow, sqlhistory
@@ -424,6 +424,9 @@ class SqlStore(Store, SqlDialect):
 
     def _bucket_counts(self, states: tuple[State, ...]) -> dict[int, int]:
         return self._run(sql_reports.bucket_counts_plan(self, states))
+
+    def _stats(self, window: timedelta) -> Stats:
+        return self._run(sql_reports.stats_plan(self, window))
 
     def _due_groups(self) -> tuple[datetime, list[DueCount], int]:
         return self._run_read(lambda: sql_reports.due_groups_plan(self), "unserved")

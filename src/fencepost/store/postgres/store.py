@@ -34,13 +34,11 @@ from fencepost.domain.models import (
     Lease,
     Page,
 )
-from fencepost.domain.reports import Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence
 from fencepost.domain.slo import (
     BACKFILL_SLACK,
     DEFAULT_CLAIM_WITHIN,
     DEFAULT_FINISH_WITHIN,
-    ErrorClass,
     refusal_mark,
 )
 from fencepost.domain.states import Event
@@ -96,9 +94,7 @@ from fencepost.store.values import (
     stale_schedule,
 )
 from fencepost.store.verbs import sql_changes
-from fencepost.store.verbs.reports import stats_error_params, stats_report, throttle_lookback
 from fencepost.store.waiting import PollingWatcher, Watcher
-from fencepost.timing.planning import HELD
 
 Q = QUERIES
 _ZERO = timedelta(0)
@@ -773,31 +769,6 @@ class PostgresStore(SqlStore):
         return resized
 
     # -- reports and housekeeping ----------------------------------------------------------
-
-    def _stats(self, window: timedelta) -> Stats:
-        with self._db.connection() as conn:
-            now = self._now(conn)
-            params = {
-                "now": now,
-                "start": now - window,
-                "held": HELD,
-                "lookback": throttle_lookback(now, window),
-            }
-            row = conn.execute(Q["stats"], params | stats_error_params()).fetchone()
-        assert row is not None
-        counts, backlog, refused, expiries, count, ranks, longest, throttled, *more = row
-        heartbeats, timed_out, failed, late_claims = more
-        p50, p90, p99 = ranks if ranks is not None else (None, None, None)
-        lateness = Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest)
-        held = [(scope, n, timedelta(microseconds=us)) for scope, n, us in throttled]
-        errors = {
-            ErrorClass.LATE_CLAIM: late_claims,
-            ErrorClass.RENEWAL_FAILED: expiries + heartbeats,
-            ErrorClass.STALE_COMPLETION_REFUSED: refused - heartbeats,
-            ErrorClass.TIMED_OUT: timed_out,
-            ErrorClass.HANDLER_FAILED: failed,
-        }
-        return stats_report(now, window, counts, backlog, lateness, refused, expiries, held, errors)
 
     def _prune_whole(self, cutoff: datetime, on_batch: Callable[[int], None] | None) -> int:
         total = 0

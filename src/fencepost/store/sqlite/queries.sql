@@ -877,65 +877,48 @@ WHERE state IN (SELECT value FROM json_each(:states))
 GROUP BY bucket
 ORDER BY bucket
 
--- name: stats_counts
--- Executions by job, queue and state and, in the same scan, how many of each group
--- were first claimed in (:start, :now] more than :claim_within after their planned
--- time net of their held time, backfills and replays (:excluded_marks) left out:
--- the late_claim class of Store.stats (fencepost.domain.slo.claim_verdict).
-SELECT job, queue, state, count(*),
-       count(*) FILTER (WHERE first_claimed_at > :start AND first_claimed_at <= :now
-                          AND first_claimed_at - planned_at - held_us > :claim_within
-                          AND slo_marks & :excluded_marks = 0)
-FROM executions GROUP BY job, queue, state
-
--- name: stats_backlog
--- Due waiting executions; held occurrences (due_at >= :held) are not due.
-SELECT count(*) FROM executions
-WHERE state IN ('RETRY_WAIT', 'SCHEDULED') AND due_at <= :now AND due_at < :held
-
--- name: due_groups
--- Store.unserved in one statement (one snapshot): the due executions (as
--- stats_backlog counts them) by job and pinned version, as a JSON array of [job,
--- job_version, count], read through executions_claimable (its WHERE clause
--- repeated); and the schedules not paused with a slot still to come (next_due < NEVER).
-SELECT
-    (SELECT json_group_array(json_array(job, job_version, n))
-     FROM (SELECT job, job_version, count(*) AS n FROM executions
-           WHERE state IN ('RETRY_WAIT', 'SCHEDULED') AND due_at <= :now AND due_at < :held
-           GROUP BY job, job_version)),
-    (SELECT count(*) FROM schedules WHERE paused = 0 AND next_due < :never)
-
--- name: stats_events
--- Lease and error events in (:start, :now]: refusals, expiries (LEASE_EXPIRED and
--- takeovers), the refusals of heartbeats among them (:heartbeat_refused, their
--- audit reason), TIMED_OUT and FAILED. A scan of the audit trail: SQLite keeps no
--- index of it by time (see migrations/0005_housekeeping.sql).
-SELECT count(*) FILTER (WHERE event = 'STALE_REFUSED'),
-       count(*) FILTER (WHERE event = 'LEASE_EXPIRED'
-                           OR (event = 'CLAIMED' AND from_state = 'RUNNING')),
-       count(*) FILTER (WHERE event = 'STALE_REFUSED' AND reason = :heartbeat_refused),
-       count(*) FILTER (WHERE event = 'TIMED_OUT'),
-       count(*) FILTER (WHERE event = 'FAILED')
-FROM transitions
-WHERE event IN ('CLAIMED', 'FAILED', 'LEASE_EXPIRED', 'STALE_REFUSED', 'TIMED_OUT')
-  AND at > :start AND at <= :now
-
--- name: stats_throttled
--- Throttle records in (:start, :now] per scope: how many, and the time they were held.
-SELECT scope, count(*), sum(held_us) FROM throttles
-WHERE at > :start AND at <= :now
-GROUP BY scope ORDER BY scope
-
--- name: stats_lateness
--- Claim lateness in (:start, :now] against the execution's current due_at,
--- clamped at 0: count, the nearest-rank 50th, 90th and 99th percentiles and the
--- maximum, all in SQL (nothing per claim reaches Python). The rank of fraction f
--- of n values is ceil(f * n) in floating point, exactly as PostgreSQL's
--- percentile_disc computes it, so that both backends pick the same value.
--- Throttled claims are left out: those of an execution with a throttle record in
--- [due_at, claim], read from (:lookback, :now] once (MATERIALIZED: SQLite then
--- indexes it by execution for the lookups; the table's own index is by time only).
-WITH throttled AS MATERIALIZED (
+-- name: stats
+-- Every figure of Store.stats in one statement (one snapshot), in the columns of
+-- PostgreSQL's: executions by job, queue and state as a JSON array of [job, queue,
+-- state, count]; the due backlog (held occurrences, due_at >= :held, are not due);
+-- the lease and error events in (:start, :now] (refusals, expiries: LEASE_EXPIRED
+-- and takeovers, the refusals of heartbeats among them: :heartbeat_refused, their
+-- audit reason, TIMED_OUT and FAILED), a scan of the audit trail (SQLite keeps no
+-- index of it by time: see migrations/0005_housekeeping.sql); claim lateness; the
+-- throttle records of the window per scope as a JSON array of [scope, count, held
+-- µs]; and the late first claims, counted in the scan that counts by state: first
+-- claimed in the window more than :claim_within after the planned time net of the
+-- held time, backfills and replays (:excluded_marks) left out (the late_claim class,
+-- fencepost.domain.slo.claim_verdict).
+-- Claim lateness is against the execution's current due_at, clamped at 0: count,
+-- the nearest-rank 50th, 90th and 99th percentiles as a JSON array, and the maximum,
+-- all in SQL (nothing per claim reaches Python). The rank of fraction f of n values
+-- is ceil(f * n) in floating point, exactly as PostgreSQL's percentile_disc computes
+-- it, so that both backends pick the same value. Throttled claims are left out:
+-- those of an execution with a throttle record in [due_at, claim], read from
+-- (:lookback, :now] once (MATERIALIZED: SQLite then indexes it by execution for the
+-- lookups; the table's own index is by time only). counts is MATERIALIZED: read
+-- twice, it would else scan every execution twice.
+WITH counts AS MATERIALIZED (
+    SELECT job, queue, state, count(*) AS n,
+           count(*) FILTER (WHERE first_claimed_at > :start AND first_claimed_at <= :now
+                              AND first_claimed_at - planned_at - held_us > :claim_within
+                              AND slo_marks & :excluded_marks = 0) AS late_claims
+    FROM executions GROUP BY job, queue, state
+),
+events AS (
+    SELECT count(*) FILTER (WHERE event = 'STALE_REFUSED') AS refused,
+           count(*) FILTER (WHERE event = 'LEASE_EXPIRED'
+                               OR (event = 'CLAIMED' AND from_state = 'RUNNING')) AS expiries,
+           count(*) FILTER (WHERE event = 'STALE_REFUSED'
+                              AND reason = :heartbeat_refused) AS heartbeats,
+           count(*) FILTER (WHERE event = 'TIMED_OUT') AS timed_out,
+           count(*) FILTER (WHERE event = 'FAILED') AS failed
+    FROM transitions
+    WHERE event IN ('CLAIMED', 'FAILED', 'LEASE_EXPIRED', 'STALE_REFUSED', 'TIMED_OUT')
+      AND at > :start AND at <= :now
+),
+throttled AS MATERIALIZED (
     SELECT execution_id, at FROM throttles WHERE at > :lookback AND at <= :now
 ),
 late AS (
@@ -952,13 +935,48 @@ ranked AS (
 ),
 ranks AS (
     SELECT rn, v, n, 0.5 * n AS f50, 0.9 * n AS f90, 0.99 * n AS f99 FROM ranked
+),
+lateness AS (
+    SELECT count(*) AS n,
+           max(CASE WHEN rn = CAST(f50 AS INTEGER) + (f50 > CAST(f50 AS INTEGER)) THEN v END)
+               AS p50,
+           max(CASE WHEN rn = CAST(f90 AS INTEGER) + (f90 > CAST(f90 AS INTEGER)) THEN v END)
+               AS p90,
+           max(CASE WHEN rn = CAST(f99 AS INTEGER) + (f99 > CAST(f99 AS INTEGER)) THEN v END)
+               AS p99,
+           max(v) AS longest
+    FROM ranks
 )
-SELECT count(*),
-       max(CASE WHEN rn = CAST(f50 AS INTEGER) + (f50 > CAST(f50 AS INTEGER)) THEN v END),
-       max(CASE WHEN rn = CAST(f90 AS INTEGER) + (f90 > CAST(f90 AS INTEGER)) THEN v END),
-       max(CASE WHEN rn = CAST(f99 AS INTEGER) + (f99 > CAST(f99 AS INTEGER)) THEN v END),
-       max(v)
-FROM ranks
+SELECT
+    (SELECT json_group_array(json_array(job, queue, state, n)) FROM counts),
+    (SELECT count(*) FROM executions
+     WHERE state IN ('RETRY_WAIT', 'SCHEDULED') AND due_at <= :now AND due_at < :held),
+    events.refused,
+    events.expiries,
+    lateness.n,
+    CASE WHEN lateness.n > 0 THEN json_array(lateness.p50, lateness.p90, lateness.p99) END,
+    lateness.longest,
+    (SELECT json_group_array(json_array(scope, n, held))
+     FROM (SELECT scope, count(*) AS n, sum(held_us) AS held FROM throttles
+           WHERE at > :start AND at <= :now
+           GROUP BY scope ORDER BY scope)),
+    events.heartbeats,
+    events.timed_out,
+    events.failed,
+    (SELECT coalesce(sum(late_claims), 0) FROM counts)
+FROM events, lateness
+
+-- name: due_groups
+-- Store.unserved in one statement (one snapshot): the due executions (as
+-- stats_backlog counts them) by job and pinned version, as a JSON array of [job,
+-- job_version, count], read through executions_claimable (its WHERE clause
+-- repeated); and the schedules not paused with a slot still to come (next_due < NEVER).
+SELECT
+    (SELECT json_group_array(json_array(job, job_version, n))
+     FROM (SELECT job, job_version, count(*) AS n FROM executions
+           WHERE state IN ('RETRY_WAIT', 'SCHEDULED') AND due_at <= :now AND due_at < :held
+           GROUP BY job, job_version)),
+    (SELECT count(*) FROM schedules WHERE paused = 0 AND next_due < :never)
 
 -- name: job_counts
 -- Store.job_counts: executions created in (:start, :now] by job and current state.

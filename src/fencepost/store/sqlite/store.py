@@ -30,9 +30,8 @@ from fencepost.domain.events import ExecutionSkipped
 from fencepost.domain.ids import first_id_after
 from fencepost.domain.machine import Change, apply, stale_reason, takeover_reason
 from fencepost.domain.models import Execution, Fence, Lease, Schedule
-from fencepost.domain.reports import Lateness, Stats
 from fencepost.domain.schedules import NewOccurrence
-from fencepost.domain.slo import ErrorClass, SloMark, is_backfill, refusal_mark
+from fencepost.domain.slo import SloMark, is_backfill, refusal_mark
 from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
 from fencepost.store.batching import rounds_of
@@ -76,10 +75,8 @@ from fencepost.store.values import (
     stale_schedule,
 )
 from fencepost.store.verbs import sql_changes, sql_reports
-from fencepost.store.verbs.reports import stats_error_params, stats_report, throttle_lookback
 from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.clock import SystemClock
-from fencepost.timing.planning import HELD
 
 Q = QUERIES
 _MICROSECOND = timedelta(microseconds=1)
@@ -562,37 +559,6 @@ class SqliteStore(SqlStore):
         return resized
 
     # -- reports and housekeeping ----------------------------------------------------------
-
-    def _stats(self, window: timedelta) -> Stats:
-        now = self.clock.now()
-        params = {
-            "now": rows.to_us(now),
-            "start": rows.to_us(now - window),
-            "held": rows.to_us(HELD),
-            "lookback": rows.to_us(throttle_lookback(now, window)),
-        }
-        classify = stats_error_params()
-        classify["claim_within"] = rows.duration_us(classify["claim_within"])
-        # One read transaction: every figure comes from the same snapshot.
-        with self._db.snapshot() as conn:
-            grouped = conn.execute(Q["stats_counts"], params | classify).fetchall()
-            (backlog,) = conn.execute(Q["stats_backlog"], params).fetchone()
-            events = conn.execute(Q["stats_events"], params | classify).fetchone()
-            count, *ranks = conn.execute(Q["stats_lateness"], params).fetchone()
-            throttled = conn.execute(Q["stats_throttled"], params).fetchall()
-        refused, expiries, heartbeats, timed_out, failed = events
-        p50, p90, p99, longest = (None if v is None else rows.us_duration(v) for v in ranks)
-        lateness = Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest)
-        held = [(scope, n, rows.us_duration(us)) for scope, n, us in throttled]
-        errors = {
-            ErrorClass.LATE_CLAIM: sum(row[4] for row in grouped),
-            ErrorClass.RENEWAL_FAILED: expiries + heartbeats,
-            ErrorClass.STALE_COMPLETION_REFUSED: refused - heartbeats,
-            ErrorClass.TIMED_OUT: timed_out,
-            ErrorClass.HANDLER_FAILED: failed,
-        }
-        counts = [row[:4] for row in grouped]
-        return stats_report(now, window, counts, backlog, lateness, refused, expiries, held, errors)
 
     def _prune_batch(self, cutoff: datetime, batch: int) -> int:
         # One BEGIN IMMEDIATE of at most `batch` executions: the write lock is held

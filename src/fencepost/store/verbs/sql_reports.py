@@ -1,6 +1,6 @@
 """The reports of the SQL stores that read executions by job and objective, as steps of a
-plan: the counts by job (``Store.job_counts``) and the service-level report
-(``Store.slo``).
+plan: the figures of ``Store.stats``, the counts by job (``Store.job_counts``), the due
+groups and the service-level report (``Store.slo``).
 
 The store runs them on the connection they need: the SLO's statements on one snapshot
 (``SqlDialect._snapshot``), so that its counts, offenders and rollups agree.
@@ -12,12 +12,21 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from fencepost.domain.ids import id_floor
-from fencepost.domain.reports import DueCount, JobCounts, SloOffender, SloReport, tabulate
+from fencepost.domain.reports import (
+    DueCount,
+    JobCounts,
+    Lateness,
+    SloOffender,
+    SloReport,
+    Stats,
+    tabulate,
+)
 from fencepost.domain.slo import (
     BURN_WINDOWS,
     DAY,
     DEFAULT_CLAIM_WITHIN,
     DEFAULT_FINISH_WITHIN,
+    ErrorClass,
     Tally,
     Verdict,
     day_number,
@@ -25,7 +34,13 @@ from fencepost.domain.slo import (
 from fencepost.domain.states import State
 from fencepost.store.executors import Plan, Statement, Steps
 from fencepost.store.values import ID_CLOCK_SLACK, UNFINISHED_STATES, unix_ms
-from fencepost.store.verbs.reports import SloRequest, burn_key
+from fencepost.store.verbs.reports import (
+    SloRequest,
+    burn_key,
+    stats_error_params,
+    stats_report,
+    throttle_lookback,
+)
 from fencepost.timing.planning import HELD, NEVER
 
 if TYPE_CHECKING:
@@ -145,5 +160,48 @@ def due_groups_plan(store: SqlStore) -> Plan[tuple[datetime, list[DueCount], int
             DueCount(job=job, job_version=v, count=n) for job, v, n in store.rows.document(groups)
         ]
         return now, due, int(active)
+
+    return Plan(steps(), atomic=False)
+
+
+def stats_plan(store: SqlStore, window: timedelta) -> Plan[Stats]:
+    """``ReportVerbs._stats``: every figure of :meth:`Store.stats` at the store's now, in
+    one statement (one snapshot)."""
+
+    def steps() -> Steps[Stats]:
+        now = yield from store._now_steps()
+        classify = stats_error_params()
+        params = classify | {
+            "now": store._t(now),
+            "start": store._t(now - window),
+            "held": store._t(HELD),
+            "lookback": store._t(throttle_lookback(now, window)),
+            "claim_within": store._d(classify["claim_within"]),
+        }
+        row = yield Statement(store._q("stats"), params, "one")
+        counts, backlog, refused, expiries, count, ranks, longest, throttled, *more = row
+        heartbeats, timed_out, failed, late_claims = more
+        p50, p90, p99 = (
+            (None, None, None)
+            if ranks is None
+            else (None if v is None else store.rows.duration(v) for v in store.rows.document(ranks))
+        )
+        longest = None if longest is None else store.rows.duration(longest)
+        lateness = Lateness(count=count, p50=p50, p90=p90, p99=p99, max=longest)
+        held = [
+            (scope, n, timedelta(microseconds=us))
+            for scope, n, us in store.rows.document(throttled)
+        ]
+        errors = {
+            ErrorClass.LATE_CLAIM: late_claims,
+            ErrorClass.RENEWAL_FAILED: expiries + heartbeats,
+            ErrorClass.STALE_COMPLETION_REFUSED: refused - heartbeats,
+            ErrorClass.TIMED_OUT: timed_out,
+            ErrorClass.HANDLER_FAILED: failed,
+        }
+        by_group = store.rows.document(counts)
+        return stats_report(
+            now, window, by_group, backlog, lateness, refused, expiries, held, errors
+        )
 
     return Plan(steps(), atomic=False)
