@@ -743,7 +743,8 @@ def test_a_failed_batch_leaves_neither_rollup_nor_deletion(
     before = store.slo()
     stored = _stored_facts(path)
     # The batch's last statement fails, after its rollups were written.
-    monkeypatch.setitem(QUERIES, "prune_executions", "DELETE FROM no_such_table")
+    queries = store.queries  # type: ignore[attr-defined]  # the SQL the store's plans read
+    monkeypatch.setitem(queries, "prune_executions", "DELETE FROM no_such_table")
     with pytest.raises(StoreUnavailable):
         store.prune(older_than=14 * DAY, batch=20)
     assert _rollups(path) == []

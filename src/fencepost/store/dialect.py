@@ -14,7 +14,7 @@ A dialect (:mod:`fencepost.store.sqlite`, :mod:`fencepost.store.postgres`) gives
   :meth:`SqlDialect._array`, :meth:`SqlDialect._fence_params`) and how rows become
   values (:attr:`SqlDialect.rows`);
 * what it can do (:attr:`SqlDialect._now_after_lock`,
-  :attr:`SqlDialect._fenced_writes_all`, :meth:`SqlDialect._prepare_for`) and
+  :attr:`SqlDialect._writes_many_tables`, :meth:`SqlDialect._prepare_for`) and
   what its ids can name (:meth:`SqlDialect._can_name`);
 * the audit of a refused fenced call as steps (:meth:`SqlDialect._refuse_steps`), and
   what a retry recognises as its own earlier attempt's write (:meth:`SqlDialect._ended_steps`).
@@ -150,13 +150,14 @@ class SqlDialect(ABC):
         """A set-based statement's ``prepare`` over ``rows`` rows (see Statement)."""
         return None
 
-    #: Whether a fenced statement also writes what goes with it in other tables — a
-    #: heartbeat's progress (``heartbeat_fenced``), a completion's result and COMPLETED
-    #: transition (``complete_fenced``, ``complete_returning``) — as PostgreSQL's
-    #: data-modifying CTEs do. Else the plan writes those with statements of their own
-    #: (SQLite: an UPDATE writes one table): ``set_progress``, ``set_result``,
-    #: ``insert_completed``.
-    _fenced_writes_all: ClassVar[bool] = False
+    #: Whether one statement may write several tables, as PostgreSQL's data-modifying
+    #: CTEs do: a fenced heartbeat also stores its progress (``heartbeat_fenced``), a
+    #: completion its result and COMPLETED transition (``complete_fenced``,
+    #: ``complete_returning``), a batch of prune its rollups and everything that hangs
+    #: off its executions (``prune_batch``). Else the plan writes those with statements
+    #: of their own (SQLite: an UPDATE or DELETE writes one table): ``set_progress``,
+    #: ``set_result`` and ``insert_completed``, ``slo_rollup`` and the ``prune_*``.
+    _writes_many_tables: ClassVar[bool] = False
 
     def _ended_steps(self, fences: Sequence[Fence], events: Sequence[Event]) -> Steps[FenceKeys]:
         """The ``fences`` (as :func:`~fencepost.store.verbs.sql_changes.fence_key`) whose

@@ -403,6 +403,20 @@ class SqlStore(Store, SqlDialect):
     def _count_prunable(self, cutoff: datetime) -> int:
         return self._run_read(lambda: sql_operating.count_prunable_plan(self, cutoff), "prune")
 
+    #: Where this store's prune stopped: its cutoff and the last id of its last full
+    #: batch, on a dialect that walks ids (see sql_operating.prune_batch_plan).
+    _prune_cursor: tuple[datetime | None, str] = (None, "")
+
+    def _prune_batch(self, cutoff: datetime, batch: int) -> int:
+        after = self._prune_cursor[1] if self._prune_cursor[0] == cutoff else ""
+        plan = sql_operating.prune_batch_plan(self, cutoff, batch, after=after)
+        deleted, last = self._run(plan)
+        # A short batch ends the prune call (Store.prune stops there): the next call,
+        # even with the same cutoff, walks from the start again. Set once committed:
+        # a batch that failed is walked again.
+        self._prune_cursor = (None, "") if last is None else (cutoff, last)
+        return deleted
+
     def _register_node(self, r: Registration) -> Node:
         return self._run(sql_operating.register_node_plan(self, r))
 

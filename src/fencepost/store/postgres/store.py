@@ -37,8 +37,6 @@ from fencepost.domain.models import (
 from fencepost.domain.schedules import NewOccurrence
 from fencepost.domain.slo import (
     BACKFILL_SLACK,
-    DEFAULT_CLAIM_WITHIN,
-    DEFAULT_FINISH_WITHIN,
     refusal_mark,
 )
 from fencepost.domain.states import Event
@@ -93,7 +91,7 @@ from fencepost.store.values import (
     plan_resize,
     stale_schedule,
 )
-from fencepost.store.verbs import sql_changes
+from fencepost.store.verbs import sql_changes, sql_reports
 from fencepost.store.waiting import PollingWatcher, Watcher
 
 Q = QUERIES
@@ -340,7 +338,7 @@ class PostgresStore(SqlStore):
     def _prepare_for(self, rows: int) -> bool | None:
         return _reuse_plan(rows)
 
-    _fenced_writes_all = True
+    _writes_many_tables = True
 
     def _schedule_cursor(self, after: str | None) -> str | None:
         # A cursor is a bound, not a name: no stored id holds U+0000, so the ids
@@ -784,7 +782,7 @@ class PostgresStore(SqlStore):
             cutoff,
             concurrently=not self._db.transaction_pooled,
             on_drop=dropped,
-            rollup=self._rollup(),
+            rollup=sql_reports.rollup_params(self),
         )
         if total:
             self._history.forget()  # a later insert into a dropped day makes it again
@@ -827,29 +825,10 @@ class PostgresStore(SqlStore):
 
         return Plan(steps(), atomic=plan.atomic)
 
-    def _rollup(self) -> dict[str, Any]:
-        """The parameters of prune's rollups (``slo_rollup`` in queries.sql): the verdicts
-        at the default objectives, at the store's now (read by each statement, unless a
-        test pins it), as the reports that add the rollups count them."""
-        return {
-            "now": self._pinned_now(),
-            "claim_within": DEFAULT_CLAIM_WITHIN,
-            "finish_within": DEFAULT_FINISH_WITHIN,
-        }
-
-    def _prune_batch(self, cutoff: datetime, batch: int) -> int:
-        # One statement in autocommit: the batch is its own short transaction, its
-        # rollups written by the statement that deletes (the store's now read in it).
-        params = self._rollup() | {"cutoff": cutoff, "batch": batch}
-        with self._db.connection() as conn:
-            row = conn.execute(Q["prune_batch"], params).fetchone()
-        assert row is not None
-        return int(row[0])
-
     def _delete_steps(self, current: Execution, actor: str, now: datetime) -> Steps[Deletion]:
         # One statement, as a batch of prune (its verdicts rolled up in it), at the
         # transaction's now.
-        params = self._rollup() | {"id": current.id, "actor": actor, "now": now}
+        params = sql_reports.rollup_params(self) | {"id": current.id, "actor": actor, "now": now}
         row = yield Statement(Q["delete_execution"], params, "one")
         assert row is not None, f"{current.id} is held by this transaction, and finished"
         return Deletion(

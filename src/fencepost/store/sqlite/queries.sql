@@ -1049,10 +1049,11 @@ WHERE day >= :first_day AND day <= :last_day
 GROUP BY objective, verdict
 
 -- name: slo_rollup
--- executemany, in the transaction of prune's batch, before its rows go: ?1 day,
--- ?2 job, ?3 objective, ?4 verdict, ?5 how many of the batch's executions (see
--- prunable), added to what earlier prunes rolled up.
-INSERT INTO slo_rollups (day, job, objective, verdict, count) VALUES (?1, ?2, ?3, ?4, ?5)
+-- executemany, in the transaction of prune's batch, before its rows go: how many of
+-- the batch's executions (see prunable) had each verdict, added to what earlier
+-- prunes rolled up.
+INSERT INTO slo_rollups (day, job, objective, verdict, count)
+VALUES (:day, :job, :objective, :verdict, :count)
 ON CONFLICT (day, job, objective, verdict) DO UPDATE SET count = count + excluded.count
 
 -- name: count_prunable

@@ -17,7 +17,6 @@ import logging
 import os
 import sqlite3
 import threading
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, closing
 from datetime import datetime, timedelta
@@ -27,7 +26,6 @@ from fencepost.domain.bulk import Deletion
 from fencepost.domain.checks import storable
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
 from fencepost.domain.events import ExecutionSkipped
-from fencepost.domain.ids import first_id_after
 from fencepost.domain.machine import Change, apply, stale_reason, takeover_reason
 from fencepost.domain.models import Execution, Fence, Lease, Schedule
 from fencepost.domain.schedules import NewOccurrence
@@ -74,7 +72,7 @@ from fencepost.store.values import (
     plan_resize,
     stale_schedule,
 )
-from fencepost.store.verbs import sql_changes, sql_reports
+from fencepost.store.verbs import sql_changes, sql_operating, sql_reports
 from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.clock import SystemClock
 
@@ -156,7 +154,6 @@ class SqliteStore(SqlStore):
                 require_migrated(applied_migrations(conn), MIGRATIONS_PACKAGE, self.location)
         self._db = Connections(path, busy_timeout=busy_timeout, synchronous=synchronous)
         #: (cutoff, last id deleted) of the prune in progress; see _prune_batch.
-        self._prune_cursor: tuple[datetime | None, str] = (None, "")
         #: Whether any limit could hold a claim, read at most once a second (store.flow).
         self._flow_view = FlowView()
         try:
@@ -560,39 +557,6 @@ class SqliteStore(SqlStore):
 
     # -- reports and housekeeping ----------------------------------------------------------
 
-    def _prune_batch(self, cutoff: datetime, batch: int) -> int:
-        # One BEGIN IMMEDIATE of at most `batch` executions: the write lock is held
-        # for one batch, and claims run between batches.
-        # Within one prune call (one cutoff) each batch resumes after the last id the
-        # previous one deleted: the walk along the primary key reads each row once.
-        start = self._prune_cursor[1] if self._prune_cursor[0] == cutoff else ""
-        params = {
-            "cutoff": rows.to_us(cutoff),
-            "before": first_id_after(cutoff),
-            "after": start,
-            "batch": batch,
-        }
-        with self._db.write() as conn:
-            params |= sql_reports.rollup_params(self, self.clock.now())
-            found = conn.execute(Q["prunable"], params).fetchall()
-            if not found:
-                self._prune_cursor = (None, "")
-                return 0
-            ids = [row[0] for row in found]
-            # Their verdicts outlive them, in this same transaction: a crash loses
-            # neither the rows nor their counts, and never counts them twice.
-            conn.executemany(Q["slo_rollup"], _rollups(found))
-            params = {"ids": json.dumps(ids)}
-            conn.execute(Q["prune_commands"], params)
-            conn.execute(Q["prune_transitions"], params)
-            conn.execute(Q["prune_execution_data"], params)
-            conn.execute(Q["prune_executions"], params)
-        # A short batch ends the prune call (Store.prune stops there): the next call,
-        # even with the same cutoff, walks from the start again. Set once committed:
-        # a batch that failed is walked again.
-        self._prune_cursor = (cutoff, max(ids)) if len(ids) == batch else (None, "")
-        return len(ids)
-
     #: A claim waits for the write lock a bulk action's group holds: small groups, a few
     #: milliseconds each. After each, a pause of at least 5 ms: a claim that found the
     #: lock taken sleeps in growing steps (the busy handler's 1, 2, 5, 10 ms, ...) before
@@ -602,11 +566,11 @@ class SqliteStore(SqlStore):
     bulk_pause = 0.005
 
     def _delete_steps(self, current: Execution, actor: str, now: datetime) -> Steps[Deletion]:
-        # Its verdicts outlive it, as a pruned execution's do (see _prune_batch).
+        # Its verdicts outlive it, as a pruned execution's do (see prune_batch_plan).
         params = sql_reports.rollup_params(self, now) | {"id": current.id}
         found = yield Statement(Q["deletable"], params, "all")
         if found:
-            yield Statement(Q["slo_rollup"], _rollups(found), "many")
+            yield Statement(Q["slo_rollup"], sql_operating.slo_rollups(found), "many")
         ids = {"ids": json.dumps([current.id])}
         for block in _DELETES:
             yield Statement(Q[block], ids)
@@ -772,22 +736,6 @@ def _deletion_params(d: Deletion) -> dict[str, Any]:
         "actor": d.actor,
         "at": rows.to_us(d.at),
     }
-
-
-def _rollups(found: Sequence[tuple[Any, ...]]) -> list[tuple[int, str, str, str, int]]:
-    """The ``slo_rollup`` rows of a prune batch: ``prunable``'s rows (id, day, job,
-    claim verdict, finish verdict) counted by day, job, objective and verdict
-    (undecided verdicts, NULL, are not rolled up).
-
-    Counted by the four values first: a batch holds a few dozen distinct ones.
-    """
-    counts: Counter[tuple[int, str, str, str]] = Counter()
-    for (day, job, claim, finish), n in Counter(row[1:] for row in found).items():
-        if claim is not None:
-            counts[day, job, "claim", claim] += n
-        if finish is not None:
-            counts[day, job, "finish", finish] += n
-    return [(*key, n) for key, n in counts.items()]
 
 
 def _in_claim_order(found: list[Any], limit: int) -> list[Any]:

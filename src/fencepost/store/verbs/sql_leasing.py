@@ -69,12 +69,12 @@ def _heartbeat_steps(
         params = {"now": now, "ttl": store._d(ttl)} | store._fence_params(
             [beats[i][0] for i in chosen]
         )
-        if store._fenced_writes_all:
+        if store._writes_many_tables:
             params["progress"] = store._array([beats[i][1] for i in chosen])
         found = yield Statement(text, params, "all", prepare=store._prepare_for(len(chosen)))
         extended = {index[id_]: until for id_, until in found}
         renewed.update((i, store.rows.instant(until)) for i, until in extended.items())
-        if not store._fenced_writes_all:
+        if not store._writes_many_tables:
             progressed = [
                 {"id": beats[i][0].execution_id, "progress": beats[i][1]}
                 for i in extended

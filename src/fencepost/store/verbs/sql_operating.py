@@ -1,6 +1,7 @@
-"""The nodes and the orphaned executions, for the SQL stores, as plans of one statement
-each: a node's registration (renewed by every heartbeat of its process), the nodes, and
-the unfinished executions of some buckets untouched for a while.
+"""The nodes, the orphaned executions and prune, for the SQL stores, as plans: a node's
+registration (renewed by every heartbeat of its process), the nodes, the unfinished
+executions of some buckets untouched for a while, what a prune would delete, and one
+batch of prune.
 
 The store's now is the dialect's (``SqlDialect._now_param``: SQLite's process clock, the
 PostgreSQL server's unless a test pins it), and durations are added to it in SQL.
@@ -9,13 +10,16 @@ PostgreSQL server's unless a test pins it), and durations are added to it in SQL
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fencepost.domain.ids import first_id_after
 from fencepost.domain.models import Execution
 from fencepost.domain.nodes import Node, Registration
 from fencepost.store.executors import Plan, Statement, Steps, returning
+from fencepost.store.verbs.sql_reports import rollup_params
 
 if TYPE_CHECKING:
     from fencepost.store.sqlstore import SqlStore
@@ -106,3 +110,77 @@ def count_prunable_plan(store: SqlStore, cutoff: datetime) -> Plan[int]:
         return int(count)
 
     return Plan(steps(), atomic=False)
+
+
+#: One batch of prune: how many executions went, and where a dialect walks the ids
+#: (SQLite) the last id of a full batch, after which the next batch of the same prune
+#: resumes (None: start again).
+PruneBatch = tuple[int, str | None]
+
+#: What goes with a pruned execution where one statement cannot delete it all, in order.
+_PRUNED_WITH = ("prune_commands", "prune_transitions", "prune_execution_data", "prune_executions")
+
+
+def prune_batch_plan(
+    store: SqlStore, cutoff: datetime, batch: int, *, after: str = ""
+) -> Plan[PruneBatch]:
+    """``OperatingVerbs._prune_batch``: delete up to ``batch`` finished executions
+    unchanged since ``cutoff``, oldest first, with what hangs off them, their service
+    level verdicts rolled up first (a crash loses neither the rows nor their counts,
+    and never counts them twice).
+
+    Where one statement writes many tables (PostgreSQL), one statement in autocommit:
+    the batch is its own short transaction, its rollups written by the statement that
+    deletes, the store's now read in it. Else one write transaction (SQLite's write
+    lock held for one batch; claims run between batches) that walks the primary key
+    from ``after`` (where the previous batch of the same prune stopped), so that a
+    prune reads each row once.
+    """
+    if store._writes_many_tables:
+        return Plan(_prune_in_one_statement(store, cutoff, batch), atomic=False)
+    return Plan(_prune_walking_ids(store, cutoff, batch, after))
+
+
+def _prune_in_one_statement(store: SqlStore, cutoff: datetime, batch: int) -> Steps[PruneBatch]:
+    params = rollup_params(store) | {"cutoff": store._t(cutoff), "batch": batch}
+    (deleted,) = yield Statement(store._q("prune_batch"), params, "one")
+    return int(deleted), None
+
+
+def _prune_walking_ids(
+    store: SqlStore, cutoff: datetime, batch: int, after: str
+) -> Steps[PruneBatch]:
+    params = rollup_params(store) | {
+        "cutoff": store._t(cutoff),
+        "before": first_id_after(cutoff),
+        "after": after,
+        "batch": batch,
+    }
+    found = yield Statement(store._q("prunable"), params, "all")
+    if not found:
+        return 0, None
+    ids = [row[0] for row in found]
+    yield Statement(store._q("slo_rollup"), slo_rollups(found), "many")
+    gone = {"ids": store._array(ids)}
+    for block in _PRUNED_WITH:
+        yield Statement(store._q(block), gone)
+    return len(ids), (max(ids) if len(ids) == batch else None)
+
+
+def slo_rollups(found: Sequence[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """The ``slo_rollup`` rows of executions about to go: rows of (id, day, job, claim
+    verdict, finish verdict) counted by day, job, objective and verdict (undecided
+    verdicts, NULL, are not rolled up).
+
+    Counted by the four values first: a batch holds a few dozen distinct ones.
+    """
+    counts: Counter[tuple[int, str, str, str]] = Counter()
+    for (day, job, claim, finish), n in Counter(row[1:] for row in found).items():
+        if claim is not None:
+            counts[day, job, "claim", claim] += n
+        if finish is not None:
+            counts[day, job, "finish", finish] += n
+    return [
+        {"day": day, "job": job, "objective": objective, "verdict": verdict, "count": n}
+        for (day, job, objective, verdict), n in counts.items()
+    ]

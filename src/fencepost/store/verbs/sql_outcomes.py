@@ -8,7 +8,7 @@ store refused (``Outcome.invalid``) fails its execution through the state machin
 instead. The dialect binds the fences (``SqlDialect._fence_params``), may give a
 statement's text for the days it touches (``SqlDialect._text_for``) and says whether
 its fenced statement also stores each result and COMPLETED transition
-(``SqlDialect._fenced_writes_all``); the plan decides everything else.
+(``SqlDialect._writes_many_tables``); the plan decides everything else.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def complete_plan(
         chosen = [usable[i] for _, i in sorted(round_.items())]
         ids = [outcomes[i].lease.execution_id for i in chosen]
         batches.append((chosen, store._text_for("complete_fenced", ids)))
-    alone = store._fenced_writes_all and len(batches) == 1 and len(usable) == len(outcomes)
+    alone = store._writes_many_tables and len(batches) == 1 and len(usable) == len(outcomes)
     return Plan(_complete_steps(store, outcomes, usable, batches, again), atomic=not alone)
 
 
@@ -106,11 +106,11 @@ def _fenced_steps(
     """One round's fenced statement, and where the dialect's does not write them, the
     results and COMPLETED transitions of the leases it ended: the ids it ended."""
     params = {"now": now} | store._fence_params([o.lease for o in chosen])
-    if store._fenced_writes_all:
+    if store._writes_many_tables:
         params["results"] = [o.result_json for o in chosen]
     found = yield Statement(text, params, "all", prepare=store._prepare_for(len(chosen)))
     ended = [id_ for id_, *_ in found]
-    if not store._fenced_writes_all and ended:
+    if not store._writes_many_tables and ended:
         done = set(ended)
         completed = [o for o in chosen if o.lease.execution_id in done]
         yield Statement(
@@ -151,7 +151,7 @@ def complete_one_plan(
     fence = outcome.lease
     if not store._can_name(fence.execution_id):
         raise sql_changes.stale(fence)  # names no execution here: refused without asking
-    one = store._fenced_writes_all
+    one = store._writes_many_tables
     text = store._text_for("complete_returning" if one else "complete_fenced", [fence.execution_id])
     return Plan(_complete_one_steps(store, outcome, text, again), atomic=not one)
 
@@ -161,7 +161,7 @@ def _complete_one_steps(
 ) -> Steps[Execution | StaleLease]:
     fence = outcome.lease
     now = store._now_param()
-    if store._fenced_writes_all:
+    if store._writes_many_tables:
         params = {"now": now, "results": [outcome.result_json]} | store._fence_params([fence])
         row = yield Statement(text, params, "one")
         if row is not None:

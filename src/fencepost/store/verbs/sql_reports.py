@@ -137,11 +137,13 @@ def bucket_counts_plan(store: SqlStore, states: tuple[State, ...]) -> Plan[dict[
     return Plan(steps(), atomic=False)
 
 
-def rollup_params(store: SqlStore, now: datetime) -> dict[str, Any]:
-    """The parameters of ``slo_rollup`` (with the batch's ids) at prune's ``now``: the
-    verdicts at the default objectives, which reports add the rollups to."""
+def rollup_params(store: SqlStore, now: datetime | None = None) -> dict[str, Any]:
+    """The parameters of ``slo_rollup`` (prune's, a deletion's): the verdicts at the
+    default objectives, which reports add the rollups to, at ``now``, else at the
+    store's now as one statement binds it (``SqlDialect._now_param``: PostgreSQL's
+    statement reads the server's clock unless a test pins it)."""
     return {
-        "now": store._t(now),
+        "now": store._now_param() if now is None else store._t(now),
         "claim_within": store._d(DEFAULT_CLAIM_WITHIN),
         "finish_within": store._d(DEFAULT_FINISH_WITHIN),
     }
