@@ -38,8 +38,8 @@ MAX_LINES = 600
 #: module that shrinks under the limit must leave the list (see
 #: :func:`test_every_module_listed_as_too_long_still_is`); none may grow past its entry.
 OVER_MAX_LINES: dict[str, int] = {
-    "store/postgres/store.py": 967,
-    "store/sqlite/store.py": 849,
+    "store/postgres/store.py": 938,
+    "store/sqlite/store.py": 827,
 }
 
 
@@ -316,7 +316,6 @@ WRITTEN_PER_DIALECT = frozenset(
         "_insert_plan",
         "_insert_steps",
         "_materialize",
-        "_resize_buckets",
         "_waits",
         "_watched",
         "close",

@@ -159,6 +159,11 @@ class SqlDialect(ABC):
     #: ``set_result`` and ``insert_completed``, ``slo_rollup`` and the ``prune_*``.
     _writes_many_tables: ClassVar[bool] = False
 
+    #: The blocks a resize of the bucket count runs first, in its transaction, to wait
+    #: for migrations and hold off every writer of executions (PostgreSQL). None where
+    #: the write transaction itself holds the only write lock (SQLite's file lock).
+    _resize_locks: ClassVar[tuple[str, ...]] = ()
+
     def _ended_steps(self, fences: Sequence[Fence], events: Sequence[Event]) -> Steps[FenceKeys]:
         """The ``fences`` (as :func:`~fencepost.store.verbs.sql_changes.fence_key`) whose
         lease its own holder ended with one of ``events``, as steps of a plan: what a

@@ -66,6 +66,7 @@ from fencepost.store.dialect import SqlDialect
 from fencepost.store.executors import Plan, Statement, Steps, run
 from fencepost.store.flow import FlowChange, Throttle, ThrottleCount
 from fencepost.store.values import (
+    BucketsResized,
     ClaimArguments,
     Decide,
     ExecutionFilter,
@@ -416,6 +417,9 @@ class SqlStore(Store, SqlDialect):
         # a batch that failed is walked again.
         self._prune_cursor = (None, "") if last is None else (cutoff, last)
         return deleted
+
+    def _resize_buckets(self, num_buckets: int, *, force: bool) -> BucketsResized:
+        return self._run(sql_operating.resize_buckets_plan(self, num_buckets, force=force))
 
     def _register_node(self, r: Registration) -> Node:
         return self._run(sql_operating.register_node_plan(self, r))

@@ -184,9 +184,8 @@ def plan_resize(
     unless ``force``; ``unfinished`` (the ``(id, bucket_key, bucket)`` of every unfinished
     execution) is read only when the resize goes on.
     """
+    check_resize(live, previous, num_buckets, force=force)
     changes = num_buckets != previous
-    if live and changes and not force:
-        raise live_nodes_refusal(live, num_buckets)
     found = unfinished()
     moves = rebucketed(found, num_buckets)
     return moves, BucketsResized(
@@ -196,6 +195,14 @@ def plan_resize(
         moved=len(moves),
         live_nodes=tuple(live) if changes else (),
     )
+
+
+def check_resize(live: Sequence[str], previous: int, num_buckets: int, *, force: bool) -> None:
+    """Refuse a resize (:func:`live_nodes_refusal`) while nodes are ``live`` and the
+    count changes from ``previous``, unless ``force``: what :func:`plan_resize` checks
+    first, for a plan that reads the unfinished executions only once it passes."""
+    if live and num_buckets != previous and not force:
+        raise live_nodes_refusal(live, num_buckets)
 
 
 def live_nodes_refusal(node_ids: Sequence[str], num_buckets: int) -> ValidationError:

@@ -82,13 +82,11 @@ from fencepost.store.sql import latest_version, require_migrated
 from fencepost.store.sqlflow import SqlFlow
 from fencepost.store.sqlstore import SqlStore
 from fencepost.store.values import (
-    BucketsResized,
     ClaimArguments,
     ExecutionFilter,
     Materialization,
     StoreConfig,
     adopt_buckets,
-    plan_resize,
     stale_schedule,
 )
 from fencepost.store.verbs import sql_changes, sql_reports
@@ -115,9 +113,6 @@ def _always() -> bool:
 #: millisecond. (The claim keeps its prepared statement: its generic plan looks
 #: each picked row up once, whatever the statistics, and planning it costs more.)
 PLAN_PER_CALL = 64
-
-#: Executions one statement of a resize moves (two arrays of this many parameters).
-_MOVES_PER_STATEMENT = 10_000
 
 
 class PostgresStore(SqlStore):
@@ -339,6 +334,8 @@ class PostgresStore(SqlStore):
         return _reuse_plan(rows)
 
     _writes_many_tables = True
+
+    _resize_locks = ("lock_migrations", "lock_executions_for_resize")
 
     def _schedule_cursor(self, after: str | None) -> str | None:
         # A cursor is a bound, not a name: no stored id holds U+0000, so the ids
@@ -739,32 +736,6 @@ class PostgresStore(SqlStore):
     # -- commands --------------------------------------------------------------------------
 
     # -- the bucket count (see Store.resize_buckets) ---------------------------------------
-
-    def _resize_buckets(self, num_buckets: int, *, force: bool) -> BucketsResized:
-        with self._db.transaction() as conn:
-            # Serialized with migrations and moves, and with every writer of executions:
-            # nothing committed before this commits keeps a bucket of the old count.
-            conn.execute(Q["lock_migrations"])
-            conn.execute(Q["lock_executions_for_resize"])
-            params = {"now": self._pinned_now(), "live_only": True}
-            live = [str(row[0]) for row in conn.execute(Q["select_nodes"], params)]
-            row = conn.execute(Q["recorded_num_buckets"]).fetchone()
-            previous = self.config.num_buckets if row is None else int(row[0])
-            moves, resized = plan_resize(
-                live,
-                previous,
-                num_buckets,
-                force=force,
-                unfinished=lambda: conn.execute(Q["unfinished_buckets"]).fetchall(),
-            )
-            for start in range(0, len(moves), _MOVES_PER_STATEMENT):
-                chunk = moves[start : start + _MOVES_PER_STATEMENT]
-                conn.execute(
-                    Q["move_to_buckets"],
-                    {"ids": [i for i, _ in chunk], "buckets": [b for _, b in chunk]},
-                )
-            conn.execute(Q["set_num_buckets"], {"num_buckets": num_buckets})
-        return resized
 
     # -- reports and housekeeping ----------------------------------------------------------
 

@@ -72,8 +72,14 @@ ON CONFLICT (id) DO UPDATE SET num_buckets = excluded.num_buckets, changed_at = 
 SELECT id, bucket_key, bucket FROM executions
 WHERE state IN ('RETRY_WAIT', 'RUNNING', 'SCHEDULED')
 
--- name: move_to_bucket
-UPDATE executions SET bucket = :bucket WHERE id = :id
+-- name: move_to_buckets
+-- A resize's moves: :ids and :buckets, two JSON arrays of one length, paired by position.
+UPDATE executions SET bucket = m.bucket
+FROM (
+    SELECT i.value AS id, b.value AS bucket
+    FROM json_each(:ids) AS i JOIN json_each(:buckets) AS b ON b.key = i.key
+) AS m
+WHERE executions.id = m.id
 
 -- name: get_execution
 SELECT * FROM execution_rows AS e
@@ -897,8 +903,8 @@ ORDER BY bucket
 -- it, so that both backends pick the same value. Throttled claims are left out:
 -- those of an execution with a throttle record in [due_at, claim], read from
 -- (:lookback, :now] once (MATERIALIZED: SQLite then indexes it by execution for the
--- lookups; the table's own index is by time only). counts is MATERIALIZED: read
--- twice, it would else scan every execution twice.
+-- lookups; the table's own index is by time only). counts is read twice and
+-- scanned once (MATERIALIZED).
 WITH counts AS MATERIALIZED (
     SELECT job, queue, state, count(*) AS n,
            count(*) FILTER (WHERE first_claimed_at > :start AND first_claimed_at <= :now
@@ -968,7 +974,7 @@ FROM events, lateness
 
 -- name: due_groups
 -- Store.unserved in one statement (one snapshot): the due executions (as
--- stats_backlog counts them) by job and pinned version, as a JSON array of [job,
+-- stats counts the due backlog) by job and pinned version, as a JSON array of [job,
 -- job_version, count], read through executions_claimable (its WHERE clause
 -- repeated); and the schedules not paused with a slot still to come (next_due < NEVER).
 SELECT

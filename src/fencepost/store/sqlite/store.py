@@ -64,12 +64,10 @@ from fencepost.store.sqlite.connection import (
 from fencepost.store.sqlite.connection import migrate as apply_migrations
 from fencepost.store.sqlstore import SqlStore
 from fencepost.store.values import (
-    BucketsResized,
     ClaimArguments,
     Materialization,
     StoreConfig,
     adopt_buckets,
-    plan_resize,
     stale_schedule,
 )
 from fencepost.store.verbs import sql_changes, sql_operating, sql_reports
@@ -534,26 +532,6 @@ class SqliteStore(SqlStore):
     # -- commands --------------------------------------------------------------------------
 
     # -- the bucket count (see Store.resize_buckets) ---------------------------------------
-
-    def _resize_buckets(self, num_buckets: int, *, force: bool) -> BucketsResized:
-        now = rows.to_us(self.clock.now())
-        # One BEGIN IMMEDIATE: no other process writes between the look at the nodes,
-        # the moves and the record.
-        with self._db.write() as conn:
-            params = {"now": now, "live_only": True}
-            live = [row[0] for row in conn.execute(Q["select_nodes"], params)]
-            recorded = recorded_num_buckets(conn)
-            previous = self.config.num_buckets if recorded is None else recorded
-            moves, resized = plan_resize(
-                live,
-                previous,
-                num_buckets,
-                force=force,
-                unfinished=lambda: conn.execute(Q["unfinished_buckets"]).fetchall(),
-            )
-            conn.executemany(Q["move_to_bucket"], [{"id": i, "bucket": b} for i, b in moves])
-            conn.execute(Q["set_num_buckets"], {"num_buckets": num_buckets, "at": now})
-        return resized
 
     # -- reports and housekeeping ----------------------------------------------------------
 

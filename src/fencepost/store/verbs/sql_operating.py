@@ -19,6 +19,7 @@ from fencepost.domain.ids import first_id_after
 from fencepost.domain.models import Execution
 from fencepost.domain.nodes import Node, Registration
 from fencepost.store.executors import Plan, Statement, Steps, returning
+from fencepost.store.values import BucketsResized, check_resize, plan_resize
 from fencepost.store.verbs.sql_reports import rollup_params
 
 if TYPE_CHECKING:
@@ -77,12 +78,53 @@ def orphans_plan(
 def recorded_num_buckets_plan(store: SqlStore) -> Plan[int]:
     """The bucket count the database records: the store's own when none is (an emptied
     settings table); another process may have resized it since this one opened."""
+    return Plan(_recorded_num_buckets_steps(store), atomic=False)
 
-    def steps() -> Steps[int]:
-        row = yield Statement(store._q("recorded_num_buckets"), None, "one")
-        return store.config.num_buckets if row is None else int(row[0])
 
-    return Plan(steps(), atomic=False)
+def _recorded_num_buckets_steps(store: SqlStore) -> Steps[int]:
+    row = yield Statement(store._q("recorded_num_buckets"), None, "one")
+    return store.config.num_buckets if row is None else int(row[0])
+
+
+#: Executions one statement of a resize moves (two arrays of this many values).
+MOVES_PER_STATEMENT = 10_000
+
+
+def resize_buckets_plan(store: SqlStore, num_buckets: int, *, force: bool) -> Plan[BucketsResized]:
+    """``OperatingVerbs._resize_buckets``, in one transaction: serialized first with
+    migrations and every writer of executions where the dialect must say so
+    (``SqlDialect._resize_locks``; SQLite's write transaction holds the file's lock),
+    so that nothing committed before it commits keeps a bucket of the old count;
+    refused while live nodes are registered and the count changes, unless ``force``;
+    then every unfinished execution moved to its bucket of the new count, and the
+    count recorded."""
+
+    def steps() -> Steps[BucketsResized]:
+        for block in store._resize_locks:
+            yield Statement(store._q(block))
+        params = {"now": store._now_param(), "live_only": True}
+        live = [str(row[0]) for row in (yield Statement(store._q("select_nodes"), params, "all"))]
+        previous = yield from _recorded_num_buckets_steps(store)
+        check_resize(live, previous, num_buckets, force=force)
+        found = yield Statement(store._q("unfinished_buckets"), None, "all")
+        moves, resized = plan_resize(
+            live, previous, num_buckets, force=force, unfinished=lambda: found
+        )
+        for start in range(0, len(moves), MOVES_PER_STATEMENT):
+            chunk = moves[start : start + MOVES_PER_STATEMENT]
+            yield Statement(
+                store._q("move_to_buckets"),
+                {
+                    "ids": store._array([i for i, _ in chunk]),
+                    "buckets": store._array([b for _, b in chunk]),
+                },
+            )
+        yield Statement(
+            store._q("set_num_buckets"), {"num_buckets": num_buckets, "at": store._now_param()}
+        )
+        return resized
+
+    return Plan(steps())
 
 
 def deregister_node_plan(store: SqlStore, node_id: str) -> Plan[None]:
