@@ -64,6 +64,9 @@ NO_TRANSITION = frozenset(
         "begin",
         "commit",
         "rollback",
+        "savepoint",
+        "release_savepoint",
+        "rollback_to_savepoint",
         "has_migrations_table",
         # the store's schema: where its tables are, and moving them (store/postgres/schemas.py)
         "find_store_schema",

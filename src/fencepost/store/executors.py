@@ -40,8 +40,8 @@ from typing import Any, Generic, Literal, TypeVar
 T = TypeVar("T")
 
 #: What a statement gives back: its first row (or None), all its rows, nothing, the
-#: number of rows it changed, or nothing after running it once per parameter set
-#: (``executemany``).
+#: number of rows it changed, or, run once per parameter set (``executemany``), the
+#: number of rows all the runs changed.
 Fetch = Literal["one", "all", "none", "count", "many"]
 
 
@@ -168,8 +168,7 @@ def sqlite_execute(conn: Any) -> Execute:
 
     def execute(statement: Statement) -> Any:
         if statement.fetch == "many":
-            conn.executemany(statement.sql, statement.params)
-            return None
+            return conn.executemany(statement.sql, statement.params).rowcount
         cursor = (
             conn.execute(statement.sql)
             if statement.params is None
@@ -198,7 +197,7 @@ def psycopg_execute(conn: Any, *, prepare: bool | None = None) -> Execute:
         if statement.fetch == "many":
             cursor = conn.cursor() if hasattr(conn, "cursor") else conn
             cursor.executemany(statement.sql, statement.params)
-            return None
+            return cursor.rowcount
         cursor = conn.execute(
             statement.sql,
             statement.params,
@@ -223,7 +222,7 @@ def psycopg_async_execute(conn: Any, *, prepare: bool | None = None) -> ExecuteA
         if statement.fetch == "many":
             cursor = conn.cursor() if hasattr(conn, "cursor") else conn
             await cursor.executemany(statement.sql, statement.params)
-            return None
+            return cursor.rowcount
         cursor = await conn.execute(
             statement.sql,
             statement.params,

@@ -37,6 +37,15 @@ COMMIT
 -- name: rollback
 ROLLBACK
 
+-- name: savepoint
+SAVEPOINT fenced_batch
+
+-- name: release_savepoint
+RELEASE fenced_batch
+
+-- name: rollback_to_savepoint
+ROLLBACK TO fenced_batch
+
 -- name: has_migrations_table
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'fencepost_migrations'
 
@@ -359,9 +368,25 @@ SET state = 'RUNNING', epoch = epoch + 1, attempt = attempt + 1,
     slo_marks = slo_marks | CASE WHEN state = 'RUNNING' THEN 1 ELSE 0 END
 WHERE id IN (SELECT value FROM json_each(:ids))
 
--- fragment: lease_fence
--- The fence of complete_fenced and heartbeat_fenced, over :leases (a JSON array of
--- [id, owner, epoch]): same owner, same epoch, lease still live.
+-- name: complete_fenced
+-- The fence is the WHERE clause: same owner, same epoch, lease still live; the
+-- changed-row count is the verdict. Run once per lease, in batch order (see
+-- SqlDialect._fences_row_by_row); the store stores the results (set_result) and
+-- COMPLETED transitions (insert_completed) of those it ended, and audits the others
+-- (insert_stale_refusal).
+UPDATE executions
+SET state = 'SUCCEEDED', lease_owner = NULL, lease_until = NULL, updated_at = :now,
+    first_finished_at = coalesce(first_finished_at, :now)
+WHERE id = :id
+  AND state = 'RUNNING'
+  AND lease_owner = :owner
+  AND epoch = :epoch
+  AND lease_until > :now
+
+-- name: heartbeat_fenced
+-- A heartbeat only ever extends: a lease handed out must not end earlier than promised.
+UPDATE executions
+SET lease_until = max(lease_until, :now + :ttl), updated_at = :now
 FROM (
     SELECT json_extract(value, '$[0]') AS id,
            json_extract(value, '$[1]') AS owner,
@@ -373,24 +398,6 @@ WHERE executions.id = l.id
   AND executions.lease_owner = l.owner
   AND executions.epoch = l.epoch
   AND executions.lease_until > :now
-
--- name: complete_fenced
--- The fence is the WHERE clause: same owner, same epoch, lease still live. The
--- leases (:leases, a JSON array of [id, owner, epoch]) have distinct ids (the
--- store splits a batch into rounds), so the ids returned are exactly the accepted
--- ones; the store stores their results (set_result) and COMPLETED transitions
--- (insert_completed), and audits the others (insert_stale_refusal).
-UPDATE executions
-SET state = 'SUCCEEDED', lease_owner = NULL, lease_until = NULL, updated_at = :now,
-    first_finished_at = coalesce(first_finished_at, :now)
--- include: lease_fence
-RETURNING executions.id
-
--- name: heartbeat_fenced
--- A heartbeat only ever extends: a lease handed out must not end earlier than promised.
-UPDATE executions
-SET lease_until = max(lease_until, :now + :ttl), updated_at = :now
--- include: lease_fence
 RETURNING executions.id, executions.lease_until
 
 -- name: set_result

@@ -289,6 +289,8 @@ class SqliteStore(SqlStore):
             "many",
         )
 
+    _fences_row_by_row = True
+
     def _fence_params(self, fences: Sequence[Fence]) -> dict[str, Any]:
         return {"leases": _lease_keys(fences)}
 

@@ -45,6 +45,31 @@ def stale(fence: Fence) -> StaleLease:
     return StaleLease(fence.execution_id, fence.owner, fence.epoch)
 
 
+def changed_rows(
+    store: SqlStore, statement: str, rows: Sequence[Mapping[str, Any]]
+) -> Steps[list[bool]]:
+    """Run a fenced one-row statement once per parameter set of ``rows``, in order:
+    which ones changed their row (the fence is the statement's WHERE clause, the
+    changed-row count its verdict).
+
+    A batch is one ``executemany``; only when its total count says a row was refused
+    (rare: a lost lease) is it undone to a savepoint and run again row by row, to
+    learn which.
+    """
+    verdicts: list[bool] = []
+    if len(rows) > 1:
+        yield Statement(store._q("savepoint"))
+        if (yield Statement(statement, rows, "many")) == len(rows):
+            yield Statement(store._q("release_savepoint"))
+            return [True] * len(rows)
+        yield Statement(store._q("rollback_to_savepoint"))
+    for row in rows:
+        verdicts.append((yield Statement(statement, row, "count")) == 1)
+    if len(rows) > 1:
+        yield Statement(store._q("release_savepoint"))
+    return verdicts
+
+
 def persist_steps(store: SqlStore, change: Change, now: datetime) -> Steps[None]:
     """Write a change decided by the state machine, with its audit transition, as steps
     of a plan: the row (checked to be the one held) and its SLO facts, its error, its record."""

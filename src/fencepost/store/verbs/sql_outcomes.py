@@ -6,9 +6,10 @@ liveness still hold and returns the ids it ended; every other completion is refu
 and audited in the same transaction when its id can name a row at all. A result the
 store refused (``Outcome.invalid``) fails its execution through the state machine
 instead. The dialect binds the fences (``SqlDialect._fence_params``), may give a
-statement's text for the days it touches (``SqlDialect._text_for``) and says whether
+statement's text for the days it touches (``SqlDialect._text_for``), and says whether
 its fenced statement also stores each result and COMPLETED transition
-(``SqlDialect._writes_many_tables``); the plan decides everything else.
+(``SqlDialect._writes_many_tables``) and whether it runs once per lease instead
+(``SqlDialect._fences_row_by_row``: SQLite); the plan decides everything else.
 """
 
 from __future__ import annotations
@@ -105,11 +106,19 @@ def _fenced_steps(
 ) -> Steps[list[str]]:
     """One round's fenced statement, and where the dialect's does not write them, the
     results and COMPLETED transitions of the leases it ended: the ids it ended."""
-    params = {"now": now} | store._fence_params([o.lease for o in chosen])
-    if store._writes_many_tables:
-        params["results"] = [o.result_json for o in chosen]
-    found = yield Statement(text, params, "all", prepare=store._prepare_for(len(chosen)))
-    ended = [id_ for id_, *_ in found]
+    if store._fences_row_by_row:
+        rows = [
+            {"now": now, "id": o.lease.execution_id, "owner": o.lease.owner, "epoch": o.lease.epoch}
+            for o in chosen
+        ]
+        verdicts = yield from sql_changes.changed_rows(store, text, rows)
+        ended = [o.lease.execution_id for o, ok in zip(chosen, verdicts, strict=True) if ok]
+    else:
+        params = {"now": now} | store._fence_params([o.lease for o in chosen])
+        if store._writes_many_tables:
+            params["results"] = [o.result_json for o in chosen]
+        found = yield Statement(text, params, "all", prepare=store._prepare_for(len(chosen)))
+        ended = [id_ for id_, *_ in found]
     if not store._writes_many_tables and ended:
         done = set(ended)
         completed = [o for o in chosen if o.lease.execution_id in done]
