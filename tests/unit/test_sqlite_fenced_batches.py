@@ -25,6 +25,7 @@ from fencepost.domain.states import Event, State
 from fencepost.store.base import Store
 from fencepost.store.sqlite.connection import QUERIES
 from fencepost.testing import ManualClock
+from tests.sqlite_statements import statements, without_comments
 
 BATCH = 64
 #: How the fenced statements of completing and renewing begin (after UPDATE ... SET).
@@ -46,19 +47,9 @@ def store(path: Path) -> Iterator[Store]:
 def _fenced(store: Store, call: Callable[[], object], sets: str) -> list[str]:
     """The fenced ``UPDATE executions ... SET <sets>`` statements ``call()`` runs on the
     store's connection (not the audit of a refusal, which marks the row it refuses)."""
-    ran: list[str] = []
-    conn = store._db.get()  # type: ignore[attr-defined]
-    conn.set_trace_callback(ran.append)
-    try:
-        call()
-    finally:
-        conn.set_trace_callback(None)
     head = f"UPDATE executions SET {sets}"
-    return [s for s in ran if " ".join(_code(s).split()).startswith(head)]
-
-
-def _code(statement: str) -> str:
-    return "\n".join(s for s in statement.splitlines() if not s.lstrip().startswith("--"))
+    ran = statements(store, call)
+    return [s for s in ran if " ".join(without_comments(s).split()).startswith(head)]
 
 
 def _leases(store: Store) -> list[Lease]:

@@ -52,6 +52,7 @@ from fencepost.store.sqlite.connection import (
 )
 from fencepost.testing import ManualClock
 from fencepost.testing.contract.support import at
+from tests.sqlite_statements import statements, without_comments
 
 HOUR = 3600
 DAY = 86_400
@@ -337,38 +338,20 @@ def test_a_paused_queue_adds_the_time_it_held(store: Store, path: Path, clock: M
     assert facts(path, elsewhere.id).held == timedelta(0)
 
 
-def _statements(store: Store, call: Callable[[], object]) -> list[str]:
-    """The statements ``call()`` runs on the store's connection in this thread."""
-    ran: list[str] = []
-    conn = store._db.get()  # type: ignore[attr-defined]
-    conn.set_trace_callback(ran.append)
-    try:
-        call()
-    finally:
-        conn.set_trace_callback(None)
-    return ran
-
-
 def test_the_hot_path_writes_the_facts_on_statements_it_runs_anyway(
     store: Store, path: Path, clock: ManualClock
 ) -> None:
     """A claim and a completion each update the execution once: the facts ride on it."""
     store.submit("j")
     leases: list[Lease] = []
-    claimed = _statements(store, lambda: leases.extend(store.claim("w")))
-    completed = _statements(store, lambda: store.complete_many([(leases[0], None)]))
+    claimed = statements(store, lambda: leases.extend(store.claim("w")))
+    completed = statements(store, lambda: store.complete_many([(leases[0], None)]))
     for ran in (claimed, completed):
-        code = [_without_comments(s) for s in ran]
+        code = [without_comments(s) for s in ran]
         updates = [s for s in code if s.startswith("UPDATE executions")]
         assert len(updates) == 1, code
         assert "first_" in updates[0]
         assert not any("slo_marks" in s or "first_" in s for s in code if s not in updates)
-
-
-def _without_comments(statement: str) -> str:
-    return "\n".join(
-        line for line in statement.splitlines() if not line.lstrip().startswith("--")
-    ).strip()
 
 
 # -- the report from the facts --------------------------------------------------------------
