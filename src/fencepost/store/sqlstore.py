@@ -96,20 +96,6 @@ T = TypeVar("T")
 class SqlStore(Store, SqlDialect):
     """The verbs both SQL backends share; a dialect subclasses it (see the module doc)."""
 
-    def _refuse(
-        self,
-        conn: Any,
-        fences: Sequence[Fence],
-        verb: str,
-        now: datetime | None,
-        *,
-        again: bool = False,
-    ) -> None:
-        """:meth:`_refuse_steps` on ``conn``, in the caller's transaction (``now``: the
-        store's now when the caller has read it, else None)."""
-        steps = self._refuse_steps(fences, verb, self._t_opt(now), again=again)
-        run(steps, self._executor(conn))
-
     # -- reading ---------------------------------------------------------------------------
 
     def _run_read(self, plan: Callable[[], Plan[T]], what: str) -> T:

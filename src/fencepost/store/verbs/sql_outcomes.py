@@ -1,8 +1,8 @@
 """The outcome verbs of the SQL stores as plans: completing held leases.
 
-A completion is fenced in SQL: one set-based statement per round (see
-:func:`~fencepost.store.batching.rounds`) ends the leases whose owner, epoch and
-liveness still hold and returns the ids it ended; every other completion is refused,
+A completion is fenced in SQL: per round (see :func:`~fencepost.store.batching.rounds`)
+one set-based statement (PostgreSQL), or one statement stepped once per lease (SQLite),
+ends the leases whose owner, epoch and liveness still hold; every other completion is refused,
 and audited in the same transaction when its id can name a row at all. A result the
 store refused (``Outcome.invalid``) fails its execution through the state machine
 instead. The dialect binds the fences (``SqlDialect._fence_params``), may give a
