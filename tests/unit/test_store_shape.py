@@ -38,8 +38,8 @@ MAX_LINES = 600
 #: module that shrinks under the limit must leave the list (see
 #: :func:`test_every_module_listed_as_too_long_still_is`); none may grow past its entry.
 OVER_MAX_LINES: dict[str, int] = {
-    "store/postgres/store.py": 938,
-    "store/sqlite/store.py": 829,
+    "store/postgres/store.py": 833,
+    "store/sqlite/store.py": 704,
 }
 
 
@@ -309,7 +309,6 @@ WRITTEN_PER_DIALECT = frozenset(
         "_add_occurrences",
         "_async_runner",
         "_can_wait_for",
-        "_claim",
         "_in_caller_transaction",
         "_insert",
         "_insert_in",

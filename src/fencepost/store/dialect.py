@@ -14,6 +14,7 @@ A dialect (:mod:`fencepost.store.sqlite`, :mod:`fencepost.store.postgres`) gives
   :meth:`SqlDialect._array`, :meth:`SqlDialect._fence_params`) and how rows become
   values (:attr:`SqlDialect.rows`);
 * what it can do (:attr:`SqlDialect._now_after_lock`,
+  :attr:`SqlDialect._claims_in_one_statement`,
   :attr:`SqlDialect._writes_many_tables`, :attr:`SqlDialect._fences_row_by_row`,
   :attr:`SqlDialect._resize_locks`, :meth:`SqlDialect._prepare_for`) and
   what its ids can name (:meth:`SqlDialect._can_name`);
@@ -151,6 +152,13 @@ class SqlDialect(ABC):
         """A set-based statement's ``prepare`` over ``rows`` rows (see Statement)."""
         return None
 
+    #: Whether a claim chooses and leases in one statement (PostgreSQL: a CTE with ``SKIP
+    #: LOCKED`` that reads the server's clock, blocks ``claim``, ``claim_queues``,
+    #: ``claim_capped`` and ``claim_capped_queues``), or the plan chooses queue by queue
+    #: and leases with statements of its own, in the write transaction (SQLite:
+    #: ``claim_live_queues``, ``claim_candidates_queue``, ``claim_update``, ...).
+    _claims_in_one_statement: ClassVar[bool] = False
+
     #: Whether one statement may write several tables, as PostgreSQL's data-modifying
     #: CTEs do: a fenced heartbeat also stores its progress (``heartbeat_fenced``), a
     #: completion its result and COMPLETED transition (``complete_fenced``,
@@ -203,9 +211,13 @@ class SqlDialect(ABC):
         attempt: Callable[[bool], T],
         what: str,
         retry_if: Callable[[StoreUnavailable], bool] | None = None,
+        *,
+        only_unsent: bool = False,
     ) -> T:
         """``attempt(again)``, once. A dialect whose connection can be lost in the middle
         of a call (PostgreSQL) runs it again, with ``again`` True, after such a loss:
-        ``what`` names the call in its log, ``retry_if`` says which failures to retry.
+        ``what`` names the call in its log, ``retry_if`` says which failures to retry;
+        ``only_unsent``: only those that failed before any statement of the call reached
+        the server (a claim, whose lost answer no retry could recognise).
         """
         return attempt(False)

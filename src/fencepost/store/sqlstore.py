@@ -29,7 +29,8 @@ so its dialect maps them to the plain reads.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -64,7 +65,14 @@ from fencepost.store import sqlflow, sqlhistory
 from fencepost.store.base import Store
 from fencepost.store.dialect import SqlDialect
 from fencepost.store.executors import Plan, Statement, Steps, run
-from fencepost.store.flow import FlowChange, Throttle, ThrottleCount
+from fencepost.store.flow import (
+    FlowChange,
+    FlowView,
+    Throttle,
+    ThrottleCount,
+    applying,
+    claim_limited,
+)
 from fencepost.store.values import (
     BucketsResized,
     ClaimArguments,
@@ -72,9 +80,7 @@ from fencepost.store.values import (
     ExecutionFilter,
     Outcome,
     ScheduleFilter,
-    always,
     result_refused,
-    set_aside,
 )
 from fencepost.store.verbs import (
     sql_bulk,
@@ -95,6 +101,10 @@ T = TypeVar("T")
 
 class SqlStore(Store, SqlDialect):
     """The verbs both SQL backends share; a dialect subclasses it (see the module doc)."""
+
+    #: This process's view of the limits, read again at most once a second (set by the
+    #: dialect as it connects).
+    _flow_view: FlowView
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -267,14 +277,6 @@ class SqlStore(Store, SqlDialect):
         )
         return done if isinstance(done, StaleLease) else None
 
-    def _set_aside(
-        self, conn: Any, leases: Sequence[Lease], unreadable: Mapping[int, str], now: datetime
-    ) -> None:
-        """Fail the claimed executions whose stored inputs cannot be delivered (by index)."""
-        for i, problem in unreadable.items():
-            event = set_aside(leases[i], problem, now)
-            self._fenced_apply(conn, leases[i], "fail", always(event), now)
-
     def _fenced_change(self, fence: Fence, verb: str, decide: Decide) -> Execution:
         def attempt(again: bool) -> Execution:
             with self._write() as conn:
@@ -285,6 +287,77 @@ class SqlStore(Store, SqlDialect):
             return outcome
 
         return self._retried(attempt, verb)
+
+    # -- leasing ---------------------------------------------------------------------------
+
+    def _claim(self, request: ClaimArguments) -> list[Lease]:
+        if request.ids is not None:
+            ids = tuple(i for i in request.ids if self._can_name(i))  # others name no row
+            if not ids:
+                return []
+            request = replace(request, ids=ids)
+        # A claim is retried only when it failed before a statement reached the server
+        # (no connection could be had). After that its outcome is unknown: it may have
+        # leased rows and lost the answer. Claiming again would lease other rows on top;
+        # the lost leases simply expire (their ttl) and are claimed again, as any
+        # abandoned lease is. So the caller gets StoreUnavailable.
+        #
+        # Whether any limit could hold this claim: this process's view, read again at
+        # most once a second (a limit set elsewhere holds within that second; set
+        # through this store, at once). Reading the limits in every claim cost a plain
+        # claim of one execution 3-5%. A limited claim reads them again, in its
+        # transaction.
+        if applying(self._flow_view.get(self._read_limits), request):
+            leases, self._flow_wait = self._retried(
+                lambda again: self._claim_limited(request), "claim", only_unsent=True
+            )
+            return leases
+        self._flow_wait = None
+        leases, unreadable = self._retried(
+            lambda again: self._run(sql_leasing.claim_plan(self, request)),
+            "claim",
+            only_unsent=True,
+        )
+        if not unreadable:
+            return leases
+        # Set aside in a transaction of its own (the claim may have run in autocommit):
+        # a crash in between leaves only those leases to expire, and the next claim to
+        # take them sets them aside. The rest of the batch is delivered either way.
+        self._run(sql_leasing.set_aside_plan(self, leases, unreadable))
+        return [lease for i, lease in enumerate(leases) if i not in unreadable]
+
+    def _claim_limited(self, request: ClaimArguments) -> tuple[list[Lease], float | None]:
+        """A claim some limit or paused queue may hold (see store.flow): one transaction
+        that holds the limits, reads their state, chooses, leases and spends; with the
+        seconds until a rate that held work back has a token again."""
+        with self._write() as conn:
+            now: datetime | None = None
+            if self._now_after_lock:
+                # The process's clock, read once the write lock is held, and checked.
+                now = self._tx_now(conn)
+                if not self._may_judge_leases(now):
+                    return [], None
+            # Else the limits are locked first, and now read after (by flow.state): a
+            # claim that waited for another must not stamp its starts earlier.
+            flow = sqlflow.SqlFlow(self, conn, now, self._lease_in)
+            limits = applying(flow.locked_limits(), request)
+            if not limits:  # removed since this process last looked
+                now = self._tx_now(conn) if now is None else now
+                return self._lease_in(conn, request, now), None
+            return claim_limited(flow, request, limits)
+
+    def _lease_in(self, conn: Any, request: ClaimArguments, now: datetime) -> list[Lease]:
+        """Claim in the caller's transaction at ``now`` (a limited claim's lease of the
+        executions it chose), setting aside those whose inputs cannot be read."""
+        text = ""  # only where one statement claims, and then the text for ``conn``
+        if self._claims_in_one_statement:
+            text = self._text(conn, sql_leasing.claim_block(request))
+        execute = self._executor(conn)
+        leases, unreadable = run(sql_leasing.lease_steps(self, request, now, text), execute)
+        if not unreadable:
+            return leases
+        run(sql_leasing.set_aside_steps(self, leases, unreadable, now), execute)
+        return [lease for i, lease in enumerate(leases) if i not in unreadable]
 
     def _heartbeat(
         self, beats: Sequence[tuple[Fence, str | None]], *, ttl: timedelta

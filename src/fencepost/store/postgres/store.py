@@ -15,7 +15,6 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -27,11 +26,10 @@ from psycopg.types.string import TextLoader
 from fencepost.domain.bulk import Action, Deletion
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, StoreUnavailable
 from fencepost.domain.events import ExecutionEvent
-from fencepost.domain.machine import TAKEOVER_REASON_FORMAT, stale_reason
+from fencepost.domain.machine import stale_reason
 from fencepost.domain.models import (
     Execution,
     Fence,
-    Lease,
     Page,
 )
 from fencepost.domain.schedules import NewOccurrence
@@ -54,7 +52,7 @@ from fencepost.store.executors import (
     returning,
     run,
 )
-from fencepost.store.flow import FlowView, Throttle, applying, claim_limited
+from fencepost.store.flow import FlowView, Throttle
 from fencepost.store.postgres import rows
 from fencepost.store.postgres.connection import (
     MIGRATIONS_PACKAGE,
@@ -79,17 +77,15 @@ from fencepost.store.postgres.live_window import LiveWindow
 from fencepost.store.postgres.outages import is_outage, lost_race, retried, unsent
 from fencepost.store.postgres.waiting import NotifiedWatcher
 from fencepost.store.sql import latest_version, require_migrated
-from fencepost.store.sqlflow import SqlFlow
 from fencepost.store.sqlstore import SqlStore
 from fencepost.store.values import (
-    ClaimArguments,
     ExecutionFilter,
     Materialization,
     StoreConfig,
     adopt_buckets,
     stale_schedule,
 )
-from fencepost.store.verbs import sql_changes, sql_reports
+from fencepost.store.verbs import sql_reports
 from fencepost.store.waiting import PollingWatcher, Watcher
 
 Q = QUERIES
@@ -247,12 +243,14 @@ class PostgresStore(SqlStore):
         attempt: Callable[[bool], T],
         what: str,
         retry_if: Callable[[StoreUnavailable], bool] | None = None,
+        *,
+        only_unsent: bool = False,
     ) -> T:
         """``attempt(again)``, retried after a lost connection within ``retry_timeout``
-        (``retry_if``: :func:`~fencepost.store.postgres.outages.is_outage` unless given)."""
-        return retried(
-            attempt, budget=self._db.retry_timeout, retry_if=retry_if or is_outage, what=what
-        )
+        (``retry_if``: :func:`~fencepost.store.postgres.outages.is_outage` unless given;
+        ``only_unsent``: :func:`~fencepost.store.postgres.outages.unsent`)."""
+        retry_if = unsent if only_unsent else retry_if or is_outage
+        return retried(attempt, budget=self._db.retry_timeout, retry_if=retry_if, what=what)
 
     def _ended_steps(self, fences: Sequence[Fence], events: Sequence[Event]) -> Steps[FenceKeys]:
         if not fences:
@@ -333,6 +331,7 @@ class PostgresStore(SqlStore):
     def _prepare_for(self, rows: int) -> bool | None:
         return _reuse_plan(rows)
 
+    _claims_in_one_statement = True
     _writes_many_tables = True
 
     _resize_locks = ("lock_migrations", "lock_executions_for_resize")
@@ -600,81 +599,6 @@ class PostgresStore(SqlStore):
 
     # -- leasing ---------------------------------------------------------------------------
 
-    def _claim(self, request: ClaimArguments) -> list[Lease]:
-        if request.ids is not None:
-            ids = tuple(i for i in request.ids if _is_uuid(i))  # others name no execution here
-            if not ids:
-                return []
-            request = replace(request, ids=ids)
-        if applying(self._flow_view.get(self._read_limits), request):
-            return self._claim_limited(request)
-        self._flow_wait = None
-        owner, buckets, max_per_bucket = request.owner, request.buckets, request.max_per_bucket
-        params = sql_changes.claim_params(self, request) | {
-            "now": self._pinned_now(),
-            "owner": owner,
-            "ttl": request.ttl,
-            "takeover_reason": TAKEOVER_REASON_FORMAT,
-        }
-        queued = request.queues is not None
-
-        def attempt(again: bool) -> list[tuple[Any, ...]]:
-            return self._claim_rows(params, buckets, max_per_bucket, queued)
-
-        # A claim is retried only when it failed before a statement reached the server
-        # (no connection could be had). After that its outcome is unknown: it may have
-        # leased rows and lost the answer. Claiming again would lease other rows on top;
-        # the lost leases simply expire (their ttl) and are claimed again, as any
-        # abandoned lease is. So the caller gets StoreUnavailable, as before.
-        claimed = self._retried(attempt, "claim", retry_if=unsent)
-        leases, unreadable = sql_changes.claimed_leases(owner, claimed)
-        if not unreadable:
-            return leases
-        with self._db.transaction() as conn:
-            self._set_aside(conn, leases, unreadable, self._now(conn))
-        return [lease for i, lease in enumerate(leases) if i not in unreadable]
-
-    def _claim_limited(self, request: ClaimArguments) -> list[Lease]:
-        """A claim some limit or paused queue may hold (see store.flow): one transaction
-        that holds the limits, reads their state, chooses, leases and spends."""
-
-        def attempt(again: bool) -> tuple[list[Lease], float | None]:
-            with self._db.transaction() as conn:
-                # The limits are locked first, and now read after (by flow.state):
-                # a claim that waited for another must not stamp its starts earlier.
-                flow = SqlFlow(self, conn, None, self._lease_in)
-                limits = applying(flow.locked_limits(), request)
-                if not limits:  # removed since this process last looked
-                    return self._lease_in(conn, request, self._tx_now(conn)), None
-                return claim_limited(flow, request, limits)
-
-        # Retried only when no statement reached the server, as a plain claim (_claim).
-        leases, self._flow_wait = self._retried(attempt, "claim", retry_if=unsent)
-        return leases
-
-    def _lease_in(self, conn: Connection, request: ClaimArguments, now: datetime) -> list[Lease]:
-        """Claim in the caller's transaction at ``now`` (the limited claim's lease of
-        the executions it chose), setting aside those whose inputs cannot be read."""
-        params = sql_changes.claim_params(self, request) | {
-            "now": now,
-            "owner": request.owner,
-            "ttl": request.ttl,
-            "takeover_reason": TAKEOVER_REASON_FORMAT,
-        }
-        if request.max_per_bucket is None:
-            claimed = conn.execute(self._hot(conn, "claim"), params).fetchall()
-        else:
-            locked = sorted(
-                request.buckets if request.buckets is not None else range(self.config.num_buckets)
-            )
-            conn.execute(Q["lock_buckets"], {"buckets": locked})
-            claimed = conn.execute(self._hot(conn, "claim_capped"), params).fetchall()
-        leases, unreadable = sql_changes.claimed_leases(request.owner, claimed)
-        if unreadable:
-            self._set_aside(conn, leases, unreadable, now)
-            return [lease for i, lease in enumerate(leases) if i not in unreadable]
-        return leases
-
     def _text(self, conn: Connection, block: str) -> str:
         return self._hot(conn, block)
 
@@ -703,35 +627,6 @@ class PostgresStore(SqlStore):
                 "throttle_ats": [t.at for t in throttles],
             },
         )
-
-    def _claim_rows(
-        self,
-        params: dict[str, Any],
-        buckets: tuple[int, ...] | None,
-        max_per_bucket: int | None,
-        queued: bool,
-    ) -> list[tuple[Any, ...]]:
-        """One attempt of :meth:`_claim`: the claimed rows."""
-        if max_per_bucket is None:
-            # One autocommit statement (a transaction around it cost 17-24% of the claim
-            # rate at batches of 1 and 16, measured), so a row whose stored inputs cannot
-            # be delivered is set aside by this same call right after, in a transaction
-            # of its own (see claimed_inputs). A crash in between leaves only that row's
-            # lease to expire; the next claim to take it sets it aside. The rest of the
-            # batch is delivered either way.
-            with self._db.connection() as conn:
-                # A claim restricted to queues is planned per call (see claim_queues).
-                block = "claim_queues" if queued else "claim"
-                claimed = conn.execute(
-                    self._hot(conn, block), params, prepare=False if queued else None
-                ).fetchall()
-        else:
-            locked = sorted(buckets if buckets is not None else range(self.config.num_buckets))
-            with self._db.transaction() as conn:
-                conn.execute(Q["lock_buckets"], {"buckets": locked})
-                block = "claim_capped_queues" if queued else "claim_capped"
-                claimed = conn.execute(self._hot(conn, block), params).fetchall()
-        return claimed
 
     # -- commands --------------------------------------------------------------------------
 

@@ -26,8 +26,8 @@ from fencepost.domain.bulk import Deletion
 from fencepost.domain.checks import storable
 from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
 from fencepost.domain.events import ExecutionSkipped
-from fencepost.domain.machine import Change, apply, stale_reason, takeover_reason
-from fencepost.domain.models import Execution, Fence, Lease, Schedule
+from fencepost.domain.machine import Change, apply, stale_reason
+from fencepost.domain.models import Execution, Fence, Schedule
 from fencepost.domain.schedules import NewOccurrence
 from fencepost.domain.slo import SloMark, is_backfill, refusal_mark
 from fencepost.domain.states import Event, State
@@ -44,10 +44,9 @@ from fencepost.store.executors import (
     run,
     sqlite_execute,
 )
-from fencepost.store.flow import FlowView, Throttle, applying, claim_limited
+from fencepost.store.flow import FlowView, Throttle
 from fencepost.store.runners import ThreadRunner
 from fencepost.store.sql import latest_version, require_migrated
-from fencepost.store.sqlflow import SqlFlow
 from fencepost.store.sqlite import rows
 from fencepost.store.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
@@ -70,7 +69,7 @@ from fencepost.store.values import (
     adopt_buckets,
     stale_schedule,
 )
-from fencepost.store.verbs import sql_changes, sql_operating, sql_reports
+from fencepost.store.verbs import sql_operating, sql_reports
 from fencepost.store.waiting import PollingWatcher, Watcher
 from fencepost.timing.clock import SystemClock
 
@@ -407,73 +406,6 @@ class SqliteStore(SqlStore):
 
     # -- leasing ---------------------------------------------------------------------------
 
-    def _claim(self, request: ClaimArguments) -> list[Lease]:
-        # Whether any limit could hold this claim: this process's view, read again at
-        # most once a second (a limit set elsewhere holds within that second; set
-        # through this store, at once). Reading the limits in every claim cost a plain
-        # claim of one execution 3-5%. A limited claim reads them again, in its
-        # transaction.
-        limited = bool(applying(self._flow_view.get(self._read_limits), request))
-        with self._db.write() as conn:
-            now = self.clock.now()
-            if not self._may_judge_leases(now):
-                return []
-            if limited:
-                flow = SqlFlow(self, conn, now, self._claim_in)
-                limits = applying(flow.locked_limits(), request)
-                if limits:
-                    leases, self._flow_wait = claim_limited(flow, request, limits)
-                    return leases
-            self._flow_wait = None
-            return self._claim_in(conn, request, now)
-
-    def _claim_in(
-        self, conn: sqlite3.Connection, request: ClaimArguments, now: datetime
-    ) -> list[Lease]:
-        """Claim in the caller's write transaction, at ``now``, without limits."""
-        owner = request.owner
-        now_us = rows.to_us(now)
-        until = now + request.ttl
-        params = sql_changes.claim_params(self, request) | {"now": now_us}
-        queues: Sequence[tuple[str, int]]
-        if request.queues is None:  # every queue with something to claim, up to limit each
-            live = conn.execute(Q["claim_live_queues"], {"now": now_us}).fetchall()
-            queues = [(queue, request.limit) for (queue,) in live]
-        else:
-            queues = request.queues
-        candidates = _queue_candidates(conn, queues, request, params)
-        if not candidates:
-            return []
-        conn.execute(
-            Q["claim_update"],
-            {
-                "ids": json.dumps([c[0] for c in candidates]),
-                "owner": owner,
-                "until": rows.to_us(until),
-                "now": now_us,
-            },
-        )
-        conn.executemany(
-            Q["insert_claimed"],
-            [
-                (
-                    id_,
-                    state,
-                    epoch + 1,
-                    owner,
-                    takeover_reason(old_owner, epoch) if state == State.RUNNING else None,
-                    now_us,
-                )
-                for id_, state, epoch, _, _, old_owner, *_ in candidates
-            ],
-        )
-        claimed = [_after_claim(row, until) for row in candidates]
-        leases, unreadable = sql_changes.claimed_leases(owner, claimed)
-        self._set_aside(conn, leases, unreadable, now)
-        if unreadable:
-            return [lease for i, lease in enumerate(leases) if i not in unreadable]
-        return leases
-
     def _flow_candidates(
         self, conn: sqlite3.Connection, params: dict[str, Any], request: ClaimArguments
     ) -> list[tuple[Any, ...]]:
@@ -716,63 +648,6 @@ def _deletion_params(d: Deletion) -> dict[str, Any]:
         "actor": d.actor,
         "at": rows.to_us(d.at),
     }
-
-
-def _in_claim_order(found: list[Any], limit: int) -> list[Any]:
-    """The rows of ``claim_candidates_queue`` to claim: at most ``limit``, in claim order.
-
-    The due branch comes first and is already in claim order; only when the
-    takeover branch found expired leases are both merged (priority DESC,
-    due_at, id) and cut to ``limit``.
-    """
-    if not any(row[1] == State.RUNNING for row in found):
-        return found
-    found.sort(key=_claim_order)
-    return found[:limit]
-
-
-def _queue_candidates(
-    conn: sqlite3.Connection,
-    queues: Sequence[tuple[str, int]],
-    request: ClaimArguments,
-    params: dict[str, Any],
-) -> list[Any]:
-    """The candidates of a claim over ``queues`` (name, room): at most ``limit``, in
-    claim order.
-
-    One indexed query per queue (at most that queue's room each), merged; with one
-    queue, its answer as it is. A capped claim ranks each bucket's rows over all the
-    queues together, so that a bucket's room goes to its first rows in claim order,
-    whatever their queue (the cap first, then each queue's room, then the limit).
-    """
-    capped = request.max_per_bucket is not None
-    block = "claim_candidates_capped_queue" if capped else "claim_candidates_queue"
-    found: list[Any] = []
-    for queue, room in queues:
-        extra: dict[str, Any] = {"queue": queue, "limit": room}
-        if capped:
-            extra["rank_queues"] = json.dumps([name for name, _ in queues])
-        picked = _in_claim_order(conn.execute(Q[block], params | extra).fetchall(), room)
-        if len(queues) == 1:
-            return picked[: request.limit]
-        found.extend(picked)
-    found.sort(key=_claim_order)
-    return found[: request.limit]
-
-
-def _claim_order(row: Any) -> tuple[Any, ...]:
-    """Claim order of a candidate row: priority DESC, due_at, id."""
-    return (-row[-2], row[-1], row[0])
-
-
-def _after_claim(row: Any, until: datetime) -> tuple[Any, ...]:
-    """A candidate row as the claim left it, in :func:`claimed_leases`' order."""
-    id_, _, epoch, attempt, max_attempts, _, job, job_version, timeout_us, *rest = row
-    schedule_id, slot, inputs_text, queue, trace_context, _, due_us = rest
-    timeout = rows.opt_duration(timeout_us)
-    due_at = rows.from_us(due_us)
-    after = (epoch + 1, attempt + 1, max_attempts, job, job_version, timeout, schedule_id, slot)
-    return (id_, *after, until, due_at, inputs_text, queue, trace_context)
 
 
 def _lease_keys(leases: Iterable[Fence]) -> str:
