@@ -11,8 +11,10 @@ A dialect (:mod:`fencepost.store.sqlite`, :mod:`fencepost.store.postgres`) gives
   lost connection (:meth:`SqlDialect._retried`); the store's now as steps of a plan
   or as the parameter of one statement;
 * how values are bound (:meth:`SqlDialect._t`, :meth:`SqlDialect._d`,
-  :meth:`SqlDialect._array`, :meth:`SqlDialect._fence_params`) and how rows become
-  values (:attr:`SqlDialect.rows`);
+  :meth:`SqlDialect._array`, :meth:`SqlDialect._fence_params`,
+  :meth:`SqlDialect._schedule_fence_params`, :meth:`SqlDialect._occurrence_params`) and
+  how rows become values (:attr:`SqlDialect.rows`); what it is told around a plan
+  that inserts executions (:meth:`SqlDialect._cover`, :meth:`SqlDialect._count_inserts`);
 * what it can do (:attr:`SqlDialect._now_after_lock`,
   :attr:`SqlDialect._claims_in_one_statement`,
   :attr:`SqlDialect._writes_many_tables`, :attr:`SqlDialect._fences_row_by_row`,
@@ -36,9 +38,11 @@ from typing import Any, ClassVar, TypeVar
 from fencepost.domain.checks import storable
 from fencepost.domain.errors import StoreUnavailable
 from fencepost.domain.models import Fence
+from fencepost.domain.schedules import NewOccurrence
 from fencepost.domain.states import Event
 from fencepost.store.executors import Execute, Plan, Steps, run
 from fencepost.store.rows import RowMapping
+from fencepost.store.values import Materialization
 
 T = TypeVar("T")
 #: Fences as :func:`~fencepost.store.verbs.sql_changes.fence_key` gives them.
@@ -147,6 +151,29 @@ class SqlDialect(ABC):
         made, never inside its steps: a dialect may read what it needs on a connection
         of its own."""
         return self._q(block)
+
+    @abstractmethod
+    def _schedule_fence_params(self, items: Sequence[Materialization]) -> dict[str, Any]:
+        """The fences and new bounds of ``materialize_fenced``, bound as the dialect's SQL
+        names them (PostgreSQL: five arrays; SQLite: one JSON array of quintuples)."""
+
+    def _occurrence_params(
+        self, occurrences: Sequence[NewOccurrence], now: Any, *, by_caller: bool
+    ) -> dict[str, Any]:
+        """The columns of ``insert_occurrences``, where one statement inserts occurrences
+        (:attr:`_writes_many_tables`); ``now`` as :meth:`_now_param` binds it."""
+        raise NotImplementedError("this dialect inserts occurrences table by table")
+
+    def _cover(self, ids: list[str]) -> None:
+        """Told, before a plan that inserts executions with these ids is run, outside
+        it (PostgreSQL: every id's day has its partition, and the live window takes
+        them in)."""
+        return
+
+    def _count_inserts(self, rows_inserted: int) -> None:
+        """Told how many executions a committed plan inserted (PostgreSQL counts them
+        toward a refresh of its planner's statistics)."""
+        return
 
     def _prepare_for(self, rows: int) -> bool | None:
         """A set-based statement's ``prepare`` over ``rows`` rows (see Statement)."""

@@ -1,29 +1,17 @@
-"""The base of the SQL backends: each verb's logic once, on a few dialect hooks.
+"""The base of the SQL backends: each verb once, as a plan, on a dialect's hooks.
 
-A dialect (:mod:`fencepost.store.sqlite`, :mod:`fencepost.store.postgres`) brings
-its SQL file, its connections and what truly differs (the hot-path statements,
-PostgreSQL's NOTIFY and listener, SQLite's clock check and prune cursor). The
-verbs written here run named blocks through ``self._q(name)``; both ``.sql`` files
-use the same names for the same statement, so the same Python runs on both.
-
-The hooks a dialect provides are declared in :mod:`fencepost.store.dialect`
-(:class:`~fencepost.store.dialect.SqlDialect`): its SQL, its connections and clock,
-how values are bound and rows read, what it can do, and the audit of a refused
-fenced call.
-
-The verbs are written as *plans*, one module a section of the contract in
-:mod:`fencepost.store.verbs` (``sql_reading``, ``sql_schedules``, ``sql_commands``,
-``sql_bulk``, ``sql_catalogue``, ``sql_leasing`` (the heartbeat), ``sql_reports``,
-and ``sql_changes``, how a change decided by the state machine is written), built
-from sub-plans (``_get_steps``, ``_now_steps``, ``sql_changes.persist_steps``, ...):
-the sync verb runs its plan with :meth:`~fencepost.store.dialect.SqlDialect._run` on
-the store's own connection, an AsyncStore runs the same plan on its own executor.
-The helpers the hooks still written per dialect call with a connection (``_get``,
-``_persist``, ``_tx_now``) run those sub-plans on it.
-
-Row locks are block names too: ``lock_execution`` and ``lock_schedule`` take a row
-lock on PostgreSQL; on SQLite the write transaction already holds the whole file,
-so its dialect maps them to the plain reads.
+The verbs' plans are in :mod:`fencepost.store.verbs`, one module a section of the
+contract (``sql_reading``, ``sql_leasing``, ``sql_outcomes``, ``sql_materializing``,
+...), built from sub-plans (``_get_steps``, ``_now_steps``,
+``sql_changes.persist_steps``, ...); a verb here makes its plan and runs it with
+:meth:`~fencepost.store.dialect.SqlDialect._run` on the store's own connection (an
+AsyncStore runs the same plan on its own executor). What a dialect is, and nothing
+that decides, is declared in :mod:`fencepost.store.dialect`: its SQL (both ``.sql``
+files use the same names for the same statement), connections and clock, binding,
+capabilities and the audit of a refused fenced call. Row locks are block names too:
+``lock_execution``, ``lock_schedule`` and ``share_schedule`` lock a row on
+PostgreSQL; on SQLite the write transaction already holds the whole file, so its
+dialect maps them to the plain reads.
 """
 
 from __future__ import annotations
@@ -59,7 +47,7 @@ from fencepost.domain.models import (
 )
 from fencepost.domain.nodes import Node, Registration
 from fencepost.domain.reports import DueCount, JobCounts, SloReport, Stats
-from fencepost.domain.schedules import ScheduleSpec
+from fencepost.domain.schedules import NewOccurrence, ScheduleSpec
 from fencepost.domain.states import CommandKind, State
 from fencepost.store import sqlflow, sqlhistory
 from fencepost.store.base import Store
@@ -78,6 +66,7 @@ from fencepost.store.values import (
     ClaimArguments,
     Decide,
     ExecutionFilter,
+    Materialization,
     Outcome,
     ScheduleFilter,
     result_refused,
@@ -88,6 +77,7 @@ from fencepost.store.verbs import (
     sql_changes,
     sql_commands,
     sql_leasing,
+    sql_materializing,
     sql_operating,
     sql_outcomes,
     sql_reading,
@@ -573,6 +563,19 @@ class SqlStore(Store, SqlDialect):
     def _schedule_cursor(self, after: str | None) -> str | None:
         """The ``after`` bound of ``list_schedules`` for a validated cursor."""
         return after
+
+    def _materialize(self, items: Sequence[Materialization]) -> list[list[Execution] | StaleLease]:
+        out, inserted = self._run(sql_materializing.materialize_plan(self, items))
+        self._count_inserts(inserted)
+        return out
+
+    def _add_occurrences(
+        self, schedule_id: str, occurrences: tuple[NewOccurrence, ...]
+    ) -> list[Execution]:
+        plan = sql_materializing.add_occurrences_plan(self, schedule_id, occurrences)
+        executions, inserted = self._run(plan)
+        self._count_inserts(inserted)
+        return executions
 
     def _acquire_schedules(self, owner: str, *, limit: int, ttl: timedelta) -> list[Schedule]:
         return self._run(sql_schedules.acquire_schedules_plan(self, owner, limit=limit, ttl=ttl))

@@ -24,7 +24,7 @@ from psycopg import sql
 from psycopg.types.string import TextLoader
 
 from fencepost.domain.bulk import Action, Deletion
-from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease, StoreUnavailable
+from fencepost.domain.errors import IdempotencyConflict, NotFound, StoreUnavailable
 from fencepost.domain.events import ExecutionEvent
 from fencepost.domain.machine import stale_reason
 from fencepost.domain.models import (
@@ -39,7 +39,6 @@ from fencepost.domain.slo import (
 )
 from fencepost.domain.states import Event
 from fencepost.domain.submission import NewExecution
-from fencepost.store.batching import rounds_of
 from fencepost.store.callers import check_psycopg, driver_connection, refuse
 from fencepost.store.dialect import FenceKeys
 from fencepost.store.executors import (
@@ -83,7 +82,6 @@ from fencepost.store.values import (
     Materialization,
     StoreConfig,
     adopt_buckets,
-    stale_schedule,
 )
 from fencepost.store.verbs import sql_reports
 from fencepost.store.waiting import PollingWatcher, Watcher
@@ -312,6 +310,34 @@ class PostgresStore(SqlStore):
                 "again": again,
             },
         )
+
+    def _schedule_fence_params(self, items: Sequence[Materialization]) -> dict[str, Any]:
+        return {
+            "ids": [i.schedule.id for i in items],
+            "materializers": [i.schedule.materializer for i in items],
+            "lease_untils": [i.schedule.lease_until for i in items],
+            "watermarks": [i.watermark for i in items],
+            "next_dues": [i.next_due for i in items],
+        }
+
+    def _occurrence_params(
+        self, occurrences: Sequence[NewOccurrence], now: Any, *, by_caller: bool
+    ) -> dict[str, Any]:
+        return {
+            "now": now,
+            "notify": self._should_notify(),
+            "channel": self._db.channel,
+            "ids": [o.id for o in occurrences],
+            "schedule_ids": [o.schedule_id for o in occurrences],
+            "slots": [o.slot for o in occurrences],
+            "keys": [o.idempotency_key for o in occurrences],
+            "due_ats": [o.due_at for o in occurrences],
+            "skipped": _nullable([o.skipped for o in occurrences]),
+            "buckets": [o.bucket for o in occurrences],
+            "actors": _nullable([o.actor for o in occurrences]),
+            "by_caller": by_caller,
+            "backfill_slack": BACKFILL_SLACK,
+        }
 
     def _fence_params(self, fences: Sequence[Fence]) -> dict[str, Any]:
         return {
@@ -707,85 +733,6 @@ class PostgresStore(SqlStore):
         )
 
     # -- schedules -------------------------------------------------------------------------
-
-    def _materialize(self, items: Sequence[Materialization]) -> list[list[Execution] | StaleLease]:
-        out: list[list[Execution] | StaleLease] = [stale_schedule(i.schedule) for i in items]
-        inserted = 0
-        with self._db.transaction() as conn:
-            for round_ in rounds_of([item.schedule.id for item in items]):
-                chosen = [items[i] for _, i in sorted(round_.items())]
-                found = conn.execute(
-                    Q["materialize_fenced"],
-                    {
-                        "now": self._pinned_now(),
-                        "ids": [i.schedule.id for i in chosen],
-                        "materializers": [i.schedule.materializer for i in chosen],
-                        "lease_untils": [i.schedule.lease_until for i in chosen],
-                        "watermarks": [i.watermark for i in chosen],
-                        "next_dues": [i.next_due for i in chosen],
-                    },
-                ).fetchall()
-                accepted = [items[round_[id_]] for (id_,) in found]
-                by_key, fresh = self._insert_occurrences(
-                    conn, [o for item in accepted for o in item.unique()], by_caller=False
-                )
-                inserted += fresh
-                for item in accepted:
-                    out[round_[item.schedule.id]] = item.results(by_key)
-        self._count_inserts(inserted)
-        return out
-
-    def _add_occurrences(
-        self, schedule_id: str, occurrences: tuple[NewOccurrence, ...]
-    ) -> list[Execution]:
-        with self._db.transaction() as conn:
-            if conn.execute(Q["share_schedule"], {"id": schedule_id}).fetchone() is None:
-                raise NotFound(schedule_id, subject="schedule")
-            by_key, fresh = self._insert_occurrences(conn, list(occurrences), by_caller=True)
-        self._count_inserts(fresh)
-        return [by_key[o.idempotency_key] for o in occurrences]
-
-    def _insert_occurrences(
-        self, conn: Connection, occurrences: Sequence[NewOccurrence], *, by_caller: bool
-    ) -> tuple[dict[str, Execution], int]:
-        """Insert occurrences (distinct keys) of schedules this transaction holds, if absent.
-
-        ``by_caller``: a caller's (add_occurrences, run_schedule), not the materializer's
-        own: one of a slot planned in the past is a backfill for the SLO.
-        Returns every occurrence's execution by key, and how many were inserted.
-        """
-        if not occurrences:
-            return {}, 0
-        self._cover([o.id for o in occurrences])
-        found = conn.execute(
-            Q["insert_occurrences"],
-            {
-                "now": self._pinned_now(),
-                "notify": self._should_notify(),
-                "channel": self._db.channel,
-                "ids": [o.id for o in occurrences],
-                "schedule_ids": [o.schedule_id for o in occurrences],
-                "slots": [o.slot for o in occurrences],
-                "keys": [o.idempotency_key for o in occurrences],
-                "due_ats": [o.due_at for o in occurrences],
-                "skipped": _nullable([o.skipped for o in occurrences]),
-                "buckets": [o.bucket for o in occurrences],
-                "actors": _nullable([o.actor for o in occurrences]),
-                "by_caller": by_caller,
-                "backfill_slack": BACKFILL_SLACK,
-            },
-        ).fetchall()
-        by_key = {e.idempotency_key: e for e in map(rows.execution, found)}
-        absent = [o.idempotency_key for o in occurrences if o.idempotency_key not in by_key]
-        if absent:
-            # Existing executions, left as they are. A concurrent insert of one of these
-            # keys made ours wait for its commit, so this statement sees it.
-            existing = conn.execute(Q["executions_by_keys"], {"keys": absent}).fetchall()
-            by_key.update((e.idempotency_key, e) for e in map(rows.execution, existing))
-        missing = [key for key in absent if key not in by_key]
-        if missing:
-            raise StoreUnavailable(f"executions {missing[:3]} vanished while being stored")
-        return {k: e for k, e in by_key.items() if k is not None}, len(found)
 
 
 def twin_being_pruned(key: str) -> StoreUnavailable:

@@ -24,15 +24,11 @@ from typing import Any, ClassVar, TypeVar
 
 from fencepost.domain.bulk import Deletion
 from fencepost.domain.checks import storable
-from fencepost.domain.errors import IdempotencyConflict, NotFound, StaleLease
-from fencepost.domain.events import ExecutionSkipped
-from fencepost.domain.machine import Change, apply, stale_reason
-from fencepost.domain.models import Execution, Fence, Schedule
-from fencepost.domain.schedules import NewOccurrence
+from fencepost.domain.errors import IdempotencyConflict, NotFound
+from fencepost.domain.machine import stale_reason
+from fencepost.domain.models import Execution, Fence
 from fencepost.domain.slo import SloMark, is_backfill, refusal_mark
-from fencepost.domain.states import Event, State
 from fencepost.domain.submission import NewExecution
-from fencepost.store.batching import rounds_of
 from fencepost.store.callers import check_sqlite, driver_connection, refuse
 from fencepost.store.executors import (
     Execute,
@@ -67,7 +63,6 @@ from fencepost.store.values import (
     Materialization,
     StoreConfig,
     adopt_buckets,
-    stale_schedule,
 )
 from fencepost.store.verbs import sql_operating, sql_reports
 from fencepost.store.waiting import PollingWatcher, Watcher
@@ -121,7 +116,11 @@ class KernelClock:
 
 #: The blocks the shared verbs run under a lock's name: inside BEGIN IMMEDIATE this
 #: connection already holds the whole file, so holding a row is reading it.
-_LOCKS_ARE_READS = {"lock_execution": Q["get_execution"], "lock_schedule": Q["get_schedule"]}
+_LOCKS_ARE_READS = {
+    "lock_execution": Q["get_execution"],
+    "lock_schedule": Q["get_schedule"],
+    "share_schedule": Q["get_schedule"],  # add_occurrences builds from the schedule's row
+}
 
 
 class SqliteStore(SqlStore):
@@ -292,6 +291,19 @@ class SqliteStore(SqlStore):
 
     def _fence_params(self, fences: Sequence[Fence]) -> dict[str, Any]:
         return {"leases": _lease_keys(fences)}
+
+    def _schedule_fence_params(self, items: Sequence[Materialization]) -> dict[str, Any]:
+        fences = [
+            [
+                item.schedule.id,
+                item.schedule.materializer,
+                rows.opt_us(item.schedule.lease_until),
+                rows.to_us(item.watermark),
+                rows.to_us(item.next_due),
+            ]
+            for item in items
+        ]
+        return {"items": json.dumps(fences)}
 
     def clock_offset(self, written_at: datetime) -> float | None:
         # Leases here are judged by each process's own clock, so a process under a
@@ -499,135 +511,6 @@ class SqliteStore(SqlStore):
 
     # -- schedules -------------------------------------------------------------------------
 
-    def _materialize(self, items: Sequence[Materialization]) -> list[list[Execution] | StaleLease]:
-        out: list[list[Execution] | StaleLease] = [stale_schedule(i.schedule) for i in items]
-        with self._db.write() as conn:
-            now = self.clock.now()
-            for round_ in rounds_of([item.schedule.id for item in items]):
-                fenced = conn.execute(
-                    Q["materialize_fenced"],
-                    {
-                        "now": rows.to_us(now),
-                        "items": json.dumps(
-                            [
-                                [
-                                    item.schedule.id,
-                                    item.schedule.materializer,
-                                    rows.opt_us(item.schedule.lease_until),
-                                    rows.to_us(item.watermark),
-                                    rows.to_us(item.next_due),
-                                ]
-                                for item in (items[i] for i in round_.values())
-                            ]
-                        ),
-                    },
-                ).fetchall()
-                accepted = [(items[round_[row[0]]], row) for row in fenced]
-                found = _insert_occurrences(
-                    conn, [(row, o) for item, row in accepted for o in item.unique()], now
-                )
-                for item, _ in accepted:
-                    out[round_[item.schedule.id]] = item.results(found)
-        return out
-
-    def _add_occurrences(
-        self, schedule_id: str, occurrences: tuple[NewOccurrence, ...]
-    ) -> list[Execution]:
-        with self._db.write() as conn:
-            row = conn.execute(Q["get_schedule"], {"id": schedule_id}).fetchone()
-            if row is None:
-                raise NotFound(schedule_id, subject="schedule")
-            found = _insert_occurrences(
-                conn, [(row, o) for o in occurrences], self.clock.now(), by_caller=True
-            )
-        return [found[o.idempotency_key] for o in occurrences]
-
-
-def _insert_occurrences(
-    conn: sqlite3.Connection,
-    planned: Sequence[tuple[Any, NewOccurrence]],
-    now: datetime,
-    *,
-    by_caller: bool = False,
-) -> dict[str, Execution]:
-    """Insert occurrences whose key is new; return every occurrence's execution by key.
-
-    ``planned`` pairs each occurrence with its schedule's row (schedule columns,
-    inputs as stored JSON text); keys are distinct. The write lock is held, so
-    the keys found here cannot appear before the inserts. ``by_caller``: a caller
-    asked for them (``add_occurrences``, ``run_schedule``), not the materializer, so
-    a slot already past is a backfill (a run asked for now has no slot: never one).
-    """
-    if not planned:
-        return {}
-    keys = json.dumps([o.idempotency_key for _, o in planned])
-    found = {
-        e.idempotency_key: e
-        for e in map(rows.execution, conn.execute(Q["executions_by_keys"], {"keys": keys}))
-        if e.idempotency_key is not None
-    }
-    schedules: dict[str, Schedule] = {}
-    fresh: list[tuple[Execution, str, Change | None]] = []  # (as stored, inputs, SKIPPED)
-    for row, o in planned:
-        if o.idempotency_key in found:
-            continue
-        if row[0] not in schedules:
-            schedules[row[0]] = rows.schedule(row)
-        execution = o.to_execution(schedules[row[0]], now)
-        change = None
-        if o.skipped is not None:
-            change = apply(execution, ExecutionSkipped(reason=o.skipped), now)
-            execution = change.execution
-        found[o.idempotency_key] = execution
-        fresh.append((execution, row[3], change))
-    now_us = rows.to_us(now)
-    conn.executemany(
-        Q["insert_occurrence"],
-        [
-            (
-                e.id,
-                e.job,
-                e.job_version,
-                e.state,
-                rows.to_us(e.due_at),
-                e.priority,
-                e.max_attempts,
-                e.idempotency_key,
-                e.schedule_id,
-                e.slot,
-                e.bucket,
-                now_us,
-                e.queue,
-                e.limit_key,
-                rows.to_us(e.planned_at or e.due_at),
-                _BACKFILL
-                if by_caller and e.slot is not None and is_backfill(e.planned_at or e.due_at, now)
-                else 0,
-            )
-            for e, _, _ in fresh
-        ],
-    )
-    conn.executemany(Q["insert_execution_data"], [(e.id, inputs) for e, inputs, _ in fresh])
-    # One statement per submitter: None (the schedule) for what a materializer or a
-    # backfill stores; run_schedule's caller for the run it asks for.
-    actors = {o.id: o.actor for _, o in planned}
-    by_actor: dict[str | None, list[str]] = {}
-    for e, _, _ in fresh:
-        by_actor.setdefault(actors[e.id], []).append(e.id)
-    for actor, ids in by_actor.items():
-        conn.execute(Q["insert_submitted"], (json.dumps(ids), now_us, actor))
-    skipped = [change.transition(0, now) for _, _, change in fresh if change is not None]
-    conn.executemany(
-        Q["insert_transition"],
-        [
-            _transition_params(
-                t.execution_id, t.event, t.from_state, t.to_state, t.epoch, t.actor, t.reason, now
-            )
-            for t in skipped
-        ],
-    )
-    return found
-
 
 #: What a deleted execution leaves in each table, deleted by id (a JSON array of one).
 _DELETES = (
@@ -680,25 +563,3 @@ def _insert_params(n: NewExecution) -> tuple[Any, ...]:
         n.limit_key,
         _BACKFILL if is_backfill(n.due_at, n.created_at) else 0,
     )
-
-
-def _transition_params(
-    execution_id: str,
-    event: Event,
-    from_state: State | None,
-    to_state: State,
-    epoch: int,
-    actor: str | None,
-    reason: str | None,
-    at: datetime,
-) -> dict[str, Any]:
-    return {
-        "execution_id": execution_id,
-        "event": event,
-        "from_state": from_state,
-        "to_state": to_state,
-        "epoch": epoch,
-        "actor": actor,
-        "reason": reason,
-        "at": rows.to_us(at),
-    }
