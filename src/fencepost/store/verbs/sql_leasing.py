@@ -80,7 +80,7 @@ def _claim_steps(store: SqlStore, request: ClaimArguments) -> Steps[Claimed]:
     now = yield from store._now_steps()  # in the write transaction, its lock held
     if not store._may_judge_leases(now):
         return [], {}
-    return (yield from lease_steps(store, request, now, ""))
+    return (yield from _lease_by_queue(store, request, now))
 
 
 def lease_steps(
@@ -117,8 +117,16 @@ def lease_steps(
 
 
 def _lease_by_queue(store: SqlStore, request: ClaimArguments, now: datetime) -> Steps[Claimed]:
-    """A claim chosen queue by queue (one indexed walk each), then leased: the chosen
-    rows' epochs raised, and their CLAIMED (or takeover) transitions written."""
+    """A claim chosen queue by queue, then leased: the chosen rows' epochs raised, and
+    their CLAIMED (or takeover) transitions written.
+
+    One indexed query per queue (at most that queue's room each), merged in claim order
+    and cut to ``limit``. A capped claim ranks each bucket's rows over all the queues
+    together, so that a bucket's room goes to its first rows in claim order, whatever
+    their queue (the cap first, then each queue's room, then the limit). (Written as one
+    generator: each level of ``yield from`` is resumed once per statement, and a claim
+    of one execution runs four.)
+    """
     owner, now_bound = request.owner, store._t(now)
     until = now + request.ttl
     params = sql_changes.claim_params(store, request) | {"now": now_bound}
@@ -128,7 +136,18 @@ def _lease_by_queue(store: SqlStore, request: ClaimArguments, now: datetime) -> 
         queues = [(queue, request.limit) for (queue,) in live]
     else:
         queues = request.queues
-    candidates = yield from _candidates(store, queues, request, params)
+    capped = request.max_per_bucket is not None
+    text = store._q("claim_candidates_capped_queue" if capped else "claim_candidates_queue")
+    candidates: list[Any] = []
+    for queue, room in queues:
+        extra: dict[str, Any] = {"queue": queue, "limit": room}
+        if capped:
+            extra["rank_queues"] = json.dumps([name for name, _ in queues])
+        found = yield Statement(text, params | extra, "all")
+        candidates.extend(_in_claim_order(found, room))
+    if len(queues) > 1:
+        candidates.sort(key=_claim_order)
+    candidates = candidates[: request.limit]
     if not candidates:
         return [], {}
     chosen = {
@@ -151,36 +170,6 @@ def _lease_by_queue(store: SqlStore, request: ClaimArguments, now: datetime) -> 
     ]
     yield Statement(store._q("insert_claimed"), transitions, "many")
     return sql_changes.claimed_leases(owner, [_after_claim(store, r, until) for r in candidates])
-
-
-def _candidates(
-    store: SqlStore,
-    queues: Sequence[tuple[str, int]],
-    request: ClaimArguments,
-    params: dict[str, Any],
-) -> Steps[list[Any]]:
-    """The candidates of a claim over ``queues`` (name, room): at most ``limit``, in
-    claim order.
-
-    One indexed query per queue (at most that queue's room each), merged; with one
-    queue, its answer as it is. A capped claim ranks each bucket's rows over all the
-    queues together, so that a bucket's room goes to its first rows in claim order,
-    whatever their queue (the cap first, then each queue's room, then the limit).
-    """
-    capped = request.max_per_bucket is not None
-    text = store._q("claim_candidates_capped_queue" if capped else "claim_candidates_queue")
-    found: list[Any] = []
-    for queue, room in queues:
-        extra: dict[str, Any] = {"queue": queue, "limit": room}
-        if capped:
-            extra["rank_queues"] = json.dumps([name for name, _ in queues])
-        rows = yield Statement(text, params | extra, "all")
-        picked = _in_claim_order(rows, room)
-        if len(queues) == 1:
-            return picked[: request.limit]
-        found.extend(picked)
-    found.sort(key=_claim_order)
-    return found[: request.limit]
 
 
 def _in_claim_order(found: list[Any], limit: int) -> list[Any]:
