@@ -368,13 +368,15 @@ def result_refused(lease: Fence, invalid: str) -> Decide:
 
 
 def claimed_inputs(texts: Sequence[str]) -> tuple[list[JSON], dict[int, str]]:
-    """Decode the stored inputs of claimed rows, inside the claim's transaction.
+    """Decode the stored inputs of claimed rows.
 
     Returns the values and, by index, why a row's inputs cannot be delivered: a
     row stored before the payload rule (or by another tool) may be nested too deep
     for a response to encode, or not even decode. The claim sets those aside with
-    :func:`set_aside` before it commits, so it never leases what it cannot deliver
-    and one such row does not take its batch with it.
+    :func:`set_aside`, in a transaction of its own right after it (a limited claim:
+    before it commits), so it never hands out what it cannot deliver and one such
+    row does not take its batch with it; a crash in between leaves only those leases
+    to expire, and the next claim to take them sets them aside.
     """
     problems: dict[int, str] = {}
     try:
