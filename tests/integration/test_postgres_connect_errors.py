@@ -122,11 +122,21 @@ def test_the_cause_is_one_line_within_three_seconds(
         )
         return run, time.monotonic() - started
 
-    run, elapsed = timed(argv)
     # The same command refused before it connects (a bad pool size): its start-up, which
-    # a machine busy with other tests stretches, is not the store's time to tell.
+    # a machine busy with other tests stretches, is not the store's time to tell. A wait
+    # of the store's own (a retry, the pool's timeout) shows in every pair of runs; a
+    # burst of load elsewhere stretches one run of a pair and not the next, so the
+    # store's time is the least over up to three pairs, the next taken only while it
+    # is over.
     refused_early = "postgresql://nobody@127.0.0.1:1/test?pool_max=x"
-    _, startup = timed([refused_early if arg == url else arg for arg in argv])
+    pairs: list[tuple[float, float]] = []
+    for _ in range(3):
+        run, elapsed = timed(argv)
+        _, startup = timed([refused_early if arg == url else arg for arg in argv])
+        pairs.append((elapsed, startup))
+        if elapsed - startup < 3.0:
+            break
+    elapsed, startup = min(pairs, key=lambda pair: pair[0] - pair[1])
     assert run.returncode != 0
     assert elapsed - startup < 3.0, f"took {elapsed:.1f}s, {startup:.1f}s of it start-up"
     assert elapsed < 10.0, f"took {elapsed:.1f}s: as long as the pool's timeout"
