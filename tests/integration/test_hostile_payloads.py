@@ -212,3 +212,26 @@ run:
         assert "0 refused" in log  # the stopped line: no outcome was refused
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("limited", [False, True], ids=["plain", "limited"])
+def test_a_claim_sets_a_poisoned_execution_aside_and_delivers_the_rest(
+    database: Database, limited: bool
+) -> None:
+    """In the store itself: a plain claim sets it aside in a transaction of its own after
+    the claim; a claim a limit may hold, inside its own transaction."""
+    with fencepost.connect(database.url) as store:
+        if limited:
+            store.set_limit("job:quick", concurrency=10)
+        poisoned = store.submit("quick", priority=10, max_attempts=3).id
+        database.poison(poisoned)
+        valid = [store.submit("quick", inputs={"n": n}).id for n in range(3)]
+        leases = store.claim("w", limit=10)
+        assert sorted(lease.execution_id for lease in leases) == sorted(valid)
+        dead = store.get(poisoned)
+        assert dead.state is State.FAILED
+        assert dead.error is not None
+        assert dead.error.startswith("payload_unreadable")
+        events = [t.event for t in store.transitions(poisoned)]
+        assert events == [Event.SUBMITTED, Event.CLAIMED, Event.FAILED]
+        assert store.claim("w", limit=10) == []

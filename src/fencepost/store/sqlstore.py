@@ -313,8 +313,7 @@ class SqlStore(Store, SqlDialect):
         # Set aside in a transaction of its own (the claim may have run in autocommit):
         # a crash in between leaves only those leases to expire, and the next claim to
         # take them sets them aside. The rest of the batch is delivered either way.
-        self._run(sql_leasing.set_aside_plan(self, leases, unreadable))
-        return [lease for i, lease in enumerate(leases) if i not in unreadable]
+        return self._run(sql_leasing.set_aside_plan(self, leases, unreadable))
 
     def _claim_limited(self, request: ClaimArguments) -> tuple[list[Lease], float | None]:
         """A claim some limit or paused queue may hold (see store.flow): one transaction
@@ -346,8 +345,7 @@ class SqlStore(Store, SqlDialect):
         leases, unreadable = run(sql_leasing.lease_steps(self, request, now, text), execute)
         if not unreadable:
             return leases
-        run(sql_leasing.set_aside_steps(self, leases, unreadable, now), execute)
-        return [lease for i, lease in enumerate(leases) if i not in unreadable]
+        return run(sql_leasing.set_aside_steps(self, leases, unreadable, now), execute)
 
     def _heartbeat(
         self, beats: Sequence[tuple[Fence, str | None]], *, ttl: timedelta

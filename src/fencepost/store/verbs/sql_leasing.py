@@ -201,24 +201,26 @@ def _after_claim(store: SqlStore, row: Any, until: datetime) -> tuple[Any, ...]:
 
 def set_aside_plan(
     store: SqlStore, leases: Sequence[Lease], unreadable: Mapping[int, str]
-) -> Plan[None]:
+) -> Plan[list[Lease]]:
     """Fail, through the machine and fenced, the claimed executions whose stored inputs
-    cannot be delivered (``unreadable``: by index into ``leases``), at the store's now."""
+    cannot be delivered (``unreadable``: by index into ``leases``), at the store's now;
+    the leases left to deliver."""
 
-    def steps() -> Steps[None]:
+    def steps() -> Steps[list[Lease]]:
         now = yield from store._now_steps()
-        yield from set_aside_steps(store, leases, unreadable, now)
+        return (yield from set_aside_steps(store, leases, unreadable, now))
 
     return Plan(steps())
 
 
 def set_aside_steps(
     store: SqlStore, leases: Sequence[Lease], unreadable: Mapping[int, str], now: datetime
-) -> Steps[None]:
+) -> Steps[list[Lease]]:
     """:func:`set_aside_plan` as steps, at ``now``, in the caller's transaction."""
     for i, problem in unreadable.items():
         decide = always(set_aside(leases[i], problem, now))
         yield from store._fenced_apply_steps(leases[i], "fail", decide, now)
+    return [lease for i, lease in enumerate(leases) if i not in unreadable]
 
 
 # -- renewing ---------------------------------------------------------------------------
